@@ -1,0 +1,7 @@
+"""camus-xdp command line (placeholder replaced below)."""
+import click
+
+
+@click.group()
+def main() -> None:
+    """camus-xdp."""

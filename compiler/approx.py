@@ -1,0 +1,48 @@
+"""Alpha discretisation (Camus section on approximation): round constants to multiples of
+alpha so fewer distinct boundaries reach the tables. Each literal's interval set only widens
+(lower bounds round down, upper bounds round up), so a message that matched still matches;
+the price is over-delivery, never under-delivery. Applies to numeric range fields only."""
+from __future__ import annotations
+
+from .intervals import normalise
+from .lowering import Formula, Lowered, LoweredRule, StateVar, Variable
+from .spec import MatchKind
+
+
+def _widen(iset: tuple, alpha: int, width: int) -> tuple:
+    top = (1 << width) - 1
+    out = []
+    for lo, hi in iset:
+        lo2 = (lo // alpha) * alpha
+        hi2 = top if hi == top else min(top, -(-(hi + 1) // alpha) * alpha - 1)
+        out.append((lo2, hi2))
+    return normalise(out)
+
+
+def _eligible(v: Variable) -> bool:
+    return (v.field is not None and v.field.vtype == "int"
+            and v.kind in (MatchKind.AUTO, MatchKind.RANGE))
+
+
+def _apply(f: Formula, alpha: int, variables: list[Variable]) -> Formula:
+    tag = f[0]
+    if tag == "lit":
+        v = variables[f[1]]
+        return ("lit", f[1], _widen(f[2], alpha, v.width)) if _eligible(v) else f
+    if tag in ("and", "or"):
+        return (tag, tuple(_apply(a, alpha, variables) for a in f[1]))
+    return f
+
+
+def discretise(lowered: Lowered, alpha: int) -> Lowered:
+    """A copy of `lowered` whose numeric literals are widened to multiples of alpha."""
+    if alpha <= 1:
+        return lowered
+    vs = lowered.variables
+    rules = [LoweredRule(r.index, _apply(r.formula, alpha, vs), r.atoms, r.offset, r.state_ids)
+             for r in lowered.rules]
+    variables = [Variable(v.index, v.name, v.width, v.kind, v.field,
+                          StateVar(v.state.fn, v.state.field, v.state.counter,
+                                   _apply(v.state.guard, alpha, vs)) if v.state else None)
+                 for v in vs]
+    return type(lowered)(lowered.spec, variables, rules, lowered.user_rule_count, lowered.lowerer)

@@ -1,0 +1,111 @@
+"""The compiler's driver: spec + rules -> lowered formulas -> DNF -> diagram -> Pipeline IR.
+
+One direction only; each stage is its own module. `compile_rules` returns every intermediate
+product (the CLI's explain and the tests use them) and the time each stage took.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .approx import discretise
+from .diagram import DiagramBuilder, DiagramTooLarge
+from .dnf import DnfTooLarge, Term, to_dnf
+from .errors import CompileError, CompileErrors, Position
+from .lowering import Atom, Lowered, lower_rules
+from .pipeline import Pipeline
+from .rules_ast import Rule
+from .rules_parser import SourceText, parse_rules
+from .slicing import slice_pipeline
+from .spec import Spec
+
+
+@dataclass
+class CompileOptions:
+    order: str = "spec"          # "spec": field order of the spec; "heuristic": fewest constants first
+    alpha: int = 1               # >1: discretise numeric constants to multiples of alpha
+    compress_max: int = 0        # >0: compress fields with at most this many distinct codes
+    max_nodes: int = 2_000_000   # diagram size limit
+    dnf_limit: int = 4096        # conjunctions one rule may expand to
+
+
+@dataclass
+class Compiled:
+    spec: Spec
+    rules: list[Rule]
+    source: SourceText
+    lowered: Lowered
+    builder: DiagramBuilder
+    root: int
+    order: list[int]
+    pipeline: Pipeline
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def variable_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], how: str) -> list[int]:
+    headers = [v.index for v in lowered.variables if v.state is None]
+    states = [v.index for v in lowered.variables if v.state is not None]
+    if how == "heuristic":
+        # Fields with fewer distinct boundaries first keep the upper levels narrow.
+        bounds: dict[int, set[int]] = {v: set() for v in headers}
+        for cons, _ in terms:
+            for var, iset in cons.items():
+                if var in bounds:
+                    bounds[var].update(lo for lo, _ in iset)
+        headers.sort(key=lambda v: (len(bounds[v]) == 0, len(bounds[v]), v))
+    elif how != "spec":
+        raise ValueError(f"unknown field order {how!r} (spec or heuristic)")
+    return headers + states
+
+
+def compile_rules(spec: Spec, text: str, source: str = "<rules>",
+                  options: CompileOptions | None = None,
+                  builder: DiagramBuilder | None = None) -> Compiled:
+    """Compile rule text against a spec. Raises CompileErrors (the rules are rejected whole)."""
+    opts = options or CompileOptions()
+    t0 = time.perf_counter()
+    rules, src = parse_rules(text, source)
+    t1 = time.perf_counter()
+    lowered = discretise(lower_rules(spec, rules, src), opts.alpha)
+    t2 = time.perf_counter()
+    widths = [v.width for v in lowered.variables]
+    terms: list[tuple[Term, frozenset[Atom]]] = []
+    errors: list[CompileError] = []
+    for r in lowered.rules:
+        try:
+            terms.extend((t, r.atoms) for t in to_dnf(r.formula, widths, opts.dnf_limit))
+        except DnfTooLarge as exc:
+            errors.append(src.error(f"rule expands to more than {opts.dnf_limit} conjunctions "
+                                    f"({exc.args[0]} so far) in disjunctive form", r.offset,
+                                    "a simpler filter, or split it into several rules"))
+    if errors:
+        raise CompileErrors(errors)
+    t3 = time.perf_counter()
+    order = variable_order(lowered, terms, opts.order)
+    builder = builder or DiagramBuilder(widths, opts.max_nodes)
+    try:
+        root = builder.build(terms, order)
+    except DiagramTooLarge as exc:
+        raise CompileErrors([CompileError(
+            f"the decision diagram grew past {opts.max_nodes} nodes ({exc.args[0]})",
+            Position(source, 1, 1), "--order heuristic, --alpha N, or a smaller rule set")]) from None
+    t4 = time.perf_counter()
+    pipeline = slice_pipeline(lowered, builder, root, order, opts.compress_max)
+    t5 = time.perf_counter()
+    pipeline.validate()
+    return Compiled(spec, rules, src, lowered, builder, root, order, pipeline, {
+        "parse": t1 - t0, "lower": t2 - t1, "dnf": t3 - t2, "diagram": t4 - t3,
+        "slice": t5 - t4, "validate": time.perf_counter() - t5})
+
+
+def compile_files(spec_path: str | Path, rules_path: str | Path,
+                  options: CompileOptions | None = None) -> Compiled:
+    from .spec_parser import load_spec
+    spec = load_spec(spec_path)
+    p = Path(rules_path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise CompileErrors([CompileError(f"cannot read rules: {exc.strerror}", Position(str(p), 1, 1))])
+    return compile_rules(spec, text, str(p), options)

@@ -1,0 +1,94 @@
+"""Direct evaluation of the rules as written: the second opinion on every compiled pipeline.
+
+It walks each rule's syntax tree (not, and, or evaluated structurally, no normal forms, no
+diagram, no tables) and compares each field with the constant the way the rule says; only the
+encoding of constants into field values is shared with the compiler. State functions follow
+the same semantics as the pipeline: the variables whose guard holds are updated first, then
+predicates read the current window.
+"""
+from __future__ import annotations
+
+from .diagram import normalise_atoms
+from .intervals import contains
+from .lowering import STATE_WIDTH, Atom, Formula, Lowered
+from .pipeline import ActionSet
+from .rules_ast import And, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
+from .slicing import port_key
+from .spec import MatchKind
+from .state_store import StateStore
+
+
+def outcome(a: ActionSet) -> tuple:
+    """What a delivery decision means to the outside: ports, explicit drop, custom calls."""
+    return (tuple(a.ports), a.drop, tuple(a.calls))
+
+
+def atoms_to_actions(atoms: frozenset[Atom]) -> ActionSet:
+    atoms = normalise_atoms(atoms)
+    return ActionSet(tuple(sorted((a[1] for a in atoms if a[0] == "fwd"), key=port_key)), None,
+                     ("drop",) in atoms, tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")))
+
+
+def eval_formula(f: Formula, values: list[int]) -> bool:
+    tag = f[0]
+    if tag == "lit":
+        return contains(f[2], values[f[1]])
+    if tag == "and":
+        return all(eval_formula(a, values) for a in f[1])
+    if tag == "or":
+        return any(eval_formula(a, values) for a in f[1])
+    return tag == "true"
+
+
+class FilterEvaluator:
+    def __init__(self, rules: list[Rule], lowered: Lowered) -> None:
+        self.rules = rules
+        self.lowered = lowered
+        self.lw = lowered.lowerer
+        self.by_index = {r.index: r for r in lowered.rules if r.index >= 0}
+        self.state_vars = lowered.state_vars
+        self.store = StateStore([s.counter.window_us for s in self.state_vars])
+        self.paths = [q.path for q in lowered.spec.query_fields]
+        self._sets: dict[int, tuple] = {}
+
+    def _rel(self, rel: Rel, value: int, width: int, kind: MatchKind, label: str, q=None) -> bool:
+        iset = self._sets.get(id(rel))
+        if iset is None:
+            iset = self._sets[id(rel)] = self.lw.literal_set(rel, q, width, kind, label, False)
+        return contains(iset, value)
+
+    def _eval(self, f: Filter, values: dict[str, int], states: list[int], now_us: int) -> bool:
+        if isinstance(f, Rel):
+            if isinstance(f.left, StateFn):
+                var = states.pop(0)
+                sv = self.state_vars[var]
+                agg = self.store.read(var, sv.fn, now_us)
+                return self._rel(f, agg, STATE_WIDTH, MatchKind.RANGE, sv.label)
+            q = self.lw.resolve(f.left)
+            return self._rel(f, values[q.path], q.width, q.kind, q.path, q)
+        if isinstance(f, Not):
+            return not self._eval(f.arg, values, states, now_us)
+        if isinstance(f, TrueFilter):
+            return True
+        results = [self._eval(a, values, states, now_us) for a in f.args]  # type: ignore[union-attr]
+        return all(results) if isinstance(f, And) else any(results)
+
+    def update_state(self, values: dict[str, int], now_us: int) -> tuple[int, ...]:
+        if not self.state_vars:
+            return ()
+        vector = [values.get(p, 0) for p in self.paths]
+        hit = []
+        for k, sv in enumerate(self.state_vars):
+            if eval_formula(sv.guard, vector):
+                self.store.update(k, values[sv.field.path], now_us)
+                hit.append(k)
+        return tuple(hit)
+
+    def run(self, values: dict[str, int], now_us: int = 0) -> ActionSet:
+        self.update_state(values, now_us)
+        atoms: set[Atom] = set()
+        for rule in self.rules:
+            states = list(self.by_index[rule.index].state_ids)
+            if self._eval(rule.filter, values, states, now_us):
+                atoms |= self.by_index[rule.index].atoms
+        return atoms_to_actions(frozenset(atoms))

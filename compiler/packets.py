@@ -1,0 +1,264 @@
+"""Packet bytes <-> messages, following the spec's header stack and framing.
+
+`decode_packet` is the reference parser every data plane is compared with: Ethernet, up to two
+VLAN tags, IPv4 (options allowed, fragments refused) or IPv6, UDP on the spec's port(s), then
+either one application header or a MoldUDP64 batch. Malformed packets never raise: the result
+says what was wrong and carries only the messages that were whole.
+"""
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass, field
+
+from .spec import QueryField, Role, Spec
+
+ETH_IPV4, ETH_IPV6, ETH_VLAN, ETH_QINQ = 0x0800, 0x86DD, 0x8100, 0x88A8
+IPPROTO_UDP = 17
+
+
+@dataclass
+class Message:
+    index: int
+    values: dict[str, int]        # query-field path -> value
+    offset: int = 0               # byte offset of the message in the packet
+    length: int = 0
+    subscribable: bool = True     # False when message_type says this kind is not filtered
+
+
+@dataclass
+class DecodedPacket:
+    messages: list[Message] = field(default_factory=list)
+    error: str | None = None      # why the packet (or its tail) is not a subscription packet
+    offsets: dict[str, int] = field(default_factory=dict)   # header instance -> byte offset
+
+
+def read_bits(data: bytes, bit_offset: int, width: int) -> int:
+    first = bit_offset // 8
+    last = (bit_offset + width + 7) // 8
+    chunk = int.from_bytes(data[first:last], "big")
+    spare = last * 8 - (bit_offset + width)
+    return (chunk >> spare) & ((1 << width) - 1)
+
+
+def _read_field(data: bytes, base: int, q: QueryField) -> int:
+    return read_bits(data, base * 8 + q.offset, q.width)
+
+
+def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
+    out = DecodedPacket()
+    roles = {spec.instances[n].role: n for n in spec.stack}
+    if len(data) < 14:
+        out.error = "truncated Ethernet header"
+        return out
+    off = 0
+    if Role.ETHERNET in roles:
+        out.offsets[roles[Role.ETHERNET]] = 0
+    etype = struct.unpack_from("!H", data, 12)[0]
+    off = 14
+    for _ in range(2):
+        if etype in (ETH_VLAN, ETH_QINQ):
+            if len(data) < off + 4:
+                out.error = "truncated VLAN tag"
+                return out
+            if Role.VLAN in roles:
+                out.offsets[roles[Role.VLAN]] = off
+            etype = struct.unpack_from("!H", data, off + 2)[0]
+            off += 4
+    if etype == ETH_IPV4:
+        if len(data) < off + 20:
+            out.error = "truncated IPv4 header"
+            return out
+        ihl = (data[off] & 0x0F) * 4
+        if data[off] >> 4 != 4 or ihl < 20 or len(data) < off + ihl:
+            out.error = "bad IPv4 header"
+            return out
+        frag = struct.unpack_from("!H", data, off + 6)[0]
+        if frag & 0x3FFF:
+            out.error = "IPv4 fragment"
+            return out
+        if data[off + 9] != IPPROTO_UDP:
+            out.error = "not UDP"
+            return out
+        if Role.IPV4 in roles:
+            out.offsets[roles[Role.IPV4]] = off
+        off += ihl
+    elif etype == ETH_IPV6:
+        if len(data) < off + 40:
+            out.error = "truncated IPv6 header"
+            return out
+        if data[off + 6] != IPPROTO_UDP:
+            out.error = "not UDP (IPv6 extension headers are not parsed)"
+            return out
+        if Role.IPV6 in roles:
+            out.offsets[roles[Role.IPV6]] = off
+        off += 40
+    else:
+        out.error = f"not IP (EtherType 0x{etype:04x})"
+        return out
+    if len(data) < off + 8:
+        out.error = "truncated UDP header"
+        return out
+    dport = struct.unpack_from("!H", data, off + 2)[0]
+    if spec.udp_ports and dport not in spec.udp_ports:
+        out.error = f"UDP port {dport} is not the feed's"
+        return out
+    if Role.UDP in roles:
+        out.offsets[roles[Role.UDP]] = off
+    off += 8
+    packet_fields = [q for q in spec.query_fields if q.role is not Role.MESSAGE]
+    msg_fields = [q for q in spec.query_fields if q.role is Role.MESSAGE]
+    pkt_values: dict[str, int] = {}
+    for q in packet_fields:
+        base = out.offsets.get(q.instance)
+        if base is None:
+            out.error = f"packet has no {q.instance} header"
+            return out
+        pkt_values[q.path] = _read_field(data, base, q)
+    msg_inst = spec.message_instance
+    msg_len = spec.message_bytes
+    mtype = spec.message_type
+    mtype_field = None
+    if mtype is not None:
+        inst, hf = spec.header_field(mtype[0])  # type: ignore[misc]
+        mtype_field = QueryField(inst.name, hf.name, hf.width, hf.offset, spec.query_fields[0].kind, inst.role)
+
+    def message_at(index: int, start: int, length: int) -> Message:
+        values = dict(pkt_values)
+        for q in msg_fields:
+            values[q.path] = _read_field(data, start, q)
+        ok = mtype_field is None or _read_field(data, start, mtype_field) == mtype[1]  # type: ignore[index]
+        return Message(index, values, start, length, ok)
+
+    if spec.framing.kind == "none":
+        if msg_inst is None:
+            out.messages.append(Message(0, pkt_values, off, 0))
+        elif len(data) < off + msg_len:
+            out.error = "truncated message"
+        else:
+            out.messages.append(message_at(0, off, msg_len))
+        return out
+    fr = spec.framing
+    if len(data) < off + fr.header_bytes:
+        out.error = "truncated MoldUDP64 header"
+        return out
+    if msg_inst is not None:
+        out.offsets[spec.stack[spec.stack.index(msg_inst.name) - 1]] = off
+    count = struct.unpack_from("!H", data, off + fr.count_offset)[0]
+    pos = off + fr.header_bytes
+    for i in range(count):
+        if len(data) < pos + fr.length_bytes:
+            out.error = f"message count says {count}, packet holds {i}"
+            return out
+        length = int.from_bytes(data[pos:pos + fr.length_bytes], "big")
+        start = pos + fr.length_bytes
+        if len(data) < start + length:
+            out.error = f"message {i} length {length} runs past the packet"
+            return out
+        if length >= msg_len:
+            out.messages.append(message_at(i, start, length))
+        # shorter messages (other ITCH message types) are framed correctly but not filtered
+        pos = start + length
+    return out
+
+
+# -- building packets (tests, examples, workloads) ------------------------------------------
+
+def _put_bits(buf: bytearray, bit_offset: int, width: int, value: int) -> None:
+    first = bit_offset // 8
+    last = (bit_offset + width + 7) // 8
+    spare = last * 8 - (bit_offset + width)
+    chunk = int.from_bytes(buf[first:last], "big")
+    mask = ((1 << width) - 1) << spare
+    chunk = (chunk & ~mask) | ((value << spare) & mask)
+    buf[first:last] = chunk.to_bytes(last - first, "big")
+
+
+def encode_message(spec: Spec, values: dict[str, int]) -> bytes:
+    inst = spec.message_instance
+    if inst is None:
+        return b""
+    buf = bytearray(inst.type.width // 8)
+    if spec.message_type is not None:
+        path, v = spec.message_type
+        _, hf = spec.header_field(path)  # type: ignore[misc]
+        _put_bits(buf, hf.offset, hf.width, v)
+    for path, v in values.items():
+        found = spec.header_field(path)
+        if found and found[0].name == inst.name:
+            _put_bits(buf, found[1].offset, found[1].width, v)
+    return bytes(buf)
+
+
+def build_packet(spec: Spec, messages: list[dict[str, int]], *, src_ip: str = "10.0.0.1",
+                 dst_ip: str = "10.0.0.2", dst_port: int | None = None, sequence: int = 1,
+                 src_mac: bytes = b"\x02\x00\x00\x00\x00\x01",
+                 dst_mac: bytes = b"\x02\x00\x00\x00\x00\x02") -> bytes:
+    """An Ethernet/IPv4/UDP packet carrying `messages` in the spec's framing. Packet-level
+    query fields (e.g. ipv4.dst) come from the addresses, not from the messages."""
+    if spec.framing.kind == "moldudp64":
+        payload = bytearray(b"CAMUSXDP00" + sequence.to_bytes(8, "big") + len(messages).to_bytes(2, "big"))
+        for m in messages:
+            body = encode_message(spec, m)
+            payload += len(body).to_bytes(2, "big") + body
+    else:
+        payload = bytearray(encode_message(spec, messages[0] if messages else {}))
+    port = dst_port if dst_port is not None else (spec.udp_ports[0] if spec.udp_ports else 9999)
+    udp = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload
+    total = 20 + len(udp)
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, IPPROTO_UDP, 0,
+                               ipaddress.IPv4Address(src_ip).packed, ipaddress.IPv4Address(dst_ip).packed))
+    csum = _ip_checksum(bytes(ip))
+    ip[10:12] = csum.to_bytes(2, "big")
+    return dst_mac + src_mac + ETH_IPV4.to_bytes(2, "big") + bytes(ip) + udp
+
+
+def _ip_checksum(header: bytes) -> int:
+    s = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def message_from_text(spec: Spec, text: str) -> dict[str, int]:
+    """'stock=GOOGL price=60' -> {'add_order.stock': ..., 'add_order.price': 60}. Fields not
+    given are 0. Values: numbers (decimal, 0x hex), 'c' characters, IPv4/IPv6, MACs, strings."""
+    values = {q.path: 0 for q in spec.query_fields}
+    for item in text.replace(",", " ").split():
+        if "=" not in item:
+            raise ValueError(f"expected field=value, got {item!r}")
+        name, _, raw = item.partition("=")
+        found = spec.fields_named(name)
+        if len(found) != 1:
+            raise ValueError(f"unknown or ambiguous field {name!r}"
+                             f" (query fields: {', '.join(q.path for q in spec.query_fields)})")
+        q = found[0]
+        values[q.path] = _parse_value(spec, q, raw)
+    return values
+
+
+def _parse_value(spec: Spec, q: QueryField, raw: str) -> int:
+    if len(raw) == 3 and raw[0] == raw[2] == "'":
+        return ord(raw[1])
+    try:
+        value = int(raw, 0)
+    except ValueError:
+        value = None
+    if value is None:
+        for cls in (ipaddress.IPv4Address, ipaddress.IPv6Address):
+            try:
+                value = int(cls(raw))
+                break
+            except ValueError:
+                pass
+    if value is None and len(raw) == 17 and raw.count(":") == 5:
+        value = int(raw.replace(":", ""), 16)
+    if value is None:
+        data = raw.strip('"').encode("latin-1", "replace")
+        nbytes = q.width // 8
+        if len(data) > nbytes:
+            raise ValueError(f"{raw!r} is longer than {q.path} ({nbytes} bytes)")
+        value = int.from_bytes(data + bytes([spec.string_pad]) * (nbytes - len(data)), "big")
+    if value >= 1 << q.width:
+        raise ValueError(f"{raw} does not fit {q.path} (bit<{q.width}>)")
+    return value

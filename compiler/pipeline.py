@@ -1,0 +1,255 @@
+"""The Pipeline IR: staged match tables, the leaf table, multicast groups, state variables.
+
+This is the contract between the compiler and every back end (eBPF maps, P4 entries) and the
+reference interpreter. A packet's message walks the tables in order carrying one state id,
+starting at `root`:
+
+  * a table applies only to the states listed in `states` (a state tests exactly one
+    variable); other states pass through unchanged;
+  * a match of (state, key) sets the next state; a miss sets state 0 (nobody subscribed);
+    exact tables may hold a per-state `any` entry used when no exact entry matches;
+    LPM entries follow longest-prefix-wins; range entries of one state never overlap;
+  * after the header-field tables, `state_updates[state]` lists the state variables to update
+    (their windowed aggregates feed the state-variable tables that follow);
+  * the final state is looked up in `leaves`; a state without a leaf delivers nothing.
+
+Each table's shape is described once, as data (`TableSchema`), and `validate` checks every
+entry against it, so a back end can trust what it reads.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+MatchSpec = tuple  # ("exact", v) | ("range", lo, hi) | ("lpm", v, plen) | ("any",)
+
+
+@dataclass(frozen=True)
+class Entry:
+    state: int
+    match: MatchSpec
+    next: int
+
+
+@dataclass
+class Compression:
+    """Low-resolution domain: the field's value is first mapped to a small code (`kind` exact
+    or range over the raw value; unmatched values get code 0) and the table matches codes."""
+    kind: str
+    width: int                                  # bits of the code
+    codes: list[tuple[MatchSpec, int]]          # (match on raw value, code)
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    name: str
+    key: tuple[tuple[str, int], ...]            # (column, bits)
+    match_kind: str                             # exact | range | lpm
+    action: str = "set_state"
+
+
+@dataclass
+class FieldTable:
+    name: str                 # field path, or a state variable's label
+    var: int                  # variable index in the compiler's order
+    kind: str                 # exact | range | lpm
+    field_width: int          # bits of the raw value
+    states: list[int]
+    entries: list[Entry]
+    field: str | None = None          # query-field path (None for state variables)
+    state_var: int | None = None      # state variable id (None for header fields)
+    compression: Compression | None = None
+
+    @property
+    def key_width(self) -> int:
+        return self.compression.width if self.compression else self.field_width
+
+    def schema(self, state_bits: int) -> TableSchema:
+        return TableSchema(f"t_{self.name.replace('.', '_')}",
+                           (("state", state_bits), (self.name, self.key_width)), self.kind)
+
+
+@dataclass
+class ActionSet:
+    ports: tuple = ()                   # ints or names, sorted
+    group: int | None = None            # multicast group when more than one port
+    drop: bool = False                  # an explicit drop rule matched
+    calls: tuple = ()                   # ((name, (args...)), ...) custom actions
+    updates: tuple[int, ...] = ()       # internal: state variables updated on this path
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ports": list(self.ports)}
+        if self.group is not None:
+            out["group"] = self.group
+        if self.drop:
+            out["drop"] = True
+        if self.calls:
+            out["calls"] = [[n, list(a)] for n, a in self.calls]
+        return out
+
+    def names(self) -> list[str]:
+        """Human-readable actions, e.g. ['fwd(1,2)', 'answerDNS(10.0.0.1)']."""
+        out = []
+        if self.ports:
+            out.append("fwd(" + ",".join(str(p) for p in self.ports) + ")")
+        if self.drop:
+            out.append("drop")
+        out += [f"{n}({','.join(a)})" for n, a in self.calls]
+        return out
+
+
+@dataclass
+class StateVarInfo:
+    id: int
+    fn: str
+    field: str
+    counter: str
+    window_us: int
+
+
+@dataclass
+class Pipeline:
+    spec: str
+    root: int
+    tables: list[FieldTable]
+    leaves: dict[int, ActionSet]
+    groups: dict[int, tuple]
+    state_vars: list[StateVarInfo] = field(default_factory=list)
+    state_updates: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    rule_count: int = 0
+
+    # -- derived -----------------------------------------------------------------------------
+    @property
+    def state_ids(self) -> set[int]:
+        ids = {0, self.root} | set(self.leaves)
+        for t in self.tables:
+            ids.update(t.states)
+        return ids
+
+    @property
+    def state_bits(self) -> int:
+        return max(1, max(self.state_ids).bit_length())
+
+    @property
+    def entry_count(self) -> int:
+        return sum(len(t.entries) for t in self.tables)
+
+    # -- checking ----------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Check every entry against its table's schema; raise ValueError on the first fault."""
+        bits = self.state_bits
+        known = self.state_ids
+        owner: dict[int, str] = {}
+        for t in self.tables:
+            schema = t.schema(bits)
+            if t.kind not in ("exact", "range", "lpm"):
+                raise ValueError(f"{schema.name}: unknown match kind {t.kind}")
+            width = dict(schema.key)[t.name]
+            states = set(t.states)
+            for s in states:
+                if s in owner:
+                    raise ValueError(f"state {s} belongs to both {owner[s]} and {schema.name}")
+                owner[s] = schema.name
+            seen: dict[tuple, int] = {}
+            ranges: dict[int, list[tuple[int, int]]] = {}
+            for e in t.entries:
+                where = f"{schema.name} entry {e}"
+                if e.state not in states:
+                    raise ValueError(f"{where}: state is not one of the table's states")
+                if e.next not in known:
+                    raise ValueError(f"{where}: next state {e.next} does not exist")
+                kind = e.match[0]
+                if kind == "any":
+                    if t.kind != "exact":
+                        raise ValueError(f"{where}: 'any' entries only in exact tables")
+                elif kind != t.kind:
+                    raise ValueError(f"{where}: {kind} match in a {t.kind} table")
+                vals = e.match[1:]
+                if kind == "exact" and not 0 <= vals[0] < 1 << width:
+                    raise ValueError(f"{where}: value wider than {width} bits")
+                if kind == "range":
+                    lo, hi = vals
+                    if not 0 <= lo <= hi < 1 << width:
+                        raise ValueError(f"{where}: bad range for {width} bits")
+                    ranges.setdefault(e.state, []).append((lo, hi))
+                if kind == "lpm":
+                    v, plen = vals
+                    if not 0 <= plen <= width or v >> (width - plen) << (width - plen) != v:
+                        raise ValueError(f"{where}: bad prefix for {width} bits")
+                k = (e.state,) + tuple(e.match)
+                if k in seen:
+                    raise ValueError(f"{where}: duplicate key")
+                seen[k] = e.next
+            for s, spans in ranges.items():
+                spans.sort()
+                for (a, b), (c, d) in zip(spans, spans[1:]):
+                    if c <= b:
+                        raise ValueError(f"{schema.name}: overlapping ranges for state {s}")
+        for gid, ports in self.groups.items():
+            if len(ports) < 2:
+                raise ValueError(f"group {gid} has fewer than two ports")
+        for s, a in self.leaves.items():
+            if a.group is not None and tuple(self.groups.get(a.group, ())) != tuple(a.ports):
+                raise ValueError(f"leaf {s}: group {a.group} does not hold its ports")
+
+    # -- JSON -------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        def match_json(m: MatchSpec) -> dict[str, Any]:
+            return {"any": True} if m[0] == "any" else {m[0]: list(m[1:]) if len(m) > 2 else m[1]}
+
+        return {
+            "format": "camus-pipeline/1",
+            "spec": self.spec,
+            "rules": self.rule_count,
+            "root": self.root,
+            "state_bits": self.state_bits,
+            "tables": [{
+                "name": t.name, "var": t.var, "kind": t.kind, "field": t.field,
+                "state_var": t.state_var, "field_width": t.field_width,
+                "key_width": t.key_width, "states": sorted(t.states),
+                "compression": None if t.compression is None else {
+                    "kind": t.compression.kind, "width": t.compression.width,
+                    "codes": [[match_json(m), c] for m, c in t.compression.codes]},
+                "entries": [[e.state, match_json(e.match), e.next] for e in t.entries],
+            } for t in self.tables],
+            "leaves": {str(s): a.to_json() | ({"updates": list(a.updates)} if a.updates else {})
+                       for s, a in sorted(self.leaves.items())},
+            "groups": {str(g): list(p) for g, p in sorted(self.groups.items())},
+            "state_vars": [vars(v) for v in self.state_vars],
+            "state_updates": {str(s): list(u) for s, u in sorted(self.state_updates.items())},
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=1, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "Pipeline":
+        if doc.get("format") != "camus-pipeline/1":
+            raise ValueError("not a camus pipeline (format camus-pipeline/1)")
+
+        def match(m: dict[str, Any]) -> MatchSpec:
+            (k, v), = m.items()
+            if k == "any":
+                return ("any",)
+            return (k, *v) if isinstance(v, list) else (k, v)
+
+        tables = []
+        for t in doc["tables"]:
+            comp = t.get("compression")
+            tables.append(FieldTable(
+                t["name"], t["var"], t["kind"], t["field_width"], list(t["states"]),
+                [Entry(s, match(m), n) for s, m, n in t["entries"]], t.get("field"),
+                t.get("state_var"),
+                None if comp is None else Compression(comp["kind"], comp["width"],
+                                                      [(match(m), c) for m, c in comp["codes"]])))
+        leaves = {}
+        for s, a in doc["leaves"].items():
+            leaves[int(s)] = ActionSet(tuple(a["ports"]), a.get("group"), a.get("drop", False),
+                                       tuple((n, tuple(x)) for n, x in a.get("calls", [])),
+                                       tuple(a.get("updates", [])))
+        return cls(doc["spec"], doc["root"], tables, leaves,
+                   {int(g): tuple(p) for g, p in doc["groups"].items()},
+                   [StateVarInfo(**v) for v in doc.get("state_vars", [])],
+                   {int(s): tuple(u) for s, u in doc.get("state_updates", {}).items()},
+                   doc.get("rules", 0))

@@ -1,0 +1,75 @@
+"""Syntax tree of subscription rules, as written (before types and normalisation)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str          # `stock`, `add_order.stock`
+    offset: int        # character offset in the source, for error positions
+
+
+@dataclass(frozen=True)
+class StateFn:
+    fn: str            # count | sum | avg
+    attr: Attr
+    counter: str | None
+    offset: int
+
+
+@dataclass(frozen=True)
+class Const:
+    kind: str          # int | str | word | ipv4 | ipv6 | mac
+    value: int | str
+    prefix_len: int | None
+    text: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class Rel:
+    left: Union[Attr, StateFn]
+    op: str            # == != < <= > >= prefix   (`=` is read as ==)
+    right: Const
+    offset: int
+
+
+@dataclass(frozen=True)
+class Not:
+    arg: "Filter"
+    offset: int
+
+
+@dataclass(frozen=True)
+class And:
+    args: tuple["Filter", ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    args: tuple["Filter", ...]
+
+
+@dataclass(frozen=True)
+class TrueFilter:
+    offset: int
+
+
+Filter = Union[Rel, Not, And, Or, TrueFilter]
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str                  # fwd | drop | a custom action name
+    args: tuple[Const, ...]
+    offset: int
+
+
+@dataclass(frozen=True)
+class Rule:
+    filter: Filter
+    actions: tuple[Action, ...]
+    offset: int                # where the rule starts
+    index: int                 # 0-based rule number in its file

@@ -1,0 +1,268 @@
+"""Parser for subscription rules.
+
+    rules   := rule ((';' | newline) rule)* [';']        '#' starts a comment
+    rule    := filter ':' action (',' action)*
+    filter  := conj (('or' | '||') conj)*
+    conj    := unary (('and' | '&&') unary)*
+    unary   := ('not' | '!') unary | '(' filter ')' | 'true' | relation
+    relation:= operand op constant        op := == = != < <= > >= prefix
+    operand := field | (count|sum|avg) '(' field [',' counter] ')'
+    constant:= number | number/len | "string" | 'c' | bare-word | ipv4[/len] | ipv6[/len] | mac
+    action  := name ['(' constant (',' constant)* ')']
+
+The original Camus syntax (`h.f = "X"`, `! h.f = 1`, `h.f = a/n`, trailing `;`) is a subset.
+Positions are kept as character offsets and turned into line:column only for messages, so a
+million-rule file parses in seconds.
+"""
+from __future__ import annotations
+
+import bisect
+import ipaddress
+import re
+
+from .errors import CompileError, CompileErrors, Position
+from .rules_ast import Action, And, Attr, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
+
+_TOKEN = re.compile(r"""
+   (?P<ws>[ \t\r]+|\#[^\n]*)
+ | (?P<nl>\n)
+ | (?P<mac>[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}(?![\w:]))
+ | (?P<ipv6>(?:[0-9a-fA-F]{0,4}:){2,7}(?:[0-9a-fA-F]{1,4}|\d+\.\d+\.\d+\.\d+)?(?![\w:]))
+ | (?P<ipv4>\d+\.\d+\.\d+\.\d+)
+ | (?P<num>0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*(?:\.\d+)?)
+ | (?P<str>"[^"\n]*"|'[^'\n]*')
+ | (?P<id>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)
+ | (?P<op>==|!=|<=|>=|&&|\|\||[=<>!():,;/])
+ | (?P<bad>.)
+""", re.VERBOSE)
+
+_RELOPS = {"==": "==", "=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
+           "prefix": "prefix"}
+_STATE_FNS = {"count", "sum", "avg"}
+_KEYWORDS = {"and", "or", "not", "true", "prefix"}
+
+
+class SourceText:
+    """Maps character offsets to line:column for messages."""
+
+    def __init__(self, text: str, name: str) -> None:
+        self.text, self.name = text, name
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def position(self, offset: int) -> Position:
+        line = bisect.bisect_right(self.line_starts, offset)
+        return Position(self.name, line, offset - self.line_starts[line - 1] + 1)
+
+    def line_text(self, offset: int) -> str:
+        line = bisect.bisect_right(self.line_starts, offset)
+        start = self.line_starts[line - 1]
+        end = self.text.find("\n", start)
+        return self.text[start:] if end < 0 else self.text[start:end]
+
+    def error(self, message: str, offset: int, expected: str | None = None) -> CompileError:
+        return CompileError(message, self.position(offset), expected, self.line_text(offset))
+
+
+class _Parser:
+    def __init__(self, src: SourceText) -> None:
+        self.src = src
+        toks: list[tuple[str, str, int]] = []
+        for m in _TOKEN.finditer(src.text):
+            kind = m.lastgroup
+            if kind == "ws":
+                continue
+            if kind == "bad":
+                raise src.error(f"unexpected character {m.group()!r}", m.start())
+            toks.append((kind, m.group(), m.start()))  # type: ignore[arg-type]
+        toks.append(("eof", "", len(src.text)))
+        self.toks = toks
+        self.i = 0
+
+    # -- token helpers -------------------------------------------------------------------
+    def skip_nl(self) -> None:
+        while self.toks[self.i][0] == "nl":
+            self.i += 1
+
+    def peek(self) -> tuple[str, str, int]:
+        self.skip_nl()
+        return self.toks[self.i]
+
+    def take(self) -> tuple[str, str, int]:
+        self.skip_nl()
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def fail(self, tok: tuple[str, str, int], expected: str) -> CompileError:
+        found = "end of input" if tok[0] == "eof" else repr(tok[1])
+        return self.src.error(f"unexpected {found}", tok[2], expected)
+
+    def expect(self, text: str, expected: str | None = None) -> tuple[str, str, int]:
+        tok = self.take()
+        if tok[1] != text or tok[0] in ("str",):
+            raise self.fail(tok, expected or f"'{text}'")
+        return tok
+
+    # -- rules ---------------------------------------------------------------------------
+    def rules(self) -> tuple[list[Rule], list[CompileError]]:
+        rules: list[Rule] = []
+        errors: list[CompileError] = []
+        while True:
+            tok = self.peek()
+            if tok[0] == "eof":
+                break
+            if tok[1] == ";":
+                self.i += 1
+                continue
+            start = self.i
+            try:
+                rules.append(self.rule(len(rules)))
+            except CompileError as exc:
+                errors.append(exc)
+                self.recover(start)
+        return rules, errors
+
+    def recover(self, start: int) -> None:
+        # Skip to the end of the broken rule (next ';' or a newline after it) and go on, so
+        # one run reports every bad rule in the file.
+        i = max(self.i, start + 1)
+        while self.toks[i][0] != "eof" and self.toks[i][0] != "nl" and self.toks[i][1] != ";":
+            i += 1
+        self.i = i
+
+    def rule(self, index: int) -> Rule:
+        start = self.peek()[2]
+        filt = self.filter()
+        self.expect(":", "':' between the filter and its actions")
+        actions = [self.action()]
+        while self.toks[self.i][1] == ",":
+            self.i += 1
+            actions.append(self.action())
+        end = self.toks[self.i]  # no newline skipping: a newline ends the rule
+        if end[0] not in ("nl", "eof") and end[1] != ";":
+            raise self.fail(end, "',' and another action, ';' or the end of the line")
+        return Rule(filt, tuple(actions), start, index)
+
+    def filter(self) -> Filter:
+        args = [self.conj()]
+        while True:
+            tok = self.peek()
+            if (tok[0] == "id" and tok[1].lower() == "or") or tok[1] == "||":
+                self.i += 1
+                args.append(self.conj())
+            else:
+                break
+        return args[0] if len(args) == 1 else Or(tuple(args))
+
+    def conj(self) -> Filter:
+        args = [self.unary()]
+        while True:
+            tok = self.peek()
+            if (tok[0] == "id" and tok[1].lower() == "and") or tok[1] == "&&":
+                self.i += 1
+                args.append(self.unary())
+            else:
+                break
+        return args[0] if len(args) == 1 else And(tuple(args))
+
+    def unary(self) -> Filter:
+        tok = self.take()
+        kind, text, off = tok
+        if (kind == "id" and text.lower() == "not") or (kind == "op" and text == "!"):
+            return Not(self.unary(), off)
+        if kind == "op" and text == "(":
+            inner = self.filter()
+            self.expect(")", "')' to close the '(' at column "
+                        f"{self.src.position(off).column}")
+            return inner
+        if kind == "id" and text.lower() == "true":
+            return TrueFilter(off)
+        if kind == "id" and text.lower() not in _KEYWORDS:
+            return self.relation(tok)
+        raise self.fail(tok, "a field, 'not', '(' or 'true'")
+
+    def relation(self, tok: tuple[str, str, int]) -> Rel:
+        left: Attr | StateFn
+        if tok[1] in _STATE_FNS and self.peek()[1] == "(":
+            self.i += 1
+            field = self.take()
+            if field[0] != "id":
+                raise self.fail(field, f"a field name inside {tok[1]}(...)")
+            counter = None
+            if self.peek()[1] == ",":
+                self.i += 1
+                ctok = self.take()
+                if ctok[0] != "id":
+                    raise self.fail(ctok, "a counter name declared by query_counter")
+                counter = ctok[1]
+            self.expect(")", f"')' to close {tok[1]}(")
+            left = StateFn(tok[1], Attr(field[1], field[2]), counter, tok[2])
+        else:
+            left = Attr(tok[1], tok[2])
+        optok = self.take()
+        op = _RELOPS.get(optok[1]) if optok[0] in ("op", "id") else None
+        if op is None:
+            raise self.fail(optok, "a relation: == != < <= > >= or prefix")
+        return Rel(left, op, self.constant(), optok[2])
+
+    def constant(self) -> Const:
+        kind, text, off = self.take()
+        if kind == "num":
+            if "." in text:
+                raise self.src.error(f"fractional constant {text} is not supported; "
+                                     "write the field's integer units", off)
+            value: int | str = int(text.replace("_", ""), 0)
+        elif kind == "str":
+            body = text[1:-1]
+            if text[0] == "'" and len(body) == 1:
+                kind, value = "int", ord(body)          # C-style character constant
+            else:
+                kind, value = "str", body
+        elif kind == "id" and text.lower() not in _KEYWORDS:
+            kind, value = "word", text
+        elif kind == "ipv4":
+            try:
+                value = int(ipaddress.IPv4Address(text))
+            except ValueError:
+                raise self.src.error(f"bad IPv4 address {text}", off) from None
+        elif kind == "ipv6":
+            try:
+                value = int(ipaddress.IPv6Address(text))
+            except ValueError:
+                raise self.src.error(f"bad IPv6 address {text}", off) from None
+        elif kind == "mac":
+            value = int(text.replace(":", ""), 16)
+        else:
+            raise self.fail((kind, text, off), "a constant: number, \"string\", address or word")
+        prefix_len = None
+        if kind in ("int", "num", "ipv4", "ipv6") and self.toks[self.i][1] == "/":
+            self.i += 1
+            ltok = self.take()
+            if ltok[0] != "num" or "." in ltok[1]:
+                raise self.fail(ltok, "a prefix length after '/'")
+            prefix_len = int(ltok[1])
+        return Const("int" if kind == "num" else kind, value, prefix_len, text, off)
+
+    def action(self) -> Action:
+        kind, text, off = self.take()
+        if kind != "id" or text.lower() in _KEYWORDS:
+            raise self.fail((kind, text, off), "an action such as fwd(1) or drop")
+        args: list[Const] = []
+        if self.toks[self.i][1] == "(":
+            self.i += 1
+            if self.peek()[1] != ")":
+                args.append(self.constant())
+                while self.peek()[1] == ",":
+                    self.i += 1
+                    args.append(self.constant())
+            self.expect(")", f"',' or ')' in the arguments of {text}")
+        return Action(text, tuple(args), off)
+
+
+def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceText]:
+    """Parse a whole rule file. Any syntax error rejects the file: CompileErrors lists them all."""
+    src = SourceText(text, source)
+    rules, errors = _Parser(src).rules()
+    if errors:
+        raise CompileErrors(errors)
+    return rules, src

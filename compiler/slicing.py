@@ -1,0 +1,209 @@
+"""Algorithm 2 of the Camus paper: slice the decision diagram per field into staged tables.
+
+Every inner node is a state of the table of the variable it tests; its edges become entries
+(state, match) -> child. Match kinds: exact where the table only tests equality (points plus
+one default per state), LPM for longest-prefix fields, ranges otherwise. Edges to the empty
+leaf are left out where a miss means the same thing. Leaves become the leaf table and port
+sets of two or more ports become multicast groups.
+"""
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+
+from .diagram import EMPTY_LEAF, Branch, DiagramBuilder, Leaf
+from .intervals import to_prefixes
+from .lowering import Lowered
+from .pipeline import ActionSet, Compression, Entry, FieldTable, Pipeline, StateVarInfo
+from .spec import MatchKind
+
+
+def port_key(p: object) -> tuple:
+    return (isinstance(p, str), p)
+
+
+def reachable(builder: DiagramBuilder, root: int) -> list[int]:
+    seen = {root}
+    stack = [root]
+    while stack:
+        node = builder.nodes[stack.pop()]
+        if isinstance(node, Branch):
+            for _, _, c in node.edges:
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+    return sorted(seen)
+
+
+def _exact_shape(edges: tuple) -> int | None:
+    """The default child if the edges are points plus one default, else None."""
+    rest = {c for lo, hi, c in edges if lo != hi}
+    if len(rest) > 1:
+        return None
+    if rest:
+        return rest.pop()
+    return Counter(c for _, _, c in edges).most_common(1)[0][0]
+
+
+def _exact_entries(state: int, edges: tuple, default: int) -> list[Entry]:
+    out = [Entry(state, ("exact", lo), c) for lo, hi, c in edges if lo == hi and c != default]
+    if default != EMPTY_LEAF:
+        out.append(Entry(state, ("any",), default))
+    return out
+
+
+def _lpm_entries(state: int, edges: tuple, width: int) -> list[Entry]:
+    """Longest-prefix entries equivalent to the edges: each prefix node whose range is mostly
+    one child takes that child, so only the exceptions need longer prefixes."""
+    starts = [lo for lo, _, _ in edges]
+    out: list[Entry] = []
+
+    def walk(value: int, plen: int, inherited: int) -> None:
+        lo = value
+        hi = value | ((1 << (width - plen)) - 1)
+        i = bisect.bisect_right(starts, lo) - 1
+        if edges[i][1] >= hi:                       # one child covers the whole prefix
+            child = edges[i][2]
+            if child != inherited:
+                out.append(Entry(state, ("lpm", value, plen), child))
+            return
+        cover: Counter[int] = Counter()
+        j = i
+        while j < len(edges) and edges[j][0] <= hi:
+            cover[edges[j][2]] += min(hi, edges[j][1]) - max(lo, edges[j][0]) + 1
+            j += 1
+        child, size = cover.most_common(1)[0]
+        if 2 * size > hi - lo + 1 and child != inherited:
+            out.append(Entry(state, ("lpm", value, plen), child))
+            inherited = child
+        half = 1 << (width - plen - 1)
+        walk(value, plen + 1, inherited)
+        walk(value | half, plen + 1, inherited)
+
+    walk(0, 0, EMPTY_LEAF)
+    return out
+
+
+def _compress(table: FieldTable, branches: dict[int, Branch], max_codes: int) -> None:
+    """Replace raw values by small codes when the field has few distinct boundaries."""
+    if table.kind == "exact":
+        values = sorted({e.match[1] for e in table.entries if e.match[0] == "exact"})
+        if not values or len(values) + 1 > max_codes:
+            return
+        width = max(1, len(values).bit_length())
+        if width >= table.field_width:
+            return
+        code = {v: i + 1 for i, v in enumerate(values)}   # 0: any other value
+        table.compression = Compression("exact", width, [(("exact", v), code[v]) for v in values])
+        table.entries = [Entry(e.state, ("exact", code[e.match[1]]), e.next)
+                         if e.match[0] == "exact" else e for e in table.entries]
+        return
+    if table.kind != "range":
+        return
+    bounds = sorted({lo for b in branches.values() for lo, _, _ in b.edges})
+    if len(bounds) > max_codes:
+        return
+    width = max(1, (len(bounds) - 1).bit_length())
+    if width >= table.field_width:
+        return
+    top = (1 << table.field_width) - 1
+    spans = [(lo, (bounds[i + 1] - 1) if i + 1 < len(bounds) else top) for i, lo in enumerate(bounds)]
+    table.compression = Compression("range", width, [(("range", lo, hi), i) for i, (lo, hi) in enumerate(spans)])
+    table.entries = [Entry(e.state, ("range", bisect.bisect_right(bounds, e.match[1]) - 1,
+                                     bisect.bisect_right(bounds, e.match[2]) - 1), e.next)
+                     for e in table.entries]
+
+
+def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: list[int],
+                   compress_max: int = 0) -> Pipeline:
+    nodes = reachable(builder, root)
+    by_var: dict[int, dict[int, Branch]] = {}
+    leaf_ids: list[int] = []
+    for nid in nodes:
+        node = builder.nodes[nid]
+        if isinstance(node, Branch):
+            by_var.setdefault(node.var, {})[nid] = node
+        else:
+            leaf_ids.append(nid)
+
+    tables: list[FieldTable] = []
+    for var in order:
+        branches = by_var.get(var)
+        if not branches:
+            continue
+        v = lowered.variables[var]
+        kind = {MatchKind.EXACT: "exact", MatchKind.RANGE: "range", MatchKind.LPM: "lpm"}.get(v.kind)
+        defaults = {nid: _exact_shape(b.edges) for nid, b in branches.items()}
+        if kind is None:   # AUTO: exact only if every state tests equality alone
+            kind = "exact" if all(d is not None for d in defaults.values()) else "range"
+        if kind == "exact" and any(d is None for d in defaults.values()):
+            kind = "range"   # unreachable for EXACT fields: the language only allows == and !=
+        entries: list[Entry] = []
+        for nid in sorted(branches):
+            edges = branches[nid].edges
+            if kind == "exact":
+                entries += _exact_entries(nid, edges, defaults[nid])  # type: ignore[arg-type]
+            elif kind == "lpm":
+                entries += _lpm_entries(nid, edges, v.width)
+            else:
+                entries += [Entry(nid, ("range", lo, hi), c) for lo, hi, c in edges if c != EMPTY_LEAF]
+        table = FieldTable(v.name, var, kind, v.width, sorted(branches), entries,
+                           field=v.field.path if v.field else None,
+                           state_var=(var - len(lowered.spec.query_fields)) if v.state else None)
+        if compress_max and v.field is not None:
+            _compress(table, branches, compress_max)
+        tables.append(table)
+
+    # Leaves and multicast groups.
+    port_sets: set[tuple] = set()
+    raw: dict[int, tuple] = {}
+    for nid in leaf_ids:
+        atoms = builder.nodes[nid].atoms  # type: ignore[union-attr]
+        ports = tuple(sorted((a[1] for a in atoms if a[0] == "fwd"), key=port_key))
+        raw[nid] = ports
+        if len(ports) > 1:
+            port_sets.add(ports)
+    groups = {i + 1: ps for i, ps in enumerate(sorted(port_sets, key=lambda ps: [port_key(p) for p in ps]))}
+    group_of = {ps: g for g, ps in groups.items()}
+    leaves: dict[int, ActionSet] = {}
+    for nid in leaf_ids:
+        atoms = builder.nodes[nid].atoms  # type: ignore[union-attr]
+        ports = raw[nid]
+        action = ActionSet(
+            ports=ports, group=group_of.get(ports), drop=("drop",) in atoms,
+            calls=tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")),
+            updates=tuple(sorted(a[1] for a in atoms if a[0] == "update")))
+        if action.ports or action.drop or action.calls or action.updates:
+            leaves[nid] = action
+
+    state_vars = [StateVarInfo(k, v.state.fn, v.state.field.path,
+                               v.state.counter.name, v.state.counter.window_us)
+                  for k, v in enumerate(x for x in lowered.variables if x.state)]
+    updates = _state_updates(builder, nodes, len(lowered.spec.query_fields)) if state_vars else {}
+    return Pipeline(lowered.spec.name, root, tables, leaves, groups, state_vars, updates,
+                    lowered.user_rule_count)
+
+
+def _state_updates(builder: DiagramBuilder, nodes: list[int], first_state_var: int) -> dict[int, tuple[int, ...]]:
+    """For every state reachable after the header tables (a state-variable test or a leaf),
+    the state variables whose guard held: the update atoms shared by every leaf below it."""
+    memo: dict[int, tuple[int, ...]] = {}
+
+    def below(nid: int) -> tuple[int, ...]:
+        if nid in memo:
+            return memo[nid]
+        node = builder.nodes[nid]
+        if isinstance(node, Leaf):
+            memo[nid] = tuple(sorted(a[1] for a in node.atoms if a[0] == "update"))
+        else:
+            memo[nid] = below(node.edges[0][2])
+        return memo[nid]
+
+    out: dict[int, tuple[int, ...]] = {}
+    for nid in nodes:
+        node = builder.nodes[nid]
+        if isinstance(node, Leaf) or node.var >= first_state_var:
+            ups = below(nid)
+            if ups:
+                out[nid] = ups
+    return out

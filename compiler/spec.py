@@ -1,0 +1,157 @@
+"""The message-format spec: header layouts, the header stack, message framing and query fields.
+
+A spec is read from a P4_16 header file with Camus pragmas (see `spec_parser`). Everything the
+compiler, the interpreters and the back ends know about packet layout comes from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class MatchKind(str, Enum):
+    AUTO = "auto"    # `query_field`: exact if the rules only test equality, else range
+    EXACT = "exact"
+    RANGE = "range"
+    LPM = "lpm"
+
+
+class Role(str, Enum):
+    """What a header instance is in the stack; decides how packets are parsed."""
+    ETHERNET = "ethernet"
+    VLAN = "vlan"
+    IPV4 = "ipv4"
+    IPV6 = "ipv6"
+    UDP = "udp"
+    FRAMING = "framing"   # the batch header before the messages (MoldUDP64)
+    MESSAGE = "message"   # application header: one per message
+
+
+KNOWN_ROLES = {
+    "ethernet": Role.ETHERNET, "eth": Role.ETHERNET, "vlan": Role.VLAN, "vlan_tag": Role.VLAN,
+    "ipv4": Role.IPV4, "ip": Role.IPV4, "ipv6": Role.IPV6, "udp": Role.UDP,
+    "moldudp64": Role.FRAMING, "mold": Role.FRAMING, "moldudp": Role.FRAMING,
+}
+
+
+@dataclass(frozen=True)
+class HeaderField:
+    name: str
+    width: int        # bits
+    offset: int       # bits from the start of the header
+    type_name: str = ""   # the typedef it was declared with, if any (hints the value type)
+
+
+@dataclass(frozen=True)
+class HeaderType:
+    name: str
+    fields: tuple[HeaderField, ...]
+
+    @property
+    def width(self) -> int:
+        return sum(f.width for f in self.fields)
+
+    def field(self, name: str) -> HeaderField | None:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+
+@dataclass(frozen=True)
+class HeaderInstance:
+    name: str
+    type: HeaderType
+    role: Role
+
+
+@dataclass(frozen=True)
+class QueryField:
+    instance: str
+    name: str
+    width: int
+    offset: int          # bits from the start of its header instance
+    kind: MatchKind
+    role: Role           # MESSAGE fields are read per message, the others once per packet
+    vtype: str = "int"   # int | string | ipv4 | ipv6 | mac: which constants make sense
+
+    @property
+    def path(self) -> str:
+        return f"{self.instance}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Counter:
+    """`query_counter(name, window_us, size)`: a tumbling window for state functions."""
+    name: str
+    window_us: int
+    size: int            # how many state variables may use this window
+
+
+@dataclass(frozen=True)
+class Framing:
+    """How several messages share one packet. MoldUDP64: 20-byte header (session 10, sequence
+    8, message count 2), then for each message a 2-byte big-endian length and the message."""
+    kind: str = "none"            # "none" | "moldudp64"
+    header_bytes: int = 0
+    count_offset: int = 0         # byte offset of the 16-bit message count in the header
+    length_bytes: int = 0         # length prefix before each message
+
+
+MOLDUDP64 = Framing("moldudp64", header_bytes=20, count_offset=18, length_bytes=2)
+NO_FRAMING = Framing()
+
+
+@dataclass
+class Spec:
+    name: str
+    instances: dict[str, HeaderInstance]
+    stack: list[str]                      # instance names in parse order
+    query_fields: list[QueryField]        # in declaration order (= default field order)
+    counters: list[Counter] = field(default_factory=list)
+    framing: Framing = NO_FRAMING
+    udp_ports: tuple[int, ...] = ()       # empty: any UDP port
+    message_type: tuple[str, int] | None = None   # (field path, value): which messages count
+    string_pad: int = 0x20                # ITCH pads stock symbols with spaces
+
+    @property
+    def message_instance(self) -> HeaderInstance | None:
+        for name in self.stack:
+            if self.instances[name].role is Role.MESSAGE:
+                return self.instances[name]
+        return None
+
+    @property
+    def message_bytes(self) -> int:
+        inst = self.message_instance
+        return inst.type.width // 8 if inst else 0
+
+    def query_field(self, path: str) -> QueryField | None:
+        for q in self.query_fields:
+            if q.path == path:
+                return q
+        return None
+
+    def fields_named(self, name: str) -> list[QueryField]:
+        """Query fields a bare or qualified name may mean (instance or header type prefix)."""
+        if "." in name:
+            head, _, fname = name.rpartition(".")
+            return [q for q in self.query_fields if q.name == fname and
+                    (q.instance == head or self.instances[q.instance].type.name == head)]
+        return [q for q in self.query_fields if q.name == name]
+
+    def header_field(self, path: str) -> tuple[HeaderInstance, HeaderField] | None:
+        head, _, fname = path.rpartition(".")
+        inst = self.instances.get(head)
+        if inst is None:
+            return None
+        hf = inst.type.field(fname)
+        return (inst, hf) if hf else None
+
+    def counter(self, name: str | None) -> Counter | None:
+        if name is None:
+            return self.counters[0] if len(self.counters) == 1 else None
+        for c in self.counters:
+            if c.name == name:
+                return c
+        return None

@@ -1,0 +1,403 @@
+"""Reads a message-format spec: a P4_16 header file with Camus query pragmas.
+
+Understood: `header T { bit<N> f; ... }`, `typedef bit<N> name;`, `struct S { T inst; ... }`
+(the members of the struct whose members are headers give the parse order), and pragmas, either
+as `@pragma name(args)` lines (Camus style) or as `@name(args)` annotations at top level or on a
+header field. Other P4 (parsers, controls, constants, includes) is skipped.
+
+Pragmas:
+  query_field(h.f[, width])      match kind chosen from the rules (exact if only equality)
+  query_field_exact(h.f)         exact match      query_field_range(h.f)   range match
+  query_field_lpm(h.f)           longest-prefix match
+  query_counter(name, window_us, size)   tumbling window for count/sum/avg
+  udp_port(p[, p...])            UDP destination port(s) of the feed (default: any)
+  message_framing(moldudp64|none)        batching (default: moldudp64 if a mold header exists)
+  message_type(h.f, value)       only messages whose field has this value are subscribed to
+  string_pad(byte)               padding of string constants (default 0x20, a space)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .errors import CompileError, CompileErrors, Position
+from .spec import (KNOWN_ROLES, MOLDUDP64, NO_FRAMING, Counter, Framing, HeaderField,
+                   HeaderInstance, HeaderType, MatchKind, QueryField, Role, Spec)
+
+_TOKEN = re.compile(r"""
+    (?P<ws>[ \t\r]+) | (?P<nl>\n) | (?P<comment>//[^\n]*|/\*.*?\*/) | (?P<directive>\#[^\n]*)
+  | (?P<pragma>@pragma\b[^\n]*)
+  | (?P<at>@[A-Za-z_]\w*)
+  | (?P<num>0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*(?:w\d+)?)
+  | (?P<str>"[^"\n]*")
+  | (?P<id>[A-Za-z_][\w.]*)
+  | (?P<punct>[{}()<>\[\];,=:])
+  | (?P<bad>.)
+""", re.VERBOSE | re.DOTALL)
+
+_KIND_PRAGMAS = {"query_field": MatchKind.AUTO, "query_field_exact": MatchKind.EXACT,
+                 "query_field_range": MatchKind.RANGE, "query_field_lpm": MatchKind.LPM}
+
+
+@dataclass
+class _Tok:
+    kind: str
+    text: str
+    pos: Position
+
+
+def _tokenize(text: str, source: str) -> list[_Tok]:
+    toks: list[_Tok] = []
+    line, line_start = 1, 0
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup or "bad"
+        pos = Position(source, line, m.start() - line_start + 1)
+        if kind in ("nl", "comment", "directive", "ws"):
+            pass
+        elif kind == "bad":
+            raise CompileError(f"unexpected character {m.group()!r}", pos)
+        else:
+            toks.append(_Tok(kind, m.group(), pos))
+        nl = m.group().count("\n")
+        if nl:
+            line += nl
+            line_start = m.start() + m.group().rindex("\n") + 1
+    return toks
+
+
+def _int(text: str) -> int:
+    return int(text.split("w")[-1].replace("_", ""), 0) if "w" in text else int(text.replace("_", ""), 0)
+
+
+@dataclass
+class _Pragma:
+    name: str
+    args: list[str]
+    pos: Position
+    on_field: tuple[str, str] | None = None   # (header type, field) for field annotations
+
+
+def _parse_pragma_text(text: str, pos: Position) -> _Pragma:
+    m = re.match(r"@pragma\s+(\w+)\s*(?:\((.*)\)|(.*))\s*;?\s*$", text.strip())
+    if not m:
+        raise CompileError("malformed pragma", pos, "@pragma name(args)")
+    raw = m.group(2) if m.group(2) is not None else (m.group(3) or "")
+    args = [a.strip() for a in re.split(r"[,\s]+", raw.strip()) if a.strip()]
+    return _Pragma(m.group(1), args, pos)
+
+
+class _SpecReader:
+    def __init__(self, toks: list[_Tok], source: str) -> None:
+        self.toks, self.i, self.source = toks, 0, source
+        self.typedefs: dict[str, int] = {}
+        self.headers: dict[str, HeaderType] = {}
+        self.structs: list[tuple[str, list[tuple[str, str, Position]]]] = []
+        self.pragmas: list[_Pragma] = []
+
+    def peek(self) -> _Tok | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def next(self, expected: str = "more input") -> _Tok:
+        tok = self.peek()
+        if tok is None:
+            last = self.toks[-1].pos if self.toks else Position(self.source, 1, 1)
+            raise CompileError("unexpected end of spec", last, expected)
+        self.i += 1
+        return tok
+
+    def expect(self, text: str) -> _Tok:
+        tok = self.next(f"'{text}'")
+        if tok.text != text:
+            raise CompileError(f"unexpected {tok.text!r}", tok.pos, f"'{text}'")
+        return tok
+
+    def annotation(self, tok: _Tok) -> _Pragma:
+        args: list[str] = []
+        nxt = self.peek()
+        if nxt is not None and nxt.text == "(":
+            self.next()
+            depth, cur = 1, []
+            while True:
+                t = self.next("')'")
+                if t.text == "(":
+                    depth += 1
+                elif t.text == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                if t.text == "," and depth == 1:
+                    args.append(" ".join(cur)); cur = []
+                else:
+                    cur.append(t.text)
+            if cur:
+                args.append(" ".join(cur))
+        return _Pragma(tok.text[1:], [a.strip() for a in args], tok.pos)
+
+    def width(self) -> int:
+        return self.field_type()[0]
+
+    def field_type(self) -> tuple[int, str]:
+        tok = self.next("a type such as bit<8>")
+        if tok.text == "bit":
+            self.expect("<")
+            w = self.next("a width")
+            self.expect(">")
+            return _int(w.text), ""
+        if tok.text in self.typedefs:
+            return self.typedefs[tok.text], tok.text
+        raise CompileError(f"unknown field type {tok.text!r}", tok.pos, "bit<N> or a typedef")
+
+    def skip_item(self) -> None:
+        depth = 0
+        while True:
+            t = self.next("';' or '}'")
+            if t.text == "{":
+                depth += 1
+            elif t.text == "}":
+                depth -= 1
+                if depth <= 0:
+                    nxt = self.peek()
+                    if nxt is not None and nxt.text == ";":
+                        self.next()
+                    return
+            elif t.text == ";" and depth == 0:
+                return
+
+    def parse(self) -> None:
+        while (tok := self.peek()) is not None:
+            if tok.kind == "pragma":
+                self.next()
+                self.pragmas.append(_parse_pragma_text(tok.text, tok.pos))
+            elif tok.kind == "at":
+                self.next()
+                self.pragmas.append(self.annotation(tok))
+            elif tok.text == "header":
+                self.next()
+                self.header()
+            elif tok.text == "typedef":
+                self.next()
+                w = self.width()
+                name = self.next("a type name")
+                self.expect(";")
+                self.typedefs[name.text] = w
+            elif tok.text == "struct":
+                self.next()
+                self.struct()
+            else:
+                self.next()
+                self.skip_item()
+
+    def header(self) -> None:
+        name = self.next("a header type name")
+        self.expect("{")
+        fields: list[HeaderField] = []
+        offset = 0
+        pending: list[_Pragma] = []
+        while True:
+            tok = self.peek()
+            if tok is None:
+                raise CompileError("unterminated header", name.pos, "'}'")
+            if tok.text == "}":
+                self.next()
+                break
+            if tok.kind == "at":
+                self.next()
+                pending.append(self.annotation(tok))
+                continue
+            w, tname = self.field_type()
+            fname = self.next("a field name")
+            self.expect(";")
+            fields.append(HeaderField(fname.text, w, offset, tname))
+            offset += w
+            for p in pending:
+                p.on_field = (name.text, fname.text)
+                self.pragmas.append(p)
+            pending = []
+        nxt = self.peek()
+        if nxt is not None and nxt.text == ";":
+            self.next()
+        if name.text in self.headers:
+            raise CompileError(f"header type {name.text!r} declared twice", name.pos)
+        self.headers[name.text] = HeaderType(name.text, tuple(fields))
+
+    def struct(self) -> None:
+        name = self.next("a struct name")
+        self.expect("{")
+        members: list[tuple[str, str, Position]] = []
+        while True:
+            tok = self.next("'}'")
+            if tok.text == "}":
+                break
+            if tok.kind == "at":
+                self.annotation(tok)
+                continue
+            if tok.text == "bit":      # plain metadata member: bit<N> name;
+                self.expect("<"); self.next(); self.expect(">")
+                self.next("a member name"); self.expect(";")
+                continue
+            inst = self.next("a member name")
+            self.expect(";")
+            members.append((tok.text, inst.text, tok.pos))
+        nxt = self.peek()
+        if nxt is not None and nxt.text == ";":
+            self.next()
+        self.structs.append((name.text, members))
+
+
+def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Spec:
+    """Parse a spec; raises CompileErrors listing every problem found."""
+    reader = _SpecReader(_tokenize(text, source), source)
+    reader.parse()
+    errors: list[CompileError] = []
+    instances, stack = _instances(reader, errors, source)
+    spec = Spec(name or Path(source).stem, instances, stack, [])
+    _apply_pragmas(spec, reader, errors)
+    if not spec.query_fields and not errors:
+        errors.append(CompileError("the spec declares no query fields",
+                                   Position(source, 1, 1), "@pragma query_field(header.field)"))
+    if errors:
+        raise CompileErrors(errors)
+    return spec
+
+
+def load_spec(path: str | Path) -> Spec:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise CompileErrors([CompileError(f"cannot read spec: {exc.strerror}", Position(str(p), 1, 1))])
+    return parse_spec(text, str(p), p.stem)
+
+
+def _instances(reader: _SpecReader, errors: list[CompileError],
+               source: str) -> tuple[dict[str, HeaderInstance], list[str]]:
+    # The packet layout is the struct whose members are (mostly) headers; with none, every
+    # header type is one instance named after the type without its `_t` suffix.
+    best: list[tuple[str, str, Position]] = []
+    for _, members in reader.structs:
+        hdrs = [m for m in members if m[0] in reader.headers]
+        if len(hdrs) > len(best):
+            best = hdrs
+    if not best:
+        best = [(t, t[:-2] if t.endswith("_t") else t, Position(source, 1, 1)) for t in reader.headers]
+    instances: dict[str, HeaderInstance] = {}
+    stack: list[str] = []
+    seen_framing = False
+    for type_name, inst, pos in best:
+        role = KNOWN_ROLES.get(inst.lower(), Role.MESSAGE)
+        if role is Role.FRAMING:
+            seen_framing = True
+        if inst in instances:
+            errors.append(CompileError(f"header instance {inst!r} declared twice", pos))
+            continue
+        instances[inst] = HeaderInstance(inst, reader.headers[type_name], role)
+        stack.append(inst)
+    messages = [n for n in stack if instances[n].role is Role.MESSAGE]
+    if seen_framing and len(messages) > 1:
+        errors.append(CompileError(f"batched specs carry one message header, found {messages}",
+                                   Position(source, 1, 1)))
+    return instances, stack
+
+
+def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) -> None:
+    framing: Framing | None = None
+    if any(spec.instances[n].role is Role.FRAMING for n in spec.stack):
+        framing = MOLDUDP64
+    for p in reader.pragmas:
+        try:
+            if p.name in _KIND_PRAGMAS:
+                _add_query_field(spec, p, _KIND_PRAGMAS[p.name])
+            elif p.name == "query_counter":
+                if len(p.args) != 3:
+                    raise CompileError("query_counter takes 3 arguments", p.pos, "(name, window_us, size)")
+                cname, window, size = p.args[0], _int(p.args[1]), _int(p.args[2])
+                if window <= 0 or size <= 0:
+                    raise CompileError("query_counter window and size must be positive", p.pos)
+                if spec.counter(cname):
+                    raise CompileError(f"counter {cname!r} declared twice", p.pos)
+                spec.counters.append(Counter(cname, window, size))
+            elif p.name == "udp_port":
+                spec.udp_ports = tuple(sorted({_int(a) for a in p.args}))
+                if not spec.udp_ports or any(not 0 < x < 65536 for x in spec.udp_ports):
+                    raise CompileError("udp_port needs ports in 1..65535", p.pos)
+            elif p.name == "message_framing":
+                kind = p.args[0].lower() if p.args else ""
+                if kind not in ("moldudp64", "none"):
+                    raise CompileError(f"unknown framing {kind!r}", p.pos, "moldudp64 or none")
+                framing = MOLDUDP64 if kind == "moldudp64" else NO_FRAMING
+            elif p.name == "message_type":
+                if len(p.args) != 2 or spec.header_field(p.args[0]) is None:
+                    raise CompileError("message_type needs a declared field and a value", p.pos,
+                                       "(header.field, value)")
+                spec.message_type = (p.args[0], _int(p.args[1]))
+            elif p.name == "query_type":
+                if len(p.args) != 2 or p.args[1] not in _VTYPES:
+                    raise CompileError("query_type needs a query field and a type", p.pos,
+                                       "(header.field, int|string|ipv4|ipv6|mac)")
+                q = spec.query_field(p.args[0])
+                if q is None:
+                    raise CompileError(f"{p.args[0]} is not a query field (declare it first)", p.pos)
+                spec.query_fields[spec.query_fields.index(q)] = replace(q, vtype=p.args[1])
+            elif p.name == "string_pad":
+                spec.string_pad = _int(p.args[0]) if p.args else -1
+                if not 0 <= spec.string_pad <= 255:
+                    raise CompileError("string_pad needs one byte value", p.pos)
+        except CompileError as exc:
+            errors.append(exc)
+        except ValueError:
+            errors.append(CompileError(f"bad number in pragma {p.name}", p.pos))
+    spec.framing = framing or NO_FRAMING
+
+
+def _add_query_field(spec: Spec, p: _Pragma, kind: MatchKind) -> None:
+    if p.on_field is not None:   # field annotation: the instance(s) of that header type
+        htype, fname = p.on_field
+        targets = [f"{n}.{fname}" for n in spec.stack if spec.instances[n].type.name == htype]
+        if len(targets) != 1:
+            raise CompileError(f"annotation on {htype}.{fname} needs exactly one instance of "
+                               f"{htype}, found {len(targets)}", p.pos)
+        path, width = targets[0], None
+    else:
+        if not p.args or len(p.args) > 2:
+            raise CompileError(f"{p.name} takes a field and an optional width", p.pos, "(header.field[, width])")
+        path = p.args[0]
+        width = _int(p.args[1]) if len(p.args) == 2 else None
+    found = spec.header_field(path)
+    if found is None:
+        # Also accept the header *type* name in place of the instance name.
+        head, _, fname = path.rpartition(".")
+        insts = [n for n in spec.stack if spec.instances[n].type.name == head]
+        if len(insts) == 1:
+            path = f"{insts[0]}.{fname}"
+            found = spec.header_field(path)
+    if found is None:
+        raise CompileError(f"unknown field {path!r} in {p.name}", p.pos, "instance.field of a declared header")
+    inst, hf = found
+    if width is not None and width != hf.width:
+        raise CompileError(f"{path} is declared bit<{hf.width}> but the pragma says {width}", p.pos)
+    if spec.query_field(path):
+        raise CompileError(f"{path} is declared as a query field twice", p.pos)
+    if hf.width > 128:
+        raise CompileError(f"{path} is {hf.width} bits wide; query fields are at most 128", p.pos)
+    spec.query_fields.append(QueryField(inst.name, hf.name, hf.width, hf.offset, kind, inst.role,
+                                        _infer_vtype(hf, kind)))
+
+
+_VTYPES = ("int", "string", "ipv4", "ipv6", "mac")
+
+
+def _infer_vtype(hf: HeaderField, kind: MatchKind) -> str:
+    """Value type from the declared typedef, else from shape: a byte-aligned exact or LPM field
+    of 2+ bytes may hold text (ITCH's stock), everything else holds numbers. Override with
+    `@pragma query_type(h.f, T)`."""
+    t = hf.type_name.lower()
+    for hint, vtype in (("ipv6", "ipv6"), ("ip6", "ipv6"), ("ipv4", "ipv4"), ("ip4", "ipv4"),
+                        ("mac", "mac"), ("str", "string"), ("char", "string"), ("sym", "string")):
+        if hint in t:
+            return vtype
+    if kind is MatchKind.LPM and hf.width in (32, 128):
+        return "ipv4" if hf.width == 32 else "ipv6"
+    if kind in (MatchKind.EXACT, MatchKind.LPM) and hf.width % 8 == 0 and hf.width >= 16:
+        return "string"
+    return "int"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Idempotent machine set-up for camus-xdp: Debian packages, BCC's kernel-header link and the
+# project venv. Safe to run again and again: each step checks before it acts.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$here/.venv"
+
+# Debian packages: BCC (python3-bpfcc, never PyPI's unrelated "bcc"), clang, headers for BCC,
+# xdp-tools, trafgen (netsniff-ng), tshark for MoldUDP64 decoding, venv support.
+apt_packages=(python3-bpfcc bpfcc-tools clang linux-headers-amd64 xdp-tools netsniff-ng tshark
+              python3-venv iproute2)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: need root to install: ${missing[*]}" >&2; exit 1
+  fi
+  echo "setup: installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# BCC finds kernel headers through /lib/modules/$(uname -r)/{build,source}. This kernel is
+# custom, so point them at Debian's generic header tree (verified to work with BCC here).
+mod="/lib/modules/$(uname -r)"
+if [ "$(id -u)" -eq 0 ] && [ ! -e "$mod/build" ]; then
+  hdr=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n 1 || true)
+  if [ -n "$hdr" ]; then
+    common="${hdr%-amd64}-common"
+    mkdir -p "$mod"
+    ln -sfn "$hdr" "$mod/build"
+    [ -d "$common" ] && ln -sfn "$common" "$mod/source"
+    echo "setup: linked $mod/build -> $hdr"
+  fi
+fi
+
+# The venv sees Debian's site-packages so that `import bcc` finds python3-bpfcc.
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating venv at $venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+stamp="$venv/.camus-installed"
+if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ]; then
+  echo "setup: installing camus-xdp (editable) and test dependencies"
+  "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$venv/bin/python" -m pip install -q -e "$here[test]"
+  touch "$stamp"
+fi
