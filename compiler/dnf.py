@@ -33,6 +33,15 @@ def to_dnf(formula: tuple, widths: list[int], limit: int = 4096) -> list[Term]:
             if len(out) > limit:
                 raise DnfTooLarge(len(out))
         return out
+    if tag == "and" and all(a[0] == "lit" for a in formula[1]):
+        term: Term = {}
+        for _, var, iset in formula[1]:      # a plain conjunction: one term, no products
+            if var in term:
+                iset = intersect(term[var], iset)
+            if not iset:
+                return []
+            term[var] = iset
+        return [{v: s for v, s in term.items() if s != ((0, (1 << widths[v]) - 1),)}]
     if tag == "and":
         acc: list[Term] = [{}]
         for arg in formula[1]:

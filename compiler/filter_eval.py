@@ -13,7 +13,7 @@ from .intervals import contains
 from .lowering import STATE_WIDTH, Atom, Formula, Lowered
 from .pipeline import ActionSet
 from .rules_ast import And, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
-from .slicing import port_key
+from .slicing import sort_ports
 from .spec import MatchKind
 from .state_store import StateStore
 
@@ -25,7 +25,7 @@ def outcome(a: ActionSet) -> tuple:
 
 def atoms_to_actions(atoms: frozenset[Atom]) -> ActionSet:
     atoms = normalise_atoms(atoms)
-    return ActionSet(tuple(sorted((a[1] for a in atoms if a[0] == "fwd"), key=port_key)), None,
+    return ActionSet(sort_ports([a[1] for a in atoms if a[0] == "fwd"]), None,
                      ("drop",) in atoms, tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")))
 
 

@@ -84,6 +84,8 @@ class _Lowerer:
         self.state_vars: dict[tuple, int] = {}
         self.state_list: list[StateVar] = []
         self._resolved: dict[str, QueryField] = {}
+        self._lit_cache: dict[tuple, IntervalSet] = {}
+        self._atom_cache: dict[tuple, frozenset[Atom]] = {}
 
     # -- names -----------------------------------------------------------------------------
     def resolve(self, attr: Attr) -> QueryField:
@@ -189,7 +191,11 @@ class _Lowerer:
                 states.append((f, negate))
                 return ("state", len(states) - 1)
             q = self.resolve(f.left)
-            iset = self.literal_set(f, q, q.width, q.kind, q.path, negate)
+            c = f.right
+            key = (q.path, f.op, c.kind, c.value, c.prefix_len, negate)
+            iset = self._lit_cache.get(key)
+            if iset is None:
+                iset = self._lit_cache[key] = self.literal_set(f, q, q.width, q.kind, q.path, negate)
             return ("lit", self.field_var[q.path], iset)
         if isinstance(f, Not):
             return self.lower(f.arg, not negate, states)
@@ -229,6 +235,13 @@ class _Lowerer:
         return ("lit", var, iset)
 
     def atoms(self, actions: tuple[Action, ...]) -> frozenset[Atom]:
+        key = tuple((a.name, tuple((c.kind, c.value, c.prefix_len) for c in a.args)) for a in actions)
+        hit = self._atom_cache.get(key)
+        if hit is None:
+            hit = self._atom_cache[key] = self._atoms(actions)
+        return hit
+
+    def _atoms(self, actions: tuple[Action, ...]) -> frozenset[Atom]:
         out: set[Atom] = set()
         for a in actions:
             if a.name == "fwd":

@@ -5,13 +5,13 @@ from dataclasses import dataclass
 from typing import Union
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Attr:
     name: str          # `stock`, `add_order.stock`
     offset: int        # character offset in the source, for error positions
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StateFn:
     fn: str            # count | sum | avg
     attr: Attr
@@ -19,7 +19,7 @@ class StateFn:
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Const:
     kind: str          # int | str | word | ipv4 | ipv6 | mac
     value: int | str
@@ -28,7 +28,7 @@ class Const:
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Rel:
     left: Union[Attr, StateFn]
     op: str            # == != < <= > >= prefix   (`=` is read as ==)
@@ -36,23 +36,23 @@ class Rel:
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Not:
     arg: "Filter"
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class And:
     args: tuple["Filter", ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Or:
     args: tuple["Filter", ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TrueFilter:
     offset: int
 
@@ -60,14 +60,14 @@ class TrueFilter:
 Filter = Union[Rel, Not, And, Or, TrueFilter]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Action:
     name: str                  # fwd | drop | a custom action name
     args: tuple[Const, ...]
     offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Rule:
     filter: Filter
     actions: tuple[Action, ...]

@@ -42,6 +42,14 @@ _STATE_FNS = {"count", "sum", "avg"}
 _KEYWORDS = {"and", "or", "not", "true", "prefix"}
 
 
+def parse_int(text: str) -> int:
+    """Decimal (leading zeros allowed), 0x hex or 0b binary, with optional '_' separators."""
+    t = text.replace("_", "")
+    if len(t) > 1 and t[0] == "0" and t[1] in "xXbB":
+        return int(t, 0)
+    return int(t, 10)
+
+
 class SourceText:
     """Maps character offsets to line:column for messages."""
 
@@ -64,17 +72,18 @@ class SourceText:
 
 
 class _Parser:
-    def __init__(self, src: SourceText) -> None:
+    def __init__(self, src: SourceText, start: int = 0, end: int | None = None) -> None:
         self.src = src
+        end = len(src.text) if end is None else end
         toks: list[tuple[str, str, int]] = []
-        for m in _TOKEN.finditer(src.text):
+        for m in _TOKEN.finditer(src.text, start, end):
             kind = m.lastgroup
             if kind == "ws":
                 continue
             if kind == "bad":
                 raise src.error(f"unexpected character {m.group()!r}", m.start())
             toks.append((kind, m.group(), m.start()))  # type: ignore[arg-type]
-        toks.append(("eof", "", len(src.text)))
+        toks.append(("eof", "", end))
         self.toks = toks
         self.i = 0
 
@@ -104,7 +113,7 @@ class _Parser:
         return tok
 
     # -- rules ---------------------------------------------------------------------------
-    def rules(self) -> tuple[list[Rule], list[CompileError]]:
+    def rules(self, first_index: int = 0) -> tuple[list[Rule], list[CompileError]]:
         rules: list[Rule] = []
         errors: list[CompileError] = []
         while True:
@@ -116,7 +125,7 @@ class _Parser:
                 continue
             start = self.i
             try:
-                rules.append(self.rule(len(rules)))
+                rules.append(self.rule(first_index + len(rules)))
             except CompileError as exc:
                 errors.append(exc)
                 self.recover(start)
@@ -125,7 +134,7 @@ class _Parser:
     def recover(self, start: int) -> None:
         # Skip to the end of the broken rule (next ';' or a newline after it) and go on, so
         # one run reports every bad rule in the file.
-        i = max(self.i, start + 1)
+        i = min(max(self.i, start + 1), len(self.toks) - 1)
         while self.toks[i][0] != "eof" and self.toks[i][0] != "nl" and self.toks[i][1] != ";":
             i += 1
         self.i = i
@@ -211,7 +220,7 @@ class _Parser:
             if "." in text:
                 raise self.src.error(f"fractional constant {text} is not supported; "
                                      "write the field's integer units", off)
-            value: int | str = int(text.replace("_", ""), 0)
+            value: int | str = parse_int(text)
         elif kind == "str":
             body = text[1:-1]
             if text[0] == "'" and len(body) == 1:
@@ -259,10 +268,110 @@ class _Parser:
         return Action(text, tuple(args), off)
 
 
+# -- fast path ------------------------------------------------------------------------------
+# Most rule files are one simple conjunctive rule per line (`a == X and b > 5 : fwd(1)`). Such
+# a line is recognised by one regular expression and turned into exactly the tree the general
+# parser would build; every other line (and any line that continues a rule) goes through the
+# general parser.
+_REL = r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t]*(==|!=|<=|>=|=|<|>)[ \t]*(0[xX][0-9a-fA-F]+|\d+|\"[^\"\n]*\"|[A-Za-z_]\w*)"
+_ACT = r"([A-Za-z_]\w*)(?:\([ \t]*((?:\d+|[A-Za-z_]\w*)(?:[ \t]*,[ \t]*(?:\d+|[A-Za-z_]\w*))*)?[ \t]*\))?"
+_SIMPLE = re.compile(rf"[ \t]*{_REL}(?:[ \t]+and[ \t]+{_REL})*[ \t]*:[ \t]*{_ACT}(?:[ \t]*,[ \t]*{_ACT})*[ \t]*;?[ \t]*(?:\#[^\n]*)?")
+_REL_RE = re.compile(_REL)
+_ACT_RE = re.compile(_ACT)
+_ARG_RE = re.compile(r"\d+|[A-Za-z_]\w*")
+_BLANK = re.compile(r"[ \t\r]*(?:\#[^\n]*)?")
+
+
+def _fast_const(text: str, off: int) -> Const | None:
+    c = text[0]
+    if c == '"':
+        return Const("str", text[1:-1], None, text, off)
+    if c.isdigit():
+        return Const("int", parse_int(text), None, text, off)
+    if text.lower() in _KEYWORDS:
+        return None
+    return Const("word", text, None, text, off)
+
+
+def _fast_rule(line: str, base: int, index: int) -> Rule | None:
+    colon = line.index(":")
+    rels = []
+    for m in _REL_RE.finditer(line, 0, colon):
+        name, op, raw = m.group(1), m.group(2), m.group(3)
+        if name.lower() in _KEYWORDS:
+            return None
+        const = _fast_const(raw, base + m.start(3))
+        if const is None:
+            return None
+        rels.append(Rel(Attr(name, base + m.start(1)), _RELOPS[op], const, base + m.start(2)))
+    actions = []
+    for m in _ACT_RE.finditer(line, colon + 1):
+        name = m.group(1)
+        if name.lower() in _KEYWORDS:
+            return None
+        args = ()
+        if m.group(2):
+            args = tuple(_fast_const(a.group(), base + m.start(2) + a.start())
+                         for a in _ARG_RE.finditer(m.group(2)))
+            if any(a is None for a in args):
+                return None
+        actions.append(Action(name, args, base + m.start(1)))  # type: ignore[arg-type]
+    filt: Filter = rels[0] if len(rels) == 1 else And(tuple(rels))
+    start = base + len(line) - len(line.lstrip(" \t"))
+    return Rule(filt, tuple(actions), start, index)
+
+
 def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceText]:
     """Parse a whole rule file. Any syntax error rejects the file: CompileErrors lists them all."""
     src = SourceText(text, source)
-    rules, errors = _Parser(src).rules()
+    rules: list[Rule] = []
+    errors: list[CompileError] = []
+    starts = src.line_starts
+    n_lines = len(starts)
+    slow_from: int | None = None      # first line of a run the general parser must read
+
+    def flush(upto_line: int) -> int:
+        """Parse lines [slow_from, upto_line) generally; extend while a rule is unfinished."""
+        nonlocal slow_from
+        assert slow_from is not None
+        end_line = upto_line
+        while True:
+            end = starts[end_line] if end_line < n_lines else len(text)
+            parser = _Parser(src, starts[slow_from], end)
+            got, errs = parser.rules(len(rules))
+            unfinished = any(e.message == "unexpected end of input" for e in errs)
+            if not unfinished or end_line >= n_lines:
+                break
+            end_line += 1
+        rules.extend(got)
+        errors.extend(errs)
+        slow_from = None
+        return end_line
+
+    line_no = 0
+    while line_no < n_lines:
+        a = starts[line_no]
+        b = starts[line_no + 1] - 1 if line_no + 1 < n_lines else len(text)
+        line = text[a:b]
+        if slow_from is None and _SIMPLE.fullmatch(line):
+            rule = _fast_rule(line, a, len(rules))
+            if rule is not None:
+                rules.append(rule)
+                line_no += 1
+                continue
+        if slow_from is None:
+            if _BLANK.fullmatch(line):
+                line_no += 1
+                continue
+            slow_from = line_no
+        # A slow run ends before the next line that is a complete simple rule by itself.
+        nxt = line_no + 1
+        if nxt >= n_lines or _SIMPLE.fullmatch(text[starts[nxt]:(starts[nxt + 1] - 1 if nxt + 1 < n_lines else len(text))]):
+            line_no = flush(nxt)
+        else:
+            line_no = nxt
+    if slow_from is not None:
+        flush(n_lines)
     if errors:
         raise CompileErrors(errors)
     return rules, src

@@ -22,6 +22,14 @@ def port_key(p: object) -> tuple:
     return (isinstance(p, str), p)
 
 
+def sort_ports(ports) -> tuple:
+    """Numbered ports first (numerically), then named ones (alphabetically)."""
+    nums = [p for p in ports if type(p) is int]
+    if len(nums) == len(ports):
+        return tuple(sorted(nums))
+    return tuple(sorted(nums) + sorted(p for p in ports if type(p) is not int))
+
+
 def reachable(builder: DiagramBuilder, root: int) -> list[int]:
     seen = {root}
     stack = [root]
@@ -156,23 +164,25 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
 
     # Leaves and multicast groups.
     port_sets: set[tuple] = set()
-    raw: dict[int, tuple] = {}
+    parts: dict[int, tuple] = {}
     for nid in leaf_ids:
         atoms = builder.nodes[nid].atoms  # type: ignore[union-attr]
-        ports = tuple(sorted((a[1] for a in atoms if a[0] == "fwd"), key=port_key))
-        raw[nid] = ports
+        fwd = [a[1] for a in atoms if a[0] == "fwd"]
+        other = [a for a in atoms if a[0] != "fwd"] if len(fwd) != len(atoms) else []
+        ports = sort_ports(fwd)
+        parts[nid] = (ports, other)
         if len(ports) > 1:
             port_sets.add(ports)
-    groups = {i + 1: ps for i, ps in enumerate(sorted(port_sets, key=lambda ps: [port_key(p) for p in ps]))}
+    groups = {i + 1: ps for i, ps in enumerate(
+        sorted(port_sets, key=lambda ps: (len(ps), [(type(p) is not int, str(p).zfill(12)) for p in ps])))}
     group_of = {ps: g for g, ps in groups.items()}
     leaves: dict[int, ActionSet] = {}
     for nid in leaf_ids:
-        atoms = builder.nodes[nid].atoms  # type: ignore[union-attr]
-        ports = raw[nid]
+        ports, other = parts[nid]
         action = ActionSet(
-            ports=ports, group=group_of.get(ports), drop=("drop",) in atoms,
-            calls=tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")),
-            updates=tuple(sorted(a[1] for a in atoms if a[0] == "update")))
+            ports=ports, group=group_of.get(ports), drop=("drop",) in other,
+            calls=tuple(sorted((a[1], a[2]) for a in other if a[0] == "call")),
+            updates=tuple(sorted(a[1] for a in other if a[0] == "update")))
         if action.ports or action.drop or action.calls or action.updates:
             leaves[nid] = action
 
