@@ -104,3 +104,13 @@ def siena_message(schema: SienaSchema, rng: random.Random) -> str:
     items = [f"{a}={rng.randint(0, 101)}" for a in schema.int_attrs]
     items += [f"{a}={rng.choice(WORDS)}" for a in schema.str_attrs]
     return " ".join(items)
+
+
+def itch_messages(n: int, seed: int = 1, stocks: list[str] | None = None,
+                  price_max: int = 2_000_000) -> list[dict[str, object]]:
+    """ITCH Add Order field values (stock as text) for feeds and examples."""
+    rng = random.Random(seed)
+    names = stocks or symbols(100)
+    return [{"stock": rng.choice(names), "price": rng.randint(1, price_max),
+             "shares": rng.randint(1, 5000), "buy_sell_indicator": rng.choice("BS")}
+            for _ in range(n)]

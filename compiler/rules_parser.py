@@ -305,7 +305,8 @@ def _fast_rule(line: str, base: int, index: int) -> Rule | None:
             return None
         rels.append(Rel(Attr(name, base + m.start(1)), _RELOPS[op], const, base + m.start(2)))
     actions = []
-    for m in _ACT_RE.finditer(line, colon + 1):
+    hash_at = line.find("#", colon)       # a trailing comment holds no actions
+    for m in _ACT_RE.finditer(line, colon + 1, len(line) if hash_at < 0 else hash_at):
         name = m.group(1)
         if name.lower() in _KEYWORDS:
             return None

@@ -1,0 +1,86 @@
+""""What will the network do with this packet?" through any layer.
+
+An engine turns a message (or a whole packet) into an action set and, where it has one, the
+path of states through the tables. `filters` evaluates the rules directly, `ir` runs the
+reference interpreter; the back ends register their own engines (`xdp`, `p4`) in ENGINES.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+from .compile import Compiled
+from .filter_eval import FilterEvaluator
+from .interpreter import PipelineInterpreter, Step
+from .packets import decode_packet
+from .pipeline import ActionSet
+
+
+@dataclass
+class Explained:
+    message: int                       # running message number
+    packet: int | None                 # packet number when the input was packets
+    values: dict[str, int]
+    actions: ActionSet
+    path: list[Step] | None = None
+    note: str | None = None
+
+
+@dataclass
+class PacketNote:
+    packet: int
+    note: str
+
+
+class Engine(Protocol):
+    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]: ...
+
+
+class _FilterEngine:
+    def __init__(self, c: Compiled) -> None:
+        self.e = FilterEvaluator(c.rules, c.lowered)
+
+    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
+        return self.e.run(values, now_us), None
+
+
+class _IrEngine:
+    def __init__(self, c: Compiled) -> None:
+        self.i = PipelineInterpreter(c.pipeline)
+
+    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
+        v = self.i.run(values, now_us)
+        return v.actions, v.path
+
+
+ENGINES: dict[str, Callable[[Compiled], Engine]] = {"filters": _FilterEngine, "ir": _IrEngine}
+
+
+def explain_values(c: Compiled, messages: Iterable[dict[str, int]], via: str = "ir") -> list[Explained]:
+    engine = ENGINES[via](c)
+    out = []
+    for i, values in enumerate(messages):
+        actions, path = engine.run(values, 0)
+        out.append(Explained(i, None, values, actions, path))
+    return out
+
+
+def explain_packets(c: Compiled, packets: Iterable[tuple[int, bytes]], via: str = "ir"
+                    ) -> tuple[list[Explained], list[PacketNote]]:
+    """Packets are (timestamp_ns, bytes); messages not subscribed to by type are shown with a
+    note, and decoder complaints are returned per packet."""
+    engine = ENGINES[via](c)
+    out: list[Explained] = []
+    notes: list[PacketNote] = []
+    for p, (ts_ns, data) in enumerate(packets):
+        decoded = decode_packet(c.spec, data)
+        if decoded.error:
+            notes.append(PacketNote(p, decoded.error))
+        for m in decoded.messages:
+            if not m.subscribable:
+                out.append(Explained(len(out), p, m.values, ActionSet(), None,
+                                     "message type is not subscribed to"))
+                continue
+            actions, path = engine.run(m.values, ts_ns // 1000)
+            out.append(Explained(len(out), p, m.values, actions, path))
+    return out, notes
