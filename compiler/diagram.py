@@ -20,7 +20,6 @@ across compilations with the same builder, so incremental updates can reuse them
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass
 
 from .dnf import Term
@@ -159,41 +158,54 @@ class DiagramBuilder:
                     if hi < top:
                         events.append((hi + 1, -1, t))
         events.sort()
-        leaf_level = deepest <= level   # children are leaves: count atoms incrementally
+        leaf_level = deepest <= level   # children are leaves: track their atoms incrementally
+        atoms_of = self._atoms
+        akey = self._atom_key
         active: set[int] = set()
         active_key = 0
-        atom_count: Counter[Atom] = Counter()
+        atom_count: dict[Atom, int] = {}
+        live: set[Atom] = set()         # atoms with a positive count
         atom_hash = 0
         if leaf_level:
             for t in uncon:
-                for a in self._atoms[t]:
-                    if atom_count[a] == 0:
-                        atom_hash ^= self._atom_key(a)
-                    atom_count[a] += 1
+                for a in atoms_of[t]:
+                    c = atom_count.get(a, 0)
+                    if c == 0:
+                        atom_hash ^= akey(a)
+                        live.add(a)
+                    atom_count[a] = c + 1
         edges: list[tuple[int, int, int]] = []
+        leaf_memo = self._leaf_memo
         pos = 0
         i, n = 0, len(events)
         while pos <= top:
             while i < n and events[i][0] == pos:
                 _, delta, t = events[i]
                 i += 1
+                active_key ^= keys[t]
                 if delta > 0:
                     active.add(t)
+                    if leaf_level:
+                        for a in atoms_of[t]:
+                            c = atom_count.get(a, 0)
+                            if c == 0:
+                                atom_hash ^= akey(a)
+                                live.add(a)
+                            atom_count[a] = c + 1
                 else:
                     active.discard(t)
-                active_key ^= keys[t]
-                if leaf_level:
-                    for a in self._atoms[t]:
-                        c = atom_count[a]
-                        if (c == 0) if delta > 0 else (c == 1):
-                            atom_hash ^= self._atom_key(a)
-                        atom_count[a] = c + delta
+                    if leaf_level:
+                        for a in atoms_of[t]:
+                            c = atom_count[a]
+                            if c == 1:
+                                atom_hash ^= akey(a)
+                                live.discard(a)
+                            atom_count[a] = c - 1
             end = events[i][0] - 1 if i < n else top
             if leaf_level:
-                child = self._leaf_memo.get(atom_hash)
+                child = leaf_memo.get(atom_hash)
                 if child is None:
-                    child = self.leaf(frozenset(a for a, c in atom_count.items() if c > 0))
-                    self._leaf_memo[atom_hash] = child
+                    child = leaf_memo[atom_hash] = self.leaf(frozenset(live))
             else:
                 child = self._build(level + 1, uncon + list(active), uncon_key ^ active_key)
             if edges and edges[-1][2] == child:

@@ -269,17 +269,21 @@ class _Parser:
 
 
 # -- fast path ------------------------------------------------------------------------------
-# Most rule files are one simple conjunctive rule per line (`a == X and b > 5 : fwd(1)`). Such
-# a line is recognised by one regular expression and turned into exactly the tree the general
-# parser would build; every other line (and any line that continues a rule) goes through the
-# general parser.
-_REL = r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)[ \t]*(==|!=|<=|>=|=|<|>)[ \t]*(0[xX][0-9a-fA-F]+|\d+|\"[^\"\n]*\"|[A-Za-z_]\w*)"
-_ACT = r"([A-Za-z_]\w*)(?:\([ \t]*((?:\d+|[A-Za-z_]\w*)(?:[ \t]*,[ \t]*(?:\d+|[A-Za-z_]\w*))*)?[ \t]*\))?"
-_SIMPLE = re.compile(rf"[ \t]*{_REL}(?:[ \t]+and[ \t]+{_REL})*[ \t]*:[ \t]*{_ACT}(?:[ \t]*,[ \t]*{_ACT})*[ \t]*;?[ \t]*(?:\#[^\n]*)?")
-_REL_RE = re.compile(_REL)
-_ACT_RE = re.compile(_ACT)
+# Most rule files are one simple conjunctive rule per line (`a == X and b > 5 : fwd(1)`). One
+# MULTILINE regular expression finds all such lines in a single pass and each becomes exactly
+# the tree the general parser would build; everything between them (and any line that turns
+# out to continue an unfinished rule) goes through the general parser.
+_NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_CONST = r"0[xX][0-9a-fA-F]+|\d+|\"[^\"\n]*\"|[A-Za-z_]\w*"
+_REL = rf"({_NAME})[ \t]*(==|!=|<=|>=|=|<|>)[ \t]*({_CONST})"
+_ARGS = r"(?:\d+|[A-Za-z_]\w*)(?:[ \t]*,[ \t]*(?:\d+|[A-Za-z_]\w*))*"
+_ACT = rf"([A-Za-z_]\w*)(?:\([ \t]*({_ARGS})?[ \t]*\))?"
+_AND = r"[ \t]+and[ \t]+"
+_SIMPLE = re.compile(
+    rf"^[ \t]*{_REL}(?:{_AND}{_REL})?(?:{_AND}{_REL})?(?:{_AND}{_REL})?[ \t]*:[ \t]*{_ACT}"
+    rf"(?:[ \t]*,[ \t]*{_ACT})?[ \t]*;?[ \t]*(?:\#[^\n]*)?$", re.MULTILINE)
 _ARG_RE = re.compile(r"\d+|[A-Za-z_]\w*")
-_BLANK = re.compile(r"[ \t\r]*(?:\#[^\n]*)?")
+_BLANK = re.compile(r"(?:[ \t\r\n]|\#[^\n]*)*")
 
 
 def _fast_const(text: str, off: int) -> Const | None:
@@ -293,33 +297,36 @@ def _fast_const(text: str, off: int) -> Const | None:
     return Const("word", text, None, text, off)
 
 
-def _fast_rule(line: str, base: int, index: int) -> Rule | None:
-    colon = line.index(":")
+def _fast_rule(m: re.Match, index: int) -> Rule | None:
+    """The tree of one line matched by _SIMPLE, or None to leave it to the general parser."""
+    g = m.groups()
     rels = []
-    for m in _REL_RE.finditer(line, 0, colon):
-        name, op, raw = m.group(1), m.group(2), m.group(3)
+    for k in range(0, 12, 3):
+        name = g[k]
+        if name is None:
+            break
         if name.lower() in _KEYWORDS:
             return None
-        const = _fast_const(raw, base + m.start(3))
+        const = _fast_const(g[k + 2], m.start(k + 3))
         if const is None:
             return None
-        rels.append(Rel(Attr(name, base + m.start(1)), _RELOPS[op], const, base + m.start(2)))
+        rels.append(Rel(Attr(name, m.start(k + 1)), _RELOPS[g[k + 1]], const, m.start(k + 2)))
     actions = []
-    hash_at = line.find("#", colon)       # a trailing comment holds no actions
-    for m in _ACT_RE.finditer(line, colon + 1, len(line) if hash_at < 0 else hash_at):
-        name = m.group(1)
+    for k in (12, 14):
+        name = g[k]
+        if name is None:
+            break
         if name.lower() in _KEYWORDS:
             return None
-        args = ()
-        if m.group(2):
-            args = tuple(_fast_const(a.group(), base + m.start(2) + a.start())
-                         for a in _ARG_RE.finditer(m.group(2)))
-            if any(a is None for a in args):
+        args: tuple = ()
+        if g[k + 1]:
+            a0 = m.start(k + 2)
+            args = tuple(_fast_const(a.group(), a0 + a.start()) for a in _ARG_RE.finditer(g[k + 1]))
+            if None in args:
                 return None
-        actions.append(Action(name, args, base + m.start(1)))  # type: ignore[arg-type]
+        actions.append(Action(name, args, m.start(k + 1)))
     filt: Filter = rels[0] if len(rels) == 1 else And(tuple(rels))
-    start = base + len(line) - len(line.lstrip(" \t"))
-    return Rule(filt, tuple(actions), start, index)
+    return Rule(filt, tuple(actions), m.start(1), index)
 
 
 def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceText]:
@@ -327,52 +334,41 @@ def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceT
     src = SourceText(text, source)
     rules: list[Rule] = []
     errors: list[CompileError] = []
-    starts = src.line_starts
-    n_lines = len(starts)
-    slow_from: int | None = None      # first line of a run the general parser must read
-
-    def flush(upto_line: int) -> int:
-        """Parse lines [slow_from, upto_line) generally; extend while a rule is unfinished."""
-        nonlocal slow_from
-        assert slow_from is not None
-        end_line = upto_line
-        while True:
-            end = starts[end_line] if end_line < n_lines else len(text)
-            parser = _Parser(src, starts[slow_from], end)
-            got, errs = parser.rules(len(rules))
-            unfinished = any(e.message == "unexpected end of input" for e in errs)
-            if not unfinished or end_line >= n_lines:
-                break
-            end_line += 1
-        rules.extend(got)
-        errors.extend(errs)
-        slow_from = None
-        return end_line
-
-    line_no = 0
-    while line_no < n_lines:
-        a = starts[line_no]
-        b = starts[line_no + 1] - 1 if line_no + 1 < n_lines else len(text)
-        line = text[a:b]
-        if slow_from is None and _SIMPLE.fullmatch(line):
-            rule = _fast_rule(line, a, len(rules))
+    matches = list(_SIMPLE.finditer(text))
+    blank = _BLANK.match
+    pos = 0                      # everything before pos is parsed
+    i = 0
+    n = len(matches)
+    while pos < len(text) or i < n:
+        m = matches[i] if i < n else None
+        gap_end = m.start() if m is not None else len(text)
+        rule = None
+        if blank(text, pos, gap_end).end() == gap_end and m is not None:
+            rule = _fast_rule(m, len(rules))
             if rule is not None:
                 rules.append(rule)
-                line_no += 1
+                pos = m.end()
+                i += 1
                 continue
-        if slow_from is None:
-            if _BLANK.fullmatch(line):
-                line_no += 1
-                continue
-            slow_from = line_no
-        # A slow run ends before the next line that is a complete simple rule by itself.
-        nxt = line_no + 1
-        if nxt >= n_lines or _SIMPLE.fullmatch(text[starts[nxt]:(starts[nxt + 1] - 1 if nxt + 1 < n_lines else len(text))]):
-            line_no = flush(nxt)
-        else:
-            line_no = nxt
-    if slow_from is not None:
-        flush(n_lines)
+        if m is None and blank(text, pos).end() == len(text):
+            break
+        # General parser from pos; a rule left unfinished swallows the following lines.
+        end = m.end() if (m is not None and rule is None and blank(text, pos, gap_end).end() == gap_end) else gap_end
+        j = i + 1 if end != gap_end else i
+        while True:
+            got, errs = _Parser(src, pos, end).rules(len(rules))
+            if not any(e.message == "unexpected end of input" for e in errs) or j >= n:
+                if any(e.message == "unexpected end of input" for e in errs) and end < len(text):
+                    end = len(text)
+                    continue
+                break
+            end = matches[j].end()
+            j += 1
+        rules.extend(got)
+        errors.extend(errs)
+        pos, i = end, j
+        while i < n and matches[i].start() < pos:
+            i += 1
     if errors:
         raise CompileErrors(errors)
     return rules, src

@@ -173,8 +173,11 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
         parts[nid] = (ports, other)
         if len(ports) > 1:
             port_sets.add(ports)
-    groups = {i + 1: ps for i, ps in enumerate(
-        sorted(port_sets, key=lambda ps: (len(ps), [(type(p) is not int, str(p).zfill(12)) for p in ps])))}
+    try:            # numbered ports compare directly; names need a mixed-type key
+        ordered = sorted(port_sets, key=lambda ps: (len(ps), ps))
+    except TypeError:
+        ordered = sorted(port_sets, key=lambda ps: (len(ps), [port_key(p) for p in ps]))
+    groups = {i + 1: ps for i, ps in enumerate(ordered)}
     group_of = {ps: g for g, ps in groups.items()}
     leaves: dict[int, ActionSet] = {}
     for nid in leaf_ids:
