@@ -5,7 +5,7 @@ the price is over-delivery, never under-delivery. Applies to numeric range field
 from __future__ import annotations
 
 from .intervals import normalise
-from .lowering import Formula, Lowered, LoweredRule, StateVar, Variable
+from .lowering import Formula, Lowered, LoweredRule, Variable
 from .spec import MatchKind
 
 
@@ -39,10 +39,11 @@ def discretise(lowered: Lowered, alpha: int) -> Lowered:
     if alpha <= 1:
         return lowered
     vs = lowered.variables
-    rules = [LoweredRule(r.index, _apply(r.formula, alpha, vs), r.atoms, r.offset, r.state_ids)
+    # Widening is only safe where matching more means delivering more: not for drop rules
+    # (exclusion filters would then hide messages) and not around state functions (a wider
+    # guard changes the aggregates, and `count(x) < N` may then stop holding).
+    rules = [r if (("drop",) in r.atoms or r.state_ids or r.index < 0) else
+             LoweredRule(r.index, _apply(r.formula, alpha, vs), r.atoms, r.offset, r.state_ids)
              for r in lowered.rules]
-    variables = [Variable(v.index, v.name, v.width, v.kind, v.field,
-                          StateVar(v.state.fn, v.state.field, v.state.counter,
-                                   _apply(v.state.guard, alpha, vs)) if v.state else None)
-                 for v in vs]
+    variables = vs
     return type(lowered)(lowered.spec, variables, rules, lowered.user_rule_count, lowered.lowerer)

@@ -218,10 +218,10 @@ class _Lowerer:
             names = ", ".join(c.name for c in self.spec.counters)
             raise self.src.error(f"unknown or unspecified counter {fn.counter!r}", fn.offset,
                                  f"{fn.fn}({fn.attr.name}, NAME) with NAME one of {names}")
-        if rel.right.kind not in ("int",) or rel.right.prefix_len is not None:
-            raise self.src.error(f"{fn.fn}() compares with a number", rel.right.offset)
         if rel.op == "prefix":
             raise self.src.error("prefix does not apply to state functions", rel.offset)
+        if rel.right.kind not in ("int",) or rel.right.prefix_len is not None:
+            raise self.src.error(f"{fn.fn}() compares with a number", rel.right.offset)
         key = (fn.fn, q.path, counter.name, guard)
         if key not in self.state_vars:
             used = sum(1 for s in self.state_list if s.counter == counter)

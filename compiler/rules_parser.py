@@ -103,8 +103,12 @@ class _Parser:
         return tok
 
     def fail(self, tok: tuple[str, str, int], expected: str) -> CompileError:
-        found = "end of input" if tok[0] == "eof" else repr(tok[1])
-        return self.src.error(f"unexpected {found}", tok[2], expected)
+        if tok[0] == "eof":
+            # Point just after the last real token: that is where something is missing.
+            before = [t for t in self.toks[:-1] if t[0] != "nl"]
+            where = before[-1][2] + len(before[-1][1]) if before else tok[2]
+            return self.src.error("unexpected end of input", where, expected)
+        return self.src.error(f"unexpected {tok[1]!r}", tok[2], expected)
 
     def expect(self, text: str, expected: str | None = None) -> tuple[str, str, int]:
         tok = self.take()
@@ -356,7 +360,10 @@ def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceT
         end = m.end() if (m is not None and rule is None and blank(text, pos, gap_end).end() == gap_end) else gap_end
         j = i + 1 if end != gap_end else i
         while True:
-            got, errs = _Parser(src, pos, end).rules(len(rules))
+            try:
+                got, errs = _Parser(src, pos, end).rules(len(rules))
+            except CompileError as exc:          # a character no token starts with
+                got, errs = [], [exc]
             if not any(e.message == "unexpected end of input" for e in errs) or j >= n:
                 if any(e.message == "unexpected end of input" for e in errs) and end < len(text):
                     end = len(text)

@@ -247,8 +247,11 @@ class _SpecReader:
 
 def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Spec:
     """Parse a spec; raises CompileErrors listing every problem found."""
-    reader = _SpecReader(_tokenize(text, source), source)
-    reader.parse()
+    try:
+        reader = _SpecReader(_tokenize(text, source), source)
+        reader.parse()
+    except CompileError as exc:        # a syntax error stops reading: report it alone
+        raise CompileErrors([exc]) from None
     errors: list[CompileError] = []
     instances, stack = _instances(reader, errors, source)
     spec = Spec(name or Path(source).stem, instances, stack, [])

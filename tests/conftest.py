@@ -1,0 +1,32 @@
+"""Shared test configuration: golden-file updates, Hypothesis profiles, root/kernel skips."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ROOT / "apps"
+
+settings.register_profile("default", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-goldens", action="store_true",
+                     help="rewrite golden files from the current output instead of comparing")
+
+
+@pytest.fixture
+def update_goldens(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-goldens"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    is_root = os.geteuid() == 0
+    for item in items:
+        if ("bpf" in item.keywords or "netns" in item.keywords) and not is_root:
+            item.add_marker(pytest.mark.skip(reason="needs root (BPF / network namespaces)"))
