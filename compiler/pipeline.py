@@ -221,7 +221,28 @@ class Pipeline:
         }
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=1, sort_keys=False)
+        """Indented JSON with one table entry, code, leaf or group per line (reviewable diffs)."""
+        doc = self.to_json()
+        rows: dict[str, str] = {}
+
+        def compact(items: list) -> list[str]:
+            keys = []
+            for item in items:
+                key = f"@@{len(rows)}@@"
+                rows[key] = json.dumps(item, separators=(",", ":"))
+                keys.append(key)
+            return keys
+
+        for t in doc["tables"]:
+            t["entries"] = compact(t["entries"])
+            if t["compression"]:
+                t["compression"]["codes"] = compact(t["compression"]["codes"])
+        for section in ("leaves", "groups"):
+            doc[section] = {k: compact([v])[0] for k, v in doc[section].items()}
+        text = json.dumps(doc, indent=1)
+        for key, row in rows.items():
+            text = text.replace(f'"{key}"', row, 1)
+        return text
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "Pipeline":

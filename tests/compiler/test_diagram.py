@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from camus.bench.workloads import itch_rules
+from camus.compiler.compile import compile_rules
+from camus.compiler.diagram import EMPTY_LEAF, Branch, DiagramBuilder
+from camus.compiler.spec_parser import load_spec
+from tests.conftest import APPS
+
+ITCH = load_spec(APPS / "itch" / "itch.p4")
+
+
+def tables(c) -> dict[str, int]:
+    return {t.name: len(t.states) for t in c.pipeline.tables}
+
+
+def test_redundant_tests_disappear() -> None:
+    c = compile_rules(ITCH, "price > 5 or price <= 5 : fwd(1)\nstock == A and not stock == A : fwd(2)\n")
+    assert c.pipeline.tables == []                       # no test left: every message -> fwd(1)
+    assert c.pipeline.leaves[c.root].ports == (1,)
+
+
+def test_isomorphic_subdiagrams_are_one_state() -> None:
+    c = compile_rules(ITCH, "stock == A and price > 5 : fwd(1)\nstock == B and price > 5 : fwd(1)\n"
+                            "stock == C and price > 9 : fwd(1)\n")
+    assert tables(c) == {"add_order.stock": 1, "add_order.price": 2}
+
+
+def test_each_field_is_tested_once_per_path() -> None:
+    c = compile_rules(ITCH, "stock == A and price > 5 and price < 100 and price != 50 : fwd(1)\n")
+    price = next(t for t in c.pipeline.tables if t.name == "add_order.price")
+    assert len(price.states) == 1
+    assert sorted((e.match[1], e.match[2]) for e in price.entries) == [(6, 49), (51, 99)]
+
+
+def test_itch_workload_shape() -> None:
+    c = compile_rules(ITCH, "\n".join(itch_rules(2000, seed=3)))
+    assert tables(c)["add_order.stock"] == 1
+    assert tables(c)["add_order.price"] == 100           # one price ladder per symbol
+    stock = next(t for t in c.pipeline.tables if t.name == "add_order.stock")
+    assert stock.kind == "exact" and len(stock.entries) == 100
+    # price > P only: ranges run to the top of the domain and nothing maps to "nobody" twice
+    price = next(t for t in c.pipeline.tables if t.name == "add_order.price")
+    assert price.kind == "range" and all(e.next != EMPTY_LEAF for e in price.entries)
+
+
+def test_node_ids_are_stable_across_compilations_with_one_builder() -> None:
+    first = "stock == A and price > 5 : fwd(1)\nstock == B and price > 7 : fwd(2)\n"
+    c1 = compile_rules(ITCH, first)
+    builder = c1.builder
+    nodes_before = list(builder.nodes)
+    c2 = compile_rules(ITCH, first + "stock == C and price > 9 : fwd(3)\n", builder=builder)
+    assert builder.nodes[:len(nodes_before)] == nodes_before     # nothing renumbered
+    old_price = {s for t in c1.pipeline.tables if t.name == "add_order.price" for s in t.states}
+    new_price = {s for t in c2.pipeline.tables if t.name == "add_order.price" for s in t.states}
+    assert old_price < new_price                                  # old states reused, one added
+
+
+def test_builder_hash_conses_leaves() -> None:
+    b = DiagramBuilder([8])
+    assert b.leaf(frozenset({("fwd", 1)})) == b.leaf(frozenset({("fwd", 1)}))
+    assert b.leaf(frozenset({("fwd", 1), ("drop",)})) == b.leaf(frozenset({("drop",)}))
+    assert b.leaf(frozenset()) == EMPTY_LEAF
+    root = b.build([({0: ((3, 3),)}, frozenset({("fwd", 1)}))], [0])
+    assert isinstance(b.nodes[root], Branch) and b.nodes[root].edges[1] == (3, 3, 1)

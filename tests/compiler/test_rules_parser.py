@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from camus.compiler.rules_ast import And, Attr, Const, Not, Or, Rel, TrueFilter
+from camus.compiler.rules_parser import SourceText, _Parser, parse_rules
+
+
+def general(text: str):
+    rules, errors = _Parser(SourceText(text, "t")).rules()
+    assert not errors
+    return rules
+
+
+def test_camus_original_syntax() -> None:
+    text = ('add_order.stock = "GOOGL" and add_order.price > 50: fwd(1);\n'
+            '! add_order.shares = 1 : fwd(2);\n'
+            'ipv4.dst = 10.0.0.0/8 : fwd(3);\n'
+            'h.f = 5/3: fwd(4);\n')
+    rules, _ = parse_rules(text)
+    assert len(rules) == 4
+    first = rules[0].filter
+    assert isinstance(first, And) and first.args[0].op == "==" and first.args[0].right.value == "GOOGL"
+    assert isinstance(rules[1].filter, Not)
+    assert rules[2].filter.right.prefix_len == 8 and rules[2].filter.right.kind == "ipv4"
+    assert rules[3].filter.right.value == 5 and rules[3].filter.right.prefix_len == 3
+
+
+def test_operators_precedence_and_constants() -> None:
+    (r,), _ = parse_rules("a == 1 or b == 2 and not c == 3 || (d == 0x1f && e != 0b101) : fwd(1)")
+    assert isinstance(r.filter, Or) and len(r.filter.args) == 3
+    assert isinstance(r.filter.args[1], And) and isinstance(r.filter.args[1].args[1], Not)
+    d = r.filter.args[2].args[0]
+    assert d.right.value == 31 and r.filter.args[2].args[1].right.value == 5
+    (r,), _ = parse_rules("m == 02:00:5e:10:00:01 and v6 == 2001:db8::1 and c == 'S' and t == yes : x")
+    consts = [a.right for a in r.filter.args]
+    assert consts[0].kind == "mac" and consts[0].value == 0x02005E100001
+    assert consts[1].kind == "ipv6" and consts[2].value == ord("S") and consts[3].kind == "word"
+    (r,), _ = parse_rules("true : fwd(1)")
+    assert isinstance(r.filter, TrueFilter)
+
+
+def test_separators_comments_and_multiline_rules() -> None:
+    text = "# header comment\na == 1 : fwd(1); b == 2 : fwd(2)\n\nc == 3 and\n   d == 4 : fwd(3)  # trailing\n"
+    rules, src = parse_rules(text)
+    assert [r.index for r in rules] == [0, 1, 2]
+    assert src.position(rules[2].offset).line == 4
+    assert rules[2].filter.args[1].left == Attr("d", text.index("d == 4"))
+
+
+def test_state_functions_and_custom_actions() -> None:
+    (r,), _ = parse_rules("avg(price, win) > 60 and count(price) > 2 : answerDNS(10.0.0.105), fwd(1, h2)")
+    assert r.filter.args[0].left.fn == "avg" and r.filter.args[0].left.counter == "win"
+    assert [a.name for a in r.actions] == ["answerDNS", "fwd"]
+    assert r.actions[0].args[0].kind == "ipv4" and r.actions[1].args[1].value == "h2"
+
+
+_names = st.sampled_from(["stock", "price", "add_order.price", "x_1"])
+_consts = st.one_of(st.integers(0, 10**6).map(str), st.integers(0, 255).map(hex),
+                    st.sampled_from(['"GOOGL"', "GOOGL", '"A B"', "007"]))
+_rel = st.tuples(_names, st.sampled_from(["==", "=", "!=", "<", "<=", ">", ">="]), _consts)
+_act = st.one_of(st.just("drop"), st.lists(st.integers(0, 300), min_size=1, max_size=3).map(
+    lambda ps: "fwd(" + ", ".join(map(str, ps)) + ")"), st.just("mark(h1, 3)"))
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.lists(_rel, min_size=1, max_size=5), st.lists(_act, min_size=1, max_size=2),
+                          st.sampled_from(["", ";", "  # c", " ;"]), st.sampled_from(["", "  "])),
+                min_size=1, max_size=6))
+def test_fast_path_builds_the_same_trees_as_the_general_parser(lines) -> None:
+    text = "\n".join(pad + " and ".join(f"{n} {o} {c}" for n, o, c in rels) + " : " + ", ".join(acts) + end
+                     for rels, acts, end, pad in lines) + "\n"
+    fast, _ = parse_rules(text)
+    assert fast == general(text)

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from camus.cli import main
+from camus.compiler.packets import build_packet, message_from_text
+from camus.compiler.pcap import write_pcap
+from camus.compiler.spec_parser import load_spec
+from tests.conftest import APPS
+
+SPEC, RULES = str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_compile_writes_ir_and_summary(tmp_path) -> None:
+    r = run("compile", SPEC, RULES, "-o", str(tmp_path / "out"))
+    assert r.exit_code == 0 and "table entries" in r.output
+    doc = json.loads((tmp_path / "out" / "pipeline.json").read_text())
+    assert doc["format"] == "camus-pipeline/1" and doc["rules"] == 6
+    assert "multicast group" in (tmp_path / "out" / "summary.txt").read_text()
+    emitted = run("compile", SPEC, RULES, "--emit")
+    assert json.loads(emitted.output)["root"] == doc["root"]
+
+
+def test_check_reports_every_mistake_with_position(tmp_path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("stock == GOOGL : fwd(1)\nstok == A : fwd(1)\nprice prefix \"A\" : fwd(2)\n")
+    r = CliRunner().invoke(main, ["check", SPEC, str(bad)])
+    assert r.exit_code == 1
+    assert "bad.txt:2:1: error: unknown field 'stok'" in r.output
+    assert "bad.txt:3:7:" in r.output and "nothing was compiled" in r.output
+    ok = run("check", SPEC, RULES)
+    assert ok.exit_code == 0 and ok.output.startswith("ok: 6 rules")
+
+
+def test_explain_message_text_and_json() -> None:
+    r = run("explain", SPEC, RULES, "--message", "stock=GOOGL price=60")
+    assert "actions: fwd(1)" in r.output and "add_order.price" in r.output and "GOOGL" in r.output
+    r = run("explain", SPEC, RULES, "--message", "stock=GOOGL price=2000000", "--message", "stock=IBM", "--json")
+    lines = [json.loads(x) for x in r.output.splitlines()]
+    assert lines[0]["ports"] == [1, 2] and lines[0]["group"] == 1 and lines[0]["path"]
+    assert lines[1] == {"message": 1, "actions": [], "ports": [], "path": lines[1]["path"]}
+    via = run("explain", SPEC, RULES, "--message", "stock=GOOGL price=2000000", "--json", "--via", "filters")
+    assert json.loads(via.output)["ports"] == [1, 2] and "path" not in json.loads(via.output)
+
+
+def test_explain_packets_and_pcap(tmp_path) -> None:
+    spec = load_spec(SPEC)
+    pkt = build_packet(spec, [message_from_text(spec, "stock=AAPL"), message_from_text(spec, "stock=JUNK")])
+    r = run("explain", SPEC, RULES, "--packet", pkt.hex(), "--json")
+    out = [json.loads(x) for x in r.output.splitlines()]
+    assert [o["actions"] for o in out] == [["fwd(2)"], ["drop"]] and out[1]["packet"] == 0
+    pcap = tmp_path / "f.pcap"
+    write_pcap(pcap, [(0, pkt), (1000, pkt[:50])])
+    r = run("explain", SPEC, RULES, "--pcap", str(pcap), "--json")
+    out = [json.loads(x) for x in r.output.splitlines()]
+    assert out[0] == {"packet": 1, "error": "truncated MoldUDP64 header"} and len(out) == 3
+
+
+def test_explain_usage_errors() -> None:
+    r = CliRunner().invoke(main, ["explain", SPEC, RULES])
+    assert r.exit_code == 2 and "exactly one of --message, --packet or --pcap" in r.output
+    r = CliRunner().invoke(main, ["explain", SPEC, RULES, "--message", "stok=1"])
+    assert r.exit_code == 2 and "unknown or ambiguous field 'stok'" in r.output
+
+
+def test_demo_runs_and_agrees() -> None:
+    r = run("demo", "--messages", "60")
+    assert r.exit_code == 0, r.output
+    assert "delivery report" in r.output and ": OK" in r.output
