@@ -48,13 +48,16 @@ def variable_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], 
     headers = [v.index for v in lowered.variables if v.state is None]
     states = [v.index for v in lowered.variables if v.state is not None]
     if how == "heuristic":
-        # Fields with fewer distinct boundaries first keep the upper levels narrow.
+        # Fields constrained by the most conjunctions first: they split the rule set early,
+        # so fewer terms stay alive below; ties go to fields with fewer distinct boundaries.
+        uses: dict[int, int] = {v: 0 for v in headers}
         bounds: dict[int, set[int]] = {v: set() for v in headers}
         for cons, _ in terms:
             for var, iset in cons.items():
-                if var in bounds:
+                if var in uses:
+                    uses[var] += 1
                     bounds[var].update(lo for lo, _ in iset)
-        headers.sort(key=lambda v: (len(bounds[v]) == 0, len(bounds[v]), v))
+        headers.sort(key=lambda v: (-uses[v], len(bounds[v]), v))
     elif how != "spec":
         raise ValueError(f"unknown field order {how!r} (spec or heuristic)")
     return headers + states
