@@ -1,0 +1,337 @@
+/* camus-xdp: the XDP classifier of an edge broker.
+ *
+ * Parses Ethernet (up to two VLAN tags), IPv4 (options; fragments go to the stack) or IPv6,
+ * UDP on the feed's port(s), then one application message or a MoldUDP64 batch of up to
+ * CAMUS_MAX_MSGS messages. Each message walks the staged tables (all of them data in maps, see
+ * camus_xdp.h) from the root state to a leaf; the packet's verdict is the union of its
+ * messages' ports: nobody -> XDP_DROP here, as early as possible.
+ *
+ * The spec-specific parts (feed port, framing, message size, how to read each query field)
+ * come from the generated header `camus_gen.h`, which the ebpf back end writes in front of
+ * this file. Everything is bounds-checked; loops have constant bounds.
+ */
+#include <uapi/linux/bpf.h>
+#include <uapi/linux/if_ether.h>
+#include <uapi/linux/in.h>
+#include <uapi/linux/ip.h>
+#include <uapi/linux/ipv6.h>
+#include <uapi/linux/udp.h>
+
+/*@CAMUS_XDP_H@*/
+/*@CAMUS_GEN_H@*/
+
+BPF_ARRAY(cfg, __u32, CAMUS_CFG_MAX);
+BPF_PERCPU_ARRAY(stats, __u64, CAMUS_STAT_MAX);
+BPF_ARRAY(desc, struct camus_desc, CAMUS_MAX_STATES);
+BPF_HASH(exact, struct camus_exact_key, __u32, CAMUS_MAX_EXACT);
+BPF_ARRAY(bounds, struct camus_bound, CAMUS_MAX_BOUNDS);
+BPF_LPM_TRIE(lpm, struct camus_lpm_key, __u32, CAMUS_MAX_LPM);
+BPF_ARRAY(leaf, struct camus_leaf, CAMUS_MAX_STATES);
+BPF_HASH(updates, __u32, __u64, CAMUS_MAX_UPDATES);
+BPF_ARRAY(svars, struct camus_svar, CAMUS_MAX_SVARS);
+BPF_ARRAY(svar_cfg, struct camus_svar_cfg, CAMUS_MAX_SVARS);
+BPF_ARRAY(results, struct camus_result, CAMUS_MAX_MSGS + 1);   /* [MAX_MSGS]: the packet */
+
+
+static __always_inline void count(__u32 idx) {
+    __u64 *c = stats.lookup(&idx);
+    if (c)
+        *c += 1;
+}
+
+static __always_inline __u32 cfg_get(__u32 idx) {
+    __u32 *v = cfg.lookup(&idx);
+    return v ? *v : 0;
+}
+
+/* Range tables: the last interval start <= key in this state's sorted slice. */
+static __always_inline __u32 range_next(struct camus_desc *d, __u64 key) {
+    __u32 lo = d->base, n = d->count;
+    for (int step = 0; step < CAMUS_RANGE_STEPS; step++) {
+        if (n <= 1)
+            break;
+        __u32 half = n / 2, mid = lo + half;
+        struct camus_bound *b = bounds.lookup(&mid);
+        if (!b)
+            return 0;
+        if (b->lo <= key) {
+            lo = mid;
+            n -= half;
+        } else {
+            n = half;
+        }
+    }
+    struct camus_bound *b = bounds.lookup(&lo);
+    return b ? b->next : 0;
+}
+
+static __always_inline __u32 lpm_next(__u32 state, __u64 key, __u32 width) {
+    struct camus_lpm_key k = {};
+    __u64 v = width >= 64 ? key : key << (64 - width);
+    k.prefixlen = 32 + width;
+    k.data[0] = state >> 24; k.data[1] = state >> 16; k.data[2] = state >> 8; k.data[3] = state;
+    #pragma unroll
+    for (int i = 0; i < 8; i++)
+        k.data[4 + i] = v >> (56 - 8 * i);
+    __u32 *next = lpm.lookup(&k);
+    return next ? *next : 0;
+}
+
+/* Apply the state-variable updates of `state` (their guards held), then expose aggregates. */
+static __always_inline void update_svars(__u32 state, __u64 *v) {
+#if CAMUS_N_SVARS > 0
+    __u32 active = cfg_get(CAMUS_CFG_NSVARS);
+    if (!active)
+        return;
+    __u64 *mask = updates.lookup(&state);
+    __u64 now = bpf_ktime_get_ns();
+    for (__u32 k = 0; k < CAMUS_N_SVARS; k++) {
+        if (k >= active)
+            break;
+        struct camus_svar_cfg *c = svar_cfg.lookup(&k);
+        struct camus_svar *s = svars.lookup(&k);
+        if (!c || !s || c->window_ns == 0)
+            continue;
+        __u64 win = now / c->window_ns;
+        if (s->window != win) {           /* a new tumbling window */
+            s->window = win;
+            s->count = 0;
+            s->sum = 0;
+        }
+        if (mask && (*mask >> k) & 1) {
+            __sync_fetch_and_add(&s->count, 1);
+            __sync_fetch_and_add(&s->sum, camus_field(v, c->field));
+        }
+        __u64 agg = c->fn == 0 ? s->count : c->fn == 1 ? s->sum : (s->count ? s->sum / s->count : 0);
+        v[CAMUS_N_FIELDS + k] = agg;
+    }
+#endif
+}
+
+/* One table step for `state`; returns the next state. */
+static __always_inline __u32 step(struct camus_desc *d, __u32 state, __u64 *v) {
+    __u64 key = camus_var(v, d->var);
+    if (d->kind == CAMUS_KIND_EXACT) {
+        struct camus_exact_key k = {.state = state, .value = key};
+        __u32 *next = exact.lookup(&k);
+        return next ? *next : d->default_next;
+    }
+    if (d->kind == CAMUS_KIND_RANGE)
+        return range_next(d, key);
+    return lpm_next(state, key, camus_var_width(d->var));
+}
+
+/* Walk the tables from the root: header fields first, then (after the state variables whose
+ * guard held are updated) the state-variable tables. Returns the final state. */
+static __always_inline __u32 classify(__u32 root, __u64 *v) {
+    __u32 state = root;
+    for (int i = 0; i < CAMUS_N_FIELDS; i++) {
+        struct camus_desc *d = desc.lookup(&state);
+        if (!d || d->kind == CAMUS_KIND_NONE || d->var >= CAMUS_N_FIELDS)
+            break;
+        state = step(d, state, v);
+    }
+#if CAMUS_N_SVARS > 0
+    update_svars(state, v);
+    for (int i = 0; i < CAMUS_N_SVARS; i++) {
+        struct camus_desc *d = desc.lookup(&state);
+        if (!d || d->kind == CAMUS_KIND_NONE)
+            break;
+        state = step(d, state, v);
+    }
+#endif
+    return state;
+}
+
+/* Progress through a packet, carried across tail calls (one program run per message). */
+struct camus_scratch {
+    __u64 v[CAMUS_N_VARS];      /* the current message's variables */
+    struct camus_leaf acc;      /* union over the packet's messages */
+    __u32 off;                  /* from the packet start: the next message's length prefix */
+    __u32 index;                /* the next message */
+    __u32 nmsgs;
+    __u32 root;
+    __u32 record;
+    __u32 pad;
+};
+BPF_PERCPU_ARRAY(scratch, struct camus_scratch, 1);
+BPF_PROG_ARRAY(progs, 1);       /* [0]: camus_msg */
+
+/* One message: classify, merge its ports into the packet's, record it if asked. */
+static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
+    __u32 state = classify(s->root, s->v);
+    struct camus_leaf *l = leaf.lookup(&state);
+    count(CAMUS_STAT_MESSAGES);
+    if (l) {
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            s->acc.ports[w] |= l->ports[w];
+        s->acc.flags |= l->flags;
+        if (l->flags & CAMUS_LEAF_DROP)
+            count(CAMUS_STAT_EXPLICIT);
+    }
+    if (s->record) {
+        struct camus_result *r = results.lookup(&index);
+        if (r) {
+            r->state = state;
+            r->flags = l ? l->flags : 0;
+            #pragma unroll
+            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                r->ports[w] = l ? l->ports[w] : 0;
+        }
+    }
+}
+
+static __always_inline int finish(struct camus_scratch *s) {
+    __u64 any = 0;
+    #pragma unroll
+    for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+        any |= s->acc.ports[w];
+    if (s->record) {
+        __u32 idx = CAMUS_MAX_MSGS;
+        struct camus_result *r = results.lookup(&idx);
+        if (r) {
+            r->state = s->nmsgs;
+            r->flags = s->acc.flags;
+            #pragma unroll
+            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                r->ports[w] = s->acc.ports[w];
+        }
+    }
+    if (!any && !(s->acc.flags & CAMUS_LEAF_CALL)) {
+        count(CAMUS_STAT_NO_MATCH);
+        return XDP_DROP;
+    }
+    count(CAMUS_STAT_DELIVER);
+    return XDP_PASS;    /* replication to the subscribed ports happens after XDP */
+}
+
+static __always_inline int malformed(void) {
+    count(CAMUS_STAT_MALFORMED);
+    return cfg_get(CAMUS_CFG_MALFORMED) ? XDP_PASS : XDP_DROP;
+}
+
+static __always_inline struct camus_scratch *get_scratch(void) {
+    __u32 zero = 0;
+    return scratch.lookup(&zero);
+}
+
+/* Classify the MoldUDP64 message at s->off, then tail-call ourselves for the next one. */
+int camus_msg(struct xdp_md *ctx) {
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+    struct camus_scratch *s = get_scratch();
+    if (!s)
+        return XDP_PASS;
+    __u32 off = s->off;
+    if (off > 0x3FFF)                      /* past any MTU: the packet is lying */
+        return malformed();
+    off &= 0x3FFF;                          /* tells the verifier the bound */
+    void *lenp = data + off;
+    if (lenp + 2 > end)
+        return malformed();                 /* the count promised more messages */
+    __u32 len = bpf_ntohs(*(__u16 *)lenp);
+    if (len > 0x3FFF)
+        return malformed();
+    len &= 0x3FFF;
+    void *msg = lenp + 2;
+    if (msg + len > end)
+        return malformed();
+    __u32 index = s->index;
+    s->off = off + 2 + len;
+    s->index = index + 1;
+    if (len >= CAMUS_MSG_BYTES && msg + CAMUS_MSG_BYTES <= end && CAMUS_MSG_TYPE_OK(msg)) {
+        camus_message_fields(s->v, msg);
+        deliver(s, index);
+    }                                       /* shorter: other message types, not filtered */
+    if (s->index < s->nmsgs && s->index < CAMUS_MAX_MSGS)
+        progs.call(ctx, 0);
+    if (s->index < s->nmsgs)
+        return malformed();                 /* tail call failed: cannot finish honestly */
+    return finish(s);
+}
+
+int camus_xdp(struct xdp_md *ctx) {
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+    count(CAMUS_STAT_PACKETS);
+
+    struct ethhdr *eth = data;
+    if ((void *)(eth + 1) > end)
+        goto other;
+    __u16 proto = eth->h_proto;
+    void *l3 = eth + 1;
+    #pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+            break;
+        if (l3 + 4 > end)
+            goto other;
+        proto = *(__u16 *)(l3 + 2);
+        l3 += 4;
+    }
+    void *l4;
+    if (proto == bpf_htons(ETH_P_IP)) {
+        struct iphdr *ip = l3;
+        if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
+            goto other;
+        if (ip->frag_off & bpf_htons(0x3FFF))
+            goto other;                       /* fragments: the stack reassembles */
+        if (ip->protocol != IPPROTO_UDP)
+            goto other;
+        l4 = l3 + ip->ihl * 4;
+    } else if (proto == bpf_htons(ETH_P_IPV6)) {
+        struct ipv6hdr *ip6 = l3;
+        if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
+            goto other;
+        l4 = ip6 + 1;
+    } else {
+        goto other;
+    }
+    struct udphdr *udp = l4;
+    if ((void *)(udp + 1) > end)
+        goto other;
+    if (!CAMUS_UDP_PORT_OK(bpf_ntohs(udp->dest)))
+        goto other;
+
+    struct camus_scratch *s = get_scratch();
+    if (!s)
+        goto other;
+    __builtin_memset(&s->acc, 0, sizeof(s->acc));
+    s->root = cfg_get(CAMUS_CFG_ROOT);
+    s->record = cfg_get(CAMUS_CFG_RECORD);
+    if (!camus_packet_fields(s->v, data, l3, l4, end))
+        goto other;
+    void *payload = udp + 1;
+
+#if CAMUS_FRAMING_MOLD
+    if (payload + 20 > end)
+        return malformed();
+    __u16 nmsgs = bpf_ntohs(*(__u16 *)(payload + 18));
+    if (nmsgs > CAMUS_MAX_MSGS) {
+        count(CAMUS_STAT_OTHER);              /* more than we classify: the stack handles it */
+        return XDP_PASS;
+    }
+    s->nmsgs = nmsgs;
+    s->index = 0;
+    s->off = (payload + 20) - data;
+    if (nmsgs == 0)
+        return finish(s);
+    progs.call(ctx, 0);
+    return malformed();                        /* tail call failed: not loaded properly */
+#else
+    void *msg = payload;
+    if (msg + CAMUS_MSG_BYTES > end)
+        return malformed();
+    s->nmsgs = 1;
+    if (CAMUS_MSG_TYPE_OK(msg)) {
+        camus_message_fields(s->v, msg);
+        deliver(s, 0);
+    }
+    return finish(s);
+#endif
+
+other:
+    count(CAMUS_STAT_OTHER);
+    return XDP_PASS;
+}

@@ -1,0 +1,92 @@
+/* camus-xdp: map layouts shared by the XDP program and user space (dataplane/maps.py mirrors
+ * these structs with ctypes; a test checks the sizes agree).
+ *
+ * Every table of the Pipeline IR is data, so the program depends only on the spec:
+ *   desc[state]      what a state does: which variable it tests and how (exact/range/lpm)
+ *   exact{state,v}   exact entries of every exact table (a state belongs to one table)
+ *   bounds[i]        range tables: each state's sorted interval starts, a contiguous slice
+ *   lpm{state,v}     longest-prefix entries, the state as the first 32 bits of the prefix
+ *   leaf[state]      what a final state delivers: a port bitmap and flags
+ *   updates[state]   state variables to update when the header walk ends in `state`
+ */
+#ifndef CAMUS_XDP_H
+#define CAMUS_XDP_H
+
+#define CAMUS_KIND_NONE  0   /* not a test: a leaf, or a state outside every table */
+#define CAMUS_KIND_EXACT 1
+#define CAMUS_KIND_RANGE 2
+#define CAMUS_KIND_LPM   3
+
+#define CAMUS_PORT_WORDS 4   /* 256 logical ports per broker */
+
+#define CAMUS_LEAF_DROP  1   /* an explicit drop rule matched */
+#define CAMUS_LEAF_CALL  2   /* custom actions: handed to the host stack */
+
+/* stats[] indices */
+#define CAMUS_STAT_PACKETS      0   /* packets seen */
+#define CAMUS_STAT_OTHER        1   /* not feed traffic: passed untouched */
+#define CAMUS_STAT_MALFORMED    2   /* feed packets with bad framing */
+#define CAMUS_STAT_MESSAGES     3   /* messages classified */
+#define CAMUS_STAT_NO_MATCH     4   /* packets nobody subscribed to: dropped */
+#define CAMUS_STAT_EXPLICIT     5   /* messages hit by a drop rule */
+#define CAMUS_STAT_DELIVER      6   /* packets with at least one subscribed port */
+#define CAMUS_STAT_MAX          8
+
+/* cfg[] indices */
+#define CAMUS_CFG_ROOT          0   /* root state: flipping it switches table sets atomically */
+#define CAMUS_CFG_MALFORMED     1   /* 0: drop malformed feed packets, 1: pass them */
+#define CAMUS_CFG_RECORD        2   /* 1: record per-message results (tests, explain) */
+#define CAMUS_CFG_NSVARS        3   /* state variables in use (0: skip the windows) */
+#define CAMUS_CFG_MAX           4
+
+struct camus_desc {
+    __u8  kind;
+    __u8  var;               /* variable index: query field, then state variables */
+    __u16 pad;
+    __u32 default_next;      /* exact: the per-state `any` entry; else unused */
+    __u32 base;              /* range: first element of this state's slice in bounds[] */
+    __u32 count;             /* range: slice length */
+};
+
+struct camus_exact_key {
+    __u32 state;
+    __u32 pad;
+    __u64 value;
+};
+
+struct camus_bound {
+    __u64 lo;                /* interval start; the slice starts at 0 and covers the domain */
+    __u32 next;
+    __u32 pad;
+};
+
+struct camus_lpm_key {
+    __u32 prefixlen;         /* 32 (the state) + prefix length of the value */
+    __u8  data[12];          /* state (big endian), then the value left-aligned, big endian */
+};
+
+struct camus_leaf {
+    __u64 ports[CAMUS_PORT_WORDS];
+    __u32 flags;
+    __u32 group;
+};
+
+struct camus_svar {          /* one state variable's tumbling window */
+    __u64 window;            /* index of the current window */
+    __u64 count;
+    __u64 sum;
+};
+
+struct camus_svar_cfg {
+    __u64 window_ns;
+    __u32 fn;                /* 0 count, 1 sum, 2 avg */
+    __u32 field;             /* which query field feeds it */
+};
+
+struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */
+    __u32 state;             /* final state (0: nobody subscribed) */
+    __u32 flags;
+    __u64 ports[CAMUS_PORT_WORDS];
+};
+
+#endif

@@ -1,0 +1,135 @@
+"""eBPF back end, dynamic part: the Pipeline IR as BPF map contents.
+
+Reads only the IR (and the spec for variable numbering). Capacity is checked here, before
+anything live is touched: a rule set that does not fit raises CapacityError and changes
+nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..pipeline import Pipeline
+from ..slicing import sort_ports
+from ..spec import Spec
+from .ebpf_program import BackendError, EbpfLimits, n_svars
+
+KIND = {"exact": 1, "range": 2, "lpm": 3}
+PORT_WORDS = 4
+FN = {"count": 0, "sum": 1, "avg": 2}
+LEAF_DROP, LEAF_CALL = 1, 2
+
+
+class CapacityError(BackendError):
+    pass
+
+
+@dataclass
+class MapContents:
+    root: int
+    desc: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)  # kind, var, default, base, count
+    exact: dict[tuple[int, int], int] = field(default_factory=dict)                 # (state, value) -> next
+    bounds: list[tuple[int, int]] = field(default_factory=list)                     # (lo, next)
+    lpm: dict[tuple[int, int, int], int] = field(default_factory=dict)              # (plen, state, value<<) -> next
+    leaf: dict[int, tuple[tuple[int, ...], int, int]] = field(default_factory=dict)  # ports words, flags, group
+    updates: dict[int, int] = field(default_factory=dict)                           # state -> svar mask
+    svar_cfg: list[tuple[int, int, int]] = field(default_factory=list)              # window_ns, fn, field
+    ports: list[object] = field(default_factory=list)                               # bit i -> logical port
+
+    def port_mask(self, ports: tuple) -> tuple[int, ...]:
+        words = [0] * PORT_WORDS
+        index = {p: i for i, p in enumerate(self.ports)}
+        for p in ports:
+            i = index[p]
+            words[i // 64] |= 1 << (i % 64)
+        return tuple(words)
+
+    def ports_of(self, words: tuple[int, ...]) -> tuple:
+        return tuple(p for i, p in enumerate(self.ports) if words[i // 64] >> (i % 64) & 1)
+
+
+def _decompress(t, entries):
+    """Back ends read raw values: undo low-resolution domain codes (exact or range)."""
+    if t.compression is None:
+        return [(e.state, e.match, e.next) for e in entries]
+    if t.compression.kind == "exact":
+        raw = {code: m[1] for m, code in t.compression.codes}
+        return [(e.state, ("exact", raw[e.match[1]]) if e.match[0] == "exact" else e.match, e.next)
+                for e in entries]
+    spans = {code: (m[1], m[2]) for m, code in t.compression.codes}
+    return [(e.state, ("range", spans[e.match[1]][0], spans[e.match[2]][1]), e.next) for e in entries]
+
+
+def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
+                 ports: list[object] | None = None) -> MapContents:
+    lim = limits or EbpfLimits()
+    field_index = {q.path: i for i, q in enumerate(spec.query_fields)}
+    nf = len(spec.query_fields)
+    out = MapContents(p.root)
+    all_ports = sort_ports({x for a in p.leaves.values() for x in a.ports})
+    out.ports = list(ports) if ports is not None else list(all_ports)
+    missing = set(all_ports) - set(out.ports)
+    if missing:
+        raise BackendError(f"ports {sorted(map(str, missing))} used by the rules have no port mapping")
+    if len(out.ports) > 64 * PORT_WORDS:
+        raise CapacityError(f"{len(out.ports)} ports; an XDP broker serves at most {64 * PORT_WORDS}")
+    if len(p.state_vars) > n_svars(spec, lim):
+        raise CapacityError(f"{len(p.state_vars)} state variables; this program holds {n_svars(spec, lim)}")
+
+    for t in p.tables:
+        var = field_index[t.field] if t.field is not None else nf + t.state_var  # type: ignore[operator]
+        entries = _decompress(t, t.entries)
+        if t.kind == "exact":
+            defaults = {s: n for s, m, n in entries if m[0] == "any"}
+            for s in t.states:
+                out.desc[s] = (KIND["exact"], var, defaults.get(s, 0), 0, 0)
+            for s, m, n in entries:
+                if m[0] == "exact":
+                    out.exact[(s, m[1])] = n
+        elif t.kind == "range":
+            per_state: dict[int, list[tuple[int, int, int]]] = {s: [] for s in t.states}
+            for s, m, n in entries:
+                per_state[s].append((m[1], m[2], n))
+            top = (1 << t.field_width) - 1
+            for s in sorted(per_state):
+                slice_: list[tuple[int, int]] = []
+
+                def put(lo: int, nxt: int) -> None:
+                    if not slice_ or slice_[-1][1] != nxt:
+                        slice_.append((lo, nxt))
+
+                pos = 0
+                for lo, hi, n in sorted(per_state[s]):
+                    if lo > pos:
+                        put(pos, 0)                      # a gap: nobody subscribed
+                    put(lo, n)
+                    pos = hi + 1
+                if pos <= top:
+                    put(pos, 0)
+                out.desc[s] = (KIND["range"], var, 0, len(out.bounds), len(slice_))
+                out.bounds.extend(slice_)
+        else:
+            width = t.field_width
+            for s in t.states:
+                out.desc[s] = (KIND["lpm"], var, 0, 0, 0)
+            for s, m, n in entries:
+                value, plen = m[1], m[2]
+                out.lpm[(32 + plen, s, value << (64 - width))] = n
+
+    for s, a in p.leaves.items():
+        flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0)
+        out.leaf[s] = (out.port_mask(a.ports), flags, a.group or 0)
+    for s, ups in p.state_updates.items():
+        mask = 0
+        for k in ups:
+            mask |= 1 << k
+        out.updates[s] = mask
+    for sv in p.state_vars:
+        out.svar_cfg.append((sv.window_us * 1000, FN[sv.fn], field_index[sv.field]))
+
+    top = max([p.root, *out.desc, *out.leaf], default=0)
+    for what, have, cap in (("state id", top + 1, lim.max_states), ("exact entries", len(out.exact), lim.max_exact),
+                            ("range bounds", len(out.bounds), lim.max_bounds), ("LPM entries", len(out.lpm), lim.max_lpm),
+                            ("update entries", len(out.updates), lim.max_updates)):
+        if have > cap:
+            raise CapacityError(f"{what}: {have} needed, the maps hold {cap}")
+    return out

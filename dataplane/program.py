@@ -1,0 +1,171 @@
+"""Loading the XDP classifier with BCC and writing its tables.
+
+`XdpProgram.load(spec)` compiles and verifies the program for a spec (clear errors for: not
+root, BCC or kernel headers missing, verifier rejection with its last lines). `write(contents)`
+fills the maps from the eBPF back end's MapContents: capacity was checked by the back end, so
+a write never half-fails on size.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+
+from camus.compiler.backends.ebpf_program import EbpfLimits, program_text
+from camus.compiler.backends.ebpf_tables import PORT_WORDS, MapContents
+from camus.compiler.spec import Spec
+
+from .testrun import TestRun, test_run
+
+CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS = 0, 1, 2, 3
+STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver")
+
+
+class DataplaneError(RuntimeError):
+    """A data-plane operation failed; the message says what to do."""
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise DataplaneError("this needs root (CAP_BPF and CAP_NET_ADMIN): run it with sudo")
+
+
+def _bcc():
+    try:
+        import bcc  # Debian's python3-bpfcc; PyPI's "bcc" is an unrelated package
+    except ImportError as exc:
+        raise DataplaneError("BCC is not importable: install Debian's python3-bpfcc (./run does) "
+                             "and use a venv made with --system-site-packages") from exc
+    return bcc
+
+
+@dataclass
+class PacketResult:
+    verdict: str
+    messages: list[tuple[int, int, tuple[int, ...]]]   # per message: (final state, flags, port words)
+    union: tuple[int, ...]
+    flags: int
+
+
+class XdpProgram:
+    def __init__(self, bpf, fn, spec: Spec, limits: EbpfLimits, source: str) -> None:
+        self.bpf, self.fn, self.spec, self.limits, self.source = bpf, fn, spec, limits, source
+
+    @classmethod
+    def load(cls, spec: Spec, limits: EbpfLimits | None = None) -> "XdpProgram":
+        require_root()
+        lim = limits or EbpfLimits()
+        source = program_text(spec, lim)
+        bcc = _bcc()
+        if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
+            raise DataplaneError(f"no kernel headers at /lib/modules/{os.uname().release}/build: "
+                                 "run scripts/setup.sh (links Debian's linux-headers for BCC)")
+        try:
+            bpf = bcc.BPF(text=source, cflags=["-Wno-unused-function", "-Wno-unused-variable"])
+        except Exception as exc:   # BCC raises a bare Exception on compile errors
+            raise DataplaneError(f"BCC could not compile the program: {exc}") from exc
+        with _capture_fd2() as log:
+            try:
+                fn = bpf.load_func("camus_xdp", bcc.BPF.XDP)
+                msg_fn = bpf.load_func("camus_msg", bcc.BPF.XDP)
+                bpf["progs"][ctypes.c_int(0)] = ctypes.c_int(msg_fn.fd)
+                failure = None
+            except Exception as exc:     # BCC prints the verifier log to fd 2
+                failure = exc
+        if failure is not None:
+            raise DataplaneError("the kernel verifier rejected the program "
+                                 f"({failure}); its last lines:\n" + _tail(log.text)) from failure
+        return cls(bpf, fn, spec, lim, source)
+
+    # -- tables ---------------------------------------------------------------------------
+    def _cfg(self, idx: int, value: int) -> None:
+        t = self.bpf["cfg"]
+        t[ctypes.c_int(idx)] = ctypes.c_uint32(value)
+
+    def write(self, c: MapContents) -> None:
+        """Write a complete table set, then point the root at it (the last, atomic step)."""
+        b = self.bpf
+        desc = b["desc"]
+        for s, (kind, var, default, base, count) in c.desc.items():
+            desc[ctypes.c_int(s)] = desc.Leaf(kind, var, 0, default, base, count)
+        if c.exact:
+            t = b["exact"]
+            keys = (t.Key * len(c.exact))(*[t.Key(s, 0, v) for s, v in c.exact])
+            vals = (t.Leaf * len(c.exact))(*[t.Leaf(n) for n in c.exact.values()])
+            t.items_update_batch(keys, vals)
+        bounds = b["bounds"]
+        for i, (lo, nxt) in enumerate(c.bounds):
+            bounds[ctypes.c_int(i)] = bounds.Leaf(lo, nxt, 0)
+        lpm = b["lpm"]
+        for (plen, s, v), nxt in c.lpm.items():
+            k = lpm.Key()
+            k.prefixlen = plen
+            raw = s.to_bytes(4, "big") + v.to_bytes(8, "big")
+            ctypes.memmove(ctypes.addressof(k.data), raw, 12)
+            lpm[k] = ctypes.c_uint32(nxt)
+        leaf = b["leaf"]
+        for s, (words, flags, group) in c.leaf.items():
+            leaf[ctypes.c_int(s)] = leaf.Leaf((ctypes.c_ulonglong * PORT_WORDS)(*words), flags, group)
+        upd = b["updates"]
+        for s, mask in c.updates.items():
+            upd[ctypes.c_uint32(s)] = ctypes.c_ulonglong(mask)
+        cfg = b["svar_cfg"]
+        for k, (window_ns, fn, fld) in enumerate(c.svar_cfg):
+            cfg[ctypes.c_int(k)] = cfg.Leaf(window_ns, fn, fld)
+        self._cfg(CFG_NSVARS, len(c.svar_cfg))
+        self._cfg(CFG_ROOT, c.root)
+
+    def set_malformed_policy(self, pass_them: bool) -> None:
+        self._cfg(CFG_MALFORMED, int(pass_them))
+
+    def set_recording(self, on: bool) -> None:
+        self._cfg(CFG_RECORD, int(on))
+
+    def stats(self) -> dict[str, int]:
+        t = self.bpf["stats"]
+        return {name: sum(t[ctypes.c_int(i)]) for i, name in enumerate(STAT_NAMES)}
+
+    # -- running packets ------------------------------------------------------------------
+    def run(self, packet: bytes, repeat: int = 1) -> TestRun:
+        return test_run(self.fn.fd, packet, repeat)
+
+    def classify(self, packet: bytes) -> PacketResult:
+        """Run one packet with recording on and read back what each message got."""
+        self.set_recording(True)
+        res = self.bpf["results"]
+        n = self.limits.max_msgs
+        res.clear()
+        out = self.run(packet)
+        summary = res[ctypes.c_int(n)]
+        msgs = []
+        for i in range(min(summary.state, n)):
+            r = res[ctypes.c_int(i)]
+            msgs.append((r.state, r.flags, tuple(r.ports)))
+        return PacketResult(out.verdict, msgs, tuple(summary.ports), summary.flags)
+
+    def close(self) -> None:
+        self.bpf.cleanup()
+
+
+class _capture_fd2:
+    """Collect what C code writes to file descriptor 2 (BCC's verifier log) while active."""
+
+    def __enter__(self) -> "_capture_fd2":
+        import tempfile
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        self.text = ""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        self.text = self._file.read().decode(errors="replace")
+        self._file.close()
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    rows = [r for r in text.splitlines() if r.strip()]
+    return "\n".join(rows[-lines:])
