@@ -31,6 +31,8 @@ class DecodedPacket:
     messages: list[Message] = field(default_factory=list)
     error: str | None = None      # why the packet (or its tail) is not a subscription packet
     offsets: dict[str, int] = field(default_factory=dict)   # header instance -> byte offset
+    feed: bool = False            # it is addressed to the feed: errors past this are malformations
+    count: int = 0                # messages the framing announced
 
 
 def read_bits(data: bytes, bit_offset: int, width: int) -> int:
@@ -106,6 +108,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     if Role.UDP in roles:
         out.offsets[roles[Role.UDP]] = off
     off += 8
+    out.feed = True
     packet_fields = [q for q in spec.query_fields if q.role is not Role.MESSAGE]
     msg_fields = [q for q in spec.query_fields if q.role is Role.MESSAGE]
     pkt_values: dict[str, int] = {}
@@ -113,6 +116,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
         base = out.offsets.get(q.instance)
         if base is None:
             out.error = f"packet has no {q.instance} header"
+            out.feed = False
             return out
         pkt_values[q.path] = _read_field(data, base, q)
     msg_inst = spec.message_instance
@@ -131,6 +135,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
         return Message(index, values, start, length, ok)
 
     if spec.framing.kind == "none":
+        out.count = 1
         if msg_inst is None:
             out.messages.append(Message(0, pkt_values, off, 0))
         elif len(data) < off + msg_len:
@@ -145,6 +150,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     if msg_inst is not None:
         out.offsets[spec.stack[spec.stack.index(msg_inst.name) - 1]] = off
     count = struct.unpack_from("!H", data, off + fr.count_offset)[0]
+    out.count = count
     pos = off + fr.header_bytes
     for i in range(count):
         if len(data) < pos + fr.length_bytes:

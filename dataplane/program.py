@@ -61,14 +61,14 @@ class XdpProgram:
             raise DataplaneError(f"no kernel headers at /lib/modules/{os.uname().release}/build: "
                                  "run scripts/setup.sh (links Debian's linux-headers for BCC)")
         try:
-            bpf = bcc.BPF(text=source, cflags=["-Wno-unused-function", "-Wno-unused-variable"])
+            bpf = bcc.BPF(text=source.encode(), cflags=["-Wno-unused-function", "-Wno-unused-variable"])
         except Exception as exc:   # BCC raises a bare Exception on compile errors
             raise DataplaneError(f"BCC could not compile the program: {exc}") from exc
         with _capture_fd2() as log:
             try:
-                fn = bpf.load_func("camus_xdp", bcc.BPF.XDP)
-                msg_fn = bpf.load_func("camus_msg", bcc.BPF.XDP)
-                bpf["progs"][ctypes.c_int(0)] = ctypes.c_int(msg_fn.fd)
+                fn = bpf.load_func(b"camus_xdp", bcc.BPF.XDP)
+                msg_fn = bpf.load_func(b"camus_msg", bcc.BPF.XDP)
+                bpf[b"progs"][ctypes.c_int(0)] = ctypes.c_int(msg_fn.fd)
                 failure = None
             except Exception as exc:     # BCC prints the verifier log to fd 2
                 failure = exc
@@ -79,41 +79,62 @@ class XdpProgram:
 
     # -- tables ---------------------------------------------------------------------------
     def _cfg(self, idx: int, value: int) -> None:
-        t = self.bpf["cfg"]
+        t = self.bpf[b"cfg"]
         t[ctypes.c_int(idx)] = ctypes.c_uint32(value)
 
     def write(self, c: MapContents) -> None:
         """Write a complete table set, then point the root at it (the last, atomic step)."""
         b = self.bpf
-        desc = b["desc"]
+        desc = b[b"desc"]
         for s, (kind, var, default, base, count) in c.desc.items():
             desc[ctypes.c_int(s)] = desc.Leaf(kind, var, 0, default, base, count)
         if c.exact:
-            t = b["exact"]
+            t = b[b"exact"]
             keys = (t.Key * len(c.exact))(*[t.Key(s, 0, v) for s, v in c.exact])
             vals = (t.Leaf * len(c.exact))(*[t.Leaf(n) for n in c.exact.values()])
             t.items_update_batch(keys, vals)
-        bounds = b["bounds"]
+        bounds = b[b"bounds"]
         for i, (lo, nxt) in enumerate(c.bounds):
             bounds[ctypes.c_int(i)] = bounds.Leaf(lo, nxt, 0)
-        lpm = b["lpm"]
+        lpm = b[b"lpm"]
         for (plen, s, v), nxt in c.lpm.items():
             k = lpm.Key()
             k.prefixlen = plen
             raw = s.to_bytes(4, "big") + v.to_bytes(8, "big")
             ctypes.memmove(ctypes.addressof(k.data), raw, 12)
             lpm[k] = ctypes.c_uint32(nxt)
-        leaf = b["leaf"]
+        leaf = b[b"leaf"]
         for s, (words, flags, group) in c.leaf.items():
             leaf[ctypes.c_int(s)] = leaf.Leaf((ctypes.c_ulonglong * PORT_WORDS)(*words), flags, group)
-        upd = b["updates"]
+        upd = b[b"updates"]
         for s, mask in c.updates.items():
             upd[ctypes.c_uint32(s)] = ctypes.c_ulonglong(mask)
-        cfg = b["svar_cfg"]
+        cfg = b[b"svar_cfg"]
         for k, (window_ns, fn, fld) in enumerate(c.svar_cfg):
             cfg[ctypes.c_int(k)] = cfg.Leaf(window_ns, fn, fld)
         self._cfg(CFG_NSVARS, len(c.svar_cfg))
         self._cfg(CFG_ROOT, c.root)
+
+    def remove(self, c: MapContents) -> None:
+        """Take out a table set written earlier (after the root moved away from it)."""
+        b = self.bpf
+        desc, leaf = b[b"desc"], b[b"leaf"]
+        for s in c.desc:
+            desc[ctypes.c_int(s)] = desc.Leaf()
+        for s in c.leaf:
+            leaf[ctypes.c_int(s)] = leaf.Leaf()
+        if c.exact:
+            t = b[b"exact"]
+            t.items_delete_batch((t.Key * len(c.exact))(*[t.Key(s, 0, v) for s, v in c.exact]))
+        lpm = b[b"lpm"]
+        for plen, s, v in c.lpm:
+            k = lpm.Key()
+            k.prefixlen = plen
+            ctypes.memmove(ctypes.addressof(k.data), s.to_bytes(4, "big") + v.to_bytes(8, "big"), 12)
+            del lpm[k]
+        upd = b[b"updates"]
+        for s in c.updates:
+            del upd[ctypes.c_uint32(s)]
 
     def set_malformed_policy(self, pass_them: bool) -> None:
         self._cfg(CFG_MALFORMED, int(pass_them))
@@ -122,7 +143,7 @@ class XdpProgram:
         self._cfg(CFG_RECORD, int(on))
 
     def stats(self) -> dict[str, int]:
-        t = self.bpf["stats"]
+        t = self.bpf[b"stats"]
         return {name: sum(t[ctypes.c_int(i)]) for i, name in enumerate(STAT_NAMES)}
 
     # -- running packets ------------------------------------------------------------------
@@ -132,7 +153,7 @@ class XdpProgram:
     def classify(self, packet: bytes) -> PacketResult:
         """Run one packet with recording on and read back what each message got."""
         self.set_recording(True)
-        res = self.bpf["results"]
+        res = self.bpf[b"results"]
         n = self.limits.max_msgs
         res.clear()
         out = self.run(packet)

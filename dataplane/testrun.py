@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from dataclasses import dataclass
 
 XDP_VERDICTS = {0: "XDP_ABORTED", 1: "XDP_DROP", 2: "XDP_PASS", 3: "XDP_TX", 4: "XDP_REDIRECT"}
@@ -53,7 +54,8 @@ def test_run(prog_fd: int, packet: bytes, repeat: int = 1) -> TestRun:
     rc = _libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts))
     if rc != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"BPF_PROG_TEST_RUN failed: {ctypes.cast(0, ctypes.c_char_p) or ''}{err}")
+        hint = " (XDP test runs need at least 14 bytes)" if len(packet) < 14 else ""
+        raise OSError(err, f"BPF_PROG_TEST_RUN failed: {os.strerror(err)}{hint}")
     return TestRun(opts.retval, out.raw[:opts.data_size_out], opts.duration)
 
 

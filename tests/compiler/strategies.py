@@ -26,14 +26,17 @@ class FieldDef:
 class RandomSpec:
     fields: tuple[FieldDef, ...]
     counter: bool
+    mold: bool = False      # messages batched in MoldUDP64 (else one message per packet)
 
     def text(self) -> str:
         body = "".join(f"    bit<{f.width}> {f.name};\n" for f in self.fields)
         used = sum(f.width for f in self.fields)
         if used % 8:
             body += f"    bit<{8 - used % 8}> pad;\n"
-        lines = [PREFIX, "header msg_t {\n" + body + "}",
-                 "struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; msg_t msg; }",
+        mold = "moldudp64_t moldudp64; " if self.mold else ""
+        lines = [PREFIX, "header moldudp64_t { bit<80> session; bit<64> seq; bit<16> count; }",
+                 "header msg_t {\n" + body + "}",
+                 f"struct headers {{ ethernet_t ethernet; ipv4_t ipv4; udp_t udp; {mold}msg_t msg; }}",
                  "@pragma udp_port(7000)"]
         for f in self.fields:
             suffix = "" if f.kind == "auto" else f"_{f.kind}"

@@ -1,0 +1,45 @@
+"""What the XDP classifier must do with a packet, computed from the spec and the IR alone.
+
+The kernel tests compare the loaded program with this, packet by packet:
+  * not feed traffic (not IP/UDP, another port, fragments, truncated L2-L4) -> XDP_PASS
+  * feed traffic whose framing is broken (truncated, lying counts or lengths) -> the malformed
+    policy (drop by default); no message of it is delivered
+  * more messages than the program classifies -> XDP_PASS (the host stack handles it)
+  * otherwise each message gets its IR verdict; nobody subscribed to any -> XDP_DROP,
+    else the packet goes on to replication (XDP_PASS until the forwarding stage lands)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from camus.compiler.interpreter import PipelineInterpreter
+from camus.compiler.packets import decode_packet
+from camus.compiler.pipeline import ActionSet
+from camus.compiler.spec import Spec
+
+
+@dataclass
+class Expected:
+    verdict: str
+    category: str                                   # other | malformed | overflow | feed
+    messages: dict[int, tuple[int, ActionSet]]      # message position -> (final state, actions)
+
+
+def expected_verdict(spec: Spec, interp: PipelineInterpreter, data: bytes, max_msgs: int,
+                     malformed_pass: bool = False) -> Expected:
+    d = decode_packet(spec, data)
+    if not d.feed:
+        return Expected("XDP_PASS", "other", {})
+    if spec.framing.kind != "none" and d.count > max_msgs:
+        return Expected("XDP_PASS", "overflow", {})
+    if d.error is not None:
+        return Expected("XDP_PASS" if malformed_pass else "XDP_DROP", "malformed", {})
+    msgs: dict[int, tuple[int, ActionSet]] = {}
+    deliver = False
+    for m in d.messages:
+        if not m.subscribable:
+            continue
+        v = interp.run(m.values)
+        msgs[m.index] = (v.final_state, v.actions)
+        deliver |= bool(v.actions.ports or v.actions.calls)
+    return Expected("XDP_PASS" if deliver else "XDP_DROP", "feed", msgs)
