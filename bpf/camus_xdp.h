@@ -3,7 +3,8 @@
  *
  * Every table of the Pipeline IR is data, so the program depends only on the spec:
  *   desc[state]      what a state does: which variable it tests and how (exact/range/lpm)
- *   exact{state,v}   exact entries of every exact table (a state belongs to one table)
+ *   xslots[i]        exact tables: each state's open-addressing slice, indexed by a
+ *                    multiplicative hash chosen at compile time (at most CAMUS_MAX_PROBE probes)
  *   bounds[i]        range tables: each state's sorted interval starts, a contiguous slice
  *   lpm{state,v}     longest-prefix entries, the state as the first 32 bits of the prefix
  *   leaf[state]      what a final state delivers: a port bitmap and flags
@@ -39,19 +40,23 @@
 #define CAMUS_CFG_NSVARS        3   /* state variables in use (0: skip the windows) */
 #define CAMUS_CFG_MAX           4
 
+#define CAMUS_MAX_PROBE  4   /* exact slots: probes before a miss */
+
 struct camus_desc {
     __u8  kind;
     __u8  var;               /* variable index: query field, then state variables */
-    __u16 pad;
+    __u8  bits;              /* exact: log2 of the slice size (0: no entries) */
+    __u8  pad;
     __u32 default_next;      /* exact: the per-state `any` entry; else unused */
-    __u32 base;              /* range: first element of this state's slice in bounds[] */
+    __u32 base;              /* first element of this state's slice (bounds[] or xslots[]) */
     __u32 count;             /* range: slice length */
+    __u64 mult;              /* exact: odd multiplier of the slot hash */
 };
 
-struct camus_exact_key {
-    __u32 state;
-    __u32 pad;
+struct camus_slot {
     __u64 value;
+    __u32 next;
+    __u32 used;
 };
 
 struct camus_bound {

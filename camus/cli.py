@@ -16,7 +16,7 @@ from camus.compiler.pcap import PcapError, read_pcap
 from camus.compiler.render import format_message, format_value
 from camus.compiler.resources import render_report, resource_report
 
-TARGETS = ("ir",)   # the ebpf and p4 back ends register here when they land
+TARGETS = ("ir", "ebpf")   # the p4 back end registers here when it lands
 
 
 def _options(f):
@@ -59,8 +59,9 @@ def main() -> None:
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.argument("rules", type=click.Path(exists=True, dir_okay=False))
 @click.option("--target", type=click.Choice(TARGETS), default="ir", show_default=True,
-              help="What to produce: the Pipeline IR (back ends add ebpf and p4).")
-@click.option("--emit", is_flag=True, help="Print the generated artefact (the IR as JSON) to stdout.")
+              help="What to produce: the Pipeline IR, or the XDP program and its map contents (ebpf).")
+@click.option("--emit", is_flag=True,
+              help="Print the generated artefact to stdout: the IR as JSON, or the XDP C program (ebpf).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write pipeline.json and summary.txt into this directory.")
 @_options
@@ -75,8 +76,22 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     report = resource_report(c.pipeline)
     summary = render_report(report)
     timing = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in c.timings.items())
+    artefacts: dict[str, str] = {}
+    if target == "ebpf":
+        from camus.compiler.backends.ebpf_program import BackendError, program_text
+        from camus.compiler.backends.ebpf_tables import map_contents
+        try:
+            source = program_text(c.spec)
+            contents = map_contents(c.pipeline, c.spec)
+        except BackendError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        artefacts["camus_xdp.c"] = source
+        summary += (f"\n  XDP maps: {len(contents.desc)} state descriptors, {len(contents.exact)} exact, "
+                    f"{len(contents.bounds)} range bounds, {len(contents.lpm)} LPM, {len(contents.leaf)} leaves; "
+                    f"{len(contents.ports)} ports")
     if emit:
-        click.echo(c.pipeline.dumps())
+        click.echo(artefacts.get("camus_xdp.c") or c.pipeline.dumps())
     else:
         click.echo(summary)
         click.echo(f"  compiled in {sum(c.timings.values()):.2f} s ({timing})")
@@ -86,6 +101,8 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
         (out / "pipeline.json").write_text(c.pipeline.dumps() + "\n")
         (out / "summary.txt").write_text(summary + "\n")
         (out / "resources.json").write_text(json.dumps(report, indent=1) + "\n")
+        for name, text in artefacts.items():
+            (out / name).write_text(text)
         click.echo(f"wrote {out / 'pipeline.json'}, {out / 'summary.txt'}, {out / 'resources.json'}",
                    err=emit)
 

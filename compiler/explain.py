@@ -53,7 +53,26 @@ class _IrEngine:
         return v.actions, v.path
 
 
-ENGINES: dict[str, Callable[[Compiled], Engine]] = {"filters": _FilterEngine, "ir": _IrEngine}
+class _XdpEngine:
+    """The real XDP program, loaded in the kernel and run with BPF_PROG_TEST_RUN (root)."""
+
+    def __init__(self, c: Compiled) -> None:
+        from camus.compiler.backends.ebpf_tables import map_contents
+        from camus.dataplane.program import XdpProgram
+        self.c = c
+        self.prog = XdpProgram.load(c.spec)
+        self.prog.write(map_contents(c.pipeline, c.spec))
+
+    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
+        from .packets import build_packet
+        got = self.prog.classify(build_packet(self.c.spec, [values]))
+        state = got.messages[0][0] if got.messages else 0
+        return self.c.pipeline.leaves.get(state, ActionSet()), [
+            Step("xdp", self.c.pipeline.root, 0, state, f"kernel verdict {got.verdict}")]
+
+
+ENGINES: dict[str, Callable[[Compiled], Engine]] = {"filters": _FilterEngine, "ir": _IrEngine,
+                                                    "xdp": _XdpEngine}
 
 
 def explain_values(c: Compiled, messages: Iterable[dict[str, int]], via: str = "ir") -> list[Explained]:

@@ -86,13 +86,11 @@ class XdpProgram:
         """Write a complete table set, then point the root at it (the last, atomic step)."""
         b = self.bpf
         desc = b[b"desc"]
-        for s, (kind, var, default, base, count) in c.desc.items():
-            desc[ctypes.c_int(s)] = desc.Leaf(kind, var, 0, default, base, count)
-        if c.exact:
-            t = b[b"exact"]
-            keys = (t.Key * len(c.exact))(*[t.Key(s, 0, v) for s, v in c.exact])
-            vals = (t.Leaf * len(c.exact))(*[t.Leaf(n) for n in c.exact.values()])
-            t.items_update_batch(keys, vals)
+        for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
+            desc[ctypes.c_int(s)] = desc.Leaf(kind, var, bits, 0, default, base, count, mult)
+        slots = b[b"xslots"]
+        for i, (value, nxt) in c.xslots.items():
+            slots[ctypes.c_int(i)] = slots.Leaf(value, nxt, 1)
         bounds = b[b"bounds"]
         for i, (lo, nxt) in enumerate(c.bounds):
             bounds[ctypes.c_int(i)] = bounds.Leaf(lo, nxt, 0)
@@ -123,9 +121,9 @@ class XdpProgram:
             desc[ctypes.c_int(s)] = desc.Leaf()
         for s in c.leaf:
             leaf[ctypes.c_int(s)] = leaf.Leaf()
-        if c.exact:
-            t = b[b"exact"]
-            t.items_delete_batch((t.Key * len(c.exact))(*[t.Key(s, 0, v) for s, v in c.exact]))
+        slots = b[b"xslots"]
+        for i in c.xslots:
+            slots[ctypes.c_int(i)] = slots.Leaf()
         lpm = b[b"lpm"]
         for plen, s, v in c.lpm:
             k = lpm.Key()

@@ -28,6 +28,7 @@ class EbpfLimits:
     max_lpm: int = 1 << 16
     max_updates: int = 1 << 12
     max_svars: int = 16
+    parse_only: bool = False      # benchmark floor: parse and read fields, classify nothing, drop
 
     @property
     def range_steps(self) -> int:
@@ -88,7 +89,8 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_MAX_LPM", limits.max_lpm), ("CAMUS_MAX_UPDATES", limits.max_updates),
                         ("CAMUS_MAX_SVARS", max(1, ns)), ("CAMUS_RANGE_STEPS", limits.range_steps),
                         ("CAMUS_FRAMING_MOLD", int(spec.framing.kind == "moldudp64")),
-                        ("CAMUS_MSG_BYTES", spec.message_bytes)):
+                        ("CAMUS_MSG_BYTES", spec.message_bytes),
+                        ("CAMUS_PARSE_ONLY", int(limits.parse_only))):
         e(f"#define {name} {value}")
     ports = " || ".join(f"(p) == {p}" for p in spec.udp_ports) or "1"
     e(f"#define CAMUS_UDP_PORT_OK(p) ({ports})")

@@ -13,7 +13,10 @@ from ..slicing import sort_ports
 from ..spec import Spec
 from .ebpf_program import BackendError, EbpfLimits, n_svars
 
+import random
+
 KIND = {"exact": 1, "range": 2, "lpm": 3}
+MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2}
 LEAF_DROP, LEAF_CALL = 1, 2
@@ -26,14 +29,16 @@ class CapacityError(BackendError):
 @dataclass
 class MapContents:
     root: int
-    desc: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)  # kind, var, default, base, count
+    desc: dict[int, tuple[int, int, int, int, int, int, int]] = field(default_factory=dict)  # kind, var, bits, default, base, count, mult
     exact: dict[tuple[int, int], int] = field(default_factory=dict)                 # (state, value) -> next
+    xslots: dict[int, tuple[int, int]] = field(default_factory=dict)                # slot -> (value, next)
     bounds: list[tuple[int, int]] = field(default_factory=list)                     # (lo, next)
     lpm: dict[tuple[int, int, int], int] = field(default_factory=dict)              # (plen, state, value<<) -> next
     leaf: dict[int, tuple[tuple[int, ...], int, int]] = field(default_factory=dict)  # ports words, flags, group
     updates: dict[int, int] = field(default_factory=dict)                           # state -> svar mask
     svar_cfg: list[tuple[int, int, int]] = field(default_factory=list)              # window_ns, fn, field
     ports: list[object] = field(default_factory=list)                               # bit i -> logical port
+    xslot_count: int = 0                                                            # slots used, holes included
 
     def port_mask(self, ports: tuple) -> tuple[int, ...]:
         words = [0] * PORT_WORDS
@@ -45,6 +50,36 @@ class MapContents:
 
     def ports_of(self, words: tuple[int, ...]) -> tuple:
         return tuple(p for i, p in enumerate(self.ports) if words[i // 64] >> (i % 64) & 1)
+
+
+def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list]:
+    """An open-addressing table for one state's exact entries: size 2**bits (load <= 1/2) and
+    an odd multiplier under which no key is more than MAX_PROBE slots from its hash. Seeded by
+    the state id, so the same entries always give the same table."""
+    if not entries:
+        return 0, 0, []
+    bits = max(1, (2 * len(entries) - 1).bit_length())
+    rng = random.Random(state)
+    while True:
+        for _ in range(32):
+            mult = rng.getrandbits(64) | 1
+            slots: list = [None] * (1 << bits)
+            ok = True
+            for value, nxt in sorted(entries.items()):
+                h = ((value * mult) & 0xFFFFFFFFFFFFFFFF) >> (64 - bits)
+                for probe in range(MAX_PROBE):
+                    i = (h + probe) & ((1 << bits) - 1)
+                    if slots[i] is None:
+                        slots[i] = (value, nxt)
+                        break
+                else:
+                    ok = False
+                    break
+            if ok:
+                return bits, mult, slots
+        bits += 1
+        if bits > 31:
+            raise CapacityError(f"state {state}: cannot place {len(entries)} exact entries")
 
 
 def _decompress(t, entries):
@@ -80,11 +115,19 @@ def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
         entries = _decompress(t, t.entries)
         if t.kind == "exact":
             defaults = {s: n for s, m, n in entries if m[0] == "any"}
-            for s in t.states:
-                out.desc[s] = (KIND["exact"], var, defaults.get(s, 0), 0, 0)
+            per_state: dict[int, dict[int, int]] = {s: {} for s in t.states}
             for s, m, n in entries:
                 if m[0] == "exact":
                     out.exact[(s, m[1])] = n
+                    per_state[s][m[1]] = n
+            for s in sorted(per_state):
+                base = out.xslot_count
+                bits, mult, slots = _slot_table(s, per_state[s])
+                for i, item in enumerate(slots):
+                    if item is not None:
+                        out.xslots[base + i] = item
+                out.desc[s] = (KIND["exact"], var, bits, defaults.get(s, 0), base, 0, mult)
+                out.xslot_count = base + len(slots)
         elif t.kind == "range":
             per_state: dict[int, list[tuple[int, int, int]]] = {s: [] for s in t.states}
             for s, m, n in entries:
@@ -105,12 +148,12 @@ def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
                     pos = hi + 1
                 if pos <= top:
                     put(pos, 0)
-                out.desc[s] = (KIND["range"], var, 0, len(out.bounds), len(slice_))
+                out.desc[s] = (KIND["range"], var, 0, 0, len(out.bounds), len(slice_), 0)
                 out.bounds.extend(slice_)
         else:
             width = t.field_width
             for s in t.states:
-                out.desc[s] = (KIND["lpm"], var, 0, 0, 0)
+                out.desc[s] = (KIND["lpm"], var, 0, 0, 0, 0, 0)
             for s, m, n in entries:
                 value, plen = m[1], m[2]
                 out.lpm[(32 + plen, s, value << (64 - width))] = n
@@ -127,7 +170,7 @@ def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
         out.svar_cfg.append((sv.window_us * 1000, FN[sv.fn], field_index[sv.field]))
 
     top = max([p.root, *out.desc, *out.leaf], default=0)
-    for what, have, cap in (("state id", top + 1, lim.max_states), ("exact entries", len(out.exact), lim.max_exact),
+    for what, have, cap in (("state id", top + 1, lim.max_states), ("exact slots", out.xslot_count, lim.max_exact),
                             ("range bounds", len(out.bounds), lim.max_bounds), ("LPM entries", len(out.lpm), lim.max_lpm),
                             ("update entries", len(out.updates), lim.max_updates)):
         if have > cap:
