@@ -193,3 +193,8 @@ def demo(n_messages: int, seed: int) -> None:
     """
     from camus.demo import run_demo
     sys.exit(run_demo(n_messages, seed))
+
+
+from camus import cli_dataplane  # noqa: E402  (the data-plane commands register on the group)
+
+cli_dataplane.register(main)

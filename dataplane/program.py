@@ -12,13 +12,12 @@ import os
 from dataclasses import dataclass
 
 from camus.compiler.backends.ebpf_program import EbpfLimits, program_text
-from camus.compiler.backends.ebpf_tables import PORT_WORDS, MapContents
+from camus.compiler.backends.ebpf_tables import MapContents
 from camus.compiler.spec import Spec
 
+from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, MapSet
 from .testrun import TestRun, test_run
 
-CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS = 0, 1, 2, 3
-STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver")
 
 
 class DataplaneError(RuntimeError):
@@ -78,71 +77,26 @@ class XdpProgram:
         return cls(bpf, fn, spec, lim, source)
 
     # -- tables ---------------------------------------------------------------------------
-    def _cfg(self, idx: int, value: int) -> None:
-        t = self.bpf[b"cfg"]
-        t[ctypes.c_int(idx)] = ctypes.c_uint32(value)
+    @property
+    def maps(self) -> MapSet:
+        return MapSet({name: self.bpf[name.encode()].map_fd for name in MAP_NAMES})
 
     def write(self, c: MapContents) -> None:
         """Write a complete table set, then point the root at it (the last, atomic step)."""
-        b = self.bpf
-        desc = b[b"desc"]
-        for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
-            desc[ctypes.c_int(s)] = desc.Leaf(kind, var, bits, 0, default, base, count, mult)
-        slots = b[b"xslots"]
-        for i, (value, nxt) in c.xslots.items():
-            slots[ctypes.c_int(i)] = slots.Leaf(value, nxt, 1)
-        bounds = b[b"bounds"]
-        for i, (lo, nxt) in enumerate(c.bounds):
-            bounds[ctypes.c_int(i)] = bounds.Leaf(lo, nxt, 0)
-        lpm = b[b"lpm"]
-        for (plen, s, v), nxt in c.lpm.items():
-            k = lpm.Key()
-            k.prefixlen = plen
-            raw = s.to_bytes(4, "big") + v.to_bytes(8, "big")
-            ctypes.memmove(ctypes.addressof(k.data), raw, 12)
-            lpm[k] = ctypes.c_uint32(nxt)
-        leaf = b[b"leaf"]
-        for s, (words, flags, group) in c.leaf.items():
-            leaf[ctypes.c_int(s)] = leaf.Leaf((ctypes.c_ulonglong * PORT_WORDS)(*words), flags, group)
-        upd = b[b"updates"]
-        for s, mask in c.updates.items():
-            upd[ctypes.c_uint32(s)] = ctypes.c_ulonglong(mask)
-        cfg = b[b"svar_cfg"]
-        for k, (window_ns, fn, fld) in enumerate(c.svar_cfg):
-            cfg[ctypes.c_int(k)] = cfg.Leaf(window_ns, fn, fld)
-        self._cfg(CFG_NSVARS, len(c.svar_cfg))
-        self._cfg(CFG_ROOT, c.root)
+        self.maps.write(c)
 
     def remove(self, c: MapContents) -> None:
         """Take out a table set written earlier (after the root moved away from it)."""
-        b = self.bpf
-        desc, leaf = b[b"desc"], b[b"leaf"]
-        for s in c.desc:
-            desc[ctypes.c_int(s)] = desc.Leaf()
-        for s in c.leaf:
-            leaf[ctypes.c_int(s)] = leaf.Leaf()
-        slots = b[b"xslots"]
-        for i in c.xslots:
-            slots[ctypes.c_int(i)] = slots.Leaf()
-        lpm = b[b"lpm"]
-        for plen, s, v in c.lpm:
-            k = lpm.Key()
-            k.prefixlen = plen
-            ctypes.memmove(ctypes.addressof(k.data), s.to_bytes(4, "big") + v.to_bytes(8, "big"), 12)
-            del lpm[k]
-        upd = b[b"updates"]
-        for s in c.updates:
-            del upd[ctypes.c_uint32(s)]
+        self.maps.remove(c)
 
     def set_malformed_policy(self, pass_them: bool) -> None:
-        self._cfg(CFG_MALFORMED, int(pass_them))
+        self.maps.cfg(CFG_MALFORMED, int(pass_them))
 
     def set_recording(self, on: bool) -> None:
-        self._cfg(CFG_RECORD, int(on))
+        self.maps.cfg(CFG_RECORD, int(on))
 
     def stats(self) -> dict[str, int]:
-        t = self.bpf[b"stats"]
-        return {name: sum(t[ctypes.c_int(i)]) for i, name in enumerate(STAT_NAMES)}
+        return self.maps.stats()
 
     # -- running packets ------------------------------------------------------------------
     def run(self, packet: bytes, repeat: int = 1) -> TestRun:

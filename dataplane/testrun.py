@@ -42,6 +42,12 @@ def _libbpf() -> ctypes.CDLL:
         name = ctypes.util.find_library("bpf") or "libbpf.so.1"
         _lib = ctypes.CDLL(name, use_errno=True)
         _lib.bpf_prog_test_run_opts.argtypes = [ctypes.c_int, ctypes.POINTER(_Opts)]
+        for fn in ("bpf_map_update_elem", "bpf_map_lookup_elem"):
+            getattr(_lib, fn).argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + (
+                [ctypes.c_uint64] if fn == "bpf_map_update_elem" else [])
+        _lib.bpf_map_delete_elem.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        _lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
+        _lib.bpf_obj_pin.argtypes = [ctypes.c_int, ctypes.c_char_p]
     return _lib
 
 

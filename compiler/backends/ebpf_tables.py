@@ -39,6 +39,8 @@ class MapContents:
     svar_cfg: list[tuple[int, int, int]] = field(default_factory=list)              # window_ns, fn, field
     ports: list[object] = field(default_factory=list)                               # bit i -> logical port
     xslot_count: int = 0                                                            # slots used, holes included
+    bounds_base: int = 0                                                            # first bounds[] index
+    bank: int = 0
 
     def port_mask(self, ports: tuple) -> tuple[int, ...]:
         words = [0] * PORT_WORDS
@@ -95,8 +97,42 @@ def _decompress(t, entries):
 
 
 def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
-                 ports: list[object] | None = None) -> MapContents:
+                 ports: list[object] | None = None, bank: int | None = None) -> MapContents:
+    """Map contents for the IR. With `bank` 0 or 1 the table set is placed in that half of
+    every map (state ids, slots, bounds), so a new set can be written beside the live one and
+    the root flipped atomically; without it the whole maps are used."""
     lim = limits or EbpfLimits()
+    out = _contents(p, spec, lim if bank is None else _half(lim), ports)
+    if bank:
+        out = _shift(out, lim)
+    out.bank = bank or 0
+    return out
+
+
+def _half(lim: EbpfLimits) -> EbpfLimits:
+    from dataclasses import replace
+    return replace(lim, max_states=lim.max_states // 2, max_exact=lim.max_exact // 2,
+                   max_bounds=lim.max_bounds // 2, max_lpm=lim.max_lpm // 2, max_updates=lim.max_updates // 2)
+
+
+def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
+    """Move a bank-0 table set into bank 1: every state id (but 0, "nobody"), slot and bound."""
+    ds, dx, db = lim.max_states // 2, lim.max_exact // 2, lim.max_bounds // 2
+    st = lambda s: s + ds if s else 0  # noqa: E731
+    out = MapContents(st(c.root), ports=c.ports, svar_cfg=c.svar_cfg, xslot_count=c.xslot_count + dx,
+                      bounds_base=db, bounds=[(lo, st(n)) for lo, n in c.bounds])
+    for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
+        base = base + (dx if kind == KIND["exact"] else db if kind == KIND["range"] else 0)
+        out.desc[st(s)] = (kind, var, bits, st(default), base, count, mult)
+    out.exact = {(st(s), v): st(n) for (s, v), n in c.exact.items()}
+    out.xslots = {i + dx: (v, st(n)) for i, (v, n) in c.xslots.items()}
+    out.lpm = {(plen, st(s), v): st(n) for (plen, s, v), n in c.lpm.items()}
+    out.leaf = {st(s): a for s, a in c.leaf.items()}
+    out.updates = {st(s): m for s, m in c.updates.items()}
+    return out
+
+
+def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | None) -> MapContents:
     field_index = {q.path: i for i, q in enumerate(spec.query_fields)}
     nf = len(spec.query_fields)
     out = MapContents(p.root)
@@ -148,7 +184,7 @@ def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
                     pos = hi + 1
                 if pos <= top:
                     put(pos, 0)
-                out.desc[s] = (KIND["range"], var, 0, 0, len(out.bounds), len(slice_), 0)
+                out.desc[s] = (KIND["range"], var, 0, 0, out.bounds_base + len(out.bounds), len(slice_), 0)
                 out.bounds.extend(slice_)
         else:
             width = t.field_width

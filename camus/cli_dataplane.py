@@ -1,0 +1,114 @@
+"""Data-plane commands: attach, update, detach, stats, status (root)."""
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from camus.compiler.compile import CompileOptions, compile_files
+from camus.compiler.errors import CompileError, CompileErrors
+from camus.compiler.resources import resource_report
+
+MODES = ("native", "generic")
+
+
+def _fail(exc: Exception) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(1)
+
+
+def _compile_for(spec: str, rules: str):
+    try:
+        return compile_files(spec, rules, CompileOptions())
+    except (CompileErrors, CompileError) as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(1)
+
+
+def register(main: click.Group) -> None:
+    from camus.dataplane.program import DataplaneError
+
+    @main.command()
+    @click.argument("iface")
+    @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False), help="Message-format spec.")
+    @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False), help="Subscription rules.")
+    @click.option("--mode", type=click.Choice(MODES), default="native", show_default=True,
+                  help="native: in the driver (veth, most NICs); generic: any interface, slower.")
+    def attach(iface: str, spec: str, rules: str, mode: str) -> None:
+        """Turn IFACE into an edge broker's ingress: classify the feed, drop what nobody wants.
+
+        Traffic that is not the spec's feed (ARP, SSH, other UDP) passes untouched. Maps are
+        pinned under /sys/fs/bpf/camus/IFACE; `update` swaps rules without reloading.
+        """
+        from camus.dataplane import runtime
+        c = _compile_for(spec, rules)
+        try:
+            inst = runtime.attach(iface, c, spec, rules, mode)
+        except DataplaneError as exc:
+            _fail(exc)
+        r = resource_report(c.pipeline)
+        click.echo(f"attached to {iface} ({mode} XDP): {len(c.rules)} rules, {r['entries']} table entries, "
+                   f"{len(inst.keys['leaf'])} leaves; maps pinned at {inst.pins}")
+
+    @main.command()
+    @click.argument("iface")
+    @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False))
+    def update(iface: str, rules: str) -> None:
+        """Replace the rules on IFACE atomically (no reload); prints what changed."""
+        from camus.dataplane import runtime
+        try:
+            inst = runtime.load_installed(iface)
+            c = _compile_for(inst.spec, rules)
+            rep = runtime.update(iface, c, rules)
+        except DataplaneError as exc:
+            _fail(exc)
+        click.echo(f"updated {iface} in {rep.seconds * 1000:.0f} ms: +{len(rep.added)} -{len(rep.removed)} rules; "
+                   f"states {rep.old_entries} -> {rep.new_entries}")
+        for line in rep.added[:20]:
+            click.echo(f"  + {line}")
+        for line in rep.removed[:20]:
+            click.echo(f"  - {line}")
+
+    @main.command()
+    @click.argument("iface")
+    def detach(iface: str) -> None:
+        """Remove camus-xdp from IFACE: the interface is back as it was."""
+        from camus.dataplane import runtime
+        try:
+            runtime.detach(iface)
+        except DataplaneError as exc:
+            _fail(exc)
+        click.echo(f"detached from {iface}")
+
+    @main.command()
+    @click.argument("iface")
+    @click.option("--watch", type=float, default=0, help="Refresh every N seconds with rates (Ctrl-C stops).")
+    def stats(iface: str, watch: float) -> None:
+        """Packet and message counters of IFACE's classifier."""
+        from camus.dataplane import runtime
+        try:
+            prev, t_prev = runtime.stats(iface), time.monotonic()
+            click.echo("  ".join(f"{k}={v}" for k, v in prev.items()))
+            while watch > 0:
+                time.sleep(watch)
+                cur, now = runtime.stats(iface), time.monotonic()
+                rates = {k: (cur[k] - prev[k]) / (now - t_prev) for k in cur}
+                click.echo("  ".join(f"{k}={cur[k]} ({rates[k]:.0f}/s)" for k in cur))
+                prev, t_prev = cur, now
+        except DataplaneError as exc:
+            _fail(exc)
+        except KeyboardInterrupt:
+            pass
+
+    @main.command()
+    def status() -> None:
+        """Interfaces with camus-xdp attached."""
+        from camus.dataplane import runtime
+        rows = runtime.installed()
+        if not rows:
+            click.echo("camus-xdp is not attached anywhere")
+        for inst in rows:
+            click.echo(f"{inst.iface}: {inst.mode} XDP, {len(inst.rule_lines)} rules from {inst.rules}, "
+                       f"bank {inst.bank}, root state {inst.root}")
+

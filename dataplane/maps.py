@@ -1,0 +1,168 @@
+"""The XDP program's maps from user space: ctypes mirrors of bpf/camus_xdp.h and raw map
+operations through libbpf, so a process that did not load the program (`camus-xdp update`,
+`stats`) can read and write its pinned maps.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+from camus.compiler.backends.ebpf_tables import PORT_WORDS, MapContents
+
+from .testrun import _libbpf
+
+BPF_ANY = 0
+
+
+class Desc(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint8), ("var", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("pad", ctypes.c_uint8), ("default_next", ctypes.c_uint32), ("base", ctypes.c_uint32),
+                ("count", ctypes.c_uint32), ("mult", ctypes.c_uint64)]
+
+
+class Slot(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_uint64), ("next", ctypes.c_uint32), ("used", ctypes.c_uint32)]
+
+
+class Bound(ctypes.Structure):
+    _fields_ = [("lo", ctypes.c_uint64), ("next", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+class LpmKey(ctypes.Structure):
+    _fields_ = [("prefixlen", ctypes.c_uint32), ("data", ctypes.c_uint8 * 12)]
+
+
+class Leaf(ctypes.Structure):
+    _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("group", ctypes.c_uint32)]
+
+
+class SvarCfg(ctypes.Structure):
+    _fields_ = [("window_ns", ctypes.c_uint64), ("fn", ctypes.c_uint32), ("field", ctypes.c_uint32)]
+
+
+MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "lpm", "leaf", "updates", "svars",
+             "svar_cfg", "results", "scratch", "progs")
+CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS = 0, 1, 2, 3
+STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver")
+
+
+class MapError(OSError):
+    pass
+
+
+def _check(rc: int, what: str) -> None:
+    if rc < 0:
+        err = ctypes.get_errno() or -rc
+        raise MapError(err, f"{what}: {os.strerror(err)}")
+
+
+def _lpm_key(plen: int, state: int, value: int) -> LpmKey:
+    k = LpmKey()
+    k.prefixlen = plen
+    ctypes.memmove(ctypes.addressof(k.data), state.to_bytes(4, "big") + value.to_bytes(8, "big"), 12)
+    return k
+
+
+class MapSet:
+    """File descriptors of one program's maps, by name."""
+
+    def __init__(self, fds: dict[str, int], owned: bool = False) -> None:
+        self.fds = fds
+        self.owned = owned           # opened from pins: close them when done
+        self.lib = _libbpf()
+
+    @classmethod
+    def from_pins(cls, directory: Path) -> "MapSet":
+        lib = _libbpf()
+        lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
+        fds = {}
+        for name in MAP_NAMES:
+            fd = lib.bpf_obj_get(str(directory / name).encode())
+            if fd < 0:
+                for f in fds.values():
+                    os.close(f)
+                raise MapError(ctypes.get_errno(), f"cannot open pinned map {directory / name}")
+            fds[name] = fd
+        return cls(fds, owned=True)
+
+    def pin(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.lib.bpf_obj_pin.argtypes = [ctypes.c_int, ctypes.c_char_p]
+        for name, fd in self.fds.items():
+            path = directory / name
+            if not path.exists():
+                _check(self.lib.bpf_obj_pin(fd, str(path).encode()), f"pin {path}")
+
+    def close(self) -> None:
+        if self.owned:
+            for fd in self.fds.values():
+                os.close(fd)
+            self.fds = {}
+
+    # -- raw operations ----------------------------------------------------------------------
+    def update(self, name: str, key: ctypes._CData, value: ctypes._CData) -> None:
+        _check(self.lib.bpf_map_update_elem(self.fds[name], ctypes.byref(key), ctypes.byref(value), BPF_ANY),
+               f"update {name}")
+
+    def delete(self, name: str, key: ctypes._CData) -> None:
+        rc = self.lib.bpf_map_delete_elem(self.fds[name], ctypes.byref(key))
+        if rc < 0 and ctypes.get_errno() not in (2,):   # ENOENT: already gone
+            _check(rc, f"delete {name}")
+
+    def lookup(self, name: str, key: ctypes._CData, value: ctypes._CData) -> bool:
+        return self.lib.bpf_map_lookup_elem(self.fds[name], ctypes.byref(key), ctypes.byref(value)) == 0
+
+    def cfg(self, idx: int, value: int | None = None) -> int:
+        if value is not None:
+            self.update("cfg", ctypes.c_uint32(idx), ctypes.c_uint32(value))
+            return value
+        out = ctypes.c_uint32()
+        self.lookup("cfg", ctypes.c_uint32(idx), out)
+        return out.value
+
+    def stats(self) -> dict[str, int]:
+        ncpu = os.sysconf("SC_NPROCESSORS_CONF")
+        possible = Path("/sys/devices/system/cpu/possible")
+        if possible.exists():
+            last = possible.read_text().strip().split("-")[-1].split(",")[-1]
+            ncpu = int(last) + 1
+        out = {}
+        for i, name in enumerate(STAT_NAMES):
+            vals = (ctypes.c_uint64 * ncpu)()
+            self.lookup("stats", ctypes.c_uint32(i), vals)
+            out[name] = sum(vals)
+        return out
+
+    # -- table sets --------------------------------------------------------------------------
+    def write(self, c: MapContents) -> None:
+        """Write a table set; the root moves to it last (one atomic array write)."""
+        for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
+            self.update("desc", ctypes.c_uint32(s), Desc(kind, var, bits, 0, default, base, count, mult))
+        for i, (value, nxt) in c.xslots.items():
+            self.update("xslots", ctypes.c_uint32(i), Slot(value, nxt, 1))
+        for i, (lo, nxt) in enumerate(c.bounds):
+            self.update("bounds", ctypes.c_uint32(c.bounds_base + i), Bound(lo, nxt, 0))
+        for (plen, s, v), nxt in c.lpm.items():
+            self.update("lpm", _lpm_key(plen, s, v), ctypes.c_uint32(nxt))
+        for s, (words, flags, group) in c.leaf.items():
+            self.update("leaf", ctypes.c_uint32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*words), flags, group))
+        for s, mask in c.updates.items():
+            self.update("updates", ctypes.c_uint32(s), ctypes.c_uint64(mask))
+        for k, (window_ns, fn, fld) in enumerate(c.svar_cfg):
+            self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld))
+        self.cfg(CFG_NSVARS, len(c.svar_cfg))
+        self.cfg(CFG_ROOT, c.root)
+
+    def remove(self, c: MapContents) -> None:
+        """Take out a table set written earlier, once the root no longer leads into it."""
+        for s in c.desc:
+            self.update("desc", ctypes.c_uint32(s), Desc())
+        for i in c.xslots:
+            self.update("xslots", ctypes.c_uint32(i), Slot())
+        for s in c.leaf:
+            self.update("leaf", ctypes.c_uint32(s), Leaf())
+        for plen, s, v in c.lpm:
+            self.delete("lpm", _lpm_key(plen, s, v))
+        for s in c.updates:
+            self.delete("updates", ctypes.c_uint32(s))

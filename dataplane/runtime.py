@@ -1,0 +1,214 @@
+"""Attach, update and detach the classifier on an interface; the state that outlives the CLI.
+
+An attached interface has its maps and programs pinned under /sys/fs/bpf/camus/IFACE (so the
+tail-call table survives the process that loaded it, and `update`/`stats` reopen the maps) and
+a state file /run/camus/IFACE.json saying what is installed. Updates write the new table set
+into the unused bank of every map, flip the root state (one atomic array write: a packet sees
+the old tables or the new ones, never a mix), wait out in-flight packets, then remove the old
+set. Anything that fails before the flip leaves the old tables serving untouched.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from camus.compiler.backends.ebpf_program import BackendError, EbpfLimits
+from camus.compiler.backends.ebpf_tables import MapContents, map_contents
+from camus.compiler.compile import Compiled
+
+from .maps import MapSet
+from .program import DataplaneError, XdpProgram, require_root
+
+PIN_ROOT = Path("/sys/fs/bpf/camus")
+STATE_ROOT = Path("/run/camus")
+XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
+XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
+GRACE_S = 0.05     # in-flight packets finish within an RCU grace period; generous margin
+
+
+@dataclass
+class Installed:
+    iface: str
+    mode: str
+    spec: str
+    rules: str
+    bank: int
+    root: int
+    rule_lines: list[str]
+    keys: dict[str, list]            # what the live bank holds, for removal after an update
+
+    @property
+    def pins(self) -> Path:
+        return PIN_ROOT / self.iface
+
+
+def _state_path(iface: str) -> Path:
+    return STATE_ROOT / f"{iface}.json"
+
+
+def _keys(c: MapContents) -> dict[str, list]:
+    return {"desc": sorted(c.desc), "xslots": sorted(c.xslots), "leaf": sorted(c.leaf),
+            "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates)}
+
+
+def _contents_from_keys(keys: dict[str, list]) -> MapContents:
+    c = MapContents(0)
+    c.desc = {s: (0, 0, 0, 0, 0, 0, 0) for s in keys["desc"]}
+    c.xslots = {i: (0, 0) for i in keys["xslots"]}
+    c.leaf = {s: ((0,), 0, 0) for s in keys["leaf"]}
+    c.lpm = {tuple(k): 0 for k in keys["lpm"]}
+    c.updates = {s: 0 for s in keys["updates"]}
+    return c
+
+
+def load_installed(iface: str) -> Installed:
+    path = _state_path(iface)
+    if not path.exists():
+        raise DataplaneError(f"camus-xdp is not attached to {iface} (no {path}); attach it first")
+    return Installed(**json.loads(path.read_text()))
+
+
+def _save(inst: Installed) -> None:
+    STATE_ROOT.mkdir(parents=True, exist_ok=True)
+    tmp = _state_path(inst.iface).with_suffix(".tmp")
+    tmp.write_text(json.dumps(inst.__dict__))
+    tmp.replace(_state_path(inst.iface))
+
+
+def _ensure_bpffs() -> None:
+    """Pins need the BPF filesystem at /sys/fs/bpf; mount it when the system has not."""
+    mounts = Path("/proc/mounts").read_text()
+    if any(line.split()[1:3] == ["/sys/fs/bpf", "bpf"] for line in mounts.splitlines()):
+        return
+    import subprocess
+    done = subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise DataplaneError(f"cannot mount the BPF filesystem at /sys/fs/bpf: {done.stderr.strip()}")
+
+
+def _ifindex(iface: str) -> int:
+    try:
+        return socket.if_nametoindex(iface)
+    except OSError:
+        raise DataplaneError(f"no such interface: {iface}") from None
+
+
+def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
+           limits: EbpfLimits | None = None) -> Installed:
+    require_root()
+    _ifindex(iface)
+    if _state_path(iface).exists() or (PIN_ROOT / iface).exists():
+        raise DataplaneError(f"{iface} already has camus-xdp attached: use `update` or `detach`")
+    try:
+        contents = map_contents(compiled.pipeline, compiled.spec, limits, bank=0)
+    except BackendError as exc:
+        raise DataplaneError(str(exc)) from exc
+    _ensure_bpffs()
+    prog = XdpProgram.load(compiled.spec, limits)
+    attached = False
+    try:
+        prog.write(contents)
+        try:
+            prog.bpf.attach_xdp(iface, prog.fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
+        except Exception as exc:
+            raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
+                                 "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
+        attached = True
+        maps = prog.maps
+        maps.pin(PIN_ROOT / iface)
+        lib = maps.lib
+        for name, fn in (("prog_xdp", prog.fn), ("prog_msg", None)):
+            fd = fn.fd if fn is not None else prog.bpf.funcs[b"camus_msg"].fd
+            if lib.bpf_obj_pin(fd, str(PIN_ROOT / iface / name).encode()) < 0:
+                raise DataplaneError(f"could not pin {name} under {PIN_ROOT / iface}")
+        inst = Installed(iface, mode, str(Path(spec_path).resolve()), str(Path(rules_path).resolve()),
+                         0, contents.root, _rule_lines(compiled), _keys(contents))
+        _save(inst)
+        return inst
+    except BaseException as exc:
+        if attached:                                  # nothing half-installed after a failure
+            _remove_xdp(iface, mode)
+        shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
+        _state_path(iface).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise DataplaneError(f"attach failed, nothing was left installed: {exc}") from exc
+        raise
+    finally:
+        prog.close()                                  # pins and the attachment keep it alive
+
+
+def _remove_xdp(iface: str, mode: str) -> None:
+    from bcc import BPF
+    BPF.remove_xdp(iface, XDP_FLAGS.get(mode, 0))
+
+
+def detach(iface: str) -> None:
+    require_root()
+    inst = load_installed(iface)
+    try:
+        _remove_xdp(iface, inst.mode)
+    except Exception as exc:
+        raise DataplaneError(f"could not remove XDP from {iface}: {exc}") from exc
+    shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
+    _state_path(iface).unlink(missing_ok=True)
+
+
+def _rule_lines(c: Compiled) -> list[str]:
+    text = c.source.text
+    return sorted({c.source.line_text(r.offset).split("#")[0].strip() for r in c.rules} - {""}) if text else []
+
+
+@dataclass
+class UpdateReport:
+    added: list[str]
+    removed: list[str]
+    old_entries: int
+    new_entries: int
+    seconds: float
+
+
+def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits | None = None) -> UpdateReport:
+    """Swap the rules of an attached interface atomically (see the module docstring)."""
+    require_root()
+    inst = load_installed(iface)
+    t0 = time.perf_counter()
+    new_bank = 1 - inst.bank
+    try:     # capacity and port checks: before anything live is touched
+        contents = map_contents(compiled.pipeline, compiled.spec, limits, bank=new_bank)
+    except BackendError as exc:
+        raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
+    maps = MapSet.from_pins(inst.pins)
+    try:
+        maps.write(contents)                   # ends with the root flip
+        time.sleep(GRACE_S)
+        maps.remove(_contents_from_keys(inst.keys))
+    finally:
+        maps.close()
+    lines = _rule_lines(compiled)
+    report = UpdateReport(sorted(set(lines) - set(inst.rule_lines)), sorted(set(inst.rule_lines) - set(lines)),
+                          len(inst.keys["desc"]), len(contents.desc), time.perf_counter() - t0)
+    inst.bank, inst.root, inst.keys, inst.rule_lines = new_bank, contents.root, _keys(contents), lines
+    inst.rules = str(Path(rules_path).resolve())
+    _save(inst)
+    return report
+
+
+def stats(iface: str) -> dict[str, int]:
+    inst = load_installed(iface)
+    maps = MapSet.from_pins(inst.pins)
+    try:
+        return maps.stats()
+    finally:
+        maps.close()
+
+
+def installed() -> list[Installed]:
+    if not STATE_ROOT.exists():
+        return []
+    return [Installed(**json.loads(p.read_text())) for p in sorted(STATE_ROOT.glob("*.json"))]
+
+

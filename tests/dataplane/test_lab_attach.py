@@ -1,0 +1,115 @@
+"""Lab test (root, namespaces): the classifier attached to a real veth, fed from a publisher
+namespace. A packet socket on the broker side sees what XDP lets through."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from camus.compiler.compile import compile_rules
+from camus.compiler.packets import build_packet, message_from_text
+from camus.compiler.spec_parser import load_spec
+from camus.dataplane import runtime
+from tests.conftest import APPS
+
+pytestmark = pytest.mark.netns
+NS, PUB, BRK = "camus-test-pub", "cxt-pub0", "cxt-brk0"
+
+
+def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, check=check)
+
+
+@pytest.fixture
+def lab():
+    sh("ip", "netns", "del", NS, check=False)       # leftovers of an interrupted run
+    sh("ip", "link", "del", BRK, check=False)
+    sh("ip", "netns", "add", NS)
+    try:
+        sh("ip", "link", "add", BRK, "type", "veth", "peer", "name", PUB, "netns", NS)
+        sh("ip", "addr", "add", "10.77.0.2/24", "dev", BRK)
+        sh("ip", "link", "set", BRK, "up")
+        sh("ip", "netns", "exec", NS, "ip", "addr", "add", "10.77.0.1/24", "dev", PUB)
+        sh("ip", "netns", "exec", NS, "ip", "link", "set", PUB, "up")
+        yield
+    finally:
+        if runtime._state_path(BRK).exists():
+            runtime.detach(BRK)
+        sh("ip", "link", "del", BRK, check=False)
+        sh("ip", "netns", "del", NS, check=False)
+
+
+SENDER = """
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[1], 0))
+for h in sys.argv[2:]:
+    s.send(bytes.fromhex(h))
+"""
+
+
+def send(frames: list[bytes]) -> None:
+    sh("ip", "netns", "exec", NS, sys.executable, "-c", SENDER, PUB, *[f.hex() for f in frames])
+
+
+def received(frames: list[bytes]) -> list[bool]:
+    """Send the frames from the publisher; which of them reached the broker's stack?"""
+    rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    rx.bind((BRK, 0))
+    rx.settimeout(0.3)
+    send(frames)
+    seen = set()
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        try:
+            seen.add(rx.recv(4096))
+        except socket.timeout:
+            break
+    rx.close()
+    return [f in seen for f in frames]
+
+
+def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab) -> None:
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    mac = bytes.fromhex(sh("cat", f"/sys/class/net/{BRK}/address").stdout.strip().replace(":", ""))
+
+    def feed(*texts: str) -> bytes:
+        return build_packet(spec, [message_from_text(spec, t) for t in texts], dst_mac=mac,
+                            src_ip="10.77.0.1", dst_ip="10.77.0.2")
+
+    wanted, unwanted, mixed = feed("stock=GOOGL price=60"), feed("stock=IBM price=5"), feed("stock=IBM", "stock=AAPL")
+    compiled = compile_rules(spec, (APPS / "itch" / "rules.txt").read_text())
+    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt"), "native")
+    assert received([wanted, unwanted, mixed]) == [True, False, True]
+    ping = sh("ip", "netns", "exec", NS, "ping", "-c", "1", "-W", "2", "10.77.0.2", check=False)
+    assert ping.returncode == 0, "ARP and ICMP must keep working with the classifier attached"
+    s = runtime.stats(BRK)
+    assert s["no_match"] >= 1 and s["deliver"] >= 2 and s["other"] >= 2
+
+    runtime.update(BRK, compile_rules(spec, "stock == IBM : fwd(9)\n"), "ibm.txt")
+    assert received([wanted, unwanted, mixed]) == [False, True, True]
+    runtime.update(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "googl.txt")
+    assert received([wanted, unwanted]) == [True, False]
+
+    runtime.detach(BRK)
+    assert received([wanted, unwanted, mixed]) == [True, True, True]
+    assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
+    assert not (runtime.PIN_ROOT / BRK).exists() and not runtime._state_path(BRK).exists()
+
+
+def test_attach_errors_leave_nothing_behind(lab) -> None:
+    from camus.dataplane.program import DataplaneError
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    compiled = compile_rules(spec, "stock == GOOGL : fwd(1)\n")
+    with pytest.raises(DataplaneError, match="no such interface"):
+        runtime.attach("cxt-nope0", compiled, "s", "r")
+    runtime.attach(BRK, compiled, "s", "r", "native")
+    with pytest.raises(DataplaneError, match="already has camus-xdp attached"):
+        runtime.attach(BRK, compiled, "s", "r", "native")
+    many = "\n".join(f"stock == S{i} : fwd({i})" for i in range(300))       # 300 ports > 256
+    with pytest.raises(DataplaneError, match="old tables keep serving"):
+        runtime.update(BRK, compile_rules(spec, many), "many.txt")
+    assert runtime.load_installed(BRK).rule_lines == ["stock == GOOGL : fwd(1)"]
