@@ -113,7 +113,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     try:
         prog.write(contents)
         try:
-            prog.bpf.attach_xdp(iface, prog.fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
+            prog.bpf.attach_xdp(iface.encode(), prog.fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
         except Exception as exc:
             raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
                                  "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
@@ -143,7 +143,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
 
 def _remove_xdp(iface: str, mode: str) -> None:
     from bcc import BPF
-    BPF.remove_xdp(iface, XDP_FLAGS.get(mode, 0))
+    BPF.remove_xdp(iface.encode(), XDP_FLAGS.get(mode, 0))
 
 
 def detach(iface: str) -> None:
