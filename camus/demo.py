@@ -44,6 +44,7 @@ def run_demo(n_messages: int, seed: int) -> int:
                f"(1-12 messages each)")
     via_ir, notes = explain_packets(c, frames, "ir")
     via_rules, _ = explain_packets(c, frames, "filters")
+    xdp_line = _xdp_check(c, frames, via_ir)
     for n in notes:
         click.echo(f"  packet {n.packet}: {n.note}")
     agree = sum(outcome(a.actions) == outcome(b.actions) for a, b in zip(via_ir, via_rules))
@@ -71,6 +72,39 @@ def run_demo(n_messages: int, seed: int) -> int:
     ok = agree == len(via_ir)
     click.echo(f"\n== check: {agree}/{len(via_ir)} messages get the same actions from the compiled "
                f"tables and from the rules themselves: {'OK' if ok else 'MISMATCH'}")
+    click.echo(f"== {xdp_line}")
     click.echo("   next: `camus-xdp explain apps/itch/itch.p4 apps/itch/rules.txt --message "
                "'stock=GOOGL price=60'` shows the path through the tables")
-    return 0 if ok else 1
+    return 0 if ok and "MISMATCH" not in xdp_line else 1
+
+
+def _xdp_check(c, frames, via_ir) -> str:
+    """As root: run the same packets through the real XDP program in the kernel."""
+    import os
+    if os.geteuid() != 0:
+        return "XDP: skipped (run as root to check the kernel data plane too)"
+    from camus.compiler.backends.ebpf_tables import map_contents
+    from camus.dataplane.program import DataplaneError, XdpProgram
+    try:
+        prog = XdpProgram.load(c.spec)
+    except DataplaneError as exc:
+        return f"XDP: could not load the program: {exc}"
+    try:
+        contents = map_contents(c.pipeline, c.spec)
+        prog.write(contents)
+        by_packet: dict[int, list] = {}
+        for r in via_ir:
+            by_packet.setdefault(r.packet, []).append(r)
+        same = total = 0
+        verdicts = {"XDP_DROP": 0, "XDP_PASS": 0}
+        for p, (_, frame) in enumerate(frames):
+            got = prog.classify(frame)
+            verdicts[got.verdict] = verdicts.get(got.verdict, 0) + 1
+            for r, (_, _, ports) in zip(by_packet.get(p, []), got.messages):
+                total += 1
+                same += contents.ports_of(ports) == tuple(r.actions.ports)
+        word = "OK" if same == total else "MISMATCH"
+        return (f"XDP (kernel, BPF_PROG_TEST_RUN): {same}/{total} messages get the same ports: {word}; "
+                f"{verdicts['XDP_DROP']} packets dropped early, {verdicts['XDP_PASS']} passed on")
+    finally:
+        prog.close()
