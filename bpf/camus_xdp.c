@@ -168,9 +168,16 @@ struct camus_scratch {
     __u32 nmsgs;
     __u32 root;
     __u32 record;
-    __u32 pad;
+    __u32 seq;                  /* packets handed to TC on this CPU */
 };
 BPF_PERCPU_ARRAY(scratch, struct camus_scratch, 1);
+BPF_PERCPU_ARRAY(ring, struct camus_pkt, CAMUS_RING);
+BPF_ARRAY(ports_cfg, struct camus_port, 64 * CAMUS_PORT_WORDS);
+
+static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
+    __u32 slot = s->seq & (CAMUS_RING - 1);
+    return ring.lookup(&slot);
+}
 BPF_PROG_ARRAY(progs, 1);       /* [0]: camus_msg */
 
 /* One message: classify, merge its ports into the packet's, record it if asked. */
@@ -183,6 +190,12 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     __u32 state = classify(s->root, s->v);
     struct camus_leaf *l = leaf.lookup(&state);
     count(CAMUS_STAT_MESSAGES);
+    struct camus_pkt *pk = ring_slot(s);
+    if (pk && index < CAMUS_MAX_MSGS_RING) {
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            pk->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)][w] = l ? l->ports[w] : 0;
+    }
     if (l) {
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
@@ -203,7 +216,7 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     }
 }
 
-static __always_inline int finish(struct camus_scratch *s) {
+static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     __u64 any = 0;
     #pragma unroll
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
@@ -224,7 +237,25 @@ static __always_inline int finish(struct camus_scratch *s) {
         return XDP_DROP;
     }
     count(CAMUS_STAT_DELIVER);
-    return XDP_PASS;    /* replication to the subscribed ports happens after XDP */
+    /* Replication happens in TC (camus_tc.c): hand over the ring slot through metadata. */
+    struct camus_pkt *pk = ring_slot(s);
+    if (pk) {
+        pk->nmsgs = s->nmsgs;
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            pk->ports[w] = s->acc.ports[w];
+    }
+    __u32 seq = s->seq;
+    s->seq = seq + 1;
+    if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct camus_meta)) == 0) {
+        void *data = (void *)(long)ctx->data;
+        struct camus_meta *meta = (void *)(long)ctx->data_meta;
+        if ((void *)(meta + 1) <= data) {
+            meta->magic = CAMUS_META_MAGIC;
+            meta->seq = seq;
+        }
+    }
+    return XDP_PASS;
 }
 
 static __always_inline int malformed(void) {
@@ -269,7 +300,7 @@ int camus_msg(struct xdp_md *ctx) {
         progs.call(ctx, 0);
     if (s->index < s->nmsgs)
         return malformed();                 /* tail call failed: cannot finish honestly */
-    return finish(s);
+    return finish(ctx, s);
 }
 
 int camus_xdp(struct xdp_md *ctx) {
@@ -319,6 +350,9 @@ int camus_xdp(struct xdp_md *ctx) {
     if (!s)
         goto other;
     __builtin_memset(&s->acc, 0, sizeof(s->acc));
+    struct camus_pkt *pk0 = ring_slot(s);
+    if (pk0)
+        __builtin_memset(pk0->msg_ports, 0, sizeof(pk0->msg_ports));
     s->root = cfg_get(CAMUS_CFG_ROOT);
     s->record = cfg_get(CAMUS_CFG_RECORD);
     if (!camus_packet_fields(s->v, data, l3, l4, end))
@@ -337,7 +371,7 @@ int camus_xdp(struct xdp_md *ctx) {
     s->index = 0;
     s->off = (payload + 20) - data;
     if (nmsgs == 0)
-        return finish(s);
+        return finish(ctx, s);
     progs.call(ctx, 0);
     return malformed();                        /* tail call failed: not loaded properly */
 #else
@@ -349,10 +383,12 @@ int camus_xdp(struct xdp_md *ctx) {
         camus_message_fields(s->v, msg);
         deliver(s, 0);
     }
-    return finish(s);
+    return finish(ctx, s);
 #endif
 
 other:
     count(CAMUS_STAT_OTHER);
     return XDP_PASS;
 }
+
+/*@CAMUS_TC_C@*/

@@ -13,6 +13,10 @@
 #ifndef CAMUS_XDP_H
 #define CAMUS_XDP_H
 
+#ifndef CAMUS_MAX_MSGS_RING
+#define CAMUS_MAX_MSGS_RING 16       /* per-message port masks kept for pruning */
+#endif
+
 #define CAMUS_KIND_NONE  0   /* not a test: a leaf, or a state outside every table */
 #define CAMUS_KIND_EXACT 1
 #define CAMUS_KIND_RANGE 2
@@ -92,6 +96,40 @@ struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */
     __u32 state;             /* final state (0: nobody subscribed) */
     __u32 flags;
     __u64 ports[CAMUS_PORT_WORDS];
+};
+
+/* Forwarding: XDP hands each delivering packet to TC with 8 bytes of metadata. */
+#define CAMUS_META_MAGIC 0xCA3005E1
+#define CAMUS_RING       256         /* per-CPU packets in flight between XDP and TC (> NAPI budget) */
+#define CAMUS_MARK_TAG   0xC0000000  /* skb->mark of a copy: tag | port << 16 | kept-messages mask */
+#define CAMUS_MARK_MASK  0xF0000000
+#define CAMUS_MAX_FANOUT 256         /* copies of one packet */
+
+#define CAMUS_PORT_NONE   0
+#define CAMUS_PORT_IFACE  1          /* out of a local interface, frame unchanged */
+#define CAMUS_PORT_REMOTE 2          /* to a subscriber endpoint: rewrite MAC, IP, UDP port */
+#define CAMUS_PORT_LOCAL  3          /* this host's stack */
+
+struct camus_meta {
+    __u32 magic;
+    __u32 seq;
+};
+
+struct camus_pkt {                   /* ring slot: which ports each message goes to */
+    __u32 nmsgs;
+    __u32 pad;
+    __u64 ports[CAMUS_PORT_WORDS];   /* union */
+    __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];
+};
+
+struct camus_port {
+    __u32 kind;
+    __u32 ifindex;
+    __u8  mac[6];                    /* REMOTE: the subscriber's MAC */
+    __u8  src_mac[6];                /* REMOTE: the egress interface's MAC */
+    __u32 ip;                        /* REMOTE: network order */
+    __u16 udp_port;                  /* REMOTE: network order */
+    __u16 pad;
 };
 
 #endif

@@ -68,6 +68,8 @@ class XdpProgram:
                 fn = bpf.load_func(b"camus_xdp", bcc.BPF.XDP)
                 msg_fn = bpf.load_func(b"camus_msg", bcc.BPF.XDP)
                 bpf[b"progs"][ctypes.c_int(0)] = ctypes.c_int(msg_fn.fd)
+                bpf.load_func(b"camus_tc_in", bcc.BPF.SCHED_CLS)
+                bpf.load_func(b"camus_tc_out", bcc.BPF.SCHED_CLS)
                 failure = None
             except Exception as exc:     # BCC prints the verifier log to fd 2
                 failure = exc

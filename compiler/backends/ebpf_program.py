@@ -71,8 +71,8 @@ def n_svars(spec: Spec, limits: EbpfLimits) -> int:
 
 
 def generate_header(spec: Spec, limits: EbpfLimits) -> str:
-    if not 1 <= limits.max_msgs <= 32:
-        raise BackendError("messages per packet must be 1..32 (one tail call each)")
+    if not 1 <= limits.max_msgs <= 16:
+        raise BackendError("messages per packet must be 1..16 (one tail call each; 16-bit keep masks)")
     for q in spec.query_fields:
         if q.width > 64:
             raise BackendError(f"the XDP back end reads query fields up to 64 bits; {q.path} is {q.width}")
@@ -157,5 +157,7 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     lim = limits or EbpfLimits()
     shared = (BPF_DIR / "camus_xdp.h").read_text()
     main = (BPF_DIR / "camus_xdp.c").read_text()
+    tc = (BPF_DIR / "camus_tc.c").read_text()
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)
-                .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim)))
+                .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim))
+                .replace("/*@CAMUS_TC_C@*/", tc))

@@ -1,0 +1,159 @@
+/* camus-xdp forwarding, after the XDP classifier (appended to camus_xdp.c: shared maps).
+ *
+ * camus_tc_in  (clsact ingress of the broker interface): for a packet XDP classified, send one
+ *              copy to each subscribed port (bpf_clone_redirect to the port's interface), the
+ *              copy's skb->mark saying which port it is for and which messages it keeps. The
+ *              original goes to this host's stack only if a LOCAL port subscribed.
+ * camus_tc_out (clsact egress of every output interface): on a marked copy, drop the messages
+ *              its port did not subscribe to (fixing the MoldUDP64 count, UDP and IP lengths and
+ *              the IP checksum; the UDP checksum is zeroed, which IPv4 allows) and, for a REMOTE
+ *              port, rewrite the destination MAC, IP and UDP port.
+ */
+#include <uapi/linux/pkt_cls.h>
+
+#define CAMUS_MSG_COPY 128          /* largest message (with its length prefix) we move */
+
+/* 1 if x != 0, without a branch (data-dependent branches multiply the verifier's paths). */
+static __always_inline __u32 nonzero(__u64 x) {
+    return (__u32)((x | -x) >> 63);
+}
+
+static __always_inline __u32 bit_index(__u64 low) {   /* low has exactly one bit set */
+    return (nonzero(low & 0xFFFFFFFF00000000ULL) << 5) | (nonzero(low & 0xFFFF0000FFFF0000ULL) << 4) |
+           (nonzero(low & 0xFF00FF00FF00FF00ULL) << 3) | (nonzero(low & 0xF0F0F0F0F0F0F0F0ULL) << 2) |
+           (nonzero(low & 0xCCCCCCCCCCCCCCCCULL) << 1) | nonzero(low & 0xAAAAAAAAAAAAAAAAULL);
+}
+
+static __always_inline struct camus_port *port_cfg(__u32 port) {
+    return ports_cfg.lookup(&port);
+}
+
+/* Copies for the ports of one 64-port word (W is a constant: no variable indexing). Paths
+ * through the body rejoin with equal state (no counters), so the verifier prunes them. */
+#define CAMUS_FAN_WORD(W)                                                            \
+    do {                                                                             \
+        __u64 word = pk->ports[W];                                                   \
+        for (int n = 0; n < 64; n++) {                                               \
+            if (!word)                                                               \
+                break;                                                               \
+            __u64 low = word & -word;                                                \
+            word &= ~low;                                                            \
+            struct camus_port *pc = port_cfg((W << 6) + bit_index(low));             \
+            if (!pc)                                                                 \
+                continue;                                                            \
+            __u32 kind = pc->kind;                                                   \
+            local |= 1 ^ nonzero(kind ^ CAMUS_PORT_LOCAL);                           \
+            if (kind == CAMUS_PORT_IFACE || kind == CAMUS_PORT_REMOTE) {             \
+                __u32 keep = 0;                                                      \
+                for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++)                        \
+                    keep |= nonzero(pk->msg_ports[i][W] & low) << i;                 \
+                skb->mark = CAMUS_MARK_TAG | ((((W << 6) + bit_index(low)) & 0xFF) << 16) \
+                            | (keep & 0xFFFF);                                       \
+                bpf_clone_redirect(skb, pc->ifindex, 0);                             \
+            }                                                                        \
+        }                                                                            \
+    } while (0)
+
+int camus_tc_in(struct __sk_buff *skb) {
+    void *data = (void *)(long)skb->data;
+    struct camus_meta *meta = (void *)(long)skb->data_meta;
+    if ((void *)(meta + 1) > data || meta->magic != CAMUS_META_MAGIC)
+        return TC_ACT_OK;                               /* not a classified feed packet */
+    __u32 slot = meta->seq & (CAMUS_RING - 1);
+    struct camus_pkt *pk = ring.lookup(&slot);
+    if (!pk)
+        return TC_ACT_OK;
+    __u32 local = 0;
+    CAMUS_FAN_WORD(0);
+    CAMUS_FAN_WORD(1);
+    CAMUS_FAN_WORD(2);
+    CAMUS_FAN_WORD(3);
+    skb->mark = 0;
+    return local ? TC_ACT_OK : TC_ACT_SHOT;
+}
+
+int camus_tc_out(struct __sk_buff *skb) {
+    __u32 mark = skb->mark;
+    if ((mark & CAMUS_MARK_MASK) != CAMUS_MARK_TAG)
+        return TC_ACT_OK;
+    skb->mark = 0;
+    __u32 port = (mark >> 16) & 0xFF, keep = mark & 0xFFFF;
+    struct camus_port *pc = ports_cfg.lookup(&port);
+    if (!pc)
+        return TC_ACT_OK;
+    if (bpf_skb_pull_data(skb, skb->len) < 0)
+        return TC_ACT_OK;
+    void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+    struct ethhdr *eth = data;
+    if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+        return TC_ACT_OK;                              /* VLAN/IPv6 copies go out unpruned */
+    struct iphdr *ip = (void *)(eth + 1);
+    if ((void *)(ip + 1) > end || ip->ihl < 5)
+        return TC_ACT_OK;
+    __u32 l3 = sizeof(*eth), l4 = l3 + ip->ihl * 4;
+    if (l4 > 0x3FF)
+        return TC_ACT_OK;
+    __u32 payload = l4 + sizeof(struct udphdr);
+    __u16 old_tot = ip->tot_len;
+    __u32 new_end = 0;
+
+#if CAMUS_FRAMING_MOLD
+    __u16 count_be;
+    if (bpf_skb_load_bytes(skb, payload + 18, &count_be, 2) < 0)
+        return TC_ACT_OK;
+    __u32 count = bpf_ntohs(count_be);
+    __u32 rd = payload + 20, wr = rd, kept = 0;
+    __u8 buf[CAMUS_MSG_COPY];
+    for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
+        if (i >= count)
+            break;
+        __u16 len_be;
+        if (rd > 0x3FFF || bpf_skb_load_bytes(skb, rd & 0x3FFF, &len_be, 2) < 0)
+            return TC_ACT_SHOT;
+        __u32 total = 2 + bpf_ntohs(len_be);
+        if (total > CAMUS_MSG_COPY)
+            return TC_ACT_SHOT;                        /* cannot prune it honestly: drop the copy */
+        if (keep & (1U << i)) {
+            if (wr != rd) {
+                __u32 n = ((total - 1) & (CAMUS_MSG_COPY - 1)) + 1;   /* [1, 128] for the verifier */
+                if (bpf_skb_load_bytes(skb, rd & 0x3FFF, buf, n) < 0)
+                    return TC_ACT_SHOT;
+                if (bpf_skb_store_bytes(skb, wr & 0x3FFF, buf, n, 0) < 0)
+                    return TC_ACT_SHOT;
+            }
+            wr += total;
+            kept++;
+        }
+        rd += total;
+    }
+    if (kept == 0)
+        return TC_ACT_SHOT;
+    __u16 kept_be = bpf_htons(kept);
+    bpf_skb_store_bytes(skb, payload + 18, &kept_be, 2, 0);
+    new_end = wr;
+#else
+    new_end = skb->len;
+#endif
+    if (new_end < payload || new_end > 0xFFFF)
+        return TC_ACT_SHOT;
+    __u16 new_tot = bpf_htons(new_end - l3), udp_len = bpf_htons(new_end - l4), zero = 0;
+    bpf_l3_csum_replace(skb, l3 + offsetof(struct iphdr, check), old_tot, new_tot, 2);
+    bpf_skb_store_bytes(skb, l3 + offsetof(struct iphdr, tot_len), &new_tot, 2, 0);
+    bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, len), &udp_len, 2, 0);
+    bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, check), &zero, 2, 0);
+    if (pc->kind == CAMUS_PORT_REMOTE) {
+        __u32 old_ip;
+        if (bpf_skb_load_bytes(skb, l3 + offsetof(struct iphdr, daddr), &old_ip, 4) < 0)
+            return TC_ACT_SHOT;
+        __u32 new_ip = pc->ip;
+        __u16 dport = pc->udp_port;
+        bpf_l3_csum_replace(skb, l3 + offsetof(struct iphdr, check), old_ip, new_ip, 4);
+        bpf_skb_store_bytes(skb, l3 + offsetof(struct iphdr, daddr), &new_ip, 4, 0);
+        bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, dest), &dport, 2, 0);
+        bpf_skb_store_bytes(skb, 0, pc->mac, 6, 0);
+        bpf_skb_store_bytes(skb, 6, pc->src_mac, 6, 0);
+    }
+    if (new_end < skb->len)
+        bpf_skb_change_tail(skb, new_end, 0);
+    return TC_ACT_OK;
+}
