@@ -149,7 +149,8 @@ int camus_tc_out(struct __sk_buff *skb) {
         __u16 dport = pc->udp_port;
         bpf_l3_csum_replace(skb, l3 + offsetof(struct iphdr, check), old_ip, new_ip, 4);
         bpf_skb_store_bytes(skb, l3 + offsetof(struct iphdr, daddr), &new_ip, 4, 0);
-        bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, dest), &dport, 2, 0);
+        if (dport)                                     /* 0: keep the feed's port */
+            bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, dest), &dport, 2, 0);
         bpf_skb_store_bytes(skb, 0, pc->mac, 6, 0);
         bpf_skb_store_bytes(skb, 6, pc->src_mac, 6, 0);
     }

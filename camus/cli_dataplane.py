@@ -35,7 +35,10 @@ def register(main: click.Group) -> None:
     @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False), help="Subscription rules.")
     @click.option("--mode", type=click.Choice(MODES), default="native", show_default=True,
                   help="native: in the driver (veth, most NICs); generic: any interface, slower.")
-    def attach(iface: str, spec: str, rules: str, mode: str) -> None:
+    @click.option("--ports", type=click.Path(exists=True, dir_okay=False), default=None,
+                  help="ports.yaml: where each fwd() port's copies go (interface, subscriber endpoint "
+                       "or local). Without it, delivering packets go to this host's stack.")
+    def attach(iface: str, spec: str, rules: str, mode: str, ports: str | None) -> None:
         """Turn IFACE into an edge broker's ingress: classify the feed, drop what nobody wants.
 
         Traffic that is not the spec's feed (ARP, SSH, other UDP) passes untouched. Maps are
@@ -44,7 +47,7 @@ def register(main: click.Group) -> None:
         from camus.dataplane import runtime
         c = _compile_for(spec, rules)
         try:
-            inst = runtime.attach(iface, c, spec, rules, mode)
+            inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports)
         except DataplaneError as exc:
             _fail(exc)
         r = resource_report(c.pipeline)

@@ -37,12 +37,18 @@ class Leaf(ctypes.Structure):
     _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("group", ctypes.c_uint32)]
 
 
+class PortCfg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint32), ("ifindex", ctypes.c_uint32), ("mac", ctypes.c_uint8 * 6),
+                ("src_mac", ctypes.c_uint8 * 6), ("ip", ctypes.c_uint32), ("udp_port", ctypes.c_uint16),
+                ("pad", ctypes.c_uint16)]
+
+
 class SvarCfg(ctypes.Structure):
     _fields_ = [("window_ns", ctypes.c_uint64), ("fn", ctypes.c_uint32), ("field", ctypes.c_uint32)]
 
 
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "lpm", "leaf", "updates", "svars",
-             "svar_cfg", "results", "scratch", "progs")
+             "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg")
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS = 0, 1, 2, 3
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver")
 
@@ -153,6 +159,24 @@ class MapSet:
             self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld))
         self.cfg(CFG_NSVARS, len(c.svar_cfg))
         self.cfg(CFG_ROOT, c.root)
+
+    def write_ports(self, bits: list[object], specs: dict) -> None:
+        """Port bit i (the order map_contents used) -> where its copies go."""
+        import socket
+        import struct
+
+        from .ports import KIND, iface_mac
+        for i, port in enumerate(bits):
+            ps = specs[port]
+            cfg = PortCfg()
+            cfg.kind = KIND[ps.kind]
+            cfg.ifindex = ps.ifindex
+            if ps.kind == "remote":
+                ctypes.memmove(cfg.mac, ps.mac, 6)
+                ctypes.memmove(cfg.src_mac, iface_mac(ps.iface), 6)
+                cfg.ip = struct.unpack("=I", socket.inet_aton(ps.ip))[0]
+                cfg.udp_port = socket.htons(ps.udp_port) if ps.udp_port else 0
+            self.update("ports_cfg", ctypes.c_uint32(i), cfg)
 
     def remove(self, c: MapContents) -> None:
         """Take out a table set written earlier, once the root no longer leads into it."""

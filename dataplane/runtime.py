@@ -40,6 +40,8 @@ class Installed:
     root: int
     rule_lines: list[str]
     keys: dict[str, list]            # what the live bank holds, for removal after an update
+    ports: str | None = None         # the ports file (port bits are fixed at attach)
+    clsact: list[str] | None = None  # interfaces where attach added the clsact qdisc
 
     @property
     def pins(self) -> Path:
@@ -97,21 +99,66 @@ def _ifindex(iface: str) -> int:
         raise DataplaneError(f"no such interface: {iface}") from None
 
 
+def _port_specs(ports_path: str | None) -> tuple[list[object] | None, dict]:
+    if ports_path is None:
+        return None, {}
+    from .ports import PortsError, load_ports
+    try:
+        specs = load_ports(ports_path)
+    except PortsError as exc:
+        raise DataplaneError(str(exc)) from exc
+    return list(specs), specs
+
+
+def _add_tc(ifname: str, fd: int, name: str, egress: bool, created: list[str]) -> None:
+    from pyroute2 import IPRoute
+    from pyroute2.netlink.exceptions import NetlinkError
+    with IPRoute() as ipr:
+        idx = ipr.link_lookup(ifname=ifname)[0]
+        try:
+            ipr.tc("add", "clsact", idx)
+            created.append(ifname)
+        except NetlinkError as exc:
+            if exc.code != 17:                       # EEXIST: someone's clsact is there: share it
+                raise DataplaneError(f"cannot add a clsact qdisc to {ifname}: {exc}") from exc
+        ipr.tc("add-filter", "bpf", idx, ":1", fd=fd, name=name,
+               parent="ffff:fff3" if egress else "ffff:fff2", classid=1, direct_action=True)
+
+
+def _del_clsact(ifnames: list[str]) -> None:
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        for ifname in ifnames:
+            found = ipr.link_lookup(ifname=ifname)
+            if found:
+                try:
+                    ipr.tc("del", "clsact", found[0])
+                except Exception:
+                    pass
+
+
 def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
-           limits: EbpfLimits | None = None) -> Installed:
+           limits: EbpfLimits | None = None, ports_path: str | None = None) -> Installed:
     require_root()
     _ifindex(iface)
     if _state_path(iface).exists() or (PIN_ROOT / iface).exists():
         raise DataplaneError(f"{iface} already has camus-xdp attached: use `update` or `detach`")
+    bits, specs = _port_specs(ports_path)
     try:
-        contents = map_contents(compiled.pipeline, compiled.spec, limits, bank=0)
+        contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=0)
     except BackendError as exc:
         raise DataplaneError(str(exc)) from exc
     _ensure_bpffs()
     prog = XdpProgram.load(compiled.spec, limits)
     attached = False
+    clsact: list[str] = []
     try:
         prog.write(contents)
+        if specs:
+            prog.maps.write_ports(bits, specs)       # type: ignore[arg-type]
+            _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
+            for out in sorted({s.iface for s in specs.values() if s.iface}):
+                _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
         try:
             prog.bpf.attach_xdp(iface.encode(), prog.fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
         except Exception as exc:
@@ -126,12 +173,14 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             if lib.bpf_obj_pin(fd, str(PIN_ROOT / iface / name).encode()) < 0:
                 raise DataplaneError(f"could not pin {name} under {PIN_ROOT / iface}")
         inst = Installed(iface, mode, str(Path(spec_path).resolve()), str(Path(rules_path).resolve()),
-                         0, contents.root, _rule_lines(compiled), _keys(contents))
+                         0, contents.root, _rule_lines(compiled), _keys(contents),
+                         str(Path(ports_path).resolve()) if ports_path else None, clsact)
         _save(inst)
         return inst
     except BaseException as exc:
         if attached:                                  # nothing half-installed after a failure
             _remove_xdp(iface, mode)
+        _del_clsact(clsact)
         shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
         _state_path(iface).unlink(missing_ok=True)
         if isinstance(exc, OSError):
@@ -153,6 +202,7 @@ def detach(iface: str) -> None:
         _remove_xdp(iface, inst.mode)
     except Exception as exc:
         raise DataplaneError(f"could not remove XDP from {iface}: {exc}") from exc
+    _del_clsact(inst.clsact or [])
     shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
     _state_path(iface).unlink(missing_ok=True)
 
@@ -177,8 +227,9 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     inst = load_installed(iface)
     t0 = time.perf_counter()
     new_bank = 1 - inst.bank
+    bits, _ = _port_specs(inst.ports)
     try:     # capacity and port checks: before anything live is touched
-        contents = map_contents(compiled.pipeline, compiled.spec, limits, bank=new_bank)
+        contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=new_bank)
     except BackendError as exc:
         raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
     maps = MapSet.from_pins(inst.pins)
