@@ -24,8 +24,16 @@ static __always_inline __u32 bit_index(__u64 low) {   /* low has exactly one bit
            (nonzero(low & 0xCCCCCCCCCCCCCCCCULL) << 1) | nonzero(low & 0xAAAAAAAAAAAAAAAAULL);
 }
 
+BPF_PERCPU_ARRAY(port_stats, __u64, 64 * CAMUS_PORT_WORDS);   /* copies sent, per port */
+
 static __always_inline struct camus_port *port_cfg(__u32 port) {
     return ports_cfg.lookup(&port);
+}
+
+static __always_inline void count_port(__u32 port) {
+    __u64 *c = port_stats.lookup(&port);
+    if (c)
+        *c += 1;
 }
 
 /* Copies for the ports of one 64-port word (W is a constant: no variable indexing). Paths
@@ -49,7 +57,8 @@ static __always_inline struct camus_port *port_cfg(__u32 port) {
                     keep |= nonzero(pk->msg_ports[i][W] & low) << i;                 \
                 skb->mark = CAMUS_MARK_TAG | ((((W << 6) + bit_index(low)) & 0xFF) << 16) \
                             | (keep & 0xFFFF);                                       \
-                bpf_clone_redirect(skb, pc->ifindex, 0);                             \
+                if (bpf_clone_redirect(skb, pc->ifindex, 0) == 0)                    \
+                    count_port((W << 6) + bit_index(low));                           \
             }                                                                        \
         }                                                                            \
     } while (0)

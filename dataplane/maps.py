@@ -48,7 +48,7 @@ class SvarCfg(ctypes.Structure):
 
 
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "lpm", "leaf", "updates", "svars",
-             "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg")
+             "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats")
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS = 0, 1, 2, 3
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver")
 
@@ -127,18 +127,21 @@ class MapSet:
         self.lookup("cfg", ctypes.c_uint32(idx), out)
         return out.value
 
-    def stats(self) -> dict[str, int]:
-        ncpu = os.sysconf("SC_NPROCESSORS_CONF")
+    def _percpu_sum(self, name: str, index: int) -> int:
         possible = Path("/sys/devices/system/cpu/possible")
+        ncpu = os.sysconf("SC_NPROCESSORS_CONF")
         if possible.exists():
-            last = possible.read_text().strip().split("-")[-1].split(",")[-1]
-            ncpu = int(last) + 1
-        out = {}
-        for i, name in enumerate(STAT_NAMES):
-            vals = (ctypes.c_uint64 * ncpu)()
-            self.lookup("stats", ctypes.c_uint32(i), vals)
-            out[name] = sum(vals)
-        return out
+            ncpu = int(possible.read_text().strip().split("-")[-1].split(",")[-1]) + 1
+        vals = (ctypes.c_uint64 * ncpu)()
+        self.lookup(name, ctypes.c_uint32(index), vals)
+        return sum(vals)
+
+    def stats(self) -> dict[str, int]:
+        return {name: self._percpu_sum("stats", i) for i, name in enumerate(STAT_NAMES)}
+
+    def port_stats(self, n_ports: int) -> list[int]:
+        """Copies sent to each port bit (the order of the ports file)."""
+        return [self._percpu_sum("port_stats", i) for i in range(n_ports)]
 
     # -- table sets --------------------------------------------------------------------------
     def write(self, c: MapContents) -> None:

@@ -249,10 +249,16 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
 
 
 def stats(iface: str) -> dict[str, int]:
+    """Counters of the classifier, plus `port <name>` = copies sent to each forwarding port."""
     inst = load_installed(iface)
     maps = MapSet.from_pins(inst.pins)
     try:
-        return maps.stats()
+        out = maps.stats()
+        bits, _ = _port_specs(inst.ports)
+        if bits:
+            for port, n in zip(bits, maps.port_stats(len(bits))):
+                out[f"port {port}"] = n
+        return out
     finally:
         maps.close()
 

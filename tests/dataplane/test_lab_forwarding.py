@@ -166,6 +166,10 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path) -> None:
         assert want[p], f"the feed should have something for subscriber {p}"
     stats = runtime.stats(BRK)
     assert stats["no_match"] > 0 and stats["deliver"] > 0
+    for p in SUBS:     # one copy per packet that held something for the port
+        sent = sum(1 for f in frames if any(interp.run(m.values).actions.ports and p in interp.run(m.values).actions.ports
+                                            for m in decode_packet(spec, f).messages))
+        assert stats[f"port {p}"] == sent
 
 
 def capture_refs(proc: subprocess.Popen, spec, udp: bool) -> list[list[int]]:
