@@ -166,14 +166,19 @@ class DiagramBuilder:
         atom_count: dict[Atom, int] = {}
         live: set[Atom] = set()         # atoms with a positive count
         atom_hash = 0
+
+        def add_atoms(t: int) -> None:
+            nonlocal atom_hash
+            for a in atoms_of[t]:
+                c = atom_count.get(a, 0)
+                if c == 0:
+                    atom_hash ^= akey(a)
+                    live.add(a)
+                atom_count[a] = c + 1
+
         if leaf_level:
             for t in uncon:
-                for a in atoms_of[t]:
-                    c = atom_count.get(a, 0)
-                    if c == 0:
-                        atom_hash ^= akey(a)
-                        live.add(a)
-                    atom_count[a] = c + 1
+                add_atoms(t)
         edges: list[tuple[int, int, int]] = []
         leaf_memo = self._leaf_memo
         pos = 0
@@ -186,12 +191,7 @@ class DiagramBuilder:
                 if delta > 0:
                     active.add(t)
                     if leaf_level:
-                        for a in atoms_of[t]:
-                            c = atom_count.get(a, 0)
-                            if c == 0:
-                                atom_hash ^= akey(a)
-                                live.add(a)
-                            atom_count[a] = c + 1
+                        add_atoms(t)
                 else:
                     active.discard(t)
                     if leaf_level:

@@ -66,6 +66,19 @@ def _read_expr(base: str, q: QueryField) -> str:
     return f"((({parts}) >> {spare}) & 0x{(1 << q.width) - 1:x}ULL)"
 
 
+def _switch(e: _Emitter, signature: str, cases: list[str], default: str) -> None:
+    """An inline function returning cases[idx] (the verifier wants constant offsets)."""
+    e(f"static __always_inline {signature} {{")
+    e.depth += 1
+    e("switch (idx) {")
+    for i, value in enumerate(cases):
+        e(f"case {i}: return {value};")
+    e(f"default: return {default};")
+    e("}")
+    e.depth -= 1
+    e("}")
+
+
 def n_svars(spec: Spec, limits: EbpfLimits) -> int:
     return min(limits.max_svars, sum(c.size for c in spec.counters))
 
@@ -129,26 +142,10 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
     e("}")
     e()
     e("/* A variable by index (constant offsets only, for the verifier). */")
-    e("static __always_inline __u64 camus_var(__u64 *v, __u32 idx) {")
-    e.depth += 1
-    e("switch (idx) {")
-    for i in range(nf + ns):
-        e(f"case {i}: return v[{i}];")
-    e("default: return 0;")
-    e("}")
-    e.depth -= 1
-    e("}")
+    _switch(e, "__u64 camus_var(__u64 *v, __u32 idx)", [f"v[{i}]" for i in range(nf + ns)], "0")
     e("#define camus_field camus_var")
     e()
-    e("static __always_inline __u32 camus_var_width(__u32 idx) {")
-    e.depth += 1
-    e("switch (idx) {")
-    for i, q in enumerate(spec.query_fields):
-        e(f"case {i}: return {q.width};")
-    e("default: return 64;")
-    e("}")
-    e.depth -= 1
-    e("}")
+    _switch(e, "__u32 camus_var_width(__u32 idx)", [str(q.width) for q in spec.query_fields], "64")
     return e.text()
 
 

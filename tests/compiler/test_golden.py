@@ -20,17 +20,21 @@ CASES = {
 }
 
 
+def check_golden(name: str, text: str, update: bool) -> None:
+    path = GOLDEN / name
+    if update or not path.exists():
+        path.write_text(text)
+        if not update:
+            pytest.fail(f"golden {path.name} did not exist; written now, review and commit it")
+    assert text == path.read_text(), f"{name} changed; review the difference, then --update-goldens"
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_ir_matches_golden(name: str, update_goldens: bool) -> None:
     spec, rules, opts = CASES[name]
     c = compile_files(spec, rules, opts)
-    text = c.pipeline.dumps() + "\n" + render_report(resource_report(c.pipeline)) + "\n"
-    path = GOLDEN / f"{name}.txt"
-    if update_goldens or not path.exists():
-        path.write_text(text)
-        if not update_goldens:
-            pytest.fail(f"golden {path.name} did not exist; written now, review and commit it")
-    assert text == path.read_text(), f"IR of {name} changed; review, then --update-goldens"
+    check_golden(f"{name}.txt", c.pipeline.dumps() + "\n" + render_report(resource_report(c.pipeline)) + "\n",
+                 update_goldens)
 
 
 def test_output_is_deterministic_across_runs() -> None:
@@ -38,3 +42,12 @@ def test_output_is_deterministic_across_runs() -> None:
     a = compile_files(spec, rules, opts).pipeline.dumps()
     b = compile_files(spec, rules, opts).pipeline.dumps()
     assert a == b and json.loads(a)["format"] == "camus-pipeline/1"
+
+
+@pytest.mark.parametrize("app", ["itch", "int"])
+def test_generated_xdp_header_matches_golden(app: str, update_goldens: bool) -> None:
+    """The spec-specific C (field reads, feed port, framing) is reviewed like the IR."""
+    from camus.compiler.backends.ebpf_program import EbpfLimits, generate_header
+    from camus.compiler.spec_parser import load_spec
+    check_golden(f"{app}_camus_gen.h", generate_header(load_spec(APPS / app / f"{app}.p4"), EbpfLimits()),
+                 update_goldens)
