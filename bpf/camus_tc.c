@@ -25,6 +25,7 @@ static __always_inline __u32 bit_index(__u64 low) {   /* low has exactly one bit
 }
 
 BPF_PERCPU_ARRAY(port_stats, __u64, 64 * CAMUS_PORT_WORDS);   /* copies sent, per port */
+BPF_PROG_ARRAY(tc_progs, 1);                                  /* [0]: camus_tc_local */
 
 static __always_inline struct camus_port *port_cfg(__u32 port) {
     return ports_cfg.lookup(&port);
@@ -36,60 +37,9 @@ static __always_inline void count_port(__u32 port) {
         *c += 1;
 }
 
-/* Copies for the ports of one 64-port word (W is a constant: no variable indexing). Paths
- * through the body rejoin with equal state (no counters), so the verifier prunes them. */
-#define CAMUS_FAN_WORD(W)                                                            \
-    do {                                                                             \
-        __u64 word = pk->ports[W];                                                   \
-        for (int n = 0; n < 64; n++) {                                               \
-            if (!word)                                                               \
-                break;                                                               \
-            __u64 low = word & -word;                                                \
-            word &= ~low;                                                            \
-            struct camus_port *pc = port_cfg((W << 6) + bit_index(low));             \
-            if (!pc)                                                                 \
-                continue;                                                            \
-            __u32 kind = pc->kind;                                                   \
-            local |= 1 ^ nonzero(kind ^ CAMUS_PORT_LOCAL);                           \
-            if (kind == CAMUS_PORT_IFACE || kind == CAMUS_PORT_REMOTE) {             \
-                __u32 keep = 0;                                                      \
-                for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++)                        \
-                    keep |= nonzero(pk->msg_ports[i][W] & low) << i;                 \
-                skb->mark = CAMUS_MARK_TAG | ((((W << 6) + bit_index(low)) & 0xFF) << 16) \
-                            | (keep & 0xFFFF);                                       \
-                if (bpf_clone_redirect(skb, pc->ifindex, 0) == 0)                    \
-                    count_port((W << 6) + bit_index(low));                           \
-            }                                                                        \
-        }                                                                            \
-    } while (0)
-
-int camus_tc_in(struct __sk_buff *skb) {
-    void *data = (void *)(long)skb->data;
-    struct camus_meta *meta = (void *)(long)skb->data_meta;
-    if ((void *)(meta + 1) > data || meta->magic != CAMUS_META_MAGIC)
-        return TC_ACT_OK;                               /* not a classified feed packet */
-    __u32 slot = meta->seq & (CAMUS_RING - 1);
-    struct camus_pkt *pk = ring.lookup(&slot);
-    if (!pk)
-        return TC_ACT_OK;
-    __u32 local = 0;
-    CAMUS_FAN_WORD(0);
-    CAMUS_FAN_WORD(1);
-    CAMUS_FAN_WORD(2);
-    CAMUS_FAN_WORD(3);
-    skb->mark = 0;
-    return local ? TC_ACT_OK : TC_ACT_SHOT;
-}
-
-int camus_tc_out(struct __sk_buff *skb) {
-    __u32 mark = skb->mark;
-    if ((mark & CAMUS_MARK_MASK) != CAMUS_MARK_TAG)
-        return TC_ACT_OK;
-    skb->mark = 0;
-    __u32 port = (mark >> 16) & 0xFF, keep = mark & 0xFFFF;
-    struct camus_port *pc = ports_cfg.lookup(&port);
-    if (!pc)
-        return TC_ACT_OK;
+/* Keep only the messages in `keep`; fix count, lengths and checksums. For REMOTE ports `pc`
+ * also rewrites the destination. Returns a TC action. */
+static __always_inline int prune(struct __sk_buff *skb, __u32 keep, struct camus_port *pc) {
     if (bpf_skb_pull_data(skb, skb->len) < 0)
         return TC_ACT_OK;
     void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
@@ -150,7 +100,7 @@ int camus_tc_out(struct __sk_buff *skb) {
     bpf_skb_store_bytes(skb, l3 + offsetof(struct iphdr, tot_len), &new_tot, 2, 0);
     bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, len), &udp_len, 2, 0);
     bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, check), &zero, 2, 0);
-    if (pc->kind == CAMUS_PORT_REMOTE) {
+    if (pc && pc->kind == CAMUS_PORT_REMOTE) {
         __u32 old_ip;
         if (bpf_skb_load_bytes(skb, l3 + offsetof(struct iphdr, daddr), &old_ip, 4) < 0)
             return TC_ACT_SHOT;
@@ -166,4 +116,81 @@ int camus_tc_out(struct __sk_buff *skb) {
     if (new_end < skb->len)
         bpf_skb_change_tail(skb, new_end, 0);
     return TC_ACT_OK;
+}
+
+/* Copies for the ports of one 64-port word (W is a constant: no variable indexing). Paths
+ * through the body rejoin with equal state (no counters), so the verifier prunes them. */
+#define CAMUS_FAN_WORD(W)                                                            \
+    do {                                                                             \
+        __u64 word = pk->ports[W];                                                   \
+        for (int n = 0; n < 64; n++) {                                               \
+            if (!word)                                                               \
+                break;                                                               \
+            __u64 low = word & -word;                                                \
+            word &= ~low;                                                            \
+            struct camus_port *pc = port_cfg((W << 6) + bit_index(low));             \
+            if (!pc)                                                                 \
+                continue;                                                            \
+            __u32 kind = pc->kind;                                                   \
+            __u32 is_local = 1 ^ nonzero(kind ^ CAMUS_PORT_LOCAL);                   \
+            __u32 keep = 0;                                                          \
+            for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++)                            \
+                keep |= nonzero(pk->msg_ports[i][W] & low) << i;                     \
+            local |= is_local;                                                       \
+            pk->local_keep |= keep & -is_local;                                      \
+            if (kind == CAMUS_PORT_IFACE || kind == CAMUS_PORT_REMOTE) {             \
+                skb->mark = CAMUS_MARK_TAG | ((((W << 6) + bit_index(low)) & 0xFF) << 16) \
+                            | (keep & 0xFFFF);                                       \
+                if (bpf_clone_redirect(skb, pc->ifindex, 0) == 0)                    \
+                    count_port((W << 6) + bit_index(low));                           \
+            }                                                                        \
+        }                                                                            \
+    } while (0)
+
+int camus_tc_in(struct __sk_buff *skb) {
+    void *data = (void *)(long)skb->data;
+    struct camus_meta *meta = (void *)(long)skb->data_meta;
+    if ((void *)(meta + 1) > data || meta->magic != CAMUS_META_MAGIC)
+        return TC_ACT_OK;                               /* not a classified feed packet */
+    __u32 slot = meta->seq & (CAMUS_RING - 1);
+    struct camus_pkt *pk = ring.lookup(&slot);
+    if (!pk)
+        return TC_ACT_OK;
+    __u32 local = 0;
+    pk->local_keep = 0;
+    CAMUS_FAN_WORD(0);
+    CAMUS_FAN_WORD(1);
+    CAMUS_FAN_WORD(2);
+    CAMUS_FAN_WORD(3);
+    skb->mark = 0;
+    if (!local)
+        return TC_ACT_SHOT;
+    /* camus_tc_local trims ours for the stack. After clone_redirect the metadata may be gone,
+     * so the keep-mask travels in the mark. */
+    skb->mark = CAMUS_MARK_TAG | (0xFF << 16) | (pk->local_keep & 0xFFFF);
+    tc_progs.call(skb, 0);
+    skb->mark = 0;
+    return TC_ACT_OK;                          /* not loaded: over-deliver rather than lose */
+}
+
+/* The original packet, for this host's stack: keep only what the LOCAL port subscribed to. */
+int camus_tc_local(struct __sk_buff *skb) {
+    __u32 mark = skb->mark;
+    if ((mark & CAMUS_MARK_MASK) != CAMUS_MARK_TAG)
+        return TC_ACT_OK;
+    skb->mark = 0;
+    count(CAMUS_STAT_LOCAL);
+    return prune(skb, mark & 0xFFFF, 0);
+}
+
+int camus_tc_out(struct __sk_buff *skb) {
+    __u32 mark = skb->mark;
+    if ((mark & CAMUS_MARK_MASK) != CAMUS_MARK_TAG)
+        return TC_ACT_OK;
+    skb->mark = 0;
+    __u32 port = (mark >> 16) & 0xFF, keep = mark & 0xFFFF;
+    struct camus_port *pc = ports_cfg.lookup(&port);
+    if (!pc)
+        return TC_ACT_OK;
+    return prune(skb, keep, pc);
 }

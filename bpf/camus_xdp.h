@@ -35,6 +35,7 @@
 #define CAMUS_STAT_NO_MATCH     4   /* packets nobody subscribed to: dropped */
 #define CAMUS_STAT_EXPLICIT     5   /* messages hit by a drop rule */
 #define CAMUS_STAT_DELIVER      6   /* packets with at least one subscribed port */
+#define CAMUS_STAT_LOCAL        7   /* packets trimmed for this host's stack */
 #define CAMUS_STAT_MAX          8
 
 /* cfg[] indices */
@@ -117,7 +118,8 @@ struct camus_meta {
 
 struct camus_pkt {                   /* ring slot: which ports each message goes to */
     __u32 nmsgs;
-    __u32 pad;
+    __u32 local_keep;                /* TC: messages a LOCAL port keeps (memory, not a register:
+                                        keeps the verifier's loop states equal) */
     __u64 ports[CAMUS_PORT_WORDS];   /* union */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];
 };

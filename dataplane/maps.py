@@ -48,9 +48,11 @@ class SvarCfg(ctypes.Structure):
 
 
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "lpm", "leaf", "updates", "svars",
-             "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats")
+             "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
+             "tc_progs")
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS = 0, 1, 2, 3
-STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver")
+STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
+              "local")
 
 
 class MapError(OSError):

@@ -70,6 +70,8 @@ class XdpProgram:
                 bpf[b"progs"][ctypes.c_int(0)] = ctypes.c_int(msg_fn.fd)
                 bpf.load_func(b"camus_tc_in", bcc.BPF.SCHED_CLS)
                 bpf.load_func(b"camus_tc_out", bcc.BPF.SCHED_CLS)
+                local_fn = bpf.load_func(b"camus_tc_local", bcc.BPF.SCHED_CLS)
+                bpf[b"tc_progs"][ctypes.c_int(0)] = ctypes.c_int(local_fn.fd)
                 failure = None
             except Exception as exc:     # BCC prints the verifier log to fd 2
                 failure = exc

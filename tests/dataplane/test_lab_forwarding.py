@@ -30,6 +30,7 @@ stock == GOOGL : fwd(3)
 stock == AAPL or stock == MSFT : fwd(2)
 stock == TSLA and price < 300 : fwd(1, 2, 3)
 stock == JUNK : drop
+stock == IBM or (stock == MSFT and price > 900) : fwd(4)
 """
 
 
@@ -65,7 +66,9 @@ def lab(tmp_path):
         mac3 = sh("ip", "netns", "exec", SUBS[3][0], "cat", f"/sys/class/net/{SUBS[3][2]}/address").stdout.strip()
         ports = tmp_path / "ports.yaml"
         ports.write_text(f"1: {{iface: {SUBS[1][1]}}}\n2: {{iface: {SUBS[2][1]}}}\n"
-                         f"3: {{iface: {SUBS[3][1]}, mac: '{mac3}', ip: {SUBS[3][3]}, udp_port: 26400}}\n")
+                         f"3: {{iface: {SUBS[3][1]}, mac: '{mac3}', ip: {SUBS[3][3]}, udp_port: 26400}}\n"
+                         "4: local\n")
+        sh("ip", "addr", "add", "10.78.0.2/24", "dev", BRK)       # the broker host's own address
         yield ports
     finally:
         teardown()
@@ -104,10 +107,13 @@ for h in sys.stdin.read().split():
 
 
 def start_capture(port: int, secs: float) -> subprocess.Popen:
-    ns, _, sub, ip = SUBS[port]
-    mode, arg = ("udp", ip) if port == 3 else ("raw", sub)
-    p = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", CAPTURE, mode, arg, str(secs)],
-                         stdout=subprocess.PIPE, text=True)
+    if port == 4:                     # LOCAL: a UDP socket on the broker host itself
+        cmd = [sys.executable, "-c", CAPTURE, "udp", "10.78.0.2", str(secs)]
+    else:
+        ns, _, sub, ip = SUBS[port]
+        mode, arg = ("udp", ip) if port == 3 else ("raw", sub)
+        cmd = ["ip", "netns", "exec", ns, sys.executable, "-c", CAPTURE, mode, arg, str(secs)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
     return p
 
@@ -131,7 +137,7 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path) -> None:
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
     rng = random.Random(11)
     interp = PipelineInterpreter(compiled.pipeline)
-    frames, want = [], {1: [], 2: [], 3: []}
+    frames, want = [], {1: [], 2: [], 3: [], 4: []}
     ref = 1
     for _ in range(60):
         batch = []
@@ -144,7 +150,7 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path) -> None:
             batch.append(values)
             ref += 1
         frames.append(build_packet(spec, batch, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2"))
-    caps = {p: start_capture(p, 3.0) for p in SUBS}
+    caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
     subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER, "cxl-pub"],
                    input=" ".join(f.hex() for f in frames), text=True, check=True)
     got = {}
@@ -153,7 +159,7 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path) -> None:
         packets = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
         refs = []
         for pkt in packets:
-            if p == 3:
+            if p in (3, 4):
                 refs += order_refs_in_mold(pkt)                      # a real UDP socket got it
             else:
                 d = decode_packet(spec, pkt)
@@ -161,12 +167,14 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path) -> None:
                 assert int.from_bytes(pkt[14 + 2:14 + 4], "big") == len(pkt) - 14   # IP length fixed
                 refs += order_refs_in_mold(pkt[14 + 20 + 8:])
         got[p] = refs
-    for p in SUBS:
+    for p in (*SUBS, 4):
         assert sorted(got[p]) == sorted(want[p]), f"subscriber {p}"
         assert want[p], f"the feed should have something for subscriber {p}"
     stats = runtime.stats(BRK)
     assert stats["no_match"] > 0 and stats["deliver"] > 0
-    for p in SUBS:     # one copy per packet that held something for the port
+    assert stats["local"] == sum(1 for f in frames if any(4 in interp.run(m.values).actions.ports
+                                                          for m in decode_packet(spec, f).messages))
+    for p in SUBS:     # one copy per packet that held something for the port (LOCAL: the original)
         sent = sum(1 for f in frames if any(interp.run(m.values).actions.ports and p in interp.run(m.values).actions.ports
                                             for m in decode_packet(spec, f).messages))
         assert stats[f"port {p}"] == sent
