@@ -139,7 +139,7 @@ static __always_inline __u32 step(struct camus_desc *d, __u32 state, __u64 *v) {
 
 /* Walk the tables from the root: header fields first, then (after the state variables whose
  * guard held are updated) the state-variable tables. Returns the final state. */
-static __always_inline __u32 classify(__u32 root, __u64 *v) {
+static __always_inline __u32 classify(__u32 root, __u64 *v, __u32 nsvars) {
     __u32 state = root;
     for (int i = 0; i < CAMUS_N_FIELDS; i++) {
         struct camus_desc *d = desc.lookup(&state);
@@ -148,6 +148,8 @@ static __always_inline __u32 classify(__u32 root, __u64 *v) {
         state = step(d, state, v);
     }
 #if CAMUS_N_SVARS > 0
+    if (!nsvars)
+        return state;
     update_svars(state, v);
     for (int i = 0; i < CAMUS_N_SVARS; i++) {
         struct camus_desc *d = desc.lookup(&state);
@@ -169,6 +171,8 @@ struct camus_scratch {
     __u32 root;
     __u32 record;
     __u32 seq;                  /* packets handed to TC on this CPU */
+    __u32 classified;           /* messages classified in this packet */
+    __u32 nsvars;               /* state variables in use */
 };
 BPF_PERCPU_ARRAY(scratch, struct camus_scratch, 1);
 BPF_PERCPU_ARRAY(ring, struct camus_pkt, CAMUS_RING);
@@ -187,9 +191,9 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     s->acc.group ^= (__u32)s->v[0];
     return;
 #endif
-    __u32 state = classify(s->root, s->v);
+    __u32 state = classify(s->root, s->v, s->nsvars);
     struct camus_leaf *l = leaf.lookup(&state);
-    count(CAMUS_STAT_MESSAGES);
+    s->classified++;
     struct camus_pkt *pk = ring_slot(s);
     if (pk && index < CAMUS_MAX_MSGS_RING) {
         #pragma unroll
@@ -216,7 +220,14 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     }
 }
 
+static __always_inline void add_stat(__u32 idx, __u64 n) {
+    __u64 *c = stats.lookup(&idx);
+    if (c)
+        *c += n;
+}
+
 static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
+    add_stat(CAMUS_STAT_MESSAGES, s->classified);
     __u64 any = 0;
     #pragma unroll
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
@@ -295,7 +306,11 @@ int camus_msg(struct xdp_md *ctx) {
     if (len >= CAMUS_MSG_BYTES && msg + CAMUS_MSG_BYTES <= end && CAMUS_MSG_TYPE_OK(msg)) {
         camus_message_fields(s->v, msg);
         deliver(s, index);
-    }                                       /* shorter: other message types, not filtered */
+    } else {                                /* other message types: framed, not filtered */
+        struct camus_pkt *pk = ring_slot(s);
+        if (pk && index < CAMUS_MAX_MSGS_RING)
+            __builtin_memset(pk->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)], 0, sizeof(pk->msg_ports[0]));
+    }
     if (s->index < s->nmsgs && s->index < CAMUS_MAX_MSGS)
         progs.call(ctx, 0);
     if (s->index < s->nmsgs)
@@ -350,11 +365,10 @@ int camus_xdp(struct xdp_md *ctx) {
     if (!s)
         goto other;
     __builtin_memset(&s->acc, 0, sizeof(s->acc));
-    struct camus_pkt *pk0 = ring_slot(s);
-    if (pk0)
-        __builtin_memset(pk0->msg_ports, 0, sizeof(pk0->msg_ports));
     s->root = cfg_get(CAMUS_CFG_ROOT);
     s->record = cfg_get(CAMUS_CFG_RECORD);
+    s->classified = 0;
+    s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
     if (!camus_packet_fields(s->v, data, l3, l4, end))
         goto other;
     void *payload = udp + 1;
@@ -382,6 +396,10 @@ int camus_xdp(struct xdp_md *ctx) {
     if (CAMUS_MSG_TYPE_OK(msg)) {
         camus_message_fields(s->v, msg);
         deliver(s, 0);
+    } else {
+        struct camus_pkt *pk = ring_slot(s);
+        if (pk)
+            __builtin_memset(pk->msg_ports[0], 0, sizeof(pk->msg_ports[0]));
     }
     return finish(ctx, s);
 #endif
