@@ -44,25 +44,32 @@ static __always_inline __u32 cfg_get(__u32 idx) {
     return v ? *v : 0;
 }
 
-/* Range tables: the last interval start <= key in this state's sorted slice. */
+/* Unsigned a <= b, without a branch (branches per key would multiply the verifier's paths). */
+static __always_inline __u32 le64(__u64 a, __u64 b) {
+    __u64 borrow = ((~b & a) | ((~b | a) & (b - a))) >> 63;      /* 1 when b < a */
+    return (__u32)(borrow ^ 1);
+}
+
+/* Range tables: walk the state's 8-ary search tree to the last interval start <= key. The
+ * first key of every node is <= key by construction, so the count below is at least 1. */
 static __always_inline __u32 range_next(struct camus_desc *d, __u64 key) {
-    __u32 lo = d->base, n = d->count;
-    for (int step = 0; step < CAMUS_RANGE_STEPS; step++) {
-        if (n <= 1)
-            break;
-        __u32 half = n / 2, mid = lo + half;
-        struct camus_bound *b = bounds.lookup(&mid);
+    __u32 node = d->base;
+    for (int level = 0; level < CAMUS_RANGE_LEVELS; level++) {
+        struct camus_bound *b = bounds.lookup(&node);
         if (!b)
             return 0;
-        if (b->lo <= key) {
-            lo = mid;
-            n -= half;
-        } else {
-            n = half;
-        }
+        __u32 c = 0;
+        #pragma unroll
+        for (int j = 0; j < CAMUS_FANOUT; j++)
+            c += le64(b->keys[j], key);
+        if (c > b->nkeys)
+            c = b->nkeys;
+        __u32 v = b->vals[(c - 1) & (CAMUS_FANOUT - 1)];
+        if (b->leaf)
+            return v;
+        node = v;
     }
-    struct camus_bound *b = bounds.lookup(&lo);
-    return b ? b->next : 0;
+    return 0;
 }
 
 /* Exact tables: multiplicative hash into the state's slice, linear probing (bounded). */

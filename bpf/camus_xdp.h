@@ -5,7 +5,8 @@
  *   desc[state]      what a state does: which variable it tests and how (exact/range/lpm)
  *   xslots[i]        exact tables: each state's open-addressing slice, indexed by a
  *                    multiplicative hash chosen at compile time (at most CAMUS_MAX_PROBE probes)
- *   bounds[i]        range tables: each state's sorted interval starts, a contiguous slice
+ *   bounds[i]        range tables: each state's sorted interval starts as a static 8-ary
+ *                    search tree (one lookup per level, branchless within a node)
  *   lpm{state,v}     longest-prefix entries, the state as the first 32 bits of the prefix
  *   leaf[state]      what a final state delivers: a port bitmap and flags
  *   updates[state]   state variables to update when the header walk ends in `state`
@@ -53,8 +54,8 @@ struct camus_desc {
     __u8  bits;              /* exact: log2 of the slice size (0: no entries) */
     __u8  pad;
     __u32 default_next;      /* exact: the per-state `any` entry; else unused */
-    __u32 base;              /* first element of this state's slice (bounds[] or xslots[]) */
-    __u32 count;             /* range: slice length */
+    __u32 base;              /* exact: first slot in xslots[]; range: root node in bounds[] */
+    __u32 count;             /* range: levels of the search tree */
     __u64 mult;              /* exact: odd multiplier of the slot hash */
 };
 
@@ -64,10 +65,13 @@ struct camus_slot {
     __u32 used;
 };
 
-struct camus_bound {
-    __u64 lo;                /* interval start; the slice starts at 0 and covers the domain */
-    __u32 next;
-    __u32 pad;
+#define CAMUS_FANOUT 8           /* keys per search-tree node */
+
+struct camus_bound {         /* a node of a range state's search tree */
+    __u64 keys[CAMUS_FANOUT];   /* interval starts, ascending; unused slots repeat the last */
+    __u32 vals[CAMUS_FANOUT];   /* leaf level: next state; above: child node index */
+    __u32 nkeys;
+    __u32 leaf;
 };
 
 struct camus_lpm_key {

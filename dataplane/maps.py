@@ -26,7 +26,8 @@ class Slot(ctypes.Structure):
 
 
 class Bound(ctypes.Structure):
-    _fields_ = [("lo", ctypes.c_uint64), ("next", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+    _fields_ = [("keys", ctypes.c_uint64 * 8), ("vals", ctypes.c_uint32 * 8), ("nkeys", ctypes.c_uint32),
+                ("leaf", ctypes.c_uint32)]
 
 
 class LpmKey(ctypes.Structure):
@@ -152,8 +153,9 @@ class MapSet:
             self.update("desc", ctypes.c_uint32(s), Desc(kind, var, bits, 0, default, base, count, mult))
         for i, (value, nxt) in c.xslots.items():
             self.update("xslots", ctypes.c_uint32(i), Slot(value, nxt, 1))
-        for i, (lo, nxt) in enumerate(c.bounds):
-            self.update("bounds", ctypes.c_uint32(c.bounds_base + i), Bound(lo, nxt, 0))
+        for i, (keys, vals, nkeys, leaf) in enumerate(c.bounds):
+            self.update("bounds", ctypes.c_uint32(c.bounds_base + i),
+                        Bound((ctypes.c_uint64 * 8)(*keys), (ctypes.c_uint32 * 8)(*vals), nkeys, leaf))
         for (plen, s, v), nxt in c.lpm.items():
             self.update("lpm", _lpm_key(plen, s, v), ctypes.c_uint32(nxt))
         for s, (words, flags, group) in c.leaf.items():

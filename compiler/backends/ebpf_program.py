@@ -24,15 +24,19 @@ class EbpfLimits:
     max_msgs: int = 12            # messages per packet the program classifies (unrolled)
     max_states: int = 1 << 18     # desc[] and leaf[] size: state ids must stay below this
     max_exact: int = 1 << 18
-    max_bounds: int = 1 << 20
+    max_bounds: int = 1 << 18     # search-tree nodes (8 interval starts each)
     max_lpm: int = 1 << 16
     max_updates: int = 1 << 12
     max_svars: int = 16
     parse_only: bool = False      # benchmark floor: parse and read fields, classify nothing, drop
 
     @property
-    def range_steps(self) -> int:
-        return max(1, (self.max_bounds - 1).bit_length())
+    def range_levels(self) -> int:
+        """Levels of an 8-ary search tree holding max_bounds interval starts."""
+        levels, size = 1, 8
+        while size < self.max_bounds:
+            levels, size = levels + 1, size * 8
+        return levels
 
 
 class _Emitter:
@@ -100,7 +104,7 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_MAX_MSGS", limits.max_msgs), ("CAMUS_MAX_STATES", limits.max_states),
                         ("CAMUS_MAX_EXACT", limits.max_exact), ("CAMUS_MAX_BOUNDS", limits.max_bounds),
                         ("CAMUS_MAX_LPM", limits.max_lpm), ("CAMUS_MAX_UPDATES", limits.max_updates),
-                        ("CAMUS_MAX_SVARS", max(1, ns)), ("CAMUS_RANGE_STEPS", limits.range_steps),
+                        ("CAMUS_MAX_SVARS", max(1, ns)), ("CAMUS_RANGE_LEVELS", limits.range_levels),
                         ("CAMUS_FRAMING_MOLD", int(spec.framing.kind == "moldudp64")),
                         ("CAMUS_MSG_BYTES", spec.message_bytes),
                         ("CAMUS_PARSE_ONLY", int(limits.parse_only))):

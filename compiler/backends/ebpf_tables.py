@@ -32,7 +32,7 @@ class MapContents:
     desc: dict[int, tuple[int, int, int, int, int, int, int]] = field(default_factory=dict)  # kind, var, bits, default, base, count, mult
     exact: dict[tuple[int, int], int] = field(default_factory=dict)                 # (state, value) -> next
     xslots: dict[int, tuple[int, int]] = field(default_factory=dict)                # slot -> (value, next)
-    bounds: list[tuple[int, int]] = field(default_factory=list)                     # (lo, next)
+    bounds: list[tuple[tuple, tuple, int, int]] = field(default_factory=list)       # tree nodes: keys, vals, nkeys, leaf
     lpm: dict[tuple[int, int, int], int] = field(default_factory=dict)              # (plen, state, value<<) -> next
     leaf: dict[int, tuple[tuple[int, ...], int, int]] = field(default_factory=dict)  # ports words, flags, group
     updates: dict[int, int] = field(default_factory=dict)                           # state -> svar mask
@@ -52,6 +52,27 @@ class MapContents:
 
     def ports_of(self, words: tuple[int, ...]) -> tuple:
         return tuple(p for i, p in enumerate(self.ports) if words[i // 64] >> (i % 64) & 1)
+
+
+FANOUT = 8           # bpf/camus_xdp.h CAMUS_FANOUT
+
+
+def _search_tree(starts: list[tuple[int, int]], out: "MapContents") -> tuple[int, int]:
+    """Append a static 8-ary search tree over sorted (start, next) to out.bounds; returns the
+    root's index and the number of levels. Nodes are padded by repeating their last key."""
+    def node(keys: list[int], vals: list[int], leaf: bool) -> int:
+        pad = FANOUT - len(keys)
+        out.bounds.append((tuple(keys + [keys[-1]] * pad), tuple(vals + [vals[-1]] * pad), len(keys), int(leaf)))
+        return out.bounds_base + len(out.bounds) - 1
+
+    level = [(starts[i][0], node([k for k, _ in starts[i:i + FANOUT]], [v for _, v in starts[i:i + FANOUT]], True))
+             for i in range(0, len(starts), FANOUT)]
+    levels = 1
+    while len(level) > 1:
+        level = [(level[i][0], node([k for k, _ in level[i:i + FANOUT]], [n for _, n in level[i:i + FANOUT]], False))
+                 for i in range(0, len(level), FANOUT)]
+        levels += 1
+    return level[0][1], levels
 
 
 def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list]:
@@ -120,7 +141,9 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
     ds, dx, db = lim.max_states // 2, lim.max_exact // 2, lim.max_bounds // 2
     st = lambda s: s + ds if s else 0  # noqa: E731
     out = MapContents(st(c.root), ports=c.ports, svar_cfg=c.svar_cfg, xslot_count=c.xslot_count + dx,
-                      bounds_base=db, bounds=[(lo, st(n)) for lo, n in c.bounds])
+                      bounds_base=db,
+                      bounds=[(keys, tuple(st(v) if leaf else v + db for v in vals), n, leaf)
+                              for keys, vals, n, leaf in c.bounds])
     for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
         base = base + (dx if kind == KIND["exact"] else db if kind == KIND["range"] else 0)
         out.desc[st(s)] = (kind, var, bits, st(default), base, count, mult)
@@ -184,8 +207,8 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
                     pos = hi + 1
                 if pos <= top:
                     put(pos, 0)
-                out.desc[s] = (KIND["range"], var, 0, 0, out.bounds_base + len(out.bounds), len(slice_), 0)
-                out.bounds.extend(slice_)
+                root, levels = _search_tree(slice_, out)
+                out.desc[s] = (KIND["range"], var, 0, 0, root, levels, 0)
         else:
             width = t.field_width
             for s in t.states:
