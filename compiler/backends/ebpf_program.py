@@ -7,8 +7,10 @@ never reloads it. Output is deterministic (golden-tested).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from ..spec import QueryField, Role, Spec
 
@@ -52,6 +54,15 @@ class _Emitter:
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
+    @contextmanager
+    def block(self, opening: str) -> Iterator[None]:
+        """`opening {` ... `}` with the body indented."""
+        self(opening + " {")
+        self.depth += 1
+        yield
+        self.depth -= 1
+        self("}")
+
 
 def _read_expr(base: str, q: QueryField) -> str:
     """C expression reading a big-endian field at a bit offset from `base` (already checked)."""
@@ -72,15 +83,12 @@ def _read_expr(base: str, q: QueryField) -> str:
 
 def _switch(e: _Emitter, signature: str, cases: list[str], default: str) -> None:
     """An inline function returning cases[idx] (the verifier wants constant offsets)."""
-    e(f"static __always_inline {signature} {{")
-    e.depth += 1
-    e("switch (idx) {")
-    for i, value in enumerate(cases):
-        e(f"case {i}: return {value};")
-    e(f"default: return {default};")
-    e("}")
-    e.depth -= 1
-    e("}")
+    with e.block(f"static __always_inline {signature}"):
+        e("switch (idx) {")
+        for i, value in enumerate(cases):
+            e(f"case {i}: return {value};")
+        e(f"default: return {default};")
+        e("}")
 
 
 def n_svars(spec: Spec, limits: EbpfLimits) -> int:
@@ -120,30 +128,24 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
         e("#define CAMUS_MSG_TYPE_OK(msg) 1")
     e()
     # Per-packet fields: read once, from the header they live in.
-    e("static __always_inline int camus_packet_fields(__u64 *v, void *l2, void *l3, void *l4, void *end) {")
-    e.depth += 1
-    for i, q in enumerate(spec.query_fields):
-        if q.role is Role.MESSAGE:
-            continue
-        base = {Role.ETHERNET: "l2", Role.IPV4: "l3", Role.UDP: "l4"}[q.role]
-        need = (q.offset + q.width + 7) // 8
-        if q.role is Role.IPV4:
-            e("if (l3 + 20 > end || (*(__u8 *)l3 >> 4) != 4)")
+    with e.block("static __always_inline int camus_packet_fields(__u64 *v, void *l2, void *l3, void *l4, void *end)"):
+        for i, q in enumerate(spec.query_fields):
+            if q.role is Role.MESSAGE:
+                continue
+            base = {Role.ETHERNET: "l2", Role.IPV4: "l3", Role.UDP: "l4"}[q.role]
+            need = (q.offset + q.width + 7) // 8
+            if q.role is Role.IPV4:
+                e("if (l3 + 20 > end || (*(__u8 *)l3 >> 4) != 4)")
+                e("    return 0;")
+            e(f"if ({base} + {need} > end)")
             e("    return 0;")
-        e(f"if ({base} + {need} > end)")
-        e("    return 0;")
-        e(f"v[{i}] = {_read_expr(base, q)};   /* {q.path} */")
-    e("return 1;")
-    e.depth -= 1
-    e("}")
+            e(f"v[{i}] = {_read_expr(base, q)};   /* {q.path} */")
+        e("return 1;")
     e()
-    e("static __always_inline void camus_message_fields(__u64 *v, void *msg) {")
-    e.depth += 1
-    for i, q in enumerate(spec.query_fields):
-        if q.role is Role.MESSAGE:
-            e(f"v[{i}] = {_read_expr('msg', q)};   /* {q.path} */")
-    e.depth -= 1
-    e("}")
+    with e.block("static __always_inline void camus_message_fields(__u64 *v, void *msg)"):
+        for i, q in enumerate(spec.query_fields):
+            if q.role is Role.MESSAGE:
+                e(f"v[{i}] = {_read_expr('msg', q)};   /* {q.path} */")
     e()
     e("/* A variable by index (constant offsets only, for the verifier). */")
     _switch(e, "__u64 camus_var(__u64 *v, __u32 idx)", [f"v[{i}]" for i in range(nf + ns)], "0")
