@@ -65,10 +65,14 @@ class _XdpEngine:
 
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
         from .packets import build_packet
-        got = self.prog.classify(build_packet(self.c.spec, [values]))
-        state = got.messages[0][0] if got.messages else 0
-        return self.c.pipeline.leaves.get(state, ActionSet()), [
-            Step("xdp", self.c.pipeline.root, 0, state, f"kernel verdict {got.verdict}")]
+        return self.run_packet(build_packet(self.c.spec, [values]))[0]
+
+    def run_packet(self, frame: bytes) -> list[tuple[ActionSet, list[Step] | None]]:
+        """The frame itself through the kernel program: per framed message, its verdict."""
+        got = self.prog.classify(frame)
+        return [(self.c.pipeline.leaves.get(state, ActionSet()),
+                 [Step("xdp", self.c.pipeline.root, 0, state, f"kernel verdict {got.verdict}")])
+                for state, _, _ in got.messages]
 
 
 ENGINES: dict[str, Callable[[Compiled], Engine]] = {"filters": _FilterEngine, "ir": _IrEngine,
@@ -91,15 +95,20 @@ def explain_packets(c: Compiled, packets: Iterable[tuple[int, bytes]], via: str 
     engine = ENGINES[via](c)
     out: list[Explained] = []
     notes: list[PacketNote] = []
+    whole = getattr(engine, "run_packet", None)      # engines that take the frame itself
     for p, (ts_ns, data) in enumerate(packets):
         decoded = decode_packet(c.spec, data)
         if decoded.error:
             notes.append(PacketNote(p, decoded.error))
+        per_frame = whole(data) if whole is not None and decoded.messages else None
         for m in decoded.messages:
             if not m.subscribable:
                 out.append(Explained(len(out), p, m.values, ActionSet(), None,
                                      "message type is not subscribed to"))
                 continue
-            actions, path = engine.run(m.values, ts_ns // 1000)
+            if per_frame is not None:
+                actions, path = per_frame[m.index] if m.index < len(per_frame) else (ActionSet(), None)
+            else:
+                actions, path = engine.run(m.values, ts_ns // 1000)
             out.append(Explained(len(out), p, m.values, actions, path))
     return out, notes
