@@ -72,7 +72,8 @@ def received(frames: list[bytes]) -> list[bool]:
     return [f in seen for f in frames]
 
 
-def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab) -> None:
+@pytest.mark.parametrize("mode", ["native", "generic"])
+def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mode: str) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
     mac = bytes.fromhex(sh("cat", f"/sys/class/net/{BRK}/address").stdout.strip().replace(":", ""))
 
@@ -82,7 +83,7 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab) -> 
 
     wanted, unwanted, mixed = feed("stock=GOOGL price=60"), feed("stock=IBM price=5"), feed("stock=IBM", "stock=AAPL")
     compiled = compile_rules(spec, (APPS / "itch" / "rules.txt").read_text())
-    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt"), "native")
+    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt"), mode)
     assert received([wanted, unwanted, mixed]) == [True, False, True]
     ping = sh("ip", "netns", "exec", NS, "ping", "-c", "1", "-W", "2", "10.77.0.2", check=False)
     assert ping.returncode == 0, "ARP and ICMP must keep working with the classifier attached"
@@ -97,6 +98,7 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab) -> 
     runtime.detach(BRK)
     assert received([wanted, unwanted, mixed]) == [True, True, True]
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
+    assert "xdpgeneric" not in sh("ip", "-d", "link", "show", BRK).stdout
     assert not (runtime.PIN_ROOT / BRK).exists() and not runtime._state_path(BRK).exists()
 
 

@@ -130,10 +130,11 @@ def order_refs_in_mold(payload: bytes) -> list[int]:
     return refs
 
 
-def test_each_subscriber_gets_exactly_its_messages(lab: Path) -> None:
+@pytest.mark.parametrize("mode", ["native", "generic"])
+def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
     compiled = compile_rules(spec, RULES)
-    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", "native", ports_path=str(lab))
+    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab))
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
     rng = random.Random(11)
     interp = PipelineInterpreter(compiled.pipeline)
