@@ -1,0 +1,108 @@
+"""Executes P4 table entries with P4 match semantics: the switch's behaviour, checked against
+the IR interpreter and the XDP data plane.
+
+Per message: meta.state starts at the root; tables apply in pipeline order. Exact keys must be
+equal; among matching range/ternary entries the highest P4Runtime priority wins (a tie is an
+error: the switch's choice would be undefined); among LPM entries the longest prefix wins. A
+miss runs the default action (no change). `t_<f>_any` applies only when `t_<f>` missed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .p4_entries import Match, P4Entry, P4Tables
+
+
+class AmbiguousMatch(AssertionError):
+    pass
+
+
+@dataclass
+class P4Verdict:
+    ports: tuple
+    drop: bool
+    calls: tuple
+    trace: list[tuple[str, str]]
+
+
+def _matches(m: Match, v: int) -> bool:
+    if m.kind == "exact":
+        return v == m.value
+    if m.kind == "range":
+        return m.value <= v <= m.arg
+    if m.kind == "ternary":
+        return v & m.arg == m.value & m.arg
+    return False   # lpm handled by the caller with the width
+
+
+class EntryInterpreter:
+    def __init__(self, tables: P4Tables) -> None:
+        self.t = tables
+        self.by_state: dict[str, dict[int, list[P4Entry]]] = {}
+        self.unkeyed: dict[str, list[P4Entry]] = {}
+        for e in tables.entries:
+            st = next((m.value for m in e.matches if m.field == "meta.state"), None)
+            if st is None:
+                self.unkeyed.setdefault(e.table, []).append(e)
+            else:
+                self.by_state.setdefault(e.table, {}).setdefault(st, []).append(e)
+
+    def _lookup(self, table: str, state: int, fields: dict[str, int]) -> P4Entry | None:
+        cands = self.by_state.get(table, {}).get(state, []) + self.unkeyed.get(table, [])
+        hits: list[tuple[int, P4Entry]] = []
+        for e in cands:
+            ok, rank = True, 0
+            for m in e.matches:
+                v = state if m.field == "meta.state" else fields[m.field]
+                if m.kind == "lpm":
+                    w = self.t.widths[m.field]
+                    free = w - m.arg
+                    ok = (v >> free) == (m.value >> free) if m.arg else True
+                    rank = m.arg
+                else:
+                    ok = _matches(m, v)
+                if not ok:
+                    break
+            if ok:
+                hits.append((rank or e.priority, e))
+        if not hits:
+            return None
+        hits.sort(key=lambda h: -h[0])
+        if len(hits) > 1 and hits[0][0] == hits[1][0]:
+            raise AmbiguousMatch(f"{table}: {len(hits)} entries match state {state} with the same priority")
+        return hits[0][1]
+
+    def run(self, values: dict[str, int]) -> P4Verdict:
+        state = self.t.root
+        fields = dict(values)
+        for key, _ in self.t.widths.items():
+            if key.endswith("#code"):
+                fields[key] = 0                        # the default action of a _code table
+        trace: list[tuple[str, str]] = []
+        missed: set[str] = set()
+        ports: tuple = ()
+        drop = False
+        calls: tuple = ()
+        for table in self.t.order:
+            if table.endswith("_any") and table[:-4] not in missed:
+                continue
+            e = self._lookup(table, state, fields)
+            if e is None:
+                missed.add(table)
+                trace.append((table, "miss"))
+                continue
+            trace.append((table, f"{e.action}{e.params}"))
+            if e.action == "set_state":
+                state = e.params[0]
+            elif e.action == "set_code":
+                key = next(m.field for m in e.matches)
+                fields[f"{key}#code"] = e.params[0]
+            elif e.action == "set_mgid":
+                ports = tuple(self.t.groups[e.params[0]])
+            elif e.action == "set_port":
+                ports = (e.params[0],)
+            elif e.action == "drop_msg":
+                drop = True
+            elif e.action == "call":
+                calls = e.params
+        return P4Verdict(ports, drop, calls, trace)
