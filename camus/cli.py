@@ -16,7 +16,7 @@ from camus.compiler.pcap import PcapError, read_pcap
 from camus.compiler.render import format_message, format_value
 from camus.compiler.resources import render_report, resource_report
 
-TARGETS = ("ir", "ebpf")   # the p4 back end registers here when it lands
+TARGETS = ("ir", "ebpf", "p4")
 
 
 def _options(f):
@@ -59,7 +59,8 @@ def main() -> None:
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.argument("rules", type=click.Path(exists=True, dir_okay=False))
 @click.option("--target", type=click.Choice(TARGETS), default="ir", show_default=True,
-              help="What to produce: the Pipeline IR, or the XDP program and its map contents (ebpf).")
+              help="What to produce: the Pipeline IR, the XDP program and its map contents (ebpf), "
+                   "or switch table entries and multicast groups (p4).")
 @click.option("--emit", is_flag=True,
               help="Print the generated artefact to stdout: the IR as JSON, or the XDP C program (ebpf).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -90,8 +91,19 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
         summary += (f"\n  XDP maps: {len(contents.desc)} state descriptors, {len(contents.exact)} exact, "
                     f"{len(contents.bounds)} range bounds, {len(contents.lpm)} LPM, {len(contents.leaf)} leaves; "
                     f"{len(contents.ports)} ports")
+    if target == "p4":
+        from camus.compiler.backends.p4_entries import p4_tables, p4runtime_json, simple_switch_cli, tcam_rows
+        tables = p4_tables(c.pipeline)
+        artefacts["entries.cli"] = simple_switch_cli(tables)
+        artefacts["entries.p4rt.json"] = json.dumps(p4runtime_json(tables), indent=1) + "\n"
+        rows = tcam_rows(tables)
+        per_table = tables.by_table()
+        summary += "\n  switch tables (entries / TCAM rows after range expansion):"
+        for name in tables.order:
+            summary += f"\n    {name:<40} {len(per_table.get(name, [])):>7} / {rows.get(name, 0):>7}"
+        summary += f"\n    multicast groups: {len(tables.groups)}"
     if emit:
-        click.echo(artefacts.get("camus_xdp.c") or c.pipeline.dumps())
+        click.echo(artefacts.get("camus_xdp.c") or artefacts.get("entries.cli") or c.pipeline.dumps())
     else:
         click.echo(summary)
         click.echo(f"  compiled in {sum(c.timings.values()):.2f} s ({timing})")
@@ -174,7 +186,7 @@ def _text(c: Compiled, r: Explained) -> str:
         lines.append(f"  {r.note}")
     for s in r.path or []:
         q = c.spec.query_field(s.table)
-        shown = format_value(c.spec, q, r.values[q.path]) if q else str(s.key)
+        shown = format_value(c.spec, q, r.values[q.path]) if q else ""
         lines.append(f"  {s.table:<28} {shown:<16} state {s.state} -> {s.next}  ({s.match})")
     acts = ", ".join(r.actions.names()) or "none (dropped: nobody subscribed)"
     lines.append(f"  actions: {acts}" + (f"  [multicast group {r.actions.group}]" if r.actions.group else ""))

@@ -75,8 +75,27 @@ class _XdpEngine:
                 for state, _, _ in got.messages]
 
 
+class _P4Engine:
+    """The switch: the P4 back end's entries executed with P4 match semantics."""
+
+    def __init__(self, c: Compiled) -> None:
+        from .backends.p4_entries import p4_tables
+        from .backends.p4_interp import EntryInterpreter
+        self.c = c
+        self.sw = EntryInterpreter(p4_tables(c.pipeline))
+
+    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
+        v = self.sw.run(values)
+        calls = tuple((x.split("(")[0], tuple(a for a in x[x.index("(") + 1:-1].split(",") if a))
+                      for x in v.calls)
+        group = next((g for g, ps in self.c.pipeline.groups.items() if tuple(ps) == v.ports), None)
+        path = [Step(table, before, 0, after, what) for table, before, after, what in v.trace
+                if what != "miss" or before != after]
+        return ActionSet(v.ports, group, v.drop, calls), path
+
+
 ENGINES: dict[str, Callable[[Compiled], Engine]] = {"filters": _FilterEngine, "ir": _IrEngine,
-                                                    "xdp": _XdpEngine}
+                                                    "xdp": _XdpEngine, "p4": _P4Engine}
 
 
 def explain_values(c: Compiled, messages: Iterable[dict[str, int]], via: str = "ir") -> list[Explained]:

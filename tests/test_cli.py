@@ -73,3 +73,21 @@ def test_demo_runs_and_agrees() -> None:
     r = run("demo", "--messages", "60")
     assert r.exit_code == 0, r.output
     assert "delivery report" in r.output and ": OK" in r.output
+
+
+def test_compile_p4_target_writes_switch_entries(tmp_path) -> None:
+    r = run("compile", SPEC, RULES, "--target", "p4", "-o", str(tmp_path / "sw"))
+    assert r.exit_code == 0 and "TCAM rows" in r.output and "multicast groups: 2" in r.output
+    cli = (tmp_path / "sw" / "entries.cli").read_text()
+    assert "table_add t_add_order_price set_state" in cli and "mc_mgrp_create 1" in cli
+    doc = json.loads((tmp_path / "sw" / "entries.p4rt.json").read_text())
+    assert any(e.get("table") == "t_leaf" for e in doc)
+
+
+def test_explain_via_p4_agrees_with_ir() -> None:
+    msgs = ["stock=GOOGL price=2000000", "stock=JUNK", "stock=NVDA shares=1000", "stock=IBM"]
+    out = {}
+    for via in ("p4", "ir"):
+        args = ["explain", SPEC, RULES, "--via", via, "--json"] + [x for m in msgs for x in ("--message", m)]
+        out[via] = [(o["actions"], o["ports"]) for o in map(json.loads, run(*args).output.splitlines())]
+    assert out["p4"] == out["ir"]

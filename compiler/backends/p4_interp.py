@@ -22,7 +22,7 @@ class P4Verdict:
     ports: tuple
     drop: bool
     calls: tuple
-    trace: list[tuple[str, str]]
+    trace: list[tuple[str, int, int, str]]          # table, state before, state after, what happened
 
 
 def _matches(m: Match, v: int) -> bool:
@@ -78,7 +78,7 @@ class EntryInterpreter:
         for key, _ in self.t.widths.items():
             if key.endswith("#code"):
                 fields[key] = 0                        # the default action of a _code table
-        trace: list[tuple[str, str]] = []
+        trace: list[tuple[str, int, int, str]] = []
         missed: set[str] = set()
         ports: tuple = ()
         drop = False
@@ -87,14 +87,15 @@ class EntryInterpreter:
             if table.endswith("_any") and table[:-4] not in missed:
                 continue
             e = self._lookup(table, state, fields)
+            before = state
             if e is None:
                 missed.add(table)
-                trace.append((table, "miss"))
+                trace.append((table, before, state, "miss"))
                 continue
-            trace.append((table, f"{e.action}{e.params}"))
             if e.action == "set_state":
                 state = e.params[0]
-            elif e.action == "set_code":
+            trace.append((table, before, state, f"{e.action}({', '.join(map(str, e.params))})"))
+            if e.action == "set_code":
                 key = next(m.field for m in e.matches)
                 fields[f"{key}#code"] = e.params[0]
             elif e.action == "set_mgid":
