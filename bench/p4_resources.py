@@ -28,7 +28,7 @@ def main() -> int:
     figures = {}
     print(f"{'subs':>8} {'table':<22} {'entries':>8} {'TCAM rows':>10}   (exact tables: SRAM, one row per entry)")
     for n in args.subscriptions or [1000, 10000, 100000]:
-        t = p4_tables(compile_rules(spec, "\n".join(itch_rules(n, args.seed))).pipeline)
+        t = p4_tables(compile_rules(spec, "\n".join(itch_rules(n, args.seed))).pipeline, spec)
         rows = tcam_rows(t)
         per = t.by_table()
         row = {}

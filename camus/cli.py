@@ -93,7 +93,7 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
                     f"{len(contents.ports)} ports")
     if target == "p4":
         from camus.compiler.backends.p4_entries import p4_tables, p4runtime_json, simple_switch_cli, tcam_rows
-        tables = p4_tables(c.pipeline)
+        tables = p4_tables(c.pipeline, c.spec)
         artefacts["entries.cli"] = simple_switch_cli(tables)
         artefacts["entries.p4rt.json"] = json.dumps(p4runtime_json(tables), indent=1) + "\n"
         rows = tcam_rows(tables)

@@ -82,7 +82,7 @@ class _P4Engine:
         from .backends.p4_entries import p4_tables
         from .backends.p4_interp import EntryInterpreter
         self.c = c
-        self.sw = EntryInterpreter(p4_tables(c.pipeline))
+        self.sw = EntryInterpreter(p4_tables(c.pipeline, c.spec))
 
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
         v = self.sw.run(values)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..intervals import to_prefixes
 from ..pipeline import FieldTable, Pipeline
+from ..spec import MatchKind, Spec
 
 MAX_PRIORITY = 1 << 24
 
@@ -61,7 +62,19 @@ class P4Tables:
         return out
 
 
-def p4_tables(p: Pipeline) -> P4Tables:
+def declared_kind(spec: Spec | None, t: FieldTable) -> str:
+    """The key kind the (static) P4 program declares for a field: from the spec's pragma, so
+    one program serves every rule set. query_field / query_field_range -> range (which also
+    holds exact values as [v, v]); exact -> exact; lpm -> lpm. Without a spec: the IR's kind."""
+    if spec is None or t.field is None:
+        return "range" if t.state_var is not None else t.kind
+    q = spec.query_field(t.field)
+    if q is None:
+        return t.kind
+    return {MatchKind.EXACT: "exact", MatchKind.LPM: "lpm"}.get(q.kind, "range")
+
+
+def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     out = P4Tables(root=p.root, groups=dict(p.groups))
     state_bits = p.state_bits
     for t in p.tables:
@@ -81,16 +94,19 @@ def p4_tables(p: Pipeline) -> P4Tables:
         out.order.append(name)
         out.widths[key] = t.key_width
         out.widths["meta.state"] = state_bits
+        kind = declared_kind(spec, t) if t.compression is None else t.kind
         if t.kind == "exact":
             out.order.append(table_name(t, "_any"))
         for e in t.entries:
             st = Match("meta.state", "exact", e.state)
-            kind = e.match[0]
-            if kind == "any":
+            if e.match[0] == "any":
                 out.entries.append(P4Entry(table_name(t, "_any"), (st,), "set_state", (e.next,)))
-            elif kind == "exact":
+            elif kind == "exact" and e.match[0] == "exact":
                 out.entries.append(P4Entry(name, (st, Match(key, "exact", e.match[1])), "set_state", (e.next,)))
-            elif kind == "range":
+            elif kind == "range" and e.match[0] == "exact":      # an exact value in a range key
+                out.entries.append(P4Entry(name, (st, Match(key, "range", e.match[1], e.match[1])), "set_state",
+                                           (e.next,), priority=1))
+            elif e.match[0] == "range":
                 out.entries.append(P4Entry(name, (st, Match(key, "range", e.match[1], e.match[2])), "set_state",
                                            (e.next,), priority=1))
             else:

@@ -28,7 +28,7 @@ def test_entries_agree_with_the_ir(data, compress: int) -> None:
     rules = data.draw(rule_files(spec_def), label="rules")
     c = compile_rules(spec, rules, options=CompileOptions(compress_max=compress))
     ir = PipelineInterpreter(c.pipeline)
-    sw = EntryInterpreter(p4_tables(c.pipeline))
+    sw = EntryInterpreter(p4_tables(c.pipeline, spec if data.draw(st.booleans(), label="static") else None))
     for m in data.draw(messages(spec_def), label="messages"):
         want = ir.run(m).actions
         got = sw.run(m)
