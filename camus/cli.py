@@ -197,14 +197,23 @@ def _text(c: Compiled, r: Explained) -> str:
 @click.option("--messages", "n_messages", type=click.IntRange(1, 100_000), default=40, show_default=True,
               help="How many ITCH messages the demo feed carries.")
 @click.option("--seed", type=int, default=7, show_default=True)
-def demo(n_messages: int, seed: int) -> None:
-    """Compile the shipped ITCH example and run a feed through it (no root needed).
+@click.option("--no-lab", is_flag=True, help="Only the compile-and-explain part, even as root.")
+def demo(n_messages: int, seed: int, no_lab: bool) -> None:
+    """Run the shipped ITCH example end to end.
 
-    Builds MoldUDP64 packets with 1-12 Add Order messages, runs every message through the
-    compiled tables and through the rules themselves, and prints what each port receives.
+    Compiles apps/itch, builds MoldUDP64 packets with 1-12 Add Order messages and checks the
+    compiled tables (and, as root, the kernel program) against the rules themselves. As root it
+    then builds a namespace lab — publisher, broker interface with camus-xdp attached, three
+    subscribers — sends the feed and reports what each subscriber received.
     """
-    from camus.demo import run_demo
-    sys.exit(run_demo(n_messages, seed))
+    import os
+
+    from camus.demo import run_demo, run_lab_demo
+    code = run_demo(n_messages, seed)
+    if code == 0 and not no_lab and os.geteuid() == 0:
+        click.echo()
+        code = run_lab_demo(max(n_messages, 400), seed)
+    sys.exit(code)
 
 
 from camus import cli_dataplane  # noqa: E402  (the data-plane commands register on the group)

@@ -1,0 +1,165 @@
+"""A namespace/veth lab: a publisher, a broker interface in this namespace, N subscribers.
+
+    with Lab("camus-demo", subscribers=3) as lab:
+        ...attach camus-xdp to lab.broker with lab.write_ports(path)...
+        procs = {p: lab.capture(p, seconds=3) for p in lab.ports}
+        lab.send(frames)
+        got = {p: lab.collect(proc) for p, proc in procs.items()}
+
+Subscriber i sits in namespace PREFIX-sI behind veth pair (PREFIX-sIb here, PREFIX-sI there).
+The last subscriber is a remote endpoint (its copies are rewritten to its MAC/IP and read by a
+UDP socket); the others receive frames as they are (read with a packet socket). Everything is
+removed on exit, after Ctrl-C, and leftovers of an earlier run are removed on entry.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+FEED_PORT = 26400
+
+_CAPTURE = """
+import json, socket, sys, time
+mode, arg, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+if mode == "raw":
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+    s.bind((arg, 0))
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((arg, int(sys.argv[4])))
+s.settimeout(0.2)
+got, end = [], time.time() + secs
+print("ready", flush=True)
+while time.time() < end:
+    try:
+        got.append(s.recv(65535).hex())
+    except socket.timeout:
+        pass
+print(json.dumps(got), flush=True)
+"""
+
+_SENDER = """
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[1], 0))
+gap = float(sys.argv[2])
+for h in sys.stdin.read().split():
+    s.send(bytes.fromhex(h))
+    if gap:
+        time.sleep(gap)
+"""
+
+
+def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, check=check)
+
+
+class Lab:
+    def __init__(self, prefix: str = "camus-demo", subscribers: int = 3, net: str = "10.79") -> None:
+        if not 1 <= subscribers <= 200:
+            raise ValueError("1..200 subscribers")
+        self.prefix, self.n, self.net = prefix, subscribers, net
+        self.pub_ns = f"{prefix}-pub"
+        self.broker = f"{prefix[:8]}-brk"          # interface names: at most 15 characters
+        self.pub_if = f"{prefix[:8]}-pub"
+        self.ports = list(range(1, subscribers + 1))
+
+    # names -------------------------------------------------------------------------------
+    def sub_ns(self, p: int) -> str:
+        return f"{self.prefix}-s{p}"
+
+    def sub_if(self, p: int, broker_side: bool) -> str:
+        return f"{self.prefix[:8]}-s{p}{'b' if broker_side else ''}"
+
+    def sub_ip(self, p: int) -> str:
+        return f"{self.net}.{p}.2"
+
+    @property
+    def remote(self) -> int:
+        return self.ports[-1]
+
+    # lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> "Lab":
+        self.teardown()
+        try:
+            sh("ip", "netns", "add", self.pub_ns)
+            sh("ip", "link", "add", self.broker, "type", "veth", "peer", "name", self.pub_if, "netns", self.pub_ns)
+            sh("ip", "addr", "add", f"{self.net}.0.2/24", "dev", self.broker)
+            sh("ip", "link", "set", self.broker, "up")
+            sh("ip", "netns", "exec", self.pub_ns, "ip", "addr", "add", f"{self.net}.0.1/24", "dev", self.pub_if)
+            sh("ip", "netns", "exec", self.pub_ns, "ip", "link", "set", self.pub_if, "up")
+            for p in self.ports:
+                ns = self.sub_ns(p)
+                sh("ip", "netns", "add", ns)
+                sh("ip", "link", "add", self.sub_if(p, True), "type", "veth", "peer", "name", self.sub_if(p, False),
+                   "netns", ns)
+                sh("ip", "link", "set", self.sub_if(p, True), "up")
+                sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.sub_ip(p)}/24", "dev", self.sub_if(p, False))
+                sh("ip", "netns", "exec", ns, "ip", "link", "set", self.sub_if(p, False), "up")
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.teardown()
+
+    def teardown(self) -> None:
+        from camus.dataplane import runtime
+        if runtime._state_path(self.broker).exists():
+            try:
+                runtime.detach(self.broker)
+            except Exception:
+                pass
+        for p in range(1, self.n + 1):
+            sh("ip", "link", "del", self.sub_if(p, True), check=False)
+            sh("ip", "netns", "del", self.sub_ns(p), check=False)
+        sh("ip", "link", "del", self.broker, check=False)
+        sh("ip", "netns", "del", self.pub_ns, check=False)
+
+    # use ---------------------------------------------------------------------------------
+    def broker_mac(self) -> bytes:
+        return bytes.fromhex(Path(f"/sys/class/net/{self.broker}/address").read_text().strip().replace(":", ""))
+
+    def write_ports(self, path: Path) -> Path:
+        mac = sh("ip", "netns", "exec", self.sub_ns(self.remote), "cat",
+                 f"/sys/class/net/{self.sub_if(self.remote, False)}/address").stdout.strip()
+        lines = [f"{p}: {{iface: {self.sub_if(p, True)}}}" for p in self.ports if p != self.remote]
+        lines.append(f"{self.remote}: {{iface: {self.sub_if(self.remote, True)}, mac: '{mac}', "
+                     f"ip: {self.sub_ip(self.remote)}, udp_port: {FEED_PORT}}}")
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def capture(self, port: int, seconds: float) -> subprocess.Popen:
+        if port == self.remote:
+            args = ["udp", self.sub_ip(port), str(seconds), str(FEED_PORT)]
+        else:
+            args = ["raw", self.sub_if(port, False), str(seconds)]
+        proc = subprocess.Popen(["ip", "netns", "exec", self.sub_ns(port), sys.executable, "-c", _CAPTURE, *args],
+                                stdout=subprocess.PIPE, text=True)
+        if proc.stdout.readline().strip() != "ready":           # type: ignore[union-attr]
+            raise RuntimeError(f"capture for subscriber {port} did not start")
+        return proc
+
+    def collect(self, proc: subprocess.Popen, port: int) -> list[bytes]:
+        """Captured UDP payloads (frames are stripped to their payload; IPv4, no options)."""
+        out, _ = proc.communicate(timeout=60)
+        frames = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
+        return frames if port == self.remote else [f[14 + 20 + 8:] for f in frames]
+
+    def send(self, frames: list[bytes], gap_s: float = 0.0) -> None:
+        subprocess.run(["ip", "netns", "exec", self.pub_ns, sys.executable, "-c", _SENDER, self.pub_if, str(gap_s)],
+                       input=" ".join(f.hex() for f in frames), text=True, check=True)
+
+
+def mold_order_refs(payload: bytes) -> list[int]:
+    """Order reference numbers of the ITCH Add Order messages in a MoldUDP64 payload."""
+    count = int.from_bytes(payload[18:20], "big")
+    pos, refs = 20, []
+    for _ in range(count):
+        n = int.from_bytes(payload[pos:pos + 2], "big")
+        refs.append(int.from_bytes(payload[pos + 2 + 11:pos + 2 + 19], "big"))
+        pos += 2 + n
+    return refs
