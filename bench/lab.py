@@ -20,7 +20,7 @@ from pathlib import Path
 
 FEED_PORT = 26400
 
-_CAPTURE = """
+CAPTURE_SCRIPT = """  # argv: raw IFACE SECS | udp IP SECS PORT
 import json, socket, sys, time
 mode, arg, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
 if mode == "raw":
@@ -40,7 +40,7 @@ while time.time() < end:
 print(json.dumps(got), flush=True)
 """
 
-_SENDER = """
+SENDER_SCRIPT = """  # argv: IFACE GAP_S; frames as hex on stdin
 import socket, sys, time
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((sys.argv[1], 0))
@@ -137,7 +137,7 @@ class Lab:
             args = ["udp", self.sub_ip(port), str(seconds), str(FEED_PORT)]
         else:
             args = ["raw", self.sub_if(port, False), str(seconds)]
-        proc = subprocess.Popen(["ip", "netns", "exec", self.sub_ns(port), sys.executable, "-c", _CAPTURE, *args],
+        proc = subprocess.Popen(["ip", "netns", "exec", self.sub_ns(port), sys.executable, "-c", CAPTURE_SCRIPT, *args],
                                 stdout=subprocess.PIPE, text=True)
         if proc.stdout.readline().strip() != "ready":           # type: ignore[union-attr]
             raise RuntimeError(f"capture for subscriber {port} did not start")
@@ -150,7 +150,7 @@ class Lab:
         return frames if port == self.remote else [f[14 + 20 + 8:] for f in frames]
 
     def send(self, frames: list[bytes], gap_s: float = 0.0) -> None:
-        subprocess.run(["ip", "netns", "exec", self.pub_ns, sys.executable, "-c", _SENDER, self.pub_if, str(gap_s)],
+        subprocess.run(["ip", "netns", "exec", self.pub_ns, sys.executable, "-c", SENDER_SCRIPT, self.pub_if, str(gap_s)],
                        input=" ".join(f.hex() for f in frames), text=True, check=True)
 
 

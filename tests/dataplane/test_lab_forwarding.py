@@ -16,6 +16,7 @@ from camus.compiler.compile import compile_rules
 from camus.compiler.interpreter import PipelineInterpreter
 from camus.compiler.packets import build_packet, decode_packet, message_from_text
 from camus.compiler.spec_parser import load_spec
+from camus.bench.lab import CAPTURE_SCRIPT, SENDER_SCRIPT
 from camus.dataplane import runtime
 from tests.conftest import APPS
 
@@ -74,45 +75,13 @@ def lab(tmp_path):
         teardown()
 
 
-CAPTURE = """
-import json, socket, sys, time
-mode, arg, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
-if mode == "raw":
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
-    s.bind((arg, 0))
-else:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((arg, 26400))
-s.settimeout(0.2)
-got, end = [], time.time() + secs
-print("ready", flush=True)
-while time.time() < end:
-    try:
-        got.append(s.recv(65535).hex())
-    except socket.timeout:
-        pass
-print(json.dumps(got), flush=True)
-"""
-
-SENDER = """
-import socket, sys, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((sys.argv[1], 0))
-gap = float(sys.argv[2]) if len(sys.argv) > 2 else 0
-for h in sys.stdin.read().split():
-    s.send(bytes.fromhex(h))
-    if gap:
-        time.sleep(gap)
-"""
-
-
 def start_capture(port: int, secs: float) -> subprocess.Popen:
     if port == 4:                     # LOCAL: a UDP socket on the broker host itself
-        cmd = [sys.executable, "-c", CAPTURE, "udp", "10.78.0.2", str(secs)]
+        cmd = [sys.executable, "-c", CAPTURE_SCRIPT, "udp", "10.78.0.2", str(secs), "26400"]
     else:
         ns, _, sub, ip = SUBS[port]
-        mode, arg = ("udp", ip) if port == 3 else ("raw", sub)
-        cmd = ["ip", "netns", "exec", ns, sys.executable, "-c", CAPTURE, mode, arg, str(secs)]
+        args = ["udp", ip, str(secs), "26400"] if port == 3 else ["raw", sub, str(secs)]
+        cmd = ["ip", "netns", "exec", ns, sys.executable, "-c", CAPTURE_SCRIPT, *args]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
     return p
@@ -152,7 +121,7 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str) -> None
             ref += 1
         frames.append(build_packet(spec, batch, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2"))
     caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
-    subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER, "cxl-pub"],
+    subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
                    input=" ".join(f.hex() for f in frames), text=True, check=True)
     got = {}
     for p, proc in caps.items():
@@ -208,7 +177,7 @@ def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) ->
             ref += 1
         frames.append(build_packet(spec, batch, dst_mac=brk_mac))
     caps = {p: start_capture(p, 6.0) for p in (1, 2)}
-    sender = subprocess.Popen(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER, "cxl-pub", "0.001"],
+    sender = subprocess.Popen(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0.001"],
                               stdin=subprocess.PIPE, text=True)
     sender.stdin.write(" ".join(f.hex() for f in frames))
     sender.stdin.close()
