@@ -15,6 +15,10 @@ from camus.compiler.packets import message_from_text
 from camus.compiler.pcap import PcapError, read_pcap
 from camus.compiler.render import format_message, format_value
 from camus.compiler.resources import render_report, resource_report
+from camus.dataplane.explain_engine import XdpEngine
+from camus.dataplane.program import DataplaneError
+
+ENGINES.setdefault("xdp", XdpEngine)       # the data plane's answer joins the compiler's layers
 
 TARGETS = ("ir", "ebpf", "p4")
 
@@ -156,6 +160,9 @@ def explain(spec: str, rules: str, messages: tuple[str, ...], packets: tuple[str
             results, notes = explain_packets(c, frames, via)
     except (ValueError, PcapError) as exc:
         raise click.BadParameter(str(exc)) from None
+    except DataplaneError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     for n in notes:
         if as_json:
             click.echo(json.dumps({"packet": n.packet, "error": n.note}))

@@ -53,28 +53,6 @@ class _IrEngine:
         return v.actions, v.path
 
 
-class _XdpEngine:
-    """The real XDP program, loaded in the kernel and run with BPF_PROG_TEST_RUN (root)."""
-
-    def __init__(self, c: Compiled) -> None:
-        from camus.compiler.backends.ebpf_tables import map_contents
-        from camus.dataplane.program import XdpProgram
-        self.c = c
-        self.prog = XdpProgram.load(c.spec)
-        self.prog.write(map_contents(c.pipeline, c.spec))
-
-    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
-        from .packets import build_packet
-        return self.run_packet(build_packet(self.c.spec, [values]))[0]
-
-    def run_packet(self, frame: bytes) -> list[tuple[ActionSet, list[Step] | None]]:
-        """The frame itself through the kernel program: per framed message, its verdict."""
-        got = self.prog.classify(frame)
-        return [(self.c.pipeline.leaves.get(state, ActionSet()),
-                 [Step("xdp", self.c.pipeline.root, 0, state, f"kernel verdict {got.verdict}")])
-                for state, _, _ in got.messages]
-
-
 class _P4Engine:
     """The switch: the P4 back end's entries executed with P4 match semantics."""
 
@@ -94,8 +72,9 @@ class _P4Engine:
         return ActionSet(v.ports, group, v.drop, calls), path
 
 
+# The data plane registers "xdp" (dataplane/explain_engine.py): the compiler does not import it.
 ENGINES: dict[str, Callable[[Compiled], Engine]] = {"filters": _FilterEngine, "ir": _IrEngine,
-                                                    "xdp": _XdpEngine, "p4": _P4Engine}
+                                                    "p4": _P4Engine}
 
 
 def explain_values(c: Compiled, messages: Iterable[dict[str, int]], via: str = "ir") -> list[Explained]:
