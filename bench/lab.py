@@ -20,11 +20,11 @@ from pathlib import Path
 
 FEED_PORT = 26400
 
-CAPTURE_SCRIPT = """  # argv: raw IFACE SECS | udp IP SECS PORT
+CAPTURE_SCRIPT = """  # argv: raw|raw6 IFACE SECS | udp IP SECS PORT
 import json, socket, sys, time
 mode, arg, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
-if mode == "raw":
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+if mode in ("raw", "raw6"):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800 if mode == "raw" else 0x86DD))
     s.bind((arg, 0))
 else:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

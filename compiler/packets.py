@@ -200,8 +200,8 @@ def build_packet(spec: Spec, messages: list[dict[str, int]], *, src_ip: str = "1
                  dst_ip: str = "10.0.0.2", dst_port: int | None = None, sequence: int = 1,
                  src_mac: bytes = b"\x02\x00\x00\x00\x00\x01",
                  dst_mac: bytes = b"\x02\x00\x00\x00\x00\x02") -> bytes:
-    """An Ethernet/IPv4/UDP packet carrying `messages` in the spec's framing. Packet-level
-    query fields (e.g. ipv4.dst) come from the addresses, not from the messages."""
+    """An Ethernet/IPv4/UDP packet (IPv6 when `dst_ip` is an IPv6 address) carrying `messages`
+    in the spec's framing. Packet-level query fields (e.g. ipv4.dst) come from the addresses."""
     if spec.framing.kind == "moldudp64":
         payload = bytearray(b"CAMUSXDP00" + sequence.to_bytes(8, "big") + len(messages).to_bytes(2, "big"))
         for m in messages:
@@ -211,12 +211,35 @@ def build_packet(spec: Spec, messages: list[dict[str, int]], *, src_ip: str = "1
         payload = bytearray(encode_message(spec, messages[0] if messages else {}))
     port = dst_port if dst_port is not None else (spec.udp_ports[0] if spec.udp_ports else 9999)
     udp = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload
+    if ":" in dst_ip:                                   # IPv6: the UDP checksum is mandatory
+        src6, dst6 = ipaddress.IPv6Address(src_ip).packed, ipaddress.IPv6Address(dst_ip).packed
+        csum = udp_checksum_v6(src6, dst6, udp)
+        udp = udp[:6] + csum.to_bytes(2, "big") + udp[8:]
+        ip6 = struct.pack("!IHBB16s16s", 6 << 28, len(udp), IPPROTO_UDP, 64, src6, dst6)
+        return dst_mac + src_mac + ETH_IPV6.to_bytes(2, "big") + ip6 + udp
     total = 20 + len(udp)
     ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, IPPROTO_UDP, 0,
                                ipaddress.IPv4Address(src_ip).packed, ipaddress.IPv4Address(dst_ip).packed))
     csum = _ip_checksum(bytes(ip))
     ip[10:12] = csum.to_bytes(2, "big")
     return dst_mac + src_mac + ETH_IPV4.to_bytes(2, "big") + bytes(ip) + udp
+
+
+def _ones_sum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def udp_checksum_v6(src: bytes, dst: bytes, udp: bytes) -> int:
+    """RFC 8200 UDP checksum over the pseudo-header and the datagram (checksum field zeroed)."""
+    body = udp[:6] + b"\0\0" + udp[8:]
+    pseudo = src + dst + len(udp).to_bytes(4, "big") + b"\0\0\0" + bytes([IPPROTO_UDP])
+    c = ~_ones_sum(pseudo + body) & 0xFFFF
+    return c or 0xFFFF
 
 
 def _ip_checksum(header: bytes) -> int:
