@@ -75,6 +75,24 @@ def lab(tmp_path):
         teardown()
 
 
+def itch_feed(spec, interp, rng: random.Random, n_packets: int, stocks: list[str], want: dict,
+              **addresses) -> tuple[list[bytes], dict]:
+    """Packets of 1-12 Add Orders with increasing order references; `want` collects, per port,
+    the references the IR says that port must receive."""
+    frames, ref = [], 1
+    for _ in range(n_packets):
+        batch = []
+        for _ in range(rng.randint(1, 12)):
+            values = message_from_text(spec, f"stock={rng.choice(stocks)} price={rng.randint(1, 1000)}")
+            for p in interp.run(values).actions.ports:
+                want[p].append(ref)
+            values["add_order.order_ref_number"] = ref
+            batch.append(values)
+            ref += 1
+        frames.append(build_packet(spec, batch, **addresses))
+    return frames, want
+
+
 def start_capture(port: int, secs: float) -> subprocess.Popen:
     if port == 4:                     # LOCAL: a UDP socket on the broker host itself
         cmd = [sys.executable, "-c", CAPTURE_SCRIPT, "udp", "10.78.0.2", str(secs), "26400"]
@@ -105,21 +123,9 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str) -> None
     compiled = compile_rules(spec, RULES)
     runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab))
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
-    rng = random.Random(11)
     interp = PipelineInterpreter(compiled.pipeline)
-    frames, want = [], {1: [], 2: [], 3: [], 4: []}
-    ref = 1
-    for _ in range(60):
-        batch = []
-        for _ in range(rng.randint(1, 12)):
-            values = message_from_text(spec, f"stock={rng.choice(['GOOGL', 'AAPL', 'MSFT', 'TSLA', 'JUNK', 'IBM'])} "
-                                             f"price={rng.randint(1, 1000)}")
-            for p in interp.run(values).actions.ports:
-                want[p].append(ref)
-            values["add_order.order_ref_number"] = ref
-            batch.append(values)
-            ref += 1
-        frames.append(build_packet(spec, batch, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2"))
+    frames, want = itch_feed(spec, interp, random.Random(11), 60, ["GOOGL", "AAPL", "MSFT", "TSLA", "JUNK", "IBM"],
+                             {1: [], 2: [], 3: [], 4: []}, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2")
     caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
     subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
                    input=" ".join(f.hex() for f in frames), text=True, check=True)
@@ -201,18 +207,8 @@ def test_ipv6_feed_is_pruned_with_valid_checksums(lab: Path) -> None:
     runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "v6", "native", ports_path=str(lab))
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
     interp = PipelineInterpreter(compiled.pipeline)
-    rng = random.Random(3)
-    frames, want, ref = [], {1: [], 2: []}, 1
-    for _ in range(40):
-        batch = []
-        for _ in range(rng.randint(1, 12)):
-            v = message_from_text(spec, f"stock={rng.choice(['GOOGL', 'AAPL', 'MSFT', 'IBM'])} price={rng.randint(1, 1000)}")
-            for p in interp.run(v).actions.ports:
-                want[p].append(ref)
-            v["add_order.order_ref_number"] = ref
-            batch.append(v)
-            ref += 1
-        frames.append(build_packet(spec, batch, dst_mac=brk_mac, src_ip="fd00::1", dst_ip="fd00::2"))
+    frames, want = itch_feed(spec, interp, random.Random(3), 40, ["GOOGL", "AAPL", "MSFT", "IBM"],
+                             {1: [], 2: []}, dst_mac=brk_mac, src_ip="fd00::1", dst_ip="fd00::2")
     caps = {}
     for p in (1, 2):
         ns, _, sub, _ = SUBS[p]
