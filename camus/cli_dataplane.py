@@ -79,10 +79,10 @@ def register(main: click.Group) -> None:
         """Remove camus-xdp from IFACE: the interface is back as it was."""
         from camus.dataplane import runtime
         try:
-            runtime.detach(iface)
+            note = runtime.detach(iface)
         except DataplaneError as exc:
             _fail(exc)
-        click.echo(f"detached from {iface}")
+        click.echo(note or f"detached from {iface}")
 
     @main.command()
     @click.argument("iface")
@@ -112,6 +112,7 @@ def register(main: click.Group) -> None:
         if not rows:
             click.echo("camus-xdp is not attached anywhere")
         for inst in rows:
+            gone = "" if runtime.interface_exists(inst.iface) else "  [interface gone: run `detach` to clean up]"
             click.echo(f"{inst.iface}: {inst.mode} XDP, {len(inst.rule_lines)} rules from {inst.rules}, "
-                       f"bank {inst.bank}, root state {inst.root}")
+                       f"bank {inst.bank}, root state {inst.root}{gone}")
 

@@ -195,16 +195,30 @@ def _remove_xdp(iface: str, mode: str) -> None:
     BPF.remove_xdp(iface.encode(), XDP_FLAGS.get(mode, 0))
 
 
-def detach(iface: str) -> None:
+def interface_exists(iface: str) -> bool:
+    try:
+        socket.if_nametoindex(iface)
+        return True
+    except OSError:
+        return False
+
+
+def detach(iface: str) -> str:
+    """Remove everything attach installed; returns a note when there was less to remove."""
     require_root()
     inst = load_installed(iface)
-    try:
-        _remove_xdp(iface, inst.mode)
-    except Exception as exc:
-        raise DataplaneError(f"could not remove XDP from {iface}: {exc}") from exc
-    _del_clsact(inst.clsact or [])
+    note = ""
+    if interface_exists(iface):
+        try:
+            _remove_xdp(iface, inst.mode)
+        except Exception as exc:
+            raise DataplaneError(f"could not remove XDP from {iface}: {exc}") from exc
+    else:     # the attachment went with the interface; what is left is ours to clean up
+        note = f"{iface} no longer exists; removed its pinned maps and state"
+    _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
     shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
     _state_path(iface).unlink(missing_ok=True)
+    return note
 
 
 def _rule_lines(c: Compiled) -> list[str]:

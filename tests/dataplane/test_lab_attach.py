@@ -115,3 +115,11 @@ def test_attach_errors_leave_nothing_behind(lab) -> None:
     with pytest.raises(DataplaneError, match="old tables keep serving"):
         runtime.update(BRK, compile_rules(spec, many), "many.txt")
     assert runtime.load_installed(BRK).rule_lines == ["stock == GOOGL : fwd(1)"]
+
+
+def test_detach_after_the_interface_vanished_cleans_up(lab) -> None:
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")
+    sh("ip", "link", "del", BRK)
+    assert "no longer exists" in runtime.detach(BRK)
+    assert not (runtime.PIN_ROOT / BRK).exists() and not runtime._state_path(BRK).exists()
