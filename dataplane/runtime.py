@@ -206,6 +206,16 @@ def interface_exists(iface: str) -> bool:
 def detach(iface: str) -> str:
     """Remove everything attach installed; returns a note when there was less to remove."""
     require_root()
+    if not _state_path(iface).exists() and (PIN_ROOT / iface).exists():
+        # Pins without a state file (/run was cleared): remove what is left, whatever the mode.
+        if interface_exists(iface):
+            for mode in XDP_FLAGS:
+                try:
+                    _remove_xdp(iface, mode)
+                except Exception:
+                    pass
+        shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
+        return f"{iface}: no state file; removed the leftover pins and XDP program"
     inst = load_installed(iface)
     note = ""
     if interface_exists(iface):

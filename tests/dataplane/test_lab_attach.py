@@ -123,3 +123,13 @@ def test_detach_after_the_interface_vanished_cleans_up(lab) -> None:
     sh("ip", "link", "del", BRK)
     assert "no longer exists" in runtime.detach(BRK)
     assert not (runtime.PIN_ROOT / BRK).exists() and not runtime._state_path(BRK).exists()
+
+
+def test_detach_without_state_file_removes_leftover_pins(lab) -> None:
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")
+    runtime._state_path(BRK).unlink()                       # as if /run had been cleared
+    assert "leftover" in runtime.detach(BRK)
+    assert not (runtime.PIN_ROOT / BRK).exists()
+    assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
+    runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")   # usable again
