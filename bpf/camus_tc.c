@@ -13,29 +13,13 @@
 
 #define CAMUS_MSG_COPY 128          /* largest message (with its length prefix) we move */
 
-/* 1 if x != 0, without a branch (data-dependent branches multiply the verifier's paths). */
-static __always_inline __u32 nonzero(__u64 x) {
-    return (__u32)((x | -x) >> 63);
-}
-
-static __always_inline __u32 bit_index(__u64 low) {   /* low has exactly one bit set */
-    return (nonzero(low & 0xFFFFFFFF00000000ULL) << 5) | (nonzero(low & 0xFFFF0000FFFF0000ULL) << 4) |
-           (nonzero(low & 0xFF00FF00FF00FF00ULL) << 3) | (nonzero(low & 0xF0F0F0F0F0F0F0F0ULL) << 2) |
-           (nonzero(low & 0xCCCCCCCCCCCCCCCCULL) << 1) | nonzero(low & 0xAAAAAAAAAAAAAAAAULL);
-}
-
-BPF_PERCPU_ARRAY(port_stats, __u64, 64 * CAMUS_PORT_WORDS);   /* copies sent, per port */
 BPF_PROG_ARRAY(tc_progs, 1);                                  /* [0]: camus_tc_local */
 
 static __always_inline struct camus_port *port_cfg(__u32 port) {
     return ports_cfg.lookup(&port);
 }
 
-static __always_inline void count_port(__u32 port) {
-    __u64 *c = port_stats.lookup(&port);
-    if (c)
-        *c += 1;
-}
+
 
 /* IPv6 requires a UDP checksum: recompute it over the pseudo-header and the datagram (its
  * checksum field is 0 here), 128 bytes at a time; the last chunk is zero-padded. */

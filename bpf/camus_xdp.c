@@ -179,11 +179,33 @@ struct camus_scratch {
     __u32 record;
     __u32 seq;                  /* packets handed to TC on this CPU */
     __u32 classified;           /* messages classified in this packet */
+    __u32 empty;                /* framed messages that go nowhere (skipped or no ports) */
     __u32 nsvars;               /* state variables in use */
 };
 BPF_PERCPU_ARRAY(scratch, struct camus_scratch, 1);
 BPF_PERCPU_ARRAY(ring, struct camus_pkt, CAMUS_RING);
 BPF_ARRAY(ports_cfg, struct camus_port, 64 * CAMUS_PORT_WORDS);
+BPF_DEVMAP(tx_ports, 64 * CAMUS_PORT_WORDS);                  /* port -> ifindex, for XDP_REDIRECT */
+BPF_PERCPU_ARRAY(port_stats, __u64, 64 * CAMUS_PORT_WORDS);   /* copies sent, per port */
+
+static __always_inline void count_port(__u32 port) {
+    __u64 *c = port_stats.lookup(&port);
+    if (c)
+        *c += 1;
+}
+
+/* 1 if x != 0, without a branch (data-dependent branches multiply the verifier's paths). */
+static __always_inline __u32 nonzero(__u64 x) {
+    return (__u32)((x | -x) >> 63);
+}
+
+static __always_inline __u32 bit_index(__u64 low) {   /* low has exactly one bit set */
+    return (nonzero(low & 0xFFFFFFFF00000000ULL) << 5) | (nonzero(low & 0xFFFF0000FFFF0000ULL) << 4) |
+           (nonzero(low & 0xFF00FF00FF00FF00ULL) << 3) | (nonzero(low & 0xF0F0F0F0F0F0F0F0ULL) << 2) |
+           (nonzero(low & 0xCCCCCCCCCCCCCCCCULL) << 1) | nonzero(low & 0xAAAAAAAAAAAAAAAAULL);
+}
+
+
 
 static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
     __u32 slot = s->seq & (CAMUS_RING - 1);
@@ -201,6 +223,8 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     __u32 state = classify(s->root, s->v, s->nsvars);
     struct camus_leaf *l = leaf.lookup(&state);
     s->classified++;
+    if (!l || !(l->ports[0] | l->ports[1] | l->ports[2] | l->ports[3]))
+        s->empty++;
     struct camus_pkt *pk = ring_slot(s);
     if (pk && index < CAMUS_MAX_MSGS_RING) {
         #pragma unroll
@@ -255,6 +279,28 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         return XDP_DROP;
     }
     count(CAMUS_STAT_DELIVER);
+    /* Every message for one interface port: send the frame as it is, straight from XDP. */
+    if (s->empty == 0 && !(s->acc.flags & CAMUS_LEAF_CALL) && cfg_get(CAMUS_CFG_REDIRECT)) {
+        __u32 nonzero_words = 0, widx = 0;
+        __u64 word = 0;
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
+            if (s->acc.ports[w]) {
+                nonzero_words++;
+                word = s->acc.ports[w];
+                widx = w;
+            }
+        }
+        if (nonzero_words == 1 && (word & (word - 1)) == 0) {
+            __u32 port = (widx << 6) + bit_index(word);
+            struct camus_port *pc = ports_cfg.lookup(&port);
+            if (pc && pc->kind == CAMUS_PORT_IFACE) {
+                count(CAMUS_STAT_REDIRECT);
+                count_port(port);
+                return tx_ports.redirect_map(port, 0);
+            }
+        }
+    }
     /* Replication happens in TC (camus_tc.c): hand over the ring slot through metadata. */
     struct camus_pkt *pk = ring_slot(s);
     if (pk) {
@@ -314,6 +360,7 @@ int camus_msg(struct xdp_md *ctx) {
         camus_message_fields(s->v, msg);
         deliver(s, index);
     } else {                                /* other message types: framed, not filtered */
+        s->empty++;
         struct camus_pkt *pk = ring_slot(s);
         if (pk && index < CAMUS_MAX_MSGS_RING)
             __builtin_memset(pk->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)], 0, sizeof(pk->msg_ports[0]));
@@ -375,6 +422,7 @@ int camus_xdp(struct xdp_md *ctx) {
     s->root = cfg_get(CAMUS_CFG_ROOT);
     s->record = cfg_get(CAMUS_CFG_RECORD);
     s->classified = 0;
+    s->empty = 0;
     s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
     if (!camus_packet_fields(s->v, data, l3, l4, end))
         goto other;
@@ -404,6 +452,7 @@ int camus_xdp(struct xdp_md *ctx) {
         camus_message_fields(s->v, msg);
         deliver(s, 0);
     } else {
+        s->empty++;
         struct camus_pkt *pk = ring_slot(s);
         if (pk)
             __builtin_memset(pk->msg_ports[0], 0, sizeof(pk->msg_ports[0]));

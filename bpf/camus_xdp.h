@@ -37,14 +37,16 @@
 #define CAMUS_STAT_EXPLICIT     5   /* messages hit by a drop rule */
 #define CAMUS_STAT_DELIVER      6   /* packets with at least one subscribed port */
 #define CAMUS_STAT_LOCAL        7   /* packets trimmed for this host's stack */
-#define CAMUS_STAT_MAX          8
+#define CAMUS_STAT_REDIRECT     8   /* packets sent straight from XDP to their one port */
+#define CAMUS_STAT_MAX          12
 
 /* cfg[] indices */
 #define CAMUS_CFG_ROOT          0   /* root state: flipping it switches table sets atomically */
 #define CAMUS_CFG_MALFORMED     1   /* 0: drop malformed feed packets, 1: pass them */
 #define CAMUS_CFG_RECORD        2   /* 1: record per-message results (tests, explain) */
 #define CAMUS_CFG_NSVARS        3   /* state variables in use (0: skip the windows) */
-#define CAMUS_CFG_MAX           4
+#define CAMUS_CFG_REDIRECT      4   /* 1: one-port packets leave by XDP_REDIRECT, not TC */
+#define CAMUS_CFG_MAX           8
 
 #define CAMUS_MAX_PROBE  4   /* exact slots: probes before a miss */
 

@@ -38,7 +38,11 @@ def register(main: click.Group) -> None:
     @click.option("--ports", type=click.Path(exists=True, dir_okay=False), default=None,
                   help="ports.yaml: where each fwd() port's copies go (interface, subscriber endpoint "
                        "or local). Without it, delivering packets go to this host's stack.")
-    def attach(iface: str, spec: str, rules: str, mode: str, ports: str | None) -> None:
+    @click.option("--xdp-redirect", is_flag=True,
+                  help="Send packets whose messages all go to one interface port straight from XDP "
+                       "(XDP_REDIRECT, no skb). The receiving device must accept XDP frames (veth: "
+                       "its peer needs an XDP program or GRO on).")
+    def attach(iface: str, spec: str, rules: str, mode: str, ports: str | None, xdp_redirect: bool) -> None:
         """Turn IFACE into an edge broker's ingress: classify the feed, drop what nobody wants.
 
         Traffic that is not the spec's feed (ARP, SSH, other UDP) passes untouched. Maps are
@@ -47,7 +51,7 @@ def register(main: click.Group) -> None:
         from camus.dataplane import runtime
         c = _compile_for(spec, rules)
         try:
-            inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports)
+            inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect)
         except DataplaneError as exc:
             _fail(exc)
         r = resource_report(c.pipeline)

@@ -50,10 +50,10 @@ class SvarCfg(ctypes.Structure):
 
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "lpm", "leaf", "updates", "svars",
              "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
-             "tc_progs")
-CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS = 0, 1, 2, 3
+             "tc_progs", "tx_ports")
+CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT = 0, 1, 2, 3, 4
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
-              "local")
+              "local", "redirected")
 
 
 class MapError(OSError):
@@ -184,6 +184,8 @@ class MapSet:
                 cfg.ip = struct.unpack("=I", socket.inet_aton(ps.ip))[0]
                 cfg.udp_port = socket.htons(ps.udp_port) if ps.udp_port else 0
             self.update("ports_cfg", ctypes.c_uint32(i), cfg)
+            if ps.kind == "iface":
+                self.update("tx_ports", ctypes.c_uint32(i), ctypes.c_int(ps.ifindex))
 
     def remove(self, c: MapContents) -> None:
         """Take out a table set written earlier, once the root no longer leads into it."""

@@ -20,7 +20,7 @@ from camus.compiler.backends.ebpf_program import BackendError, EbpfLimits
 from camus.compiler.backends.ebpf_tables import MapContents, map_contents
 from camus.compiler.compile import Compiled
 
-from .maps import MapSet
+from .maps import CFG_REDIRECT, MapSet
 from .program import DataplaneError, XdpProgram, require_root
 
 PIN_ROOT = Path("/sys/fs/bpf/camus")
@@ -138,7 +138,8 @@ def _del_clsact(ifnames: list[str]) -> None:
 
 
 def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
-           limits: EbpfLimits | None = None, ports_path: str | None = None) -> Installed:
+           limits: EbpfLimits | None = None, ports_path: str | None = None,
+           xdp_redirect: bool = False) -> Installed:
     require_root()
     _ifindex(iface)
     if _state_path(iface).exists() or (PIN_ROOT / iface).exists():
@@ -156,6 +157,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         prog.write(contents)
         if specs:
             prog.maps.write_ports(bits, specs)       # type: ignore[arg-type]
+            prog.maps.cfg(CFG_REDIRECT, int(xdp_redirect))
             _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
             for out in sorted({s.iface for s in specs.values() if s.iface}):
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)

@@ -8,7 +8,7 @@ venv="$here/.venv"
 # Debian packages: BCC (python3-bpfcc, never PyPI's unrelated "bcc"), clang, headers for BCC,
 # xdp-tools, trafgen (netsniff-ng), tshark for MoldUDP64 decoding, venv support.
 apt_packages=(python3-bpfcc bpfcc-tools clang linux-headers-amd64 xdp-tools netsniff-ng tshark
-              python3-venv iproute2 iputils-ping)
+              python3-venv iproute2 iputils-ping ethtool)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

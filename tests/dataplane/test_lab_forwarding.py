@@ -64,6 +64,7 @@ def lab(tmp_path):
             sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{ip}/24", "dev", sub)
             sh("ip", "netns", "exec", ns, "ip", "link", "set", sub, "up")
             sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            sh("ip", "netns", "exec", ns, "ethtool", "-K", sub, "gro", "on")   # accepts XDP_REDIRECT
         mac3 = sh("ip", "netns", "exec", SUBS[3][0], "cat", f"/sys/class/net/{SUBS[3][2]}/address").stdout.strip()
         ports = tmp_path / "ports.yaml"
         ports.write_text(f"1: {{iface: {SUBS[1][1]}}}\n2: {{iface: {SUBS[2][1]}}}\n"
@@ -117,11 +118,12 @@ def order_refs_in_mold(payload: bytes) -> list[int]:
     return refs
 
 
-@pytest.mark.parametrize("mode", ["native", "generic"])
-def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str) -> None:
+@pytest.mark.parametrize("mode,redirect", [("native", False), ("generic", False), ("native", True)])
+def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirect: bool) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
     compiled = compile_rules(spec, RULES)
-    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab))
+    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab),
+                   xdp_redirect=redirect)
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
     interp = PipelineInterpreter(compiled.pipeline)
     frames, want = itch_feed(spec, interp, random.Random(11), 60, ["GOOGL", "AAPL", "MSFT", "TSLA", "JUNK", "IBM"],
@@ -148,6 +150,7 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str) -> None
         assert want[p], f"the feed should have something for subscriber {p}"
     stats = runtime.stats(BRK)
     assert stats["no_match"] > 0 and stats["deliver"] > 0
+    assert (stats["redirected"] > 0) == redirect     # single-interface packets skipped TC
     assert stats["local"] == sum(1 for f in frames if any(4 in interp.run(m.values).actions.ports
                                                           for m in decode_packet(spec, f).messages))
     for p in SUBS:     # one copy per packet that held something for the port (LOCAL: the original)
