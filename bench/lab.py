@@ -57,10 +57,12 @@ def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 class Lab:
-    def __init__(self, prefix: str = "camus-demo", subscribers: int = 3, net: str = "10.79") -> None:
+    def __init__(self, prefix: str = "camus-demo", subscribers: int = 3, net: str = "10.79",
+                 remote_endpoint: bool = True) -> None:
         if not 1 <= subscribers <= 200:
             raise ValueError("1..200 subscribers")
         self.prefix, self.n, self.net = prefix, subscribers, net
+        self.remote_endpoint = remote_endpoint
         self.pub_ns = f"{prefix}-pub"
         self.broker = f"{prefix[:8]}-brk"          # interface names: at most 15 characters
         self.pub_if = f"{prefix[:8]}-pub"
@@ -77,8 +79,8 @@ class Lab:
         return f"{self.net}.{p}.2"
 
     @property
-    def remote(self) -> int:
-        return self.ports[-1]
+    def remote(self) -> int | None:
+        return self.ports[-1] if self.remote_endpoint else None
 
     # lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "Lab":
@@ -98,6 +100,8 @@ class Lab:
                 sh("ip", "link", "set", self.sub_if(p, True), "up")
                 sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.sub_ip(p)}/24", "dev", self.sub_if(p, False))
                 sh("ip", "netns", "exec", ns, "ip", "link", "set", self.sub_if(p, False), "up")
+                # GRO on the subscriber side lets the veth take frames redirected from XDP.
+                sh("ip", "netns", "exec", ns, "ethtool", "-K", self.sub_if(p, False), "gro", "on", check=False)
         except BaseException:
             self.teardown()
             raise
@@ -124,11 +128,12 @@ class Lab:
         return bytes.fromhex(Path(f"/sys/class/net/{self.broker}/address").read_text().strip().replace(":", ""))
 
     def write_ports(self, path: Path) -> Path:
-        mac = sh("ip", "netns", "exec", self.sub_ns(self.remote), "cat",
-                 f"/sys/class/net/{self.sub_if(self.remote, False)}/address").stdout.strip()
         lines = [f"{p}: {{iface: {self.sub_if(p, True)}}}" for p in self.ports if p != self.remote]
-        lines.append(f"{self.remote}: {{iface: {self.sub_if(self.remote, True)}, mac: '{mac}', "
-                     f"ip: {self.sub_ip(self.remote)}, udp_port: {FEED_PORT}}}")
+        if self.remote is not None:
+            mac = sh("ip", "netns", "exec", self.sub_ns(self.remote), "cat",
+                     f"/sys/class/net/{self.sub_if(self.remote, False)}/address").stdout.strip()
+            lines.append(f"{self.remote}: {{iface: {self.sub_if(self.remote, True)}, mac: '{mac}', "
+                         f"ip: {self.sub_ip(self.remote)}, udp_port: {FEED_PORT}}}")
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -148,6 +153,28 @@ class Lab:
         out, _ = proc.communicate(timeout=60)
         frames = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
         return frames if port == self.remote else [f[14 + 20 + 8:] for f in frames]
+
+    def rx_packets(self, port: int) -> int:
+        """Packets the subscriber's interface has received (kernel counter)."""
+        out = sh("ip", "netns", "exec", self.sub_ns(port), "cat",
+                 f"/sys/class/net/{self.sub_if(port, False)}/statistics/rx_packets").stdout
+        return int(out.strip())
+
+    def trafgen(self, frames: list[bytes], count: int) -> float:
+        """Send `count` frames (cycling through `frames`) with trafgen on one CPU; seconds taken."""
+        import tempfile
+        import time
+        cfg = tempfile.NamedTemporaryFile("w", suffix=".cfg", delete=False)
+        for f in frames:
+            cfg.write("{ " + ", ".join(f"0x{b:02x}" for b in f) + " }\n")
+        cfg.close()
+        try:
+            t0 = time.perf_counter()
+            sh("ip", "netns", "exec", self.pub_ns, "trafgen", "-o", self.pub_if, "-c", cfg.name, "-n", str(count),
+               "-P", "1", "-q")
+            return time.perf_counter() - t0
+        finally:
+            Path(cfg.name).unlink(missing_ok=True)
 
     def send(self, frames: list[bytes], gap_s: float = 0.0) -> None:
         subprocess.run(["ip", "netns", "exec", self.pub_ns, sys.executable, "-c", SENDER_SCRIPT, self.pub_if, str(gap_s)],

@@ -75,6 +75,27 @@ def veth_rate(compiled, frames: list[bytes], count: int) -> dict[str, float]:
         Path(cfg.name).unlink(missing_ok=True)
 
 
+def forward_rate(spec, frames: list[bytes], count: int, redirect: bool) -> dict[str, float]:
+    """Packets/s delivered to one subscriber namespace (its interface's rx counter), with the
+    copies made by TC (clone_redirect) or, with `redirect`, sent straight from XDP."""
+    import tempfile
+    from camus.bench.lab import Lab
+    from camus.compiler.compile import compile_rules
+    from camus.dataplane import runtime
+    compiled = compile_rules(spec, "true : fwd(1)\n")
+    with Lab("camus-fwd", 1, net="10.81", remote_endpoint=False) as lab, tempfile.TemporaryDirectory() as tmp:
+        ports = lab.write_ports(Path(tmp) / "ports.yaml")
+        runtime.attach(lab.broker, compiled, "bench", "bench", "native", ports_path=str(ports), xdp_redirect=redirect)
+        mac = lab.broker_mac()
+        frames = [f[:0] + mac + f[6:] for f in frames]
+        before = lab.rx_packets(1)
+        seconds = lab.trafgen(frames, count)
+        import time as _t
+        _t.sleep(0.3)
+        got = lab.rx_packets(1) - before
+        return {"pps": got / seconds, "delivered": got, "sent": count}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="repeat 5e4 instead of 1e6 (under a minute)")
@@ -140,6 +161,15 @@ def main() -> int:
             figures[f"veth_pps_{n_msgs}msg"] = round(r["pps"])
             print(f"veth + trafgen, 100K subscriptions, {n_msgs:>2} msgs/pkt: {r['pps']:>10,.0f} packets/s "
                   f"({r['classified']:,} of {r['sent']:,} classified, {r['dropped_early']:,} dropped early)")
+    if not args.no_veth:
+        frames = packets(spec, 1, 16, 4, symbols(100))
+        count = 200_000 if args.quick else 1_000_000
+        for redirect in (False, True):
+            r = forward_rate(spec, frames, count, redirect)
+            how = "XDP_REDIRECT" if redirect else "TC clone   "
+            figures[f"forward_pps_{'xdp_redirect' if redirect else 'tc_clone'}"] = round(r["pps"])
+            print(f"forward to 1 subscriber via {how}: {r['pps']:>10,.0f} packets/s delivered "
+                  f"({r['delivered']:,} of {r['sent']:,})")
     for n_msgs in (1, 12):
         figures[f"ratio_100k_to_10_{n_msgs}msg"] = round(figures[f"100000_{n_msgs}msg"] / figures[f"10_{n_msgs}msg"], 2)
         figures[f"ratio_to_floor_{n_msgs}msg"] = round(figures[f"100000_{n_msgs}msg"] / figures[f"floor_{n_msgs}msg"], 2)
