@@ -182,11 +182,14 @@ class Lab:
 
 
 def mold_order_refs(payload: bytes) -> list[int]:
-    """Order reference numbers of the ITCH Add Order messages in a MoldUDP64 payload."""
+    """Order reference numbers of the ITCH Add Order messages in a MoldUDP64 payload. The
+    count and lengths must describe the payload exactly (what pruning has to get right)."""
     count = int.from_bytes(payload[18:20], "big")
     pos, refs = 20, []
     for _ in range(count):
         n = int.from_bytes(payload[pos:pos + 2], "big")
         refs.append(int.from_bytes(payload[pos + 2 + 11:pos + 2 + 19], "big"))
         pos += 2 + n
+    if pos != len(payload):
+        raise ValueError(f"MoldUDP64 count and lengths cover {pos} bytes of a {len(payload)}-byte payload")
     return refs

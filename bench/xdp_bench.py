@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = (10, 1000, 100_000)
 
 
-def packets(spec, n_msgs: int, count: int, seed: int, syms: list[str]) -> list[bytes]:
+def packets(spec, n_msgs: int, count: int, seed: int, syms: list[str], **addresses) -> list[bytes]:
     from camus.compiler.packets import build_packet, message_from_text
     rng = random.Random(seed)
     out = []
@@ -30,7 +30,7 @@ def packets(spec, n_msgs: int, count: int, seed: int, syms: list[str]) -> list[b
         msgs = [message_from_text(spec, f"stock={rng.choice(syms)} price={rng.randint(1, 999)} "
                                         f"shares={rng.randint(1, 500)} buy_sell_indicator='B'")
                 for _ in range(n_msgs)]
-        out.append(build_packet(spec, msgs))
+        out.append(build_packet(spec, msgs, **addresses))
     return out
 
 
@@ -75,7 +75,7 @@ def veth_rate(compiled, frames: list[bytes], count: int) -> dict[str, float]:
         Path(cfg.name).unlink(missing_ok=True)
 
 
-def forward_rate(spec, frames: list[bytes], count: int, redirect: bool) -> dict[str, float]:
+def forward_rate(spec, count: int, redirect: bool) -> dict[str, float]:
     """Packets/s delivered to one subscriber namespace (its interface's rx counter), with the
     copies made by TC (clone_redirect) or, with `redirect`, sent straight from XDP."""
     import tempfile
@@ -86,12 +86,11 @@ def forward_rate(spec, frames: list[bytes], count: int, redirect: bool) -> dict[
     with Lab("camus-fwd", 1, net="10.81", remote_endpoint=False) as lab, tempfile.TemporaryDirectory() as tmp:
         ports = lab.write_ports(Path(tmp) / "ports.yaml")
         runtime.attach(lab.broker, compiled, "bench", "bench", "native", ports_path=str(ports), xdp_redirect=redirect)
-        mac = lab.broker_mac()
-        frames = [f[:0] + mac + f[6:] for f in frames]
+        from camus.bench.workloads import symbols
+        frames = packets(spec, 1, 16, 4, symbols(100), dst_mac=lab.broker_mac())
         before = lab.rx_packets(1)
         seconds = lab.trafgen(frames, count)
-        import time as _t
-        _t.sleep(0.3)
+        time.sleep(0.3)                                   # let the subscriber's NAPI drain
         got = lab.rx_packets(1) - before
         return {"pps": got / seconds, "delivered": got, "sent": count}
 
@@ -162,10 +161,9 @@ def main() -> int:
             print(f"veth + trafgen, 100K subscriptions, {n_msgs:>2} msgs/pkt: {r['pps']:>10,.0f} packets/s "
                   f"({r['classified']:,} of {r['sent']:,} classified, {r['dropped_early']:,} dropped early)")
     if not args.no_veth:
-        frames = packets(spec, 1, 16, 4, symbols(100))
         count = 200_000 if args.quick else 1_000_000
         for redirect in (False, True):
-            r = forward_rate(spec, frames, count, redirect)
+            r = forward_rate(spec, count, redirect)
             how = "XDP_REDIRECT" if redirect else "TC clone   "
             figures[f"forward_pps_{'xdp_redirect' if redirect else 'tc_clone'}"] = round(r["pps"])
             print(f"forward to 1 subscriber via {how}: {r['pps']:>10,.0f} packets/s delivered "

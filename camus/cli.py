@@ -15,10 +15,8 @@ from camus.compiler.packets import message_from_text
 from camus.compiler.pcap import PcapError, read_pcap
 from camus.compiler.render import format_message, format_value
 from camus.compiler.resources import render_report, resource_report
-from camus.dataplane.explain_engine import XdpEngine
+import camus.dataplane.explain_engine  # noqa: F401,E402  (registers --via xdp)
 from camus.dataplane.program import DataplaneError
-
-ENGINES.setdefault("xdp", XdpEngine)       # the data plane's answer joins the compiler's layers
 
 TARGETS = ("ir", "ebpf", "p4")
 

@@ -6,7 +6,7 @@ reference interpreter; the back ends register their own engines (`xdp`, `p4`) in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
 
 from .compile import Compiled

@@ -12,7 +12,7 @@ from .diagram import normalise_atoms
 from .intervals import contains
 from .lowering import STATE_WIDTH, Atom, Formula, Lowered
 from .pipeline import ActionSet
-from .rules_ast import And, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
+from .rules_ast import And, Filter, Not, Rel, Rule, StateFn, TrueFilter
 from .slicing import sort_ports
 from .spec import MatchKind
 from .state_store import StateStore

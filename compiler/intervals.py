@@ -65,10 +65,6 @@ def contains(s: IntervalSet, value: int) -> bool:
     return False
 
 
-def is_full(s: IntervalSet, width: int) -> bool:
-    return s == full(width)
-
-
 def prefix_interval(value: int, prefix_len: int, width: int) -> Interval:
     """The interval of all `width`-bit values whose top `prefix_len` bits equal value's."""
     free = width - prefix_len

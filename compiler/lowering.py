@@ -73,10 +73,6 @@ class Lowered:
         return [v.state for v in self.variables if v.state is not None]
 
 
-def _lit_or_error(src: SourceText, const: Const, msg: str) -> CompileError:
-    return src.error(msg, const.offset)
-
-
 class _Lowerer:
     def __init__(self, spec: Spec, src: SourceText) -> None:
         self.spec, self.src = spec, src
@@ -160,12 +156,12 @@ class _Lowerer:
             elif const.prefix_len is not None:
                 spans = [self.prefix_span(const, q, width, label)]
             else:
-                raise self.src.error(f"prefix needs a string or an address/length", const.offset,
+                raise self.src.error("prefix needs a string or an address/length", const.offset,
                                      '"ABC" or 10.0.0.0/8')
         else:
             if const.prefix_len is not None:
                 if op not in ("==", "!="):
-                    raise self.src.error(f"a prefix only goes with ==, != or prefix", rel.offset)
+                    raise self.src.error("a prefix only goes with ==, != or prefix", rel.offset)
                 spans = [self.prefix_span(const, q, width, label)]
             else:
                 v = self.encode(const, q, width, label)

@@ -122,10 +122,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     msg_inst = spec.message_instance
     msg_len = spec.message_bytes
     mtype = spec.message_type
-    mtype_field = None
-    if mtype is not None:
-        inst, hf = spec.header_field(mtype[0])  # type: ignore[misc]
-        mtype_field = QueryField(inst.name, hf.name, hf.width, hf.offset, spec.query_fields[0].kind, inst.role)
+    mtype_field = spec.message_type_field()
 
     def message_at(index: int, start: int, length: int) -> Message:
         values = dict(pkt_values)

@@ -183,7 +183,7 @@ class Pipeline:
                 seen[k] = e.next
             for s, spans in ranges.items():
                 spans.sort()
-                for (a, b), (c, d) in zip(spans, spans[1:]):
+                for (_, b), (c, _) in zip(spans, spans[1:]):
                     if c <= b:
                         raise ValueError(f"{schema.name}: overlapping ranges for state {s}")
         for gid, ports in self.groups.items():

@@ -12,7 +12,6 @@ import bisect
 from collections import Counter
 
 from .diagram import EMPTY_LEAF, Branch, DiagramBuilder, Leaf
-from .intervals import to_prefixes
 from .lowering import Lowered
 from .pipeline import ActionSet, Compression, Entry, FieldTable, Pipeline, StateVarInfo
 from .spec import MatchKind

@@ -126,6 +126,16 @@ class Spec:
         inst = self.message_instance
         return inst.type.width // 8 if inst else 0
 
+    def message_type_field(self) -> QueryField | None:
+        """The field `message_type` names, readable like a query field (None without one)."""
+        if self.message_type is None:
+            return None
+        found = self.header_field(self.message_type[0])
+        if found is None:
+            return None
+        inst, hf = found
+        return QueryField(inst.name, hf.name, hf.width, hf.offset, MatchKind.EXACT, inst.role)
+
     def query_field(self, path: str) -> QueryField | None:
         for q in self.query_fields:
             if q.path == path:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from camus.compiler.backends.ebpf_tables import map_contents
 from camus.compiler.compile import Compiled
+from camus.compiler.explain import ENGINES
 from camus.compiler.interpreter import Step
 from camus.compiler.packets import build_packet
 from camus.compiler.pipeline import ActionSet
@@ -27,3 +28,6 @@ class XdpEngine:
         return [(self.c.pipeline.leaves.get(state, ActionSet()),
                  [Step("xdp", self.c.pipeline.root, 0, state, f"kernel verdict {got.verdict}")])
                 for state, _, _ in got.messages]
+
+
+ENGINES.setdefault("xdp", XdpEngine)      # importing the data plane adds its layer to explain

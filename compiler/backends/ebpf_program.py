@@ -119,11 +119,9 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
         e(f"#define {name} {value}")
     ports = " || ".join(f"(p) == {p}" for p in spec.udp_ports) or "1"
     e(f"#define CAMUS_UDP_PORT_OK(p) ({ports})")
-    if spec.message_type is not None:
-        path, value = spec.message_type
-        inst, hf = spec.header_field(path)  # type: ignore[misc]
-        q = QueryField(inst.name, hf.name, hf.width, hf.offset, spec.query_fields[0].kind, inst.role)
-        e(f"#define CAMUS_MSG_TYPE_OK(msg) ({_read_expr('(msg)', q)} == {value})")
+    mtype_field = spec.message_type_field()
+    if mtype_field is not None and spec.message_type is not None:
+        e(f"#define CAMUS_MSG_TYPE_OK(msg) ({_read_expr('(msg)', mtype_field)} == {spec.message_type[1]})")
     else:
         e("#define CAMUS_MSG_TYPE_OK(msg) 1")
     e()

@@ -57,6 +57,12 @@ class MapContents:
 FANOUT = 8           # bpf/camus_xdp.h CAMUS_FANOUT
 
 
+def _put(starts: list[tuple[int, int]], lo: int, nxt: int) -> None:
+    """Append an interval start, merging with the previous interval when it has the same next."""
+    if not starts or starts[-1][1] != nxt:
+        starts.append((lo, nxt))
+
+
 def _search_tree(starts: list[tuple[int, int]], out: "MapContents") -> tuple[int, int]:
     """Append a static 8-ary search tree over sorted (start, next) to out.bounds; returns the
     root's index and the number of levels. Nodes are padded by repeating their last key."""
@@ -194,19 +200,14 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
             top = (1 << t.field_width) - 1
             for s in sorted(per_state):
                 slice_: list[tuple[int, int]] = []
-
-                def put(lo: int, nxt: int) -> None:
-                    if not slice_ or slice_[-1][1] != nxt:
-                        slice_.append((lo, nxt))
-
                 pos = 0
                 for lo, hi, n in sorted(per_state[s]):
                     if lo > pos:
-                        put(pos, 0)                      # a gap: nobody subscribed
-                    put(lo, n)
+                        _put(slice_, pos, 0)             # a gap: nobody subscribed
+                    _put(slice_, lo, n)
                     pos = hi + 1
                 if pos <= top:
-                    put(pos, 0)
+                    _put(slice_, pos, 0)
                 root, levels = _search_tree(slice_, out)
                 out.desc[s] = (KIND["range"], var, 0, 0, root, levels, 0)
         else:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.compiler.rules_ast import And, Attr, Const, Not, Or, Rel, TrueFilter
+from camus.compiler.rules_ast import And, Attr, Not, Or, TrueFilter
 from camus.compiler.rules_parser import SourceText, _Parser, parse_rules
 
 

@@ -16,7 +16,7 @@ from camus.compiler.compile import compile_rules
 from camus.compiler.interpreter import PipelineInterpreter
 from camus.compiler.packets import build_packet, decode_packet, message_from_text, udp_checksum_v6
 from camus.compiler.spec_parser import load_spec
-from camus.bench.lab import CAPTURE_SCRIPT, SENDER_SCRIPT
+from camus.bench.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, mold_order_refs
 from camus.dataplane import runtime
 from tests.conftest import APPS
 
@@ -57,7 +57,7 @@ def lab(tmp_path):
         sh("ip", "link", "add", BRK, "type", "veth", "peer", "name", "cxl-pub", "netns", PUB_NS)
         sh("ip", "link", "set", BRK, "up")
         sh("ip", "netns", "exec", PUB_NS, "ip", "link", "set", "cxl-pub", "up")
-        for port, (ns, brk_side, sub, ip) in SUBS.items():
+        for ns, brk_side, sub, ip in SUBS.values():
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", brk_side, "type", "veth", "peer", "name", sub, "netns", ns)
             sh("ip", "link", "set", brk_side, "up")
@@ -106,18 +106,6 @@ def start_capture(port: int, secs: float) -> subprocess.Popen:
     return p
 
 
-def order_refs_in_mold(payload: bytes) -> list[int]:
-    count = int.from_bytes(payload[18:20], "big")
-    pos, refs = 20, []
-    for _ in range(count):
-        n = int.from_bytes(payload[pos:pos + 2], "big")
-        msg = payload[pos + 2:pos + 2 + n]
-        refs.append(int.from_bytes(msg[11:19], "big"))
-        pos += 2 + n
-    assert pos == len(payload), "lengths and count must describe the pruned payload exactly"
-    return refs
-
-
 @pytest.mark.parametrize("mode,redirect", [("native", False), ("generic", False), ("native", True)])
 def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirect: bool) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
@@ -138,12 +126,12 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirec
         refs = []
         for pkt in packets:
             if p in (3, 4):
-                refs += order_refs_in_mold(pkt)                      # a real UDP socket got it
+                refs += mold_order_refs(pkt)                      # a real UDP socket got it
             else:
                 d = decode_packet(spec, pkt)
                 assert d.error is None, d.error
                 assert int.from_bytes(pkt[14 + 2:14 + 4], "big") == len(pkt) - 14   # IP length fixed
-                refs += order_refs_in_mold(pkt[14 + 20 + 8:])
+                refs += mold_order_refs(pkt[14 + 20 + 8:])
         got[p] = refs
     for p in (*SUBS, 4):
         assert sorted(got[p]) == sorted(want[p]), f"subscriber {p}"
@@ -162,7 +150,7 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirec
 def capture_refs(proc: subprocess.Popen, spec, udp: bool) -> list[list[int]]:
     out, _ = proc.communicate(timeout=20)
     packets = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
-    return [order_refs_in_mold(p if udp else p[14 + 20 + 8:]) for p in packets]
+    return [mold_order_refs(p if udp else p[14 + 20 + 8:]) for p in packets]
 
 
 def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) -> None:
@@ -229,5 +217,5 @@ def test_ipv6_feed_is_pruned_with_valid_checksums(lab: Path) -> None:
             udp = pkt[54:]
             assert int.from_bytes(pkt[18:20], "big") == len(udp)               # payload length fixed
             assert udp[6:8] == udp_checksum_v6(pkt[22:38], pkt[38:54], udp).to_bytes(2, "big")
-            refs += order_refs_in_mold(udp[8:])
+            refs += mold_order_refs(udp[8:])
         assert sorted(refs) == sorted(want[p]), f"subscriber {p}"
