@@ -64,16 +64,30 @@ def main() -> None:
               help="What to produce: the Pipeline IR, the XDP program and its map contents (ebpf), "
                    "or switch table entries and multicast groups (p4).")
 @click.option("--emit", is_flag=True,
-              help="Print the generated artefact to stdout: the IR as JSON, or the XDP C program (ebpf).")
+              help="Print the generated artefact to stdout: the IR as JSON, the XDP C program (ebpf) "
+                   "or the P4 program (p4).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Write pipeline.json and summary.txt into this directory.")
+              help="Write pipeline.json, summary.txt and the target's files into this directory.")
+@click.option("--arch", type=click.Choice(["v1model", "tna"]), default="v1model", show_default=True,
+              help="P4 target architecture: bmv2 simple_switch (v1model) or Tofino (tna).")
+@click.option("--budget", "budget_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="P4: switch resource budget (YAML: sram_words, tcam_block_rows, multicast_groups, "
+                   "group_members); default: one Tofino-1 pipe.")
+@click.option("--fit-alpha", is_flag=True,
+              help="P4: when the entries exceed the budget, retry with coarser alpha (2, 5, 10, 20, ...) "
+                   "until they fit; over-delivers, never under-delivers.")
 @_options
-def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
-            order: str, alpha: int, compress_max: int) -> None:
+def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None, arch: str,
+            budget_file: str | None, fit_alpha: bool, order: str, alpha: int, compress_max: int) -> None:
     """Compile RULES against the message-format SPEC into staged tables.
 
     Prints a resource summary (entries per table, multicast groups, bits of state). A file
     with any bad rule is rejected whole, with the line and column of every mistake.
+
+    \b
+    --target p4 writes, with -o DIR: camus.p4 (the program, from the spec only), entries.cli
+    (simple_switch_CLI), entries.p4rt.json (P4Runtime, higher priority wins), entries.bfrt.py
+    (Tofino bfrt_python), p4info.json, calls.json. Over the switch budget nothing is written.
     """
     c = _compile(spec, rules, order, alpha, compress_max)
     report = resource_report(c.pipeline)
@@ -81,7 +95,8 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     timing = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in c.timings.items())
     artefacts: dict[str, str] = {}
     if target == "ebpf":
-        from camus.compiler.backends.ebpf_program import BackendError, program_text
+        from camus.compiler.backends.ebpf_program import program_text
+        from camus.compiler.backends.emit import BackendError
         from camus.compiler.backends.ebpf_tables import map_contents
         try:
             source = program_text(c.spec)
@@ -94,18 +109,11 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
                     f"{len(contents.bounds)} range bounds, {len(contents.lpm)} LPM, {len(contents.leaf)} leaves; "
                     f"{len(contents.ports)} ports")
     if target == "p4":
-        from camus.compiler.backends.p4_entries import p4_tables, p4runtime_json, simple_switch_cli, tcam_rows
-        tables = p4_tables(c.pipeline, c.spec)
-        artefacts["entries.cli"] = simple_switch_cli(tables)
-        artefacts["entries.p4rt.json"] = json.dumps(p4runtime_json(tables), indent=1) + "\n"
-        rows = tcam_rows(tables)
-        per_table = tables.by_table()
-        summary += "\n  switch tables (entries / TCAM rows after range expansion):"
-        for name in tables.order:
-            summary += f"\n    {name:<40} {len(per_table.get(name, [])):>7} / {rows.get(name, 0):>7}"
-        summary += f"\n    multicast groups: {len(tables.groups)}"
+        text, c = _p4_target(c, spec, rules, order, alpha, compress_max, arch, budget_file, fit_alpha, artefacts)
+        report = resource_report(c.pipeline)
+        summary = render_report(report) + "\n" + text
     if emit:
-        click.echo(artefacts.get("camus_xdp.c") or artefacts.get("entries.cli") or c.pipeline.dumps())
+        click.echo(artefacts.get("camus_xdp.c") or artefacts.get("camus.p4") or c.pipeline.dumps())
     else:
         click.echo(summary)
         click.echo(f"  compiled in {sum(c.timings.values()):.2f} s ({timing})")
@@ -119,6 +127,56 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
             (out / name).write_text(text)
         click.echo(f"wrote {out / 'pipeline.json'}, {out / 'summary.txt'}, {out / 'resources.json'}",
                    err=emit)
+
+
+ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
+
+
+def _p4_target(c: Compiled, spec: str, rules: str, order: str, alpha: int, compress_max: int, arch: str,
+               budget_file: str | None, fit_alpha: bool, artefacts: dict[str, str]) -> tuple[str, Compiled]:
+    """Switch program + entries within the budget (retrying with coarser alpha when asked)."""
+    from camus.compiler.backends.emit import BackendError
+    from camus.compiler.backends.p4_budget import Budget, over_budget, render_resources, switch_resources
+    from camus.compiler.backends.p4_entries import (bfrt_python, check_program_fit, p4_tables, p4runtime_json,
+                                                    simple_switch_cli)
+    from camus.compiler.backends.p4_program import P4Options, p4info, program_text
+    try:
+        budget = Budget.load(budget_file) if budget_file else Budget()
+    except (ValueError, TypeError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    opts = P4Options(arch=arch)
+    tries = [alpha] + ([a for a in ALPHA_STEPS if a > alpha] if fit_alpha else [])
+    for a in tries:
+        if a != alpha:
+            click.echo(f"over the switch budget; retrying with --alpha {a}", err=True)
+            c = _compile(spec, rules, order, a, compress_max)
+        try:
+            check_program_fit(c.pipeline, c.spec, arch)
+            program = program_text(c.spec, opts)
+        except BackendError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        tables = p4_tables(c.pipeline, c.spec)
+        report = switch_resources(tables)
+        over = over_budget(report, budget)
+        if not over:
+            break
+    else:
+        click.echo("error: the entries do not fit the switch budget (nothing written):\n  " + "\n  ".join(over) +
+                   ("" if fit_alpha else "\n  try --fit-alpha (coarser constants) or a larger --budget"), err=True)
+        sys.exit(1)
+    artefacts["camus.p4"] = program
+    artefacts["entries.cli"] = simple_switch_cli(tables)
+    artefacts["entries.p4rt.json"] = json.dumps(p4runtime_json(tables), indent=1) + "\n"
+    artefacts["entries.bfrt.py"] = bfrt_python(tables, f"camus_{c.spec.name}")
+    artefacts["p4info.json"] = json.dumps(p4info(c.spec, opts), indent=1) + "\n"
+    artefacts["calls.json"] = json.dumps({str(k): list(v) for k, v in sorted(tables.calls.items())}, indent=1) + "\n"
+    artefacts["switch_resources.json"] = json.dumps(report, indent=1) + "\n"
+    text = render_resources(report, budget, tables.order)
+    if a != alpha:
+        text += f"\n  fitted with --alpha {a}"
+    return text, c
 
 
 @main.command()

@@ -63,7 +63,7 @@ class _P4Engine:
         self.sw = EntryInterpreter(p4_tables(c.pipeline, c.spec))
 
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
-        v = self.sw.run(values)
+        v = self.sw.run(values, now_us)
         calls = tuple((x.split("(")[0], tuple(a for a in x[x.index("(") + 1:-1].split(",") if a))
                       for x in v.calls)
         group = next((g for g, ps in self.c.pipeline.groups.items() if tuple(ps) == v.ports), None)

@@ -1,7 +1,9 @@
 """Reads a message-format spec: a P4_16 header file with Camus query pragmas.
 
 Understood: `header T { bit<N> f; ... }`, `typedef bit<N> name;`, `struct S { T inst; ... }`
-(the members of the struct whose members are headers give the parse order), and pragmas, either
+(the members of the struct whose members are headers give the parse order); the original Camus
+(P4_14) form `header_type T { fields { f : N; ... } }` with `header T inst;` instance
+declarations (their order gives the parse order); and pragmas, either
 as `@pragma name(args)` lines (Camus style) or as `@name(args)` annotations at top level or on a
 header field. Other P4 (parsers, controls, constants, includes) is skipped.
 
@@ -32,7 +34,7 @@ _TOKEN = re.compile(r"""
   | (?P<num>0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*(?:w\d+)?)
   | (?P<str>"[^"\n]*")
   | (?P<id>[A-Za-z_][\w.]*)
-  | (?P<punct>[{}()<>\[\];,=:])
+  | (?P<punct>[{}()<>\[\];,=:*])
   | (?P<bad>.)
 """, re.VERBOSE | re.DOTALL)
 
@@ -94,6 +96,7 @@ class _SpecReader:
         self.headers: dict[str, HeaderType] = {}
         self.structs: list[tuple[str, list[tuple[str, str, Position]]]] = []
         self.pragmas: list[_Pragma] = []
+        self.p14_instances: list[tuple[str, str, Position]] = []   # `header T inst;` (P4_14)
 
     def peek(self) -> _Tok | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -174,7 +177,17 @@ class _SpecReader:
                 self.pragmas.append(self.annotation(tok))
             elif tok.text == "header":
                 self.next()
-                self.header()
+                nxt = self.toks[self.i + 1] if self.i + 1 < len(self.toks) else None
+                if nxt is not None and nxt.kind == "id":      # P4_14 instance: header T inst;
+                    type_tok = self.next()
+                    inst = self.next("an instance name")
+                    self.expect(";")
+                    self.p14_instances.append((type_tok.text, inst.text, type_tok.pos))
+                else:
+                    self.header()
+            elif tok.text == "header_type":
+                self.next()
+                self.header_type()
             elif tok.text == "typedef":
                 self.next()
                 w = self.width()
@@ -217,6 +230,38 @@ class _SpecReader:
         nxt = self.peek()
         if nxt is not None and nxt.text == ";":
             self.next()
+        if name.text in self.headers:
+            raise CompileError(f"header type {name.text!r} declared twice", name.pos)
+        self.headers[name.text] = HeaderType(name.text, tuple(fields))
+
+    def header_type(self) -> None:
+        """P4_14: header_type T { fields { f : N; ... } [length : ...; max_length : ...;] }"""
+        name = self.next("a header type name")
+        self.expect("{")
+        fields: list[HeaderField] = []
+        offset = 0
+        while True:
+            tok = self.next("'fields' or '}'")
+            if tok.text == "}":
+                break
+            if tok.text != "fields":           # length / max_length attributes: not needed
+                self.expect(":")
+                while self.next("';'").text != ";":
+                    pass
+                continue
+            self.expect("{")
+            while (t := self.next("a field or '}'")).text != "}":
+                if t.kind == "at":
+                    self.annotation(t)
+                    continue
+                self.expect(":")
+                w = self.next("a width")
+                if w.kind != "num":
+                    raise CompileError(f"field {t.text!r} needs a fixed width", w.pos, "a number of bits")
+                while (x := self.next("';'")).text != ";":      # (signed, saturating) attributes
+                    pass
+                fields.append(HeaderField(t.text, _int(w.text), offset))
+                offset += _int(w.text)
         if name.text in self.headers:
             raise CompileError(f"header type {name.text!r} declared twice", name.pos)
         self.headers[name.text] = HeaderType(name.text, tuple(fields))
@@ -278,7 +323,7 @@ def _instances(reader: _SpecReader, errors: list[CompileError],
     # The packet layout is the struct whose members are (mostly) headers; with none, every
     # header type is one instance named after the type without its `_t` suffix.
     best: list[tuple[str, str, Position]] = []
-    for _, members in reader.structs:
+    for _, members in reader.structs + [("", reader.p14_instances)]:
         hdrs = [m for m in members if m[0] in reader.headers]
         if len(hdrs) > len(best):
             best = hdrs

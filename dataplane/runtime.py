@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from camus.compiler.backends.ebpf_program import BackendError, EbpfLimits
+from camus.compiler.backends.ebpf_program import EbpfLimits
+from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf_tables import MapContents, map_contents
 from camus.compiler.compile import Compiled
 

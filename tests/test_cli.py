@@ -77,7 +77,7 @@ def test_demo_runs_and_agrees() -> None:
 
 def test_compile_p4_target_writes_switch_entries(tmp_path) -> None:
     r = run("compile", SPEC, RULES, "--target", "p4", "-o", str(tmp_path / "sw"))
-    assert r.exit_code == 0 and "TCAM rows" in r.output and "multicast groups: 2" in r.output
+    assert r.exit_code == 0 and "TCAM rows" in r.output and "multicast groups 2/65,535" in r.output
     cli = (tmp_path / "sw" / "entries.cli").read_text()
     assert "table_add t_add_order_price set_state" in cli and "mc_mgrp_create 1" in cli
     doc = json.loads((tmp_path / "sw" / "entries.p4rt.json").read_text())

@@ -22,4 +22,4 @@ struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; int_report_t int_r
 @query_field(int_report.hop_latency)
 @query_field(int_report.queue_occupancy)
 @query_field_lpm(int_report.flow_dst)
-@query_counter(latency_window, 100000, 256)
+@query_counter(latency_window, 131072, 256)   // ~131 ms: a power of two, so switches can number windows with a shift

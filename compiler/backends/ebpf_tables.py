@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from ..pipeline import Pipeline
 from ..slicing import sort_ports
 from ..spec import Spec
-from .ebpf_program import BackendError, EbpfLimits, n_svars
+from .ebpf_program import EbpfLimits, n_svars
+from .emit import BackendError
 
 import random
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..intervals import to_prefixes
 from ..pipeline import FieldTable, Pipeline
-from ..spec import MatchKind, Spec
+from ..spec import MatchKind, QueryField, Spec
+from .emit import BackendError
 
 MAX_PRIORITY = 1 << 24
+STATE_KEY_BITS = 32      # meta.state in the switch program
+RECIRC_SESSION = 250     # the program's clone/mirror session for the rest of a batch
+RECIRC_PORT = 0          # bmv2: the clone is recirculated in egress, the port is never used
 
 
 def table_name(t: FieldTable, suffix: str = "") -> str:
@@ -54,6 +57,10 @@ class P4Tables:
     groups: dict[int, tuple] = field(default_factory=dict)      # mgid -> ports
     order: list[str] = field(default_factory=list)              # tables in pipeline order
     widths: dict[str, int] = field(default_factory=dict)        # key field -> bits
+    calls: dict[int, tuple[str, ...]] = field(default_factory=dict)   # call id -> custom actions
+    updates: dict[str, tuple[str, str]] = field(default_factory=dict)  # update action -> (counter, field)
+    loads: dict[str, tuple[str, str]] = field(default_factory=dict)    # load action -> (counter, fn)
+    windows: dict[str, int] = field(default_factory=dict)              # counter -> window (us)
 
     def by_table(self) -> dict[str, list[P4Entry]]:
         out: dict[str, list[P4Entry]] = {t: [] for t in self.order}
@@ -62,22 +69,100 @@ class P4Tables:
         return out
 
 
+def key_kind(q: QueryField) -> str:
+    """The key kind the static P4 program declares for a query field: its pragma decides, so one
+    program serves every rule set. query_field / query_field_range -> range (which also holds
+    exact values as [v, v] and string prefixes); exact -> exact; lpm -> lpm."""
+    return {MatchKind.EXACT: "exact", MatchKind.LPM: "lpm"}.get(q.kind, "range")
+
+
 def declared_kind(spec: Spec | None, t: FieldTable) -> str:
-    """The key kind the (static) P4 program declares for a field: from the spec's pragma, so
-    one program serves every rule set. query_field / query_field_range -> range (which also
-    holds exact values as [v, v]); exact -> exact; lpm -> lpm. Without a spec: the IR's kind."""
+    """A table's key kind: the program's for a query field, else (no spec) the IR's."""
     if spec is None or t.field is None:
         return "range" if t.state_var is not None else t.kind
     q = spec.query_field(t.field)
-    if q is None:
-        return t.kind
-    return {MatchKind.EXACT: "exact", MatchKind.LPM: "lpm"}.get(q.kind, "range")
+    return t.kind if q is None else key_kind(q)
+
+
+def check_program_fit(p: Pipeline, spec: Spec, arch: str = "v1model") -> None:
+    """Raise BackendError when the IR needs something the static switch program does not have."""
+    order = [q.path for q in spec.query_fields]
+    seen = [t.field for t in p.tables if t.field is not None]
+    if seen != sorted(seen, key=order.index):
+        raise BackendError("the switch program applies its tables in the spec's field order; "
+                           "compile with --order spec for the P4 target")
+    if any(t.compression is not None for t in p.tables):
+        raise BackendError("the switch tables match raw field values; compile without --compress for the P4 target")
+    if p.state_vars and arch != "v1model":
+        raise BackendError("state functions need window registers updated and read in one pass, which "
+                           "Tofino allows once per register: use --arch v1model or an XDP host for them")
+    if p.state_vars:
+        _state_layout(p, spec)          # raises when the windows or functions do not fit
+
+
+UPDATE_SLOTS = 4          # state variables one message may update (t_update0..3)
+SVAR_STAGES = 4           # state-variable tests one message may pass through (t_svar0..3)
+SVAR_KEY = "svar"         # the loaded aggregate, the key of the t_svar<i> tables
+SVAR_BITS = 64
+
+
+def window_shift(window_us: int) -> int | None:
+    """The switch numbers windows with a shift (no division in a match-action pipeline):
+    log2 of the window when it is a power of two microseconds, else None."""
+    return window_us.bit_length() - 1 if window_us > 0 and window_us & (window_us - 1) == 0 else None
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    slot: dict[int, tuple[str, int]]       # state var id -> (counter, register index)
+    stage: dict[int, int]                  # state var id -> t_svar<stage>
+
+
+def _state_layout(p: Pipeline, spec: Spec) -> StateLayout:
+    slot: dict[int, tuple[str, int]] = {}
+    used: dict[str, int] = {}
+    for v in p.state_vars:
+        c = spec.counter(v.counter)
+        if c is None:
+            raise BackendError(f"state variable {v.fn}({v.field}) uses an undeclared window {v.counter!r}")
+        if v.fn not in ("count", "sum"):
+            raise BackendError(f"{v.fn}({v.field}) needs a division the switch cannot do; use count/sum "
+                               f"rules on the switch, or place this subscription on an XDP host")
+        if window_shift(c.window_us) is None:
+            lo = 1 << (c.window_us.bit_length() - 1)
+            raise BackendError(f"query_counter {c.name}: the switch numbers windows with a shift, so the window "
+                               f"must be a power of two microseconds (is {c.window_us}; use {lo} or {lo * 2})")
+        slot[v.id] = (c.name, used.get(c.name, 0))
+        used[c.name] = used.get(c.name, 0) + 1
+        if used[c.name] > c.size:
+            raise BackendError(f"query_counter {c.name} holds {c.size} state variables; the rules need {used[c.name]}")
+    for s, vars_ in p.state_updates.items():
+        if len(vars_) > UPDATE_SLOTS:
+            raise BackendError(f"a message would update {len(vars_)} state variables; the switch updates at most "
+                               f"{UPDATE_SLOTS} per message")
+    # Stages: a state-variable table follows every table whose transitions lead into it.
+    tables = [t for t in p.tables if t.state_var is not None]
+    owner = {st: t.state_var for t in tables for st in t.states}
+    stage: dict[int, int] = {}
+    for t in tables:
+        stage.setdefault(t.state_var, 0)               # type: ignore[arg-type]
+        for e in t.entries:
+            nxt = owner.get(e.next)
+            if nxt is not None:
+                stage[nxt] = max(stage.get(nxt, 0), stage[t.state_var] + 1)   # type: ignore[index]
+    if stage and max(stage.values()) >= SVAR_STAGES:
+        raise BackendError(f"a message would pass {max(stage.values()) + 1} state-variable tests; the switch "
+                           f"program has {SVAR_STAGES} stages for them")
+    return StateLayout(slot, stage)
 
 
 def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     out = P4Tables(root=p.root, groups=dict(p.groups))
     state_bits = p.state_bits
+    layout = _state_layout(p, spec) if (spec is not None and p.state_vars) else None
     for t in p.tables:
+        if layout is not None and t.state_var is not None:
+            continue                                   # placed below, in the switch's stages
         name = table_name(t)
         key = t.name
         if t.compression is not None:
@@ -93,7 +178,7 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
             key = f"{t.name}#code"
         out.order.append(name)
         out.widths[key] = t.key_width
-        out.widths["meta.state"] = state_bits
+        out.widths["meta.state"] = STATE_KEY_BITS
         kind = declared_kind(spec, t) if t.compression is None else t.kind
         if t.kind == "exact":
             out.order.append(table_name(t, "_any"))
@@ -112,7 +197,10 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
             else:
                 out.entries.append(P4Entry(name, (st, Match(key, "lpm", e.match[1], e.match[2])), "set_state",
                                            (e.next,)))
+    if layout is not None:
+        _state_entries(p, spec, layout, out)      # type: ignore[arg-type]
     out.order.append("t_leaf")
+    call_ids: dict[tuple[str, ...], int] = {}
     for s, a in sorted(p.leaves.items()):
         st = (Match("meta.state", "exact", s),)
         if a.drop and not a.ports:
@@ -121,24 +209,51 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
             out.entries.append(P4Entry("t_leaf", st, "set_mgid", (a.group,)))
         elif a.ports:
             out.entries.append(P4Entry("t_leaf", st, "set_port", (a.ports[0],)))
-        if a.calls:      # custom actions: one entry per state, the calls as parameters
-            out.entries.append(P4Entry("t_leaf_calls", st, "call",
-                                       tuple(f"{name}({','.join(args)})" for name, args in a.calls)))
+        if a.calls:      # custom actions: one id per distinct list of calls, listed in calls.json
+            texts = tuple(f"{name}({','.join(args)})" for name, args in a.calls)
+            call_id = call_ids.setdefault(texts, len(call_ids) + 1)
+            out.calls[call_id] = texts
+            out.entries.append(P4Entry("t_leaf_calls", st, "call", (call_id,)))
     if any(e.table == "t_leaf_calls" for e in out.entries):
         out.order.append("t_leaf_calls")
     return out
 
 
-def tcam_rows(tables: P4Tables) -> dict[str, int]:
-    """Rows each table needs once range keys become ternary (prefix expansion of each range)."""
-    rows: dict[str, int] = {}
-    for e in tables.entries:
-        n = 1
-        for m in e.matches:
-            if m.kind == "range":
-                n *= len(to_prefixes(m.value, m.arg, tables.widths[m.field]))
-        rows[e.table] = rows.get(e.table, 0) + n
-    return rows
+def update_action(counter: str, field: str) -> str:
+    return f"update_{counter}_{field.replace('.', '_')}"
+
+
+def _state_entries(p: Pipeline, spec: Spec, layout: StateLayout, out: P4Tables) -> None:
+    """Window updates after the header tables, then the state-variable tests in stages."""
+    for k in range(UPDATE_SLOTS):
+        out.order.append(f"t_update{k}")
+    for s, vars_ in sorted(p.state_updates.items()):
+        for k, v in enumerate(vars_):
+            info = p.state_vars[v]
+            counter, index = layout.slot[v]
+            out.entries.append(P4Entry(f"t_update{k}", (Match("meta.state", "exact", s),),
+                                       update_action(counter, info.field), (index,)))
+            out.updates[update_action(counter, info.field)] = (counter, info.field)
+    for c in spec.counters:
+        out.windows[c.name] = c.window_us
+    out.widths[SVAR_KEY] = SVAR_BITS
+    for stage in range(SVAR_STAGES):
+        out.order += [f"t_svar{stage}_load", f"t_svar{stage}"]
+    for t in p.tables:
+        if t.state_var is None:
+            continue
+        info = p.state_vars[t.state_var]
+        counter, index = layout.slot[t.state_var]
+        stage = layout.stage[t.state_var]
+        load = f"load_{counter}_{info.fn}"
+        out.loads[load] = (counter, info.fn)
+        for st in t.states:
+            out.entries.append(P4Entry(f"t_svar{stage}_load", (Match("meta.state", "exact", st),), load, (index,)))
+        for e in t.entries:
+            lo, hi = (e.match[1], e.match[1]) if e.match[0] == "exact" else (e.match[1], e.match[2])
+            out.entries.append(P4Entry(f"t_svar{stage}", (Match("meta.state", "exact", e.state),
+                                                          Match(SVAR_KEY, "range", lo, hi)),
+                                       "set_state", (e.next,), priority=1))
 
 
 # -- formats --------------------------------------------------------------------------------
@@ -155,7 +270,9 @@ def _cli_match(m: Match) -> str:
 
 def simple_switch_cli(tables: P4Tables) -> str:
     """Commands for bmv2's simple_switch_CLI (priorities: lower wins)."""
-    lines = ["# generated by camus-xdp; feed to simple_switch_CLI"]
+    lines = ["# generated by camus-xdp; feed to simple_switch_CLI",
+             f"mirroring_add {RECIRC_SESSION} {RECIRC_PORT}",
+             f"table_set_default t_root set_state {tables.root}"]
     for e in tables.entries:
         keys = " ".join(_cli_match(m) for m in e.matches)
         params = " ".join(str(x) for x in e.params)
@@ -172,7 +289,8 @@ def simple_switch_cli(tables: P4Tables) -> str:
 
 def p4runtime_json(tables: P4Tables) -> list[dict[str, Any]]:
     """P4Runtime-style entries (priorities: higher wins)."""
-    out = []
+    out: list[dict[str, Any]] = [{"table": "t_root", "default_action": True, "action_name": "set_state",
+                                  "action_params": [tables.root]}]
     for e in tables.entries:
         match = {}
         for m in e.matches:
@@ -192,3 +310,40 @@ def p4runtime_json(tables: P4Tables) -> list[dict[str, Any]]:
     for gid, ports in sorted(tables.groups.items()):
         out.append({"multicast_group_id": gid, "replicas": [{"egress_port": p, "instance": 1} for p in ports]})
     return out
+
+
+def _bfrt_name(field: str) -> str:
+    return field.replace(".", "_")
+
+
+def bfrt_python(tables: P4Tables, program: str = "camus") -> str:
+    """A bfrt_python script for Tofino's bfshell (`bfrt_python entries.bfrt.py`). BF Runtime's
+    MATCH_PRIORITY follows the CLI convention: a lower value wins."""
+    lines = ["# generated by camus-xdp; run in bfshell: bfrt_python entries.bfrt.py",
+             f"ig = bfrt.{program}.pipe.CamusIngress",
+             f"ig.t_root.set_default_with_set_state(next={tables.root})"]
+    for e in tables.entries:
+        args = []
+        for m in e.matches:
+            name = _bfrt_name(m.field)
+            if m.kind == "exact":
+                args.append(f"{name}={m.value}")
+            elif m.kind == "range":
+                args += [f"{name}_start={m.value}", f"{name}_end={m.arg}"]
+            elif m.kind == "lpm":
+                args += [f"{name}={m.value}", f"{name}_p_length={m.arg}"]
+            else:
+                args += [f"{name}={m.value}", f"{name}_mask={m.arg}"]
+        if e.priority:
+            args.append(f"MATCH_PRIORITY={e.cli_priority}")
+        params = {"set_state": ("next",), "set_mgid": ("mgid",), "set_port": ("port",),
+                  "call": ("call_id",), "set_code": ("code",)}.get(e.action, ())
+        args += [f"{k}={v}" for k, v in zip(params, e.params)]
+        lines.append(f"ig.{e.table}.add_with_{e.action}({', '.join(args)})")
+    for node, (gid, ports) in enumerate(sorted(tables.groups.items()), start=1):
+        lines.append(f"bfrt.pre.node.entry(MULTICAST_NODE_ID={node}, MULTICAST_RID=1, MULTICAST_LAG_ID=[], "
+                     f"DEV_PORT={list(ports)}).push()")
+        lines.append(f"bfrt.pre.mgid.entry(MGID={gid}, MULTICAST_NODE_ID=[{node}], "
+                     f"MULTICAST_NODE_L1_XID_VALID=[False], MULTICAST_NODE_L1_XID=[0]).push()")
+    lines.append("bfrt.complete_operations()")
+    return "\n".join(lines) + "\n"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .p4_entries import Match, P4Entry, P4Tables
+from .p4_entries import SVAR_KEY, Match, P4Entry, P4Tables, window_shift
+
+MASK64 = (1 << 64) - 1
 
 
 class AmbiguousMatch(AssertionError):
@@ -38,6 +40,8 @@ def _matches(m: Match, v: int) -> bool:
 class EntryInterpreter:
     def __init__(self, tables: P4Tables) -> None:
         self.t = tables
+        # the switch's window registers: counter -> register index -> [window number, count, sum]
+        self.registers: dict[str, dict[int, list[int]]] = {c: {} for c in tables.windows}
         self.by_state: dict[str, dict[int, list[P4Entry]]] = {}
         self.unkeyed: dict[str, list[P4Entry]] = {}
         for e in tables.entries:
@@ -72,9 +76,17 @@ class EntryInterpreter:
             raise AmbiguousMatch(f"{table}: {len(hits)} entries match state {state} with the same priority")
         return hits[0][1]
 
-    def run(self, values: dict[str, int]) -> P4Verdict:
+    def _register(self, counter: str, index: int, now_us: int) -> list[int]:
+        window = now_us >> window_shift(self.t.windows[counter])       # type: ignore[operator]
+        reg = self.registers[counter].setdefault(index, [window, 0, 0])
+        if reg[0] != window:                                           # a new window starts empty
+            reg[:] = [window, 0, 0]
+        return reg
+
+    def run(self, values: dict[str, int], now_us: int = 0) -> P4Verdict:
         state = self.t.root
         fields = dict(values)
+        fields.setdefault(SVAR_KEY, 0)
         for key, _ in self.t.widths.items():
             if key.endswith("#code"):
                 fields[key] = 0                        # the default action of a _code table
@@ -104,6 +116,15 @@ class EntryInterpreter:
                 ports = (e.params[0],)
             elif e.action == "drop_msg":
                 drop = True
+            elif e.action in self.t.updates:
+                counter, fname = self.t.updates[e.action]
+                reg = self._register(counter, e.params[0], now_us)
+                reg[1] += 1
+                reg[2] = (reg[2] + fields[fname]) & MASK64
+            elif e.action in self.t.loads:
+                counter, fn = self.t.loads[e.action]
+                reg = self._register(counter, e.params[0], now_us)
+                fields[SVAR_KEY] = reg[1] if fn == "count" else reg[2]
             elif e.action == "call":
-                calls = e.params
+                calls = self.t.calls[e.params[0]]
         return P4Verdict(ports, drop, calls, trace)

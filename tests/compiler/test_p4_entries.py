@@ -6,7 +6,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.compiler.backends.p4_entries import p4_tables, p4runtime_json, simple_switch_cli, tcam_rows
+from camus.compiler.backends.p4_budget import switch_resources
+from camus.compiler.backends.p4_entries import p4_tables, p4runtime_json, simple_switch_cli
 from camus.compiler.backends.p4_interp import EntryInterpreter
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.interpreter import PipelineInterpreter
@@ -47,5 +48,5 @@ def test_priority_conventions_and_formats() -> None:
     doc = p4runtime_json(t)
     json.dumps(doc)
     assert any("priority" in e for e in doc) and any("multicast_group_id" in e for e in doc)
-    rows = tcam_rows(t)
-    assert rows["t_int_report_hop_latency"] >= sum(1 for e in t.entries if e.table == "t_int_report_hop_latency")
+    rows = switch_resources(t)["tables"]["t_int_report_hop_latency"]["tcam_rows"]
+    assert rows >= sum(1 for e in t.entries if e.table == "t_int_report_hop_latency")

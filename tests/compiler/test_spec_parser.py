@@ -28,7 +28,7 @@ def test_int_spec_annotation_style() -> None:
     assert kinds["switch_id"] == (MatchKind.EXACT, "string")   # exact, byte-aligned: may hold text
     assert kinds["hop_latency"] == (MatchKind.AUTO, "int")
     assert kinds["flow_dst"] == (MatchKind.LPM, "ipv4")
-    assert spec.counters[0].window_us == 100_000
+    assert spec.counters[0].window_us == 131_072
 
 
 def test_field_annotations_typedefs_and_type_names() -> None:

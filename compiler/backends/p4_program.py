@@ -1,0 +1,545 @@
+"""P4 back end, static part: the P4_16 program for a spec (v1model for bmv2, TNA for Tofino).
+
+Like the XDP program, it depends on the spec only: one table per query field (the key kind from
+the field's pragma), the leaf table, multicast by group id; rules arrive as entries
+(`p4_entries`). The fixed scaffolding lives in templates under `p4/` (`{{NAME}}` slots); this
+module fills the slots: header types, parser states, tables, the apply sequence, emits.
+
+Standard headers are found by layout, not by name: the IPv4 TTL is the byte at offset 8 whatever
+the spec calls it, read through a bit slice when the spec declares a wider field (`vihl[3:0]`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..spec import HeaderInstance, QueryField, Role, Spec
+from .emit import BackendError, Emitter
+from .p4_entries import SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, key_kind, update_action, window_shift
+
+P4_DIR = Path(__file__).resolve().parent.parent.parent / "p4"
+ARCHS = ("v1model", "tna")
+
+
+@dataclass(frozen=True)
+class P4Options:
+    arch: str = "v1model"
+    table_size: int = 65536        # `size` of each field table (the budget decides what fits)
+    leaf_size: int = 65536
+    tna_max_rest: int = 15         # TNA: messages after the first that egress can prune (parsed)
+    skip_bytes: int = 256          # v1model: largest message of another length carried along
+
+
+# -- field access by layout ---------------------------------------------------------------------
+
+def _slice(inst: HeaderInstance, bit_offset: int, width: int, what: str) -> str:
+    """Expression for the bits [bit_offset, bit_offset + width) of a header instance."""
+    for f in inst.type.fields:
+        if f.offset <= bit_offset and bit_offset + width <= f.offset + f.width:
+            ref = f"hdr.{inst.name}.{f.name}"
+            if f.offset == bit_offset and f.width == width:
+                return ref
+            lo = (f.offset + f.width) - (bit_offset + width)
+            return f"{ref}[{lo + width - 1}:{lo}]"
+    raise BackendError(f"header {inst.name!r} has no field covering the {what} "
+                       f"(bits {bit_offset}..{bit_offset + width - 1}); the P4 program reads it by layout")
+
+
+def _field_name(inst: HeaderInstance, bit_offset: int, width: int, what: str) -> str:
+    expr = _slice(inst, bit_offset, width, what)
+    if "[" in expr:
+        raise BackendError(f"the {what} of {inst.name!r} must be a field of its own "
+                           f"({width} bits at bit {bit_offset}): the program assigns it")
+    return expr.rsplit(".", 1)[1]
+
+
+@dataclass
+class _Layout:
+    eth: HeaderInstance
+    vlan: HeaderInstance | None
+    ip: HeaderInstance
+    udp: HeaderInstance
+    framing: HeaderInstance | None
+    msg: HeaderInstance
+
+
+def _layout(spec: Spec) -> _Layout:
+    by_role: dict[Role, HeaderInstance] = {}
+    for name in spec.stack:
+        inst = spec.instances[name]
+        by_role.setdefault(inst.role, inst)
+    if Role.IPV6 in by_role and Role.IPV4 not in by_role:
+        raise BackendError("the P4 program parses IPv4 feeds; this spec's feed is IPv6 (the XDP target handles it)")
+    missing = [r.value for r in (Role.ETHERNET, Role.IPV4, Role.UDP, Role.MESSAGE) if r not in by_role]
+    if missing:
+        raise BackendError(f"the P4 program needs ethernet, ipv4, udp and a message header in the spec; "
+                           f"missing: {', '.join(missing)}")
+    return _Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), by_role[Role.IPV4], by_role[Role.UDP],
+                   by_role.get(Role.FRAMING), by_role[Role.MESSAGE])
+
+
+def _ident(path: str) -> str:
+    return path.replace(".", "_")
+
+
+def field_tables(spec: Spec) -> list[tuple[QueryField, str]]:
+    """(query field, declared key kind) in the program's (the spec's) order."""
+    return [(q, key_kind(q)) for q in spec.query_fields]
+
+
+# -- slot fillers ---------------------------------------------------------------------------------
+
+def _header_types(spec: Spec) -> str:
+    e = Emitter()
+    seen: set[str] = set()
+    for name in spec.stack:
+        t = spec.instances[name].type
+        if t.name in seen:
+            continue
+        seen.add(t.name)
+        with e.block(f"header {t.name}"):
+            for f in t.fields:
+                e(f"bit<{f.width}> {f.name};")
+        e()
+    return e.text().rstrip("\n")
+
+
+def _members(spec: Spec, lay: _Layout, arch: str, opts: P4Options) -> str:
+    e = Emitter()
+    e.depth = 1
+    for name in spec.stack:
+        inst = spec.instances[name]
+        if inst is lay.msg and lay.framing is not None:
+            e("camus_len_t camus_len;")
+        e(f"{inst.type.name} {inst.name};")
+    if lay.framing is not None:
+        if arch == "v1model":
+            e("camus_skip_t camus_skip;")
+        else:
+            e(f"camus_rest_t[{opts.tna_max_rest}] camus_rest;")
+    return e.text().rstrip("\n")
+
+
+def _constants(spec: Spec, lay: _Layout) -> str:
+    lines: list[str] = []
+    for i, p in enumerate(spec.udp_ports):
+        lines.append(f"const bit<16> CAMUS_UDP_PORT_{i} = {p};")
+    if lay.framing is not None:
+        lines.append(f"const bit<16> CAMUS_MSG_BYTES = {spec.message_bytes};")
+    return "\n".join(lines)
+
+
+def _udp_select(spec: Spec, lay: _Layout, e: Emitter, next_state: str) -> None:
+    dport = _slice(lay.udp, 16, 16, "UDP destination port")
+    if not spec.udp_ports:
+        e(f"transition {next_state};")
+        return
+    with e.block(f"transition select({dport})"):
+        for i in range(len(spec.udp_ports)):
+            e(f"CAMUS_UDP_PORT_{i}: {next_state};")
+        e("default: accept;")
+
+
+def _message_state(spec: Spec, lay: _Layout, e: Emitter, arch: str) -> None:
+    """Extract the (first) message, then decide whether it is one the tables classify."""
+    e(f"packet.extract(hdr.{lay.msg.name});")
+    if spec.message_type is not None:
+        inst_name, _, fname = spec.message_type[0].rpartition(".")
+        with e.block(f"transition select(hdr.{inst_name}.{fname})"):
+            e(f"{spec.message_type[1]}: camus_classify;")
+            e("default: accept;")
+    else:
+        e("transition camus_classify;")
+
+
+def _parser_states(spec: Spec, lay: _Layout, arch: str, side: str = "ingress") -> str:
+    """Parser states; `side` egress (TNA) re-parses the packet after the bridge header."""
+    e = Emitter()
+    e.depth = 1
+    with e.block("state start"):
+        if arch == "tna" and side == "ingress":
+            e("packet.extract(ig_intr_md);")
+            e("packet.advance(PORT_METADATA_SIZE);")
+        elif arch == "tna":
+            e("packet.extract(eg_intr_md);")
+            e("packet.extract(hdr.camus_bridge);")
+            with e.block("transition select(hdr.camus_bridge.kind)"):
+                e("CAMUS_KIND_RECIRC: camus_mark_recirc;")
+                e(f"default: parse_{lay.eth.name};")
+        if side == "ingress":
+            e(f"transition parse_{lay.eth.name};")
+    if side == "egress":
+        with e.block("state camus_mark_recirc"):
+            e("meta.camus.recirc = 1;")
+            e("packet.advance(8);     // the mirrored packet still carries its normal bridge byte")
+            e(f"transition parse_{lay.eth.name};")
+    eth_type = _slice(lay.eth, 96, 16, "EtherType")
+    with e.block(f"state parse_{lay.eth.name}"):
+        e(f"packet.extract(hdr.{lay.eth.name});")
+        with e.block(f"transition select({eth_type})"):
+            if lay.vlan is not None:
+                e(f"0x8100: parse_{lay.vlan.name};")
+            e(f"0x0800: parse_{lay.ip.name};")
+            e("default: accept;")
+    if lay.vlan is not None:
+        with e.block(f"state parse_{lay.vlan.name}"):
+            e(f"packet.extract(hdr.{lay.vlan.name});")
+            with e.block(f"transition select({_slice(lay.vlan, 16, 16, 'VLAN EtherType')})"):
+                e(f"0x0800: parse_{lay.ip.name};")
+                e("default: accept;")
+    ip = lay.ip
+    ihl, proto = _slice(ip, 4, 4, "IPv4 IHL"), _slice(ip, 72, 8, "IPv4 protocol")
+    more_frags, frag = _slice(ip, 50, 1, "IPv4 MF flag"), _slice(ip, 51, 13, "IPv4 fragment offset")
+    with e.block(f"state parse_{ip.name}"):
+        e(f"packet.extract(hdr.{ip.name});")
+        e("// options and fragments are not subscription traffic: plain forwarding")
+        with e.block(f"transition select({ihl}, {proto}, {more_frags}, {frag})"):
+            e(f"(5, 17, 0, 0): parse_{lay.udp.name};")
+            e("default: accept;")
+    after_udp = f"parse_{lay.framing.name}" if lay.framing else f"parse_{lay.msg.name}"
+    with e.block(f"state parse_{lay.udp.name}"):
+        e(f"packet.extract(hdr.{lay.udp.name});")
+        _udp_select(spec, lay, e, after_udp)
+    if lay.framing is not None:
+        count = _slice(lay.framing, spec.framing.count_offset * 8, 16, "MoldUDP64 message count")
+        with e.block(f"state parse_{lay.framing.name}"):
+            e(f"packet.extract(hdr.{lay.framing.name});")
+            e("meta.camus.feed = 1;")
+            with e.block(f"transition select({count})"):
+                e("0: accept;            // heartbeat: nothing to deliver")
+                e("default: parse_camus_len;")
+        with e.block("state parse_camus_len"):
+            e("packet.extract(hdr.camus_len);")
+            with e.block("transition select(hdr.camus_len.len)"):
+                e(f"CAMUS_MSG_BYTES: parse_{lay.msg.name};")
+                e("default: parse_camus_skip;")
+        with e.block("state parse_camus_skip"):
+            if arch == "v1model":
+                e("// another message type: carried past so the rest of the batch recirculates")
+                e("packet.extract(hdr.camus_skip, (bit<32>)hdr.camus_len.len * 8);")
+            else:
+                e("// Tofino parses fixed-size headers only: a message of another length ends the batch")
+            e("transition accept;")
+    with e.block(f"state parse_{lay.msg.name}"):
+        if lay.framing is None:
+            e("meta.camus.feed = 1;")
+        _message_state(spec, lay, e, arch)
+    with e.block("state camus_classify"):
+        e("meta.camus.classify = 1;")
+        if arch == "tna" and lay.framing is not None:
+            with e.block("transition select(packet.lookahead<bit<16>>())"):
+                e("CAMUS_MSG_BYTES: parse_camus_rest;")
+                e("default: accept;")
+        else:
+            e("transition accept;")
+    if arch == "tna" and lay.framing is not None:
+        with e.block("state parse_camus_rest"):
+            e("// the rest of the batch as headers, so that egress can prune it")
+            e("packet.extract(hdr.camus_rest.next);")
+            with e.block("transition select(packet.lookahead<bit<16>>())"):
+                e("CAMUS_MSG_BYTES: parse_camus_rest;")
+                e("default: accept;")
+    return e.text().rstrip("\n")
+
+
+def _tables(spec: Spec, opts: P4Options) -> tuple[str, str]:
+    """Table declarations and their apply sequence (one table per query field, then leaves)."""
+    decl, seq = Emitter(), Emitter()
+    decl.depth, seq.depth = 1, 3
+    with decl.block("table t_root"):
+        decl("actions = { set_state; }")
+        decl("default_action = set_state(0);   // replaced with the rule set's root state")
+        decl("size = 1;")
+    for q, kind in field_tables(spec):
+        base = f"t_{_ident(q.path)}"
+        key = f"hdr.{q.instance}.{q.name}"
+        with decl.block(f"table {base}"):
+            with decl.block("key ="):
+                decl(f'meta.camus.state : exact @name("meta.state");')
+                decl(f'{key} : {kind} @name("{q.path}");')
+            decl("actions = { set_state; NoAction; }")
+            decl("default_action = NoAction();   // a state this table does not test passes through")
+            decl(f"size = {opts.table_size};")
+        if kind != "lpm":
+            with decl.block(f"table {base}_any"):
+                decl('key = { meta.camus.state : exact @name("meta.state"); }')
+                decl("actions = { set_state; NoAction; }")
+                decl("default_action = NoAction();")
+                decl(f"size = {opts.table_size};")
+            with seq.block(f"if (!{base}.apply().hit)"):
+                seq(f"{base}_any.apply();")
+        else:
+            seq(f"{base}.apply();")
+    if opts.arch == "v1model":
+        _state_tables(spec, opts, decl, seq)
+    with decl.block("table t_leaf"):
+        decl('key = { meta.camus.state : exact @name("meta.state"); }')
+        decl("actions = { set_mgid; set_port; drop_msg; NoAction; }")
+        decl("default_action = NoAction();   // no subscriber: not delivered")
+        decl(f"size = {opts.leaf_size};")
+    with decl.block("table t_leaf_calls"):
+        decl('key = { meta.camus.state : exact @name("meta.state"); }')
+        decl("actions = { call; NoAction; }")
+        decl("default_action = NoAction();")
+        decl(f"size = {opts.leaf_size};")
+    seq("t_leaf.apply();")
+    seq("t_leaf_calls.apply();")
+    return decl.text().rstrip("\n"), seq.text().rstrip("\n")
+
+
+def _state_tables(spec: Spec, opts: P4Options, decl: Emitter, seq: Emitter) -> None:
+    """query_counter windows: registers per counter (window number, count, sum), update slots
+    after the header tables, then state-variable stages (load the aggregate, match it)."""
+    counters = [c for c in spec.counters if window_shift(c.window_us) is not None]
+    for c in spec.counters:
+        if c not in counters:
+            decl(f"// query_counter {c.name}: {c.window_us} us is not a power of two; the switch numbers")
+            decl("// windows with a shift, so rules using it are refused (the XDP target takes them)")
+    if not counters:
+        return
+    updatable = [q for q in spec.query_fields if q.width <= 64]
+    for c in counters:
+        shift = window_shift(c.window_us)
+        decl(f"register<bit<32>>({c.size}) r_{c.name}_window;   // window number = now_us >> {shift}")
+        decl(f"register<bit<64>>({c.size}) r_{c.name}_count;")
+        decl(f"register<bit<64>>({c.size}) r_{c.name}_sum;")
+        for q in updatable:
+            with decl.block(f"action {update_action(c.name, q.path)}(bit<32> index)"):
+                decl(f"bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> {shift});")
+                decl("bit<32> window; bit<64> count; bit<64> sum;")
+                decl(f"r_{c.name}_window.read(window, index);")
+                decl(f"r_{c.name}_count.read(count, index);")
+                decl(f"r_{c.name}_sum.read(sum, index);")
+                decl(f"r_{c.name}_window.write(index, now);")
+                decl(f"r_{c.name}_count.write(index, (window == now ? count : 0) + 1);")
+                decl(f"r_{c.name}_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.{q.path});")
+        for fn in ("count", "sum"):
+            with decl.block(f"action load_{c.name}_{fn}(bit<32> index)"):
+                decl(f"bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> {shift});")
+                decl("bit<32> window; bit<64> value;")
+                decl(f"r_{c.name}_window.read(window, index);")
+                decl(f"r_{c.name}_{fn}.read(value, index);")
+                decl(f"meta.camus.{SVAR_KEY} = window == now ? value : 0;")
+    updates = " ".join(f"{update_action(c.name, q.path)};" for c in counters for q in updatable)
+    loads = " ".join(f"load_{c.name}_{fn};" for c in counters for fn in ("count", "sum"))
+    for k in range(UPDATE_SLOTS):
+        with decl.block(f"table t_update{k}"):
+            decl('key = { meta.camus.state : exact @name("meta.state"); }')
+            decl(f"actions = {{ {updates} NoAction; }}")
+            decl("default_action = NoAction();")
+            decl(f"size = {opts.table_size};")
+        seq(f"t_update{k}.apply();")
+    for i in range(SVAR_STAGES):
+        with decl.block(f"table t_svar{i}_load"):
+            decl('key = { meta.camus.state : exact @name("meta.state"); }')
+            decl(f"actions = {{ {loads} NoAction; }}")
+            decl("default_action = NoAction();")
+            decl(f"size = {opts.table_size};")
+        with decl.block(f"table t_svar{i}"):
+            with decl.block("key ="):
+                decl('meta.camus.state : exact @name("meta.state");')
+                decl(f'meta.camus.{SVAR_KEY} : range @name("{SVAR_KEY}");')
+            decl("actions = { set_state; NoAction; }")
+            decl("default_action = NoAction();")
+            decl(f"size = {opts.table_size};")
+        seq(f"t_svar{i}_load.apply();")
+        seq(f"t_svar{i}.apply();")
+
+
+def _emits(spec: Spec, lay: _Layout, arch: str, opts: P4Options) -> str:
+    e = Emitter()
+    e.depth = 2
+    for name in spec.stack:
+        inst = spec.instances[name]
+        if inst is lay.msg and lay.framing is not None:
+            e("packet.emit(hdr.camus_len);")
+        e(f"packet.emit(hdr.{inst.name});")
+    if lay.framing is not None:
+        e("packet.emit(hdr.camus_skip);" if arch == "v1model" else "packet.emit(hdr.camus_rest);")
+    return e.text().rstrip("\n")
+
+
+def _ip_checksum_fields(lay: _Layout) -> str:
+    csum = _field_name(lay.ip, 80, 16, "IPv4 header checksum")
+    return ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields if f.name != csum)
+
+
+def _v1model_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
+    f, n = lay.framing.name, _field_name(lay.framing, spec.framing.count_offset * 8, 16, "message count")  # type: ignore[union-attr]
+    ip, udp = lay.ip.name, lay.udp.name
+    ip_len, udp_len = _field_name(lay.ip, 16, 16, "IPv4 total length"), _field_name(lay.udp, 32, 16, "UDP length")
+    udp_csum = _field_name(lay.udp, 48, 16, "UDP checksum")
+    ihl = _slice(lay.ip, 4, 4, "IPv4 IHL")
+    l2 = (lay.eth.type.width + (lay.vlan.type.width if lay.vlan else 0)) // 8
+    types = (f"header camus_len_t {{\n    bit<16> len;        // MoldUDP64 length prefix of the message that follows\n}}\n\n"
+             f"header camus_skip_t {{\n    varbit<{opts.skip_bytes * 8}> bytes;   // a message of another length: carried, never classified\n}}")
+    tail = Emitter()
+    tail.depth = 2
+    with tail.block(f"if (hdr.{f}.{n} > 1)"):
+        tail("// more messages follow: a copy goes round again without this one")
+        tail("clone_preserving_field_list(CloneType.I2E, CAMUS_RECIRC_SESSION, 1);")
+    eg = Emitter()
+    eg.depth = 2
+    eg(f"if (!hdr.{f}.isValid() || !hdr.camus_len.isValid()) {{ return; }}")
+    eg("bit<16> gone = hdr.camus_len.len + 2;")
+    with eg.block("if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE)"):
+        eg("// the rest of the batch: drop the classified message and go round again")
+        eg("hdr.camus_len.setInvalid();")
+        eg(f"hdr.{lay.msg.name}.setInvalid();")
+        eg("hdr.camus_skip.setInvalid();")
+        eg(f"hdr.{f}.{n} = hdr.{f}.{n} - 1;")
+        eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - gone;")
+        eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - gone;")
+        eg(f"hdr.{udp}.{udp_csum} = 0;")
+        eg("meta.camus.passes = meta.camus.passes + 1;")
+        eg("recirculate_preserving_field_list(1);")
+        eg("return;")
+    eg("// a delivered copy: the classified message alone")
+    eg(f"bit<16> keep = {spec.framing.header_bytes} + gone;")
+    eg(f"hdr.{f}.{n} = 1;")
+    eg(f"hdr.{udp}.{udp_len} = 8 + keep;")
+    eg(f"hdr.{ip}.{ip_len} = ((bit<16>){ihl}) * 4 + 8 + keep;")
+    eg(f"hdr.{udp}.{udp_csum} = 0;    // optional over IPv4")
+    eg(f"truncate((bit<32>)({l2} + hdr.{ip}.{ip_len}));")
+    return {"FRAMING_TYPES": types, "INGRESS_TAIL": tail.text().rstrip("\n"),
+            "EGRESS_APPLY": eg.text().rstrip("\n")}
+
+
+def _tna_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
+    f, n = lay.framing.name, _field_name(lay.framing, spec.framing.count_offset * 8, 16, "message count")  # type: ignore[union-attr]
+    ip, udp = lay.ip.name, lay.udp.name
+    ip_len, udp_len = _field_name(lay.ip, 16, 16, "IPv4 total length"), _field_name(lay.udp, 32, 16, "UDP length")
+    udp_csum = _field_name(lay.udp, 48, 16, "UDP checksum")
+    msg_bits = spec.message_bytes * 8
+    types = ("header camus_len_t {\n    bit<16> len;        // MoldUDP64 length prefix of the message that follows\n}\n\n"
+             f"header camus_rest_t {{\n    bit<16> len;\n    bit<{msg_bits}> body;   // a later message of the batch\n}}")
+    tail = Emitter()
+    tail.depth = 2
+    with tail.block(f"if (!hdr.{lay.msg.name}.isValid() || hdr.{f}.{n} > {1 + opts.tna_max_rest})"):
+        tail("// a first message of another size, or a batch longer than the parser holds: egress")
+        tail("// could neither prune it nor remove the message (counted, not delivered)")
+        tail("camus_oversize.count(0);")
+        tail("ig_dprsr_md.drop_ctl = 1;")
+    with tail.block(f"else if (hdr.{f}.{n} > 1)"):
+        tail("// more messages follow: a mirrored copy goes round again without this one")
+        tail("ig_dprsr_md.mirror_type = CAMUS_MIRROR_RECIRC;")
+        tail("meta.camus.mirror_session = CAMUS_RECIRC_SESSION;")
+    eg = Emitter()
+    eg.depth = 2
+    eg(f"if (!hdr.{f}.isValid() || !hdr.camus_len.isValid()) {{ return; }}")
+    eg(f"bit<16> gone = {spec.message_bytes + 2};")
+    with eg.block("if (meta.camus.recirc == 1)"):
+        eg("// the mirrored rest of the batch: drop the classified message, leave the rest")
+        eg("hdr.camus_len.setInvalid();")
+        eg(f"hdr.{lay.msg.name}.setInvalid();")
+        eg(f"hdr.{f}.{n} = hdr.{f}.{n} - 1;")
+        eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - gone;")
+        eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - gone;")
+        eg(f"hdr.{udp}.{udp_csum} = 0;")
+        eg("return;")
+    eg("// a delivered copy: the classified message alone")
+    eg(f"bit<16> rest = hdr.{f}.{n} - 1;")
+    eg("bit<16> parsed = 0;")
+    for i in range(opts.tna_max_rest):
+        eg(f"if (hdr.camus_rest[{i}].isValid()) {{ parsed = parsed + 1; }}")
+    with eg.block("if (parsed != rest)"):
+        eg("eg_dprsr_md.drop_ctl = 1;    // a message of another size: cannot prune, never over-deliver")
+        eg("return;")
+    for i in range(opts.tna_max_rest):
+        eg(f"hdr.camus_rest[{i}].setInvalid();")
+    eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - rest * {spec.message_bytes + 2};")
+    eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - rest * {spec.message_bytes + 2};")
+    eg(f"hdr.{f}.{n} = 1;")
+    eg(f"hdr.{udp}.{udp_csum} = 0;    // optional over IPv4")
+    return {"FRAMING_TYPES": types, "INGRESS_TAIL": tail.text().rstrip("\n"),
+            "EGRESS_APPLY": eg.text().rstrip("\n")}
+
+
+def _single(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
+    """One message per packet: nothing to recirculate or prune."""
+    return {"FRAMING_TYPES": "// one message per packet: no batch framing",
+            "INGRESS_TAIL": "        // one message per packet: nothing goes round again",
+            "EGRESS_APPLY": "        // one message per packet: delivered copies need no pruning"}
+
+
+def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
+    """The complete P4_16 program for `spec` on `opts.arch` (deterministic)."""
+    if opts.arch not in ARCHS:
+        raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
+    lay = _layout(spec)
+    decl, seq = _tables(spec, opts)
+    slots = {
+        "SPEC": spec.name,
+        "CONSTANTS": _constants(spec, lay),
+        "HEADER_TYPES": _header_types(spec),
+        "HEADER_MEMBERS": _members(spec, lay, opts.arch, opts),
+        "PARSER_STATES": _parser_states(spec, lay, opts.arch),
+        "EGRESS_PARSER_STATES": _parser_states(spec, lay, opts.arch, "egress") if opts.arch == "tna" else "",
+        "TABLES": decl,
+        "APPLY": seq,
+        "EMITS": _emits(spec, lay, opts.arch, opts),
+        "ETH": lay.eth.name,
+        "ETH_DST": _field_name(lay.eth, 0, 48, "destination MAC"),
+        "ETH_SRC": _field_name(lay.eth, 48, 48, "source MAC"),
+        "IP": lay.ip.name,
+        "IP_DST": _field_name(lay.ip, 128, 32, "IPv4 destination"),
+        "IP_TTL": _field_name(lay.ip, 64, 8, "IPv4 TTL"),
+        "IP_CSUM": _field_name(lay.ip, 80, 16, "IPv4 header checksum"),
+        "IP_CSUM_FIELDS": _ip_checksum_fields(lay),
+        "UDP": lay.udp.name,
+    }
+    if lay.framing is None:
+        slots.update(_single(spec, lay, opts))
+    elif opts.arch == "v1model":
+        slots.update(_v1model_framed(spec, lay, opts))
+    else:
+        slots.update(_tna_framed(spec, lay, opts))
+    template = f"{opts.arch}.p4"
+    text = (P4_DIR / template).read_text()
+    for k, v in slots.items():
+        text = text.replace("{{" + k + "}}", v)
+    if "{{" in text:
+        left = text[text.index("{{"):].split("}}")[0] + "}}"
+        raise BackendError(f"template {template} has an unfilled slot {left}")
+    return text
+
+
+def p4info(spec: Spec, opts: P4Options = P4Options()) -> dict:
+    """A P4Info-style description of the program's subscription tables: keys (name, bits, match
+    kind), actions (parameters and bits) and sizes; what a controller needs to write entries."""
+    actions = {"set_state": [["next", 32]], "set_mgid": [["mgid", 16]], "set_port": [["port", 9]],
+               "drop_msg": [], "call": [["call_id", 16]], "NoAction": []}
+    state_key = {"name": "meta.state", "bitwidth": 32, "match_type": "exact"}
+    tables = [{"name": "t_root", "key": [], "actions": ["set_state"], "size": 1,
+               "default_action": "set_state"}]
+    for q, kind in field_tables(spec):
+        base = f"t_{_ident(q.path)}"
+        tables.append({"name": base, "key": [state_key, {"name": q.path, "bitwidth": q.width, "match_type": kind}],
+                       "actions": ["set_state", "NoAction"], "size": opts.table_size})
+        if kind != "lpm":
+            tables.append({"name": f"{base}_any", "key": [state_key], "actions": ["set_state", "NoAction"],
+                           "size": opts.table_size})
+    counters = [c for c in spec.counters if window_shift(c.window_us) is not None] if opts.arch == "v1model" else []
+    if counters:
+        updatable = [q for q in spec.query_fields if q.width <= 64]
+        for c in counters:
+            for q in updatable:
+                actions[update_action(c.name, q.path)] = [["index", 32]]
+            for fn in ("count", "sum"):
+                actions[f"load_{c.name}_{fn}"] = [["index", 32]]
+        for k in range(UPDATE_SLOTS):
+            tables.append({"name": f"t_update{k}", "key": [state_key], "size": opts.table_size,
+                           "actions": [update_action(c.name, q.path) for c in counters for q in updatable] + ["NoAction"]})
+        for i in range(SVAR_STAGES):
+            tables.append({"name": f"t_svar{i}_load", "key": [state_key], "size": opts.table_size,
+                           "actions": [f"load_{c.name}_{fn}" for c in counters for fn in ("count", "sum")] + ["NoAction"]})
+            tables.append({"name": f"t_svar{i}", "key": [state_key, {"name": SVAR_KEY, "bitwidth": SVAR_BITS,
+                                                                      "match_type": "range"}],
+                           "actions": ["set_state", "NoAction"], "size": opts.table_size})
+    tables.append({"name": "t_leaf", "key": [state_key], "actions": ["set_mgid", "set_port", "drop_msg", "NoAction"],
+                   "size": opts.leaf_size})
+    tables.append({"name": "t_leaf_calls", "key": [state_key], "actions": ["call", "NoAction"],
+                   "size": opts.leaf_size})
+    return {"program": f"camus_{spec.name}", "arch": opts.arch, "tables": tables,
+            "actions": [{"name": n, "params": [{"name": p, "bitwidth": w} for p, w in ps]}
+                        for n, ps in actions.items()]}

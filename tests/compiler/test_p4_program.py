@@ -1,0 +1,256 @@
+"""The P4 back end's static program: golden files per app and architecture, and the program's
+tables checked against the entries written for it (names, keys, match kinds, actions, params).
+No P4 compiler runs on this machine (p4c/bmv2 are not in Debian 12), so these are the checks."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from camus.bench.workloads import itch_rules
+from camus.cli import main
+from camus.compiler.backends.emit import BackendError
+from camus.compiler.backends.p4_budget import Budget, over_budget, switch_resources
+from camus.compiler.backends.p4_entries import (bfrt_python, check_program_fit, p4_tables, p4runtime_json,
+                                                simple_switch_cli)
+from camus.compiler.backends.p4_interp import EntryInterpreter
+from camus.compiler.backends.p4_program import P4Options, p4info, program_text
+from camus.compiler.compile import CompileOptions, compile_files, compile_rules
+from camus.compiler.interpreter import PipelineInterpreter
+from camus.compiler.packets import message_from_text
+from camus.compiler.spec_parser import load_spec, parse_spec
+from tests.compiler.test_golden import check_golden
+from tests.conftest import APPS
+
+APP_FILES = {"itch": (APPS / "itch" / "itch.p4", APPS / "itch" / "rules.txt"),
+             "int": (APPS / "int" / "int.p4", APPS / "int" / "rules.txt"),
+             "siena": (APPS / "siena" / "siena.p4", APPS / "siena" / "rules.txt")}
+
+
+@pytest.mark.parametrize("arch", ["v1model", "tna"])
+@pytest.mark.parametrize("app", sorted(APP_FILES))
+def test_program_matches_golden(app: str, arch: str, update_goldens: bool) -> None:
+    text = program_text(load_spec(APP_FILES[app][0]), P4Options(arch=arch))
+    assert text == program_text(load_spec(APP_FILES[app][0]), P4Options(arch=arch))     # deterministic
+    check_golden(f"{app}_{arch}.p4", text, update_goldens)
+
+
+@pytest.mark.parametrize("app", sorted(APP_FILES))
+def test_entries_match_golden(app: str, update_goldens: bool) -> None:
+    c = compile_files(*APP_FILES[app])
+    t = p4_tables(c.pipeline, c.spec)
+    text = (simple_switch_cli(t) + "\n# --- P4Runtime ---\n" + json.dumps(p4runtime_json(t), indent=1) +
+            "\n# --- bfrt_python ---\n" + bfrt_python(t, f"camus_{app}"))
+    check_golden(f"{app}_entries.txt", text, update_goldens)
+
+
+# -- the program against its entries ------------------------------------------------------------
+
+_TABLE = re.compile(r"^    table (\w+) \{\n(.*?)^    \}", re.M | re.S)
+
+
+def declared_tables(program: str) -> dict[str, dict]:
+    """Tables of a generated program: key (name, kind) in order, actions, as the text says."""
+    out = {}
+    for name, body in _TABLE.findall(program):
+        keys = re.findall(r"(\S+) : (\w+)(?: @name\(\"([^\"]+)\"\))?;", body.split("actions")[0])
+        actions = re.search(r"actions = \{([^}]*)\}", body).group(1)
+        out[name] = {"key": [(n or expr, kind) for expr, kind, n in keys],
+                     "actions": [a.strip() for a in actions.split(";") if a.strip()]}
+    return out
+
+
+def declared_actions(program: str) -> dict[str, int]:
+    return {name: len([p for p in params.split(",") if p.strip()])
+            for name, params in re.findall(r"action (\w+)\(([^)]*)\)", program)}
+
+
+def check_entries_fit_program(program: str, info: dict, tables) -> None:
+    decl = declared_tables(program)
+    actions = declared_actions(program)
+    info_tables = {t["name"]: t for t in info["tables"]}
+    for name, t in info_tables.items():           # P4Info and the program say the same
+        assert name in decl, name
+        assert [(k["name"], k["match_type"]) for k in t["key"]] == decl[name]["key"], name
+        assert t["actions"] == decl[name]["actions"], name
+    for e in tables.entries:
+        assert e.table in decl, e.table
+        assert [(m.field, m.kind) for m in e.matches] == decl[e.table]["key"], e
+        assert e.action in decl[e.table]["actions"], e
+        assert len(e.params) == actions[e.action], e
+    assert set(tables.order) <= set(decl)
+
+
+def test_program_declares_every_header_of_the_spec() -> None:
+    for app, (spec_path, _) in APP_FILES.items():
+        spec = load_spec(spec_path)
+        text = program_text(spec)
+        for inst in spec.instances.values():
+            body = re.search(rf"header {inst.type.name} \{{\n(.*?)\n\}}", text, re.S).group(1)
+            fields = re.findall(r"bit<(\d+)> (\w+);", body)
+            assert [(int(w), n) for w, n in fields] == [(f.width, f.name) for f in inst.type.fields]
+            assert f"{inst.type.name} {inst.name};" in text
+
+
+@pytest.mark.parametrize("arch", ["v1model", "tna"])
+@pytest.mark.parametrize("app", sorted(APP_FILES))
+def test_shipped_entries_fit_the_program(app: str, arch: str) -> None:
+    c = compile_files(*APP_FILES[app])
+    opts = P4Options(arch=arch)
+    if arch == "tna" and c.pipeline.state_vars:
+        with pytest.raises(BackendError, match="Tofino"):
+            check_program_fit(c.pipeline, c.spec, arch)
+        return
+    check_program_fit(c.pipeline, c.spec, arch)
+    check_entries_fit_program(program_text(c.spec, opts), p4info(c.spec, opts), p4_tables(c.pipeline, c.spec))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 400), seed=st.integers(0, 10_000))
+def test_random_itch_rule_sets_fit_one_program_and_agree_with_the_ir(n: int, seed: int) -> None:
+    """One program for the spec, any rule set: entries always fit it, and run like the IR."""
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    c = compile_rules(spec, "\n".join(itch_rules(n, seed)))
+    check_program_fit(c.pipeline, spec)
+    tables = p4_tables(c.pipeline, spec)
+    check_entries_fit_program(program_text(spec), p4info(spec), tables)
+    sw, ir = EntryInterpreter(tables), PipelineInterpreter(c.pipeline)
+    import random
+    rng = random.Random(seed)
+    for _ in range(30):
+        m = message_from_text(spec, f"stock={rng.choice(['GOOGL', 'AAPL', 'MSFT', 'IBM', 'NVDA', 'ZZZ'])} "
+                                    f"price={rng.randint(0, 3_000_000)} shares={rng.randint(0, 5000)}")
+        want = ir.run(m, 0).actions
+        got = sw.run(m)
+        assert (got.ports, got.drop) == (tuple(want.ports), want.drop and not want.ports)
+
+
+# -- what the program cannot hold is said before anything is written --------------------------
+
+def test_program_fit_errors() -> None:
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    rules = "stock == GOOGL and price > 5 : fwd(1)\nshares > 10 and price < 3 : fwd(2)\n"
+    with pytest.raises(BackendError, match="--order spec"):
+        check_program_fit(_reordered(spec, rules), spec)
+    with pytest.raises(BackendError, match="--compress"):
+        check_program_fit(compile_rules(spec, rules, options=CompileOptions(compress_max=16)).pipeline, spec)
+    with pytest.raises(BackendError, match="power of two microseconds .is 1000000; use 524288 or 1048576"):
+        check_program_fit(compile_rules(spec, "count(price) > 3 : fwd(1)").pipeline, spec)
+    int_spec = load_spec(APPS / "int" / "int.p4")
+    with pytest.raises(BackendError, match="division"):
+        check_program_fit(compile_rules(int_spec, "avg(hop_latency) > 3 : fwd(1)").pipeline, int_spec)
+
+
+def _reordered(spec, rules):
+    c = compile_rules(spec, rules)
+    c.pipeline.tables.reverse()
+    return c.pipeline
+
+
+def test_ipv6_and_missing_layers_are_refused() -> None:
+    v6 = parse_spec("header ethernet_t { bit<48> d; bit<48> s; bit<16> t; }\n"
+                    "header ipv6_t { bit<32> vtf; bit<16> len; bit<8> nh; bit<8> hl; bit<128> src; bit<128> dst; }\n"
+                    "header udp_t { bit<16> sp; bit<16> dp; bit<16> len; bit<16> csum; }\n"
+                    "header m_t { bit<32> x; }\n"
+                    "struct headers { ethernet_t ethernet; ipv6_t ipv6; udp_t udp; m_t m; }\n"
+                    "@pragma query_field(m.x)\n")
+    with pytest.raises(BackendError, match="IPv6"):
+        program_text(v6)
+    bare = parse_spec("header m_t { bit<32> x; }\n@pragma query_field(m.x)\n")
+    with pytest.raises(BackendError, match="missing: ethernet, ipv4, udp"):
+        program_text(bare)
+
+
+def test_budget_and_fit_alpha(tmp_path: Path) -> None:
+    spec, rules = APPS / "itch" / "itch.p4", tmp_path / "rules.txt"
+    rules.write_text("\n".join(itch_rules(300, 4)) + "\n")
+    c = compile_rules(load_spec(spec), rules.read_text())
+    report = switch_resources(p4_tables(c.pipeline, c.spec))
+    tight = {"tcam_block_rows": report["tcam_block_rows"] // 3}
+    assert over_budget(report, Budget(**tight)) and not over_budget(report, Budget())
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(yaml.safe_dump(tight))
+    out = tmp_path / "sw"
+    r = CliRunner().invoke(main, ["compile", str(spec), str(rules), "--target", "p4", "--budget", str(budget),
+                                  "-o", str(out)])
+    assert r.exit_code == 1 and "tcam block rows" in r.output and "--fit-alpha" in r.output
+    assert not out.exists()                                  # over budget: nothing written
+    r = CliRunner().invoke(main, ["compile", str(spec), str(rules), "--target", "p4", "--budget", str(budget),
+                                  "--fit-alpha", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "fitted with --alpha" in r.output
+    fitted = json.loads((out / "switch_resources.json").read_text())
+    assert fitted["tcam_block_rows"] <= tight["tcam_block_rows"]
+    assert {"camus.p4", "entries.cli", "entries.p4rt.json", "entries.bfrt.py", "p4info.json"} <= \
+        {p.name for p in out.iterdir()}
+    budget.write_text("tcam_rowz: 3\n")
+    r = CliRunner().invoke(main, ["compile", str(spec), str(rules), "--target", "p4", "--budget", str(budget)])
+    assert r.exit_code == 1 and "unknown budget keys ['tcam_rowz']" in r.output
+
+
+def test_cli_p4_target_writes_the_program_and_entries(tmp_path: Path) -> None:
+    spec, rules = APP_FILES["itch"]
+    r = CliRunner().invoke(main, ["compile", str(spec), str(rules), "--target", "p4", "--arch", "tna", "--emit"])
+    assert r.exit_code == 0 and r.output.startswith("// camus-xdp packet subscriptions for Tofino (TNA).")
+    r = CliRunner().invoke(main, ["compile", str(spec), str(rules), "--target", "p4", "-o", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    cli = (tmp_path / "entries.cli").read_text()
+    assert "table_set_default t_root set_state" in cli and "mirroring_add 250" in cli
+    assert (tmp_path / "camus.p4").read_text() == program_text(load_spec(spec))
+
+
+# -- the original Camus syntax ------------------------------------------------------------------
+
+def test_original_camus_spec_compiles_to_the_same_tables() -> None:
+    """The P4_14 header_type spec and the P4_16 one give the same layout and the same entries."""
+    old, new = load_spec(APPS / "camus_compat" / "itch.p4"), load_spec(APPS / "itch" / "itch.p4")
+    assert [(i.name, i.type.width, i.role) for i in old.instances.values()] == \
+        [(i.name, i.type.width, i.role) for i in new.instances.values()]
+    assert old.framing == new.framing and old.udp_ports == new.udp_ports and old.message_type == new.message_type
+    rules = (APPS / "camus_compat" / "rules.txt").read_text()
+    a, b = compile_rules(old, rules), compile_rules(new, rules)
+    sa, sb = EntryInterpreter(p4_tables(a.pipeline, old)), EntryInterpreter(p4_tables(b.pipeline, new))
+    for text in ["stock=GOOGL price=60", "stock=GOOGL price=10 shares=100", "stock=AAPL", "stock=MSFT shares=100",
+                 "buy_sell_indicator=83 price=5", "stock=IBM"]:
+        ma, mb = message_from_text(old, text), message_from_text(new, text)
+        assert ma == mb
+        assert sa.run(ma).ports == sb.run(mb).ports == tuple(PipelineInterpreter(a.pipeline).run(ma, 0).actions.ports)
+
+
+def test_p4_14_spec_errors_have_positions() -> None:
+    from camus.compiler.errors import CompileErrors
+    with pytest.raises(CompileErrors, match=r"<spec>:2:\d+: error: field 'x' needs a fixed width"):
+        parse_spec("header_type h_t {\n fields { x : *; }\n}\nheader h_t h;\n@pragma query_field(h.x)\n")
+
+
+def test_switch_windows_count_like_the_ir() -> None:
+    """count/sum windows in the switch's registers: same deliveries as the IR over time."""
+    spec = load_spec(APPS / "int" / "int.p4")
+    rules = ("count(hop_latency) > 3 and hop_latency > 100 : fwd(1)\n"
+             "sum(queue_occupancy) >= 1000 and switch_id == 2 : fwd(2)\n"
+             "count(queue_occupancy) < 2 : fwd(3)\n")
+    c = compile_rules(spec, rules)
+    check_program_fit(c.pipeline, spec)
+    tables = p4_tables(c.pipeline, spec)
+    check_entries_fit_program(program_text(spec), p4info(spec), tables)
+    sw, ir = EntryInterpreter(tables), PipelineInterpreter(c.pipeline)
+    import random
+    rng = random.Random(7)
+    now = 0
+    delivered = set()
+    for _ in range(600):
+        now += rng.choice([1, 10, 1000, 40_000])
+        m = {"int_report.switch_id": rng.choice([1, 2]), "int_report.hop_latency": rng.choice([5, 500]),
+             "int_report.queue_occupancy": rng.randint(0, 400), "int_report.flow_dst": 0,
+             "int_report.ingress_port": 0, "int_report.egress_port": 0}
+        want = ir.run(m, now).actions
+        got = sw.run(m, now)
+        assert got.ports == tuple(want.ports), now
+        delivered.update(got.ports)
+    assert delivered == {1, 2, 3}           # every window-dependent rule fired at some point

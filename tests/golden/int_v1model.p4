@@ -1,0 +1,430 @@
+// camus-xdp packet subscriptions for bmv2 simple_switch (v1model).
+// Generated from the message-format spec int; do not edit. Rules never change this file:
+// subscriptions are table entries and multicast groups (entries.cli / entries.p4rt.json).
+//
+// One message per pipeline pass (the Camus paper's scheme): the parser extracts the first
+// message of a MoldUDP64 batch; ingress classifies it through the staged tables and sends the
+// packet to the message's port or multicast group; when more messages follow, an ingress-to-
+// egress clone goes to the recirculation session, and egress removes the classified message and
+// recirculates the rest. Delivered copies are pruned in egress to the classified message alone
+// (truncate + lengths, count and checksums fixed), so every port receives exactly the messages
+// it subscribed to. Packets that are not the feed take plain IPv4 forwarding (brownfield).
+#include <core.p4>
+#include <v1model.p4>
+
+const bit<16> CAMUS_UDP_PORT_0 = 32766;
+const bit<32> CAMUS_RECIRC_SESSION = 250;   // mirroring_add 250 <recirculation port>
+const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
+// The root state comes from the control plane (t_root default action), like every entry.
+
+header ethernet_t {
+    bit<48> dst;
+    bit<48> src;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4> version;
+    bit<4> ihl;
+    bit<8> diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3> flags;
+    bit<13> frag_offset;
+    bit<8> ttl;
+    bit<8> protocol;
+    bit<16> hdr_checksum;
+    bit<32> src;
+    bit<32> dst;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+header int_report_t {
+    bit<32> switch_id;
+    bit<16> ingress_port;
+    bit<16> egress_port;
+    bit<32> hop_latency;
+    bit<32> queue_occupancy;
+    bit<32> flow_src;
+    bit<32> flow_dst;
+}
+
+// one message per packet: no batch framing
+
+struct headers {
+    ethernet_t ethernet;
+    ipv4_t ipv4;
+    udp_t udp;
+    int_report_t int_report;
+}
+
+struct camus_meta_t {
+    bit<32> state;
+    @field_list(1)
+    bit<8> passes;      // messages already classified (recirculations so far)
+    bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
+    bit<1> deliver;
+    bit<1> drop;
+    bit<1> classify;    // the message has the spec's length and type: run the tables
+    bit<16> call_id;    // custom action of the leaf (t_leaf_calls), for the egress or CPU
+    bit<64> svar;       // the window aggregate a t_svar<i> table matches
+}
+
+struct metadata {
+    camus_meta_t camus;
+}
+
+parser CamusParser(packet_in packet, out headers hdr, inout metadata meta,
+                   inout standard_metadata_t standard_metadata) {
+    state start {
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            0x0800: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        // options and fragments are not subscription traffic: plain forwarding
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol, hdr.ipv4.flags[0:0], hdr.ipv4.frag_offset) {
+            (5, 17, 0, 0): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            CAMUS_UDP_PORT_0: parse_int_report;
+            default: accept;
+        }
+    }
+    state parse_int_report {
+        meta.camus.feed = 1;
+        packet.extract(hdr.int_report);
+        transition camus_classify;
+    }
+    state camus_classify {
+        meta.camus.classify = 1;
+        transition accept;
+    }
+}
+
+control CamusVerifyChecksum(inout headers hdr, inout metadata meta) {
+    apply { }
+}
+
+control CamusIngress(inout headers hdr, inout metadata meta,
+                     inout standard_metadata_t standard_metadata) {
+    action set_state(bit<32> next) { meta.camus.state = next; }
+    action set_mgid(bit<16> mgid) {
+        standard_metadata.mcast_grp = mgid;
+        meta.camus.deliver = 1;
+    }
+    action set_port(bit<9> port) {
+        standard_metadata.egress_spec = port;
+        meta.camus.deliver = 1;
+    }
+    action drop_msg() { meta.camus.drop = 1; }
+    action call(bit<16> call_id) { meta.camus.call_id = call_id; }
+    action ipv4_forward(bit<48> dst_mac, bit<9> port) {
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.src = hdr.ethernet.dst;
+        hdr.ethernet.dst = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+    action plain_drop() { mark_to_drop(standard_metadata); }
+
+    table ipv4_lpm {
+        key = { hdr.ipv4.dst : lpm; }
+        actions = { ipv4_forward; plain_drop; NoAction; }
+        default_action = NoAction();
+        size = 1024;
+    }
+
+    table t_root {
+        actions = { set_state; }
+        default_action = set_state(0);   // replaced with the rule set's root state
+        size = 1;
+    }
+    table t_int_report_switch_id {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.int_report.switch_id : exact @name("int_report.switch_id");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_int_report_switch_id_any {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_int_report_hop_latency {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.int_report.hop_latency : range @name("int_report.hop_latency");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_int_report_hop_latency_any {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_int_report_queue_occupancy {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.int_report.queue_occupancy : range @name("int_report.queue_occupancy");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_int_report_queue_occupancy_any {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_int_report_flow_dst {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.int_report.flow_dst : lpm @name("int_report.flow_dst");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    register<bit<32>>(256) r_latency_window_window;   // window number = now_us >> 17
+    register<bit<64>>(256) r_latency_window_count;
+    register<bit<64>>(256) r_latency_window_sum;
+    action update_latency_window_int_report_switch_id(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
+        bit<32> window; bit<64> count; bit<64> sum;
+        r_latency_window_window.read(window, index);
+        r_latency_window_count.read(count, index);
+        r_latency_window_sum.read(sum, index);
+        r_latency_window_window.write(index, now);
+        r_latency_window_count.write(index, (window == now ? count : 0) + 1);
+        r_latency_window_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.int_report.switch_id);
+    }
+    action update_latency_window_int_report_hop_latency(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
+        bit<32> window; bit<64> count; bit<64> sum;
+        r_latency_window_window.read(window, index);
+        r_latency_window_count.read(count, index);
+        r_latency_window_sum.read(sum, index);
+        r_latency_window_window.write(index, now);
+        r_latency_window_count.write(index, (window == now ? count : 0) + 1);
+        r_latency_window_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.int_report.hop_latency);
+    }
+    action update_latency_window_int_report_queue_occupancy(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
+        bit<32> window; bit<64> count; bit<64> sum;
+        r_latency_window_window.read(window, index);
+        r_latency_window_count.read(count, index);
+        r_latency_window_sum.read(sum, index);
+        r_latency_window_window.write(index, now);
+        r_latency_window_count.write(index, (window == now ? count : 0) + 1);
+        r_latency_window_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.int_report.queue_occupancy);
+    }
+    action update_latency_window_int_report_flow_dst(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
+        bit<32> window; bit<64> count; bit<64> sum;
+        r_latency_window_window.read(window, index);
+        r_latency_window_count.read(count, index);
+        r_latency_window_sum.read(sum, index);
+        r_latency_window_window.write(index, now);
+        r_latency_window_count.write(index, (window == now ? count : 0) + 1);
+        r_latency_window_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.int_report.flow_dst);
+    }
+    action load_latency_window_count(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
+        bit<32> window; bit<64> value;
+        r_latency_window_window.read(window, index);
+        r_latency_window_count.read(value, index);
+        meta.camus.svar = window == now ? value : 0;
+    }
+    action load_latency_window_sum(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
+        bit<32> window; bit<64> value;
+        r_latency_window_window.read(window, index);
+        r_latency_window_sum.read(value, index);
+        meta.camus.svar = window == now ? value : 0;
+    }
+    table t_update0 {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_update1 {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_update2 {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_update3 {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar0_load {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { load_latency_window_count; load_latency_window_sum; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar0 {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus.svar : range @name("svar");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar1_load {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { load_latency_window_count; load_latency_window_sum; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar1 {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus.svar : range @name("svar");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar2_load {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { load_latency_window_count; load_latency_window_sum; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar2 {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus.svar : range @name("svar");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar3_load {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { load_latency_window_count; load_latency_window_sum; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar3 {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus.svar : range @name("svar");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_leaf {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { set_mgid; set_port; drop_msg; NoAction; }
+        default_action = NoAction();   // no subscriber: not delivered
+        size = 65536;
+    }
+    table t_leaf_calls {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { call; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+
+    apply {
+        if (meta.camus.feed == 0) {
+            if (hdr.ipv4.isValid()) { ipv4_lpm.apply(); }
+            return;
+        }
+        if (meta.camus.classify == 1) {
+            t_root.apply();      // the root state, set by the control plane
+            if (!t_int_report_switch_id.apply().hit) {
+                t_int_report_switch_id_any.apply();
+            }
+            if (!t_int_report_hop_latency.apply().hit) {
+                t_int_report_hop_latency_any.apply();
+            }
+            if (!t_int_report_queue_occupancy.apply().hit) {
+                t_int_report_queue_occupancy_any.apply();
+            }
+            t_int_report_flow_dst.apply();
+            t_update0.apply();
+            t_update1.apply();
+            t_update2.apply();
+            t_update3.apply();
+            t_svar0_load.apply();
+            t_svar0.apply();
+            t_svar1_load.apply();
+            t_svar1.apply();
+            t_svar2_load.apply();
+            t_svar2.apply();
+            t_svar3_load.apply();
+            t_svar3.apply();
+            t_leaf.apply();
+            t_leaf_calls.apply();
+        }
+        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+            mark_to_drop(standard_metadata);
+        }
+        // one message per packet: nothing goes round again
+    }
+}
+
+control CamusEgress(inout headers hdr, inout metadata meta,
+                    inout standard_metadata_t standard_metadata) {
+    apply {
+        // one message per packet: delivered copies need no pruning
+    }
+}
+
+control CamusComputeChecksum(inout headers hdr, inout metadata meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control CamusDeparser(packet_out packet, in headers hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.int_report);
+    }
+}
+
+V1Switch(CamusParser(), CamusVerifyChecksum(), CamusIngress(), CamusEgress(),
+         CamusComputeChecksum(), CamusDeparser()) main;
