@@ -20,26 +20,30 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     from camus.bench.workloads import itch_rules
-    from camus.compiler.backends.p4_entries import p4_tables, tcam_rows
+    from camus.compiler.backends.p4_budget import Budget, over_budget, switch_resources
+    from camus.compiler.backends.p4_entries import p4_tables
     from camus.compiler.compile import compile_rules
     from camus.compiler.spec_parser import load_spec
 
     spec = load_spec(SPEC)
     figures = {}
-    print(f"{'subs':>8} {'table':<22} {'entries':>8} {'TCAM rows':>10}   (exact tables: SRAM, one row per entry)")
+    print(f"{'subs':>8} {'table':<22} {'entries':>8} {'TCAM rows':>10} {'SRAM words':>11}")
     for n in args.subscriptions or [1000, 10000, 100000]:
         t = p4_tables(compile_rules(spec, "\n".join(itch_rules(n, args.seed))).pipeline, spec)
-        rows = tcam_rows(t)
-        per = t.by_table()
+        r = switch_resources(t)
         row = {}
         for name in t.order:
-            if per.get(name):
-                row[name] = {"entries": len(per[name]), "tcam_rows": rows.get(name, 0)}
-                print(f"{n:>8} {name:<22} {len(per[name]):>8} {rows.get(name, 0):>10}")
+            x = r["tables"].get(name)
+            if x:
+                row[name] = x
+                print(f"{n:>8} {name:<22} {x['entries']:>8} {x['tcam_rows']:>10} {x['sram_words']:>11}")
         match_entries = sum(v["entries"] for k, v in row.items() if k != "t_leaf")
-        print(f"{n:>8} {'match tables (total)':<22} {match_entries:>8} "
-              f"{sum(v['tcam_rows'] for k, v in row.items() if k != 't_leaf'):>10}   groups {len(t.groups)}")
-        figures[str(n)] = {"tables": row, "match_entries": match_entries, "groups": len(t.groups)}
+        over = over_budget(r, Budget())
+        print(f"{n:>8} {'match tables (total)':<22} {match_entries:>8} {r['tcam_rows']:>10} {r['sram_words']:>11}"
+              f"   groups {len(t.groups)}; Tofino-1 pipe budget: {'fits' if not over else '; '.join(over)}")
+        figures[str(n)] = {"tables": row, "match_entries": match_entries, "groups": len(t.groups),
+                           "tcam_rows": r["tcam_rows"], "tcam_block_rows": r["tcam_block_rows"],
+                           "sram_words": r["sram_words"], "fits_budget": not over}
     print("paper, 100K: 21,401 entries, 198 multicast groups")
     print(json.dumps(figures))
     return 0
