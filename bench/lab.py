@@ -58,11 +58,12 @@ def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 class Lab:
     def __init__(self, prefix: str = "camus-demo", subscribers: int = 3, net: str = "10.79",
-                 remote_endpoint: bool = True) -> None:
+                 remote_endpoint: bool = True, routed: bool = False) -> None:
         if not 1 <= subscribers <= 200:
             raise ValueError("1..200 subscribers")
         self.prefix, self.n, self.net = prefix, subscribers, net
         self.remote_endpoint = remote_endpoint
+        self.routed = routed          # addresses + routes so userspace brokers reach subscribers
         self.pub_ns = f"{prefix}-pub"
         self.broker = f"{prefix[:8]}-brk"          # interface names: at most 15 characters
         self.pub_if = f"{prefix[:8]}-pub"
@@ -102,6 +103,11 @@ class Lab:
                 sh("ip", "netns", "exec", ns, "ip", "link", "set", self.sub_if(p, False), "up")
                 # GRO on the subscriber side lets the veth take frames redirected from XDP.
                 sh("ip", "netns", "exec", ns, "ethtool", "-K", self.sub_if(p, False), "gro", "on", check=False)
+                if self.routed:
+                    sh("ip", "addr", "add", f"{self.net}.{p}.1/24", "dev", self.sub_if(p, True))
+                    sh("ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", f"{self.net}.{p}.1")
+            if self.routed:
+                sh("ip", "netns", "exec", self.pub_ns, "ip", "route", "add", "default", "via", f"{self.net}.0.2")
         except BaseException:
             self.teardown()
             raise
@@ -111,17 +117,23 @@ class Lab:
         self.teardown()
 
     def teardown(self) -> None:
+        """Remove this lab and any leftover of an earlier one with the same prefix (whatever its
+        number of subscribers): namespaces named PREFIX-*, interfaces named PREFIX[:8]-*."""
         from camus.dataplane import runtime
         if runtime._state_path(self.broker).exists():
             try:
                 runtime.detach(self.broker)
             except Exception:
                 pass
-        for p in range(1, self.n + 1):
-            sh("ip", "link", "del", self.sub_if(p, True), check=False)
-            sh("ip", "netns", "del", self.sub_ns(p), check=False)
-        sh("ip", "link", "del", self.broker, check=False)
-        sh("ip", "netns", "del", self.pub_ns, check=False)
+        links = sh("ip", "-o", "link", "show", check=False).stdout
+        for line in links.splitlines():
+            name = line.split(":", 2)[1].strip().split("@")[0] if ":" in line else ""
+            if name.startswith(self.prefix[:8] + "-"):
+                sh("ip", "link", "del", name, check=False)
+        for line in sh("ip", "netns", "list", check=False).stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith(self.prefix + "-"):
+                sh("ip", "netns", "del", name, check=False)
 
     # use ---------------------------------------------------------------------------------
     def broker_mac(self) -> bytes:

@@ -207,7 +207,14 @@ def build_packet(spec: Spec, messages: list[dict[str, int]], *, src_ip: str = "1
     else:
         payload = bytearray(encode_message(spec, messages[0] if messages else {}))
     port = dst_port if dst_port is not None else (spec.udp_ports[0] if spec.udp_ports else 9999)
-    udp = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload
+    return udp_frame(bytes(payload), port, src_ip=src_ip, dst_ip=dst_ip, src_mac=src_mac, dst_mac=dst_mac)
+
+
+def udp_frame(payload: bytes, port: int, *, src_ip: str = "10.0.0.1", dst_ip: str = "10.0.0.2",
+              src_mac: bytes = b"\x02\x00\x00\x00\x00\x01", dst_mac: bytes = b"\x02\x00\x00\x00\x00\x02",
+              src_port: int = 40000) -> bytes:
+    """Ethernet + IPv4 (or IPv6) + UDP around a payload; IPv4 UDP checksum left 0 (optional)."""
+    udp = struct.pack("!HHHH", src_port, port, 8 + len(payload), 0) + payload
     if ":" in dst_ip:                                   # IPv6: the UDP checksum is mandatory
         src6, dst6 = ipaddress.IPv6Address(src_ip).packed, ipaddress.IPv6Address(dst_ip).packed
         csum = udp_checksum_v6(src6, dst6, udp)

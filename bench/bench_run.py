@@ -1,0 +1,275 @@
+"""`camus-xdp bench run`: every broker side by side on one lab, one feed, the same subscribers.
+
+For each number of subscribers a namespace lab is built (publisher, broker host = this
+namespace, N subscriber namespaces with addresses and routes); for each number of
+subscriptions the ITCH rules are compiled once (the XDP broker and both userspace brokers run
+these very tables; the topic brokers get each subscriber's symbols as topics), and the expected
+deliveries are computed from them. Each broker then runs two phases:
+
+  throughput  the feed sent as fast as the C sender goes (capped at --duration seconds)
+  latency     the feed at a fixed --latency-rate messages/s, for --latency-seconds
+
+Receivers record every packet (or TCP chunk) with its kernel receive timestamp; afterwards the
+records become Parquet under RUN_DIR, next to the feed, the expected deliveries and one line of
+run facts per phase (runs.jsonl). `bench/analysis.py` (Spark) turns that into the report.
+"""
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .brokers import TOPIC_BROKERS, Broker, available, make_broker, system_cpu_seconds
+from .cbuild import binary
+from .feeds import FeedConfig, add_order, itch_feed, message_seq_ts, parse_mold, rules_for, write_frames
+from .lab import FEED_PORT, Lab
+
+SPEC = Path(__file__).resolve().parent.parent / "apps" / "itch" / "itch.p4"
+MASK48 = (1 << 48) - 1
+
+
+@dataclass
+class BenchConfig:
+    brokers: list[str]
+    out: Path
+    subscribers: list[int] = field(default_factory=lambda: [8])
+    subscriptions: list[int] = field(default_factory=lambda: [1000, 100_000])
+    messages: int = 300_000
+    duration: float = 5.0
+    latency_rate: int = 20_000
+    latency_seconds: float = 3.0
+    interesting_share: float = 0.05
+    seed: int = 1
+
+
+Progress = Callable[[str, float], None]       # (what is happening, fraction done)
+
+
+def _records(path: Path) -> list[tuple[int, bytes]]:
+    data = path.read_bytes() if path.exists() else b""
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        ts, n = struct.unpack_from("<QI", data, pos)
+        out.append((ts, data[pos + 12:pos + 12 + n]))
+        pos += 12 + n
+    return out
+
+
+def _full_ts(rx: int, send48: int) -> int:
+    """The send time from its low 48 bits, taken as the latest such time not after rx + 1 s."""
+    t = (rx & ~MASK48) | send48
+    if t > rx + 1_000_000_000:
+        t -= 1 << 48
+    return t
+
+
+def deliveries(path: Path, subscriber: int, proto: str | None) -> dict[str, list]:
+    """Receiver records -> rows (subscriber, seq, send_ts, rx_ts, packet)."""
+    cols: dict[str, list] = {"subscriber": [], "seq": [], "send_ts": [], "rx_ts": [], "packet": []}
+    recs = _records(path)
+    if proto is None:                                   # UDP datagrams carrying MoldUDP64
+        for k, (ts, payload) in enumerate(recs):
+            for m in parse_mold(payload):
+                if len(m) == 36:
+                    seq, s48 = message_seq_ts(m)
+                    for c, v in zip(cols.values(), (subscriber, seq, _full_ts(ts, s48), ts, k)):
+                        c.append(v)
+        return cols
+    from .topic_clients import parse
+    stream = b"".join(d for _, d in recs)
+    ends, acc = [], 0
+    for _, d in recs:
+        acc += len(d)
+        ends.append(acc)
+    import bisect
+    for end, payload in parse(proto, stream):
+        if len(payload) != 36:
+            continue
+        k = bisect.bisect_left(ends, end)
+        ts = recs[k][0]
+        seq, s48 = message_seq_ts(payload)
+        for c, v in zip(cols.values(), (subscriber, seq, _full_ts(ts, s48), ts, k)):
+            c.append(v)
+    return cols
+
+
+def _write_parquet(cols: dict[str, list], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({k: pa.array(v, type=pa.int64()) for k, v in cols.items()}), path)
+
+
+class Runner:
+    def __init__(self, cfg: BenchConfig, progress: Progress) -> None:
+        self.cfg, self.progress = cfg, progress
+        self.out = cfg.out
+        self.runs = (self.out / "runs.jsonl").open("a")
+
+    # -- inputs ---------------------------------------------------------------------------
+    def prepare_feed(self, lab: Lab) -> tuple[object, Path, Path, list[int]]:
+        feed = itch_feed(FeedConfig(messages=self.cfg.messages, interesting_share=self.cfg.interesting_share,
+                                    seed=self.cfg.seed))
+        pub_mac = subprocess.run(["ip", "netns", "exec", lab.pub_ns, "cat", f"/sys/class/net/{lab.pub_if}/address"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        frames = write_frames(feed, self.out / "inputs" / f"frames-{lab.n}.bin", src_ip=f"{lab.net}.0.1",
+                              dst_ip=f"{lab.net}.0.2", src_mac=bytes.fromhex(pub_mac.replace(":", "")),
+                              dst_mac=lab.broker_mac(), port=FEED_PORT)
+        raw = self.out / "inputs" / "messages.bin"
+        raw.write_bytes(b"".join(add_order(*m) for m in feed.messages))
+        cum = [0]                                  # messages in the first k frames
+        for pk in feed.packets:
+            cum.append(cum[-1] + len(pk))
+        if not (self.out / "feed.parquet").exists():
+            packet_of = {i: k for k, pk in enumerate(feed.packets) for i in pk}
+            _write_parquet({"seq": [m[0] for m in feed.messages], "price": [m[2] for m in feed.messages],
+                            "packet": [packet_of[i] for i in range(len(feed.messages))]}, self.out / "feed.parquet")
+        return feed, frames, raw, cum
+
+    def compile(self, subscriptions: int, subscribers: int, feed) -> tuple[object, Path, Path, dict[int, list[str]]]:
+        from camus.compiler.compile import compile_rules
+        from camus.compiler.spec_parser import load_spec
+        from .flat_tables import flat_tables, write_flat
+        rules = rules_for(subscriptions, subscribers, seed=self.cfg.seed)
+        d = self.out / "inputs" / f"n{subscribers}-m{subscriptions}"
+        d.mkdir(parents=True, exist_ok=True)
+        rules_path = d / "rules.txt"
+        rules_path.write_text("\n".join(rules) + "\n")
+        compiled = compile_rules(load_spec(SPEC), "\n".join(rules))
+        flat = flat_tables(compiled.pipeline, compiled.spec)
+        flat_path = write_flat(flat, d / "tables.flat")
+        topics: dict[int, set[str]] = {p: set() for p in range(1, subscribers + 1)}
+        for r in rules:
+            m = re.match(r"stock == (\S+) .* fwd\((\d+)\)", r)
+            if m:
+                topics[int(m.group(2))].add(m.group(1))
+        expected: dict[str, list] = {"seq": [], "subscriber": []}
+        for m in feed.messages:
+            for p in flat.classify(add_order(*m)):
+                expected["seq"].append(m[0])
+                expected["subscriber"].append(p)
+        _write_parquet(expected, self.out / "expected" / f"subscribers={subscribers}" /
+                       f"subscriptions={subscriptions}" / "part.parquet")
+        return compiled, rules_path, flat_path, {p: sorted(t) for p, t in topics.items()}
+
+    # -- one phase ------------------------------------------------------------------------
+    def phase(self, lab: Lab, broker: Broker, phase: str, frames: Path, raw: Path, cum: list[int],
+              topics: dict[int, list[str]], subscriptions: int) -> dict:
+        cfg = self.cfg
+        proto = TOPIC_BROKERS[broker.name][0] if broker.name in TOPIC_BROKERS else None
+        rate = 0.0 if phase == "throughput" else float(cfg.latency_rate)
+        seconds = cfg.duration if phase == "throughput" else cfg.latency_seconds
+        cap = seconds + 20
+        tmp = self.out / "tmp"
+        tmp.mkdir(exist_ok=True)
+        receivers = {}
+        for p in lab.ports:
+            out = tmp / f"sub{p}.bin"
+            if proto is None:
+                cmd = [str(binary("recv")), "udp", lab.sub_ip(p), str(FEED_PORT), str(out), str(cap), "1.5"]
+            else:
+                cmd = [sys.executable, "-m", "camus.bench.topic_clients", "sub", proto, f"{lab.net}.0.2",
+                       str(TOPIC_BROKERS[broker.name][1]), str(out), str(cap), "1.5", *(
+                           ("itch." if proto == "nats" else "itch/") + s for s in topics[p])]
+                if not topics[p]:
+                    continue
+            proc = subprocess.Popen(["ip", "netns", "exec", lab.sub_ns(p), *cmd], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+            if proc.stdout.readline().strip() != "ready":             # type: ignore[union-attr]
+                proc.kill()
+                raise RuntimeError(f"{broker.name}: receiver {p} did not start: {proc.communicate()[0][-300:]}")
+            receivers[p] = (proc, out)
+        if proto is not None:
+            time.sleep(0.5)                      # subscriptions registered before the feed starts
+        cpu0, (busy0, soft0) = broker.cpu_seconds(), system_cpu_seconds()
+        t0 = time.time()
+        if proto is None:
+            avg = cum[-1] / (len(cum) - 1)
+            pps = rate / avg if rate else 0
+            r = subprocess.run(["ip", "netns", "exec", lab.pub_ns, str(binary("send")), lab.pub_if, str(frames),
+                                str(pps), str(seconds)], capture_output=True, text=True)
+            m = re.search(r"sent (\d+) frames in ([\d.]+) s", r.stdout)
+            if not m:
+                raise RuntimeError(f"sender failed: {r.stdout} {r.stderr}")
+            sent_msgs, send_s = cum[int(m.group(1))], float(m.group(2))
+        else:
+            r = subprocess.run(["ip", "netns", "exec", lab.pub_ns, sys.executable, "-m", "camus.bench.topic_clients",
+                                "pub", proto, f"{lab.net}.0.2", str(TOPIC_BROKERS[broker.name][1]), str(raw),
+                                str(rate), str(seconds)], capture_output=True, text=True)
+            m = re.search(r"sent (\d+) messages in ([\d.]+) s", r.stdout)
+            if not m:
+                raise RuntimeError(f"publisher failed: {r.stdout} {r.stderr[-500:]}")
+            sent_msgs, send_s = int(m.group(1)), float(m.group(2))
+        end = time.monotonic() + 4
+        for proc, _ in receivers.values():
+            try:
+                proc.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.send_signal(2)
+        for proc, _ in receivers.values():
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        cpu1, (busy1, soft1) = broker.cpu_seconds(), system_cpu_seconds()
+        key = (f"broker={broker.name}/subscribers={lab.n}/subscriptions={subscriptions}/phase={phase}")
+        received = 0
+        for p, (_, out) in receivers.items():
+            cols = deliveries(out, p, proto)
+            received += len(cols["seq"])
+            _write_parquet(cols, self.out / "deliveries" / key / f"sub{p}.parquet")
+            out.unlink(missing_ok=True)
+        facts = {"broker": broker.name, "subscribers": lab.n, "subscriptions": subscriptions, "phase": phase,
+                 "rate": rate, "sent_messages": sent_msgs, "send_seconds": send_s, "started": t0,
+                 "received_messages": received, "broker_cpu_s": round(cpu1 - cpu0, 3),
+                 "system_busy_s": round(busy1 - busy0, 3), "softirq_s": round(soft1 - soft0, 3)}
+        self.runs.write(json.dumps(facts) + "\n")
+        self.runs.flush()
+        return facts
+
+    def run(self) -> list[dict]:
+        cfg = self.cfg
+        steps = len(cfg.subscribers) * len(cfg.subscriptions) * len(cfg.brokers) * 2
+        done, facts = 0, []
+        for n in cfg.subscribers:
+            with Lab("camus-bench", subscribers=n, routed=True, remote_endpoint=False) as lab:
+                self.progress(f"{n} subscribers: writing the feed", done / steps)
+                feed, frames, raw, cum = self.prepare_feed(lab)
+                for m in cfg.subscriptions:
+                    self.progress(f"{n} subscribers, {m:,} subscriptions: compiling", done / steps)
+                    compiled, rules_path, flat_path, topics = self.compile(m, n, feed)
+                    for name in cfg.brokers:
+                        work = self.out / "work" / name
+                        work.mkdir(parents=True, exist_ok=True)
+                        broker = make_broker(name, lab, work)
+                        broker.start(compiled, SPEC, rules_path, flat_path)
+                        try:
+                            for phase in ("throughput", "latency"):
+                                self.progress(f"{name}: {phase}, {n} subscribers, {m:,} subscriptions", done / steps)
+                                facts.append(self.phase(lab, broker, phase, frames, raw, cum, topics, m))
+                                done += 1
+                        finally:
+                            note = broker.stop()
+                            if note:
+                                (work / "broker.out").write_text(note + "\n")
+        self.progress("done", 1.0)
+        return facts
+
+
+def run_bench(cfg: BenchConfig, progress: Progress) -> list[dict]:
+    for b in cfg.brokers:
+        why = available(b)
+        if why:
+            raise RuntimeError(f"broker {b}: {why}")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / "inputs").mkdir(exist_ok=True)
+    (cfg.out / "config.json").write_text(json.dumps({**asdict(cfg), "out": str(cfg.out)}, indent=1) + "\n")
+    for b in ("send", "recv", "broker"):
+        binary(b)
+    return Runner(cfg, progress).run()

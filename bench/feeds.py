@@ -1,0 +1,123 @@
+"""Benchmark feeds: ITCH Add Order messages in MoldUDP64 (1-12 per packet), with Zipf symbols and
+a configurable share of "interesting" messages (symbols somebody subscribed to), INT reports and
+Siena-style events. Every message carries its sequence number (ITCH: the order reference number)
+and a send timestamp (ITCH: the 48-bit timestamp field, stamped by the sender as it goes out).
+
+Frames are written in the C sender's file format (`bench/c/send.c`), so sending needs no Python.
+"""
+from __future__ import annotations
+
+import random
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from camus.compiler.packets import udp_frame
+
+from .workloads import symbols
+
+ADD_ORDER = struct.Struct("!cHH6sQcI8sI")        # 36 bytes: ITCH 5.0 Add Order
+TIMESTAMP_OFFSET = 5                              # bytes into the message
+ORDER_REF_OFFSET = 11
+STOCK_OFFSET = 24
+PRICE_OFFSET = 32
+MOLD_HEADER = 20
+ETH_IP_UDP = 14 + 20 + 8
+
+
+@dataclass(frozen=True)
+class FeedConfig:
+    messages: int = 100_000
+    interesting_share: float = 0.05         # the paper's 5% (or 0.5%) mix
+    interesting: tuple[str, ...] = tuple(symbols(100))   # the symbols subscriptions name
+    noise_symbols: int = 900
+    zipf_s: float = 1.0
+    max_per_packet: int = 12
+    price_max: int = 1000
+    seed: int = 1
+
+
+@dataclass
+class Feed:
+    messages: list[tuple[int, str, int, int, str]]   # (seq, stock, price, shares, side)
+    packets: list[list[int]]                          # message indexes per packet
+    config: FeedConfig
+
+
+def _zipf_weights(n: int, s: float) -> list[float]:
+    return [1.0 / (i + 1) ** s for i in range(n)]
+
+
+def itch_feed(cfg: FeedConfig) -> Feed:
+    rng = random.Random(cfg.seed)
+    noise = [f"N{i:04d}" for i in range(cfg.noise_symbols)]
+    w_int, w_noise = _zipf_weights(len(cfg.interesting), cfg.zipf_s), _zipf_weights(len(noise), cfg.zipf_s)
+    msgs = []
+    for seq in range(1, cfg.messages + 1):
+        pool, w = (cfg.interesting, w_int) if rng.random() < cfg.interesting_share or not noise else (noise, w_noise)
+        msgs.append((seq, rng.choices(pool, w)[0], rng.randint(1, cfg.price_max), rng.randint(1, 5000),
+                     rng.choice("BS")))
+    packets, i = [], 0
+    while i < len(msgs):
+        k = min(rng.randint(1, cfg.max_per_packet), len(msgs) - i)
+        packets.append(list(range(i, i + k)))
+        i += k
+    return Feed(msgs, packets, cfg)
+
+
+def add_order(seq: int, stock: str, price: int, shares: int, side: str, ts_ns: int = 0) -> bytes:
+    return ADD_ORDER.pack(b"A", 0, 0, (ts_ns & 0xFFFFFFFFFFFF).to_bytes(6, "big"), seq, side.encode(), shares,
+                          stock.encode().ljust(8, b" ")[:8], price)
+
+
+def mold_payload(feed: Feed, packet: list[int], sequence: int) -> bytes:
+    out = bytearray(b"CAMUSBENCH" + sequence.to_bytes(8, "big") + len(packet).to_bytes(2, "big"))
+    for i in packet:
+        body = add_order(*feed.messages[i])
+        out += len(body).to_bytes(2, "big") + body
+    return bytes(out)
+
+
+def write_frames(feed: Feed, path: Path, *, src_ip: str, dst_ip: str, src_mac: bytes, dst_mac: bytes,
+                 port: int) -> Path:
+    """The feed as the C sender's frame file: each frame with the offsets of its messages'
+    timestamp fields, which the sender stamps as the frame leaves."""
+    with path.open("wb") as f:
+        seq = 1
+        for pk in feed.packets:
+            frame = udp_frame(mold_payload(feed, pk, seq), port, src_ip=src_ip, dst_ip=dst_ip,
+                              src_mac=src_mac, dst_mac=dst_mac)
+            stamps = [ETH_IP_UDP + MOLD_HEADER + j * (2 + ADD_ORDER.size) + 2 + TIMESTAMP_OFFSET
+                      for j in range(len(pk))]
+            f.write(struct.pack("<HB", len(frame), len(stamps)) + struct.pack(f"<{len(stamps)}H", *stamps) + frame)
+            seq += len(pk)
+    return path
+
+
+def parse_mold(payload: bytes) -> list[bytes]:
+    """The messages of a MoldUDP64 payload (stops at the first length that does not fit)."""
+    if len(payload) < MOLD_HEADER:
+        return []
+    count = int.from_bytes(payload[18:20], "big")
+    pos, out = MOLD_HEADER, []
+    for _ in range(count):
+        if pos + 2 > len(payload):
+            break
+        n = int.from_bytes(payload[pos:pos + 2], "big")
+        if pos + 2 + n > len(payload):
+            break
+        out.append(payload[pos + 2:pos + 2 + n])
+        pos += 2 + n
+    return out
+
+
+def message_seq_ts(msg: bytes) -> tuple[int, int]:
+    """(sequence number, 48-bit send timestamp) of an Add Order message."""
+    return (int.from_bytes(msg[ORDER_REF_OFFSET:ORDER_REF_OFFSET + 8], "big"),
+            int.from_bytes(msg[TIMESTAMP_OFFSET:TIMESTAMP_OFFSET + 6], "big"))
+
+
+def rules_for(subscriptions: int, subscribers: int, seed: int = 1) -> list[str]:
+    """ITCH subscriptions spread over the subscribers (port p = subscriber p)."""
+    from .workloads import itch_rules
+    return itch_rules(subscriptions, seed=seed, n_hosts=subscribers)
