@@ -282,3 +282,7 @@ def demo(n_messages: int, seed: int, no_lab: bool) -> None:
 from camus import cli_dataplane  # noqa: E402  (the data-plane commands register on the group)
 
 cli_dataplane.register(main)
+
+from camus import cli_bench  # noqa: E402  (the benchmark commands register on the group)
+
+cli_bench.register(main)

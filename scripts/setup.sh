@@ -7,8 +7,11 @@ venv="$here/.venv"
 
 # Debian packages: BCC (python3-bpfcc, never PyPI's unrelated "bcc"), clang, headers for BCC,
 # xdp-tools, trafgen (netsniff-ng), tshark for MoldUDP64 decoding, venv support.
+# Brokers the benchmark compares against: mosquitto, nats-server, redis-server (started by the
+# benchmark on lab addresses, never as services); Java for PySpark; gcc for the C programs.
 apt_packages=(python3-bpfcc bpfcc-tools clang linux-headers-amd64 xdp-tools netsniff-ng tshark
-              python3-venv iproute2 iputils-ping ethtool)
+              python3-venv iproute2 iputils-ping ethtool gcc openjdk-17-jre-headless
+              mosquitto nats-server redis-server)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -43,8 +46,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.camus-installed"
 if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ]; then
-  echo "setup: installing camus-xdp (editable) and test dependencies"
+  echo "setup: installing camus-xdp (editable) with test and benchmark dependencies (PySpark: a few minutes)"
   "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$venv/bin/python" -m pip install -q -e "$here[test]"
+  "$venv/bin/python" -m pip install -q -e "$here[test,bench]"
   touch "$stamp"
 fi

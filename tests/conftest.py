@@ -30,3 +30,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if ("bpf" in item.keywords or "netns" in item.keywords) and not is_root:
             item.add_marker(pytest.mark.skip(reason="needs root (BPF / network namespaces)"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every test that needs it (UI off, quiet)."""
+    pytest.importorskip("pyspark")
+    from camus.bench.analysis import quiet, spark_session
+    session = quiet(spark_session("local[2]", "camus-tests"))
+    yield session
+    session.stop()

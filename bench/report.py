@@ -1,0 +1,182 @@
+"""The benchmark report: a Markdown and an HTML page with the headline table, the full table per
+broker and phase, per-subscriber precision/recall, and matplotlib plots (throughput against
+subscriptions and subscribers, latency CDFs, camus-xdp against each broker)."""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+ORDER = ["xdp", "c", "py", "mosquitto", "nats", "redis"]
+LABEL = {"xdp": "camus-xdp", "c": "C broker (same tables)", "py": "Python broker (same tables)",
+         "mosquitto": "mosquitto (MQTT)", "nats": "nats-server", "redis": "redis pub/sub"}
+
+
+def _fmt(v: Any, kind: str = "") -> str:
+    if v is None:
+        return "–"
+    if kind == "pct":
+        return f"{100 * v:.2f}%"
+    if kind == "rate":
+        return f"{v:,.0f}"
+    if kind == "us":
+        return f"{v:,.1f}"
+    if isinstance(v, float):
+        return f"{v:,.3f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _brokers(rows: list[dict]) -> list[str]:
+    seen = {r["broker"] for r in rows}
+    return [b for b in ORDER if b in seen] + sorted(seen - set(ORDER))
+
+
+def headline_table(head: dict) -> list[str]:
+    subs_list = sorted({int(s) for cells in head.get("brokers", {}).values() for s in cells})
+    cols = []
+    for s in subs_list:
+        cols += [f"msgs/s @{s:,}", f"p99 µs @{s:,}", f"xdp ratio @{s:,}"]
+    lines = ["| broker | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
+    for b in [x for x in ORDER if x in head.get("brokers", {})]:
+        cells = head["brokers"][b]
+        row = []
+        for s in subs_list:
+            c = cells.get(str(s), {})
+            ratio = head.get("ratios", {}).get(f"ratio_xdp_to_{b}@{s}")
+            row += [_fmt(c.get("delivered_msgs_per_s"), "rate"), _fmt(c.get("p99_us"), "us"),
+                    "1 (itself)" if b == "xdp" else (f"{ratio:.2f}x" if ratio else "–")]
+        lines.append(f"| {LABEL.get(b, b)} | " + " | ".join(row) + " |")
+    return lines
+
+
+def _plots(run_dir: Path, summary: list[dict], cdf: list[dict]) -> list[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out = run_dir / "results" / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    thr = [r for r in summary if r["phase"] == "throughput" and r["delivered_msgs_per_s"]]
+    if thr:
+        n = max(r["subscribers"] for r in thr)
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for b in _brokers(thr):
+            pts = sorted((r["subscriptions"], r["delivered_msgs_per_s"]) for r in thr
+                         if r["broker"] == b and r["subscribers"] == n)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL.get(b, b))
+        ax.set(xscale="log", yscale="log", xlabel="subscriptions", ylabel="delivered messages/s",
+               title=f"Throughput vs subscriptions ({n} subscribers)")
+        ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=.3)
+        fig.tight_layout()
+        fig.savefig(out / "throughput_vs_subscriptions.png", dpi=110)
+        plt.close(fig)
+        made.append("throughput_vs_subscriptions.png")
+        subs_counts = sorted({r["subscribers"] for r in thr})
+        if len(subs_counts) > 1:
+            m = max(r["subscriptions"] for r in thr)
+            fig, ax = plt.subplots(figsize=(7, 4))
+            for b in _brokers(thr):
+                pts = sorted((r["subscribers"], r["delivered_msgs_per_s"]) for r in thr
+                             if r["broker"] == b and r["subscriptions"] == m)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL.get(b, b))
+            ax.set(yscale="log", xlabel="subscribers", ylabel="delivered messages/s",
+                   title=f"Throughput vs subscribers ({m:,} subscriptions)")
+            ax.legend(fontsize=8)
+            fig.tight_layout()
+            fig.savefig(out / "throughput_vs_subscribers.png", dpi=110)
+            plt.close(fig)
+            made.append("throughput_vs_subscribers.png")
+    lat = [r for r in cdf if r["phase"] == "latency" and r["latency_us"] is not None]
+    if lat:
+        n = max(r["subscribers"] for r in lat)
+        for m in sorted({r["subscriptions"] for r in lat}):
+            fig, ax = plt.subplots(figsize=(7, 4))
+            for b in _brokers(lat):
+                pts = sorted((r["fraction"], r["latency_us"]) for r in lat
+                             if r["broker"] == b and r["subscriptions"] == m and r["subscribers"] == n)
+                if pts:
+                    ax.plot([p[1] for p in pts], [p[0] for p in pts], label=LABEL.get(b, b))
+            ax.set(xscale="log", xlabel="latency (µs, publisher send to subscriber kernel receive)",
+                   ylabel="fraction of messages", title=f"Latency CDF ({n} subscribers, {m:,} subscriptions)")
+            ax.legend(fontsize=8)
+            ax.grid(True, which="both", alpha=.3)
+            fig.tight_layout()
+            name = f"latency_cdf_{m}.png"
+            fig.savefig(out / name, dpi=110)
+            plt.close(fig)
+            made.append(name)
+    return made
+
+
+def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: list[dict], head: dict) -> Path:
+    cfg = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+    plots = _plots(run_dir, summary, cdf)
+    md = ["# camus-xdp against userspace brokers", ""]
+    if cfg:
+        md += [f"Feed: {cfg.get('messages', 0):,} ITCH Add Order messages in MoldUDP64 packets of 1-12, "
+               f"{100 * cfg.get('interesting_share', 0):.1f}% of them on subscribed symbols (Zipf); "
+               f"throughput phase at the sender's maximum rate (capped at {cfg.get('duration')} s), latency phase at "
+               f"{cfg.get('latency_rate', 0):,} messages/s for {cfg.get('latency_seconds')} s.", ""]
+    md += [f"## Headline ({head.get('subscribers')} subscribers)", "",
+           "Delivered messages/s in the throughput phase; p99 latency in the latency phase; ratio = "
+           "camus-xdp's delivered messages/s over the broker's.", ""]
+    md += headline_table(head) + [""]
+    md += ["## All runs", "",
+           "| broker | subscribers | subscriptions | phase | sent msgs | delivered | msgs/s | packets/s | loss | "
+           "precision | dup | p50 µs | p99 µs | p99.9 µs | broker CPU s/M msgs | system CPU s/M msgs |",
+           "| --- |" + " ---: |" * 15]
+    for r in summary:
+        md.append(f"| {r['broker']} | {r['subscribers']} | {r['subscriptions']:,} | {r['phase']} | "
+                  f"{r['sent_messages']:,} | {r['delivered']:,} | {_fmt(r['delivered_msgs_per_s'], 'rate')} | "
+                  f"{_fmt(r['packets_per_s'], 'rate')} | {_fmt(r['loss'], 'pct')} | {_fmt(r['precision'], 'pct')} | "
+                  f"{r['duplicates']:,} | {_fmt(r['p50_us'], 'us')} | {_fmt(r['p99_us'], 'us')} | "
+                  f"{_fmt(r['p999_us'], 'us')} | {_fmt(r['broker_cpu_s_per_mmsg'])} | "
+                  f"{_fmt(r['system_cpu_s_per_mmsg'])} |")
+    md += ["", "camus-xdp works in the kernel's softirq, not in a process: its broker CPU column is 0; "
+           "compare the system CPU column (the whole machine: sender, broker and receivers).", ""]
+    md += ["## Per subscriber (latency phase)", "",
+           "| broker | subscriptions | subscriber | expected | delivered | precision | recall |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in per_sub:
+        if r["phase"] == "latency":
+            md.append(f"| {r['broker']} | {r['subscriptions']:,} | {r['subscriber']} | {r['expected']:,} | "
+                      f"{r['delivered']:,} | {_fmt(r['precision'], 'pct')} | {_fmt(r['recall'], 'pct')} |")
+    md += ["", "## Plots", ""] + [f"![{p}](plots/{p})" for p in plots] + [""]
+    out = run_dir / "results"
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    (out / "report.html").write_text(_html("\n".join(md)))
+    return out / "report.md"
+
+
+def _html(md: str) -> str:
+    """A plain HTML rendering of the report's Markdown (tables, headings, images)."""
+    body, in_table = [], False
+    for line in md.split("\n"):
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if set("".join(cells)) <= set("-: "):
+                continue
+            tag = "th" if not in_table else "td"
+            if not in_table:
+                body.append("<table>")
+                in_table = True
+            body.append("<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>")
+            continue
+        if in_table:
+            body.append("</table>")
+            in_table = False
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
+        elif line.startswith("!["):
+            src = line[line.index("(") + 1:-1]
+            body.append(f'<img src="{html.escape(src)}" style="max-width:100%">')
+        elif line:
+            body.append(f"<p>{html.escape(line)}</p>")
+    if in_table:
+        body.append("</table>")
+    return ("<!doctype html><meta charset=utf-8><title>camus-xdp benchmark</title><style>"
+            "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style>\n" + "\n".join(body) + "\n")

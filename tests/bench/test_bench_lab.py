@@ -1,0 +1,35 @@
+"""Every broker on a small lab, end to end: feed, receivers, captures to Parquet, Spark report.
+At the latency phase's low rate the exact brokers (camus-xdp, C, Python) deliver exactly the
+expected messages, and the topic brokers deliver all of them plus the price-filtered extras."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from camus.bench.analysis import run_analysis
+from camus.bench.bench_run import BenchConfig, run_bench
+
+pytestmark = [pytest.mark.netns, pytest.mark.spark, pytest.mark.slow]
+
+
+def test_all_brokers_small_run(spark, tmp_path: Path) -> None:
+    cfg = BenchConfig(brokers=["xdp", "c", "py", "mosquitto", "nats", "redis"], out=tmp_path / "run",
+                      subscribers=[3], subscriptions=[200], messages=20_000, duration=1.0,
+                      latency_rate=4000, latency_seconds=1.0, interesting_share=0.2)
+    steps = []
+    facts = run_bench(cfg, lambda what, frac: steps.append(frac))
+    assert steps[-1] == 1.0 and len(facts) == 12
+    head = run_analysis(cfg.out, spark=spark)
+    rows = {(r["broker"], r["phase"]): r.asDict() for r in
+            spark.read.parquet(str(cfg.out / "results" / "summary")).collect()}
+    for b in ("xdp", "c", "py"):
+        r = rows[(b, "latency")]
+        assert r["expected"] > 50 and (r["correct"], r["delivered"]) == (r["expected"], r["expected"]), r
+        assert r["duplicates"] == 0 and 0 < r["p50_us"] < 100_000
+    for b in ("mosquitto", "nats", "redis"):
+        r = rows[(b, "latency")]
+        assert r["recall"] == 1.0 and r["precision"] < 1.0, r          # topics cannot filter on price
+    assert set(head["brokers"]) == {"xdp", "c", "py", "mosquitto", "nats", "redis"}
+    assert (cfg.out / "results" / "report.md").read_text().count("| camus-xdp |") == 1
+    assert not list((cfg.out / "tmp").glob("*.bin"))                   # raw captures converted and removed
