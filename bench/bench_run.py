@@ -165,17 +165,17 @@ class Runner:
         proto = TOPIC_BROKERS[broker.name][0] if broker.name in TOPIC_BROKERS else None
         rate = 0.0 if phase == "throughput" else float(cfg.latency_rate)
         seconds = cfg.duration if phase == "throughput" else cfg.latency_seconds
-        cap = seconds + 20
+        cap = seconds + 120                       # receivers are stopped by the runner long before
         tmp = self.out / "tmp"
         tmp.mkdir(exist_ok=True)
         receivers = {}
         for p in lab.ports:
             out = tmp / f"sub{p}.bin"
             if proto is None:
-                cmd = [str(binary("recv")), "udp", lab.sub_ip(p), str(FEED_PORT), str(out), str(cap), "1.5"]
+                cmd = [str(binary("recv")), "udp", lab.sub_ip(p), str(FEED_PORT), str(out), str(cap), str(cap)]
             else:
                 cmd = [sys.executable, "-m", "camus.bench.topic_clients", "sub", proto, f"{lab.net}.0.2",
-                       str(TOPIC_BROKERS[broker.name][1]), str(out), str(cap), "1.5", *(
+                       str(TOPIC_BROKERS[broker.name][1]), str(out), str(cap), str(cap), *(
                            ("itch." if proto == "nats" else "itch/") + s for s in topics[p])]
                 if not topics[p]:
                     continue
@@ -206,12 +206,10 @@ class Runner:
             if not m:
                 raise RuntimeError(f"publisher failed: {r.stdout} {r.stderr[-500:]}")
             sent_msgs, send_s = int(m.group(1)), float(m.group(2))
-        end = time.monotonic() + 4
+        self._wait_quiet([out for _, out in receivers.values()])
         for proc, _ in receivers.values():
-            try:
-                proc.wait(timeout=max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.send_signal(2)
+            if proc.poll() is None:
+                proc.send_signal(2)                          # SIGINT: receivers keep what came
         for proc, _ in receivers.values():
             try:
                 proc.communicate(timeout=10)
@@ -232,6 +230,19 @@ class Runner:
         self.runs.write(json.dumps(facts) + "\n")
         self.runs.flush()
         return facts
+
+    @staticmethod
+    def _wait_quiet(files: list[Path], quiet_s: float = 1.5, limit_s: float = 60.0) -> None:
+        """After the sender: wait until the receivers' files stop growing (the broker drained)."""
+        start = last_change = time.monotonic()
+        size = -1
+        while time.monotonic() - start < limit_s:
+            now_size = sum(f.stat().st_size for f in files if f.exists())
+            if now_size != size:
+                size, last_change = now_size, time.monotonic()
+            elif time.monotonic() - last_change >= quiet_s:
+                return
+            time.sleep(0.1)
 
     def run(self) -> list[dict]:
         cfg = self.cfg

@@ -176,6 +176,7 @@ def _subscriber(proto: str, host: str, port: int, out_path: str, seconds: float,
             if proto == "nats" and b"PING\r\n" in data:
                 s.sendall(b"PONG\r\n")
             f.write(struct.pack("<QI", ts or time.time_ns(), len(data)) + data)
+            f.flush()                          # the runner watches the file grow
             total += len(data)
     print(f"received {total} bytes", flush=True)
     return 0

@@ -286,3 +286,7 @@ cli_dataplane.register(main)
 from camus import cli_bench  # noqa: E402  (the benchmark commands register on the group)
 
 cli_bench.register(main)
+
+from camus import cli_controller  # noqa: E402  (controller, agent and subscription commands)
+
+cli_controller.register(main)

@@ -104,6 +104,7 @@ int main(int argc, char **argv) {
             fwrite(&len, 4, 1, out);
             fwrite(bufs[i], 1, len, out);
         }
+        fflush(out);                      /* the runner watches the file grow to see traffic end */
         total += r;
     }
     fclose(out);

@@ -1,0 +1,144 @@
+"""`camus-xdp controller serve`, `agent`, `subscribe`, `unsubscribe`, `subscriptions`."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise click.BadParameter("HOST:PORT, e.g. 127.0.0.1:9000")
+    return host, int(port)
+
+
+def register(main: click.Group) -> None:
+    @main.group()
+    def controller() -> None:
+        """The controller: routes subscriptions over a topology of XDP hosts and P4 switches."""
+
+    @controller.command("serve")
+    @click.option("--topology", "topology_path", required=True, type=click.Path(exists=True, dir_okay=False),
+                  help="Topology file (YAML/JSON): devices with kind p4|xdp|plain|host, links with ports; "
+                       "xdp devices carry `agent: URL`.")
+    @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
+    @click.option("--policy", type=click.Choice(["mr", "tr", "mst", "mst++"]), default="mr", show_default=True,
+                  help="mr/tr: hierarchical (Algorithm 1); mst/mst++: spanning tree of a general graph.")
+    @click.option("--alpha", type=click.IntRange(1), default=1, show_default=True)
+    @click.option("--listen", default="127.0.0.1:9000", show_default=True, help="HOST:PORT of the HTTP API.")
+    @click.option("--tokens", "tokens_path", required=True, type=click.Path(exists=True, dir_okay=False),
+                  help="YAML 'token: host' lines: who may subscribe for which host.")
+    @click.option("--agent-token", default="", help="Token the controller presents to host agents.")
+    @click.option("--switch-dir", type=click.Path(file_okay=False), default="switches", show_default=True,
+                  help="Where each P4 switch's program and entries are written (DIR/<switch>/).")
+    @click.option("--default-ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
+    def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token, switch_dir, default_ttl) -> None:
+        """Serve the subscription API; push tables to agents and switch directories."""
+        import logging
+        from pathlib import Path
+        from aiohttp import web
+        from camus.compiler.compile import CompileOptions
+        from camus.compiler.errors import CompileErrors
+        from camus.compiler.spec_parser import load_spec
+        from camus.controller.core import Controller
+        from camus.controller.service import load_tokens, make_app
+        from camus.controller.targets import AgentTarget, SwitchDirTarget
+        from camus.controller.topology import Topology, TopologyError
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        try:
+            topo = Topology.load(topology_path)
+            tokens = load_tokens(tokens_path)
+            sp = load_spec(spec)
+        except (TopologyError, ValueError, CompileErrors) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        targets = {}
+        for d in topo.devices:
+            if topo.kind(d) == "xdp" and topo.attr(d, "agent"):
+                targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "")
+            elif topo.kind(d) == "p4":
+                targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
+        ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets)
+        host, port = _listen(listen)
+        click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
+                   f"http://{host}:{port}/v1/", err=True)
+        web.run_app(make_app(ctl, tokens, default_ttl), host=host, port=port, print=None)
+
+    @main.command()
+    @click.argument("iface")
+    @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
+    @click.option("--ports", "ports_path", type=click.Path(exists=True, dir_okay=False), default=None)
+    @click.option("--listen", default="127.0.0.1:9100", show_default=True)
+    @click.option("--token", required=True, help="Bearer token the controller must present.")
+    @click.option("--mode", type=click.Choice(["native", "generic"]), default="native", show_default=True)
+    def agent(iface, spec, ports_path, listen, token, mode) -> None:
+        """Host agent: apply the controller's tables to IFACE atomically (root)."""
+        from aiohttp import web
+        from camus.controller.agent import Agent, make_agent_app
+        host, port = _listen(listen)
+        a = Agent(iface, spec, token, ports_path, mode)
+        click.echo(f"agent for {iface} on http://{host}:{port}/v1/", err=True)
+        web.run_app(make_agent_app(a), host=host, port=port, print=None)
+
+    def _client(url: str, token: str):
+        from camus.controller.client import SubscriptionClient
+        return SubscriptionClient(url, token)
+
+    common = [click.option("--controller", "url", default="http://127.0.0.1:9000", show_default=True),
+              click.option("--token", required=True, envvar="CAMUS_TOKEN", help="Your token ($CAMUS_TOKEN).")]
+
+    def with_common(f):
+        for opt in reversed(common):
+            f = opt(f)
+        return f
+
+    @main.command()
+    @click.argument("filter_text", metavar="FILTER")
+    @click.option("--ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
+    @click.option("--keep-alive", is_flag=True, help="Stay and refresh until Ctrl-C, then unsubscribe.")
+    @with_common
+    def subscribe(filter_text, ttl, keep_alive, url, token) -> None:
+        """Subscribe your host to FILTER, e.g. 'stock == GOOGL and price > 50'."""
+        from camus.controller.client import ServiceError
+        c = _client(url, token)
+        try:
+            sub = c.subscribe(filter_text, ttl)
+        except (ServiceError, OSError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        click.echo(json.dumps(sub))
+        if keep_alive:
+            c.keep_alive(sub["id"])
+            try:
+                while True:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                c.unsubscribe(sub["id"])
+                click.echo(f"unsubscribed {sub['id']}", err=True)
+
+    @main.command()
+    @click.argument("sub_id")
+    @with_common
+    def unsubscribe(sub_id, url, token) -> None:
+        """Remove one of your subscriptions."""
+        from camus.controller.client import ServiceError
+        try:
+            click.echo(json.dumps(_client(url, token).unsubscribe(sub_id)))
+        except (ServiceError, OSError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+    @main.command()
+    @with_common
+    def subscriptions(url, token) -> None:
+        """List your subscriptions and their remaining TTL."""
+        from camus.controller.client import ServiceError
+        try:
+            for s in _client(url, token).subscriptions():
+                click.echo(json.dumps(s))
+        except (ServiceError, OSError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)

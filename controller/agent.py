@@ -1,0 +1,93 @@
+"""The host agent: on an XDP host, receives the tables the controller computed for it and
+applies them with the data plane's atomic update (attaching first if needed).
+
+    POST /v1/tables  {"rules": "...", "digest": "..."}  -> 200 {"digest", "summary"}
+    GET  /v1/status
+
+The rules are compiled here against the agent's spec, then swapped in as one update: a packet
+sees the old tables or the new ones. A rule set that does not compile or does not fit is
+refused (4xx) and the tables in place keep serving.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+
+@dataclass
+class Agent:
+    iface: str
+    spec_path: str
+    token: str
+    ports_path: str | None = None
+    mode: str = "native"
+    digest: str = ""
+    applied: int = 0
+    last_error: str = ""
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="camus-agent-")))
+
+    def apply(self, rules: str, digest: str) -> str:
+        """Compile and install; raises ValueError (bad rules) or RuntimeError (data plane)."""
+        from camus.compiler.compile import CompileOptions, compile_files
+        from camus.compiler.errors import CompileError, CompileErrors
+        from camus.dataplane import runtime
+        path = self.workdir / f"rules-{digest}.txt"
+        path.write_text(rules)
+        try:
+            compiled = compile_files(self.spec_path, str(path), CompileOptions())
+        except (CompileErrors, CompileError) as exc:
+            raise ValueError(str(exc)) from None
+        try:
+            if any(i.iface == self.iface for i in runtime.installed()):
+                report = runtime.update(self.iface, compiled, str(path))
+                summary = (f"{report.old_entries} -> {report.new_entries} entries in {report.seconds * 1000:.0f} ms; "
+                           f"{len(report.added)} rules added, {len(report.removed)} removed")
+            else:
+                runtime.attach(self.iface, compiled, self.spec_path, str(path), mode=self.mode,
+                               ports_path=self.ports_path)
+                summary = f"attached to {self.iface}"
+        except Exception as exc:                     # the data plane says why; old tables stay
+            raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
+        self.digest, self.applied = digest, self.applied + 1
+        return summary
+
+
+def make_agent_app(agent: Agent) -> web.Application:
+    lock = asyncio.Lock()
+
+    def authorised(request: web.Request) -> None:
+        if request.headers.get("Authorization", "") != f"Bearer {agent.token}":
+            raise web.HTTPUnauthorized(text='{"error": "bad token"}', content_type="application/json")
+
+    async def tables(request: web.Request) -> web.Response:
+        authorised(request)
+        try:
+            data = await request.json()
+            rules, digest = str(data["rules"]), str(data["digest"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return web.json_response({"error": "expected {rules, digest}"}, status=400)
+        async with lock:
+            try:
+                summary = await asyncio.to_thread(agent.apply, rules, digest)
+            except ValueError as exc:
+                agent.last_error = str(exc)
+                return web.json_response({"error": str(exc)}, status=422)
+            except RuntimeError as exc:
+                agent.last_error = str(exc)
+                return web.json_response({"error": str(exc)}, status=503)
+        agent.last_error = ""
+        return web.json_response({"digest": agent.digest, "summary": summary})
+
+    async def status(request: web.Request) -> web.Response:
+        authorised(request)
+        return web.json_response({"iface": agent.iface, "digest": agent.digest, "applied": agent.applied,
+                                  "last_error": agent.last_error})
+
+    app = web.Application()
+    app.add_routes([web.post("/v1/tables", tables), web.get("/v1/status", status)])
+    return app

@@ -1,0 +1,78 @@
+"""A small Python client of the subscription service.
+
+    c = SubscriptionClient("http://127.0.0.1:9000", token)
+    sub = c.subscribe("stock == GOOGL and price > 50", ttl=30)
+    c.keep_alive(sub["id"])          # refresh before the TTL lapses (soft state)
+    c.unsubscribe(sub["id"])
+"""
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+class ServiceError(RuntimeError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+class SubscriptionClient:
+    def __init__(self, url: str, token: str, timeout: float = 10.0) -> None:
+        self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
+        self._keepers: dict[str, threading.Event] = {}
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Authorization": f"Bearer {self.token}",
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")
+            try:
+                text = json.loads(text).get("error", text)
+            except (ValueError, AttributeError):
+                pass
+            raise ServiceError(exc.code, text) from None
+
+    def subscribe(self, filter_text: str, ttl: float = 30.0) -> dict:
+        return self._call("POST", "/v1/subscriptions", {"filter": filter_text, "ttl": ttl})
+
+    def refresh(self, sub_id: str, ttl: float | None = None) -> dict:
+        return self._call("POST", f"/v1/subscriptions/{sub_id}/refresh", {} if ttl is None else {"ttl": ttl})
+
+    def unsubscribe(self, sub_id: str) -> dict:
+        self.stop_keep_alive(sub_id)
+        return self._call("DELETE", f"/v1/subscriptions/{sub_id}")
+
+    def subscriptions(self) -> list[dict]:
+        return self._call("GET", "/v1/subscriptions")["subscriptions"]
+
+    def status(self) -> dict:
+        return self._call("GET", "/v1/status")
+
+    def keep_alive(self, sub_id: str, every: float | None = None) -> None:
+        """Refresh in the background (at a third of the TTL) until unsubscribe/stop_keep_alive."""
+        ttl = next(s["ttl"] for s in self.subscriptions() if s["id"] == sub_id)
+        stop = threading.Event()
+        self._keepers[sub_id] = stop
+
+        def loop() -> None:
+            while not stop.wait(every or ttl / 3):
+                try:
+                    self.refresh(sub_id)
+                except (ServiceError, OSError):
+                    pass
+
+        threading.Thread(target=loop, daemon=True).start()
+
+    def stop_keep_alive(self, sub_id: str) -> None:
+        ev = self._keepers.pop(sub_id, None)
+        if ev:
+            ev.set()

@@ -1,0 +1,187 @@
+"""The controller's state machine, without HTTP: subscriptions as soft state, routing and
+per-device compilation on every change, and pushes that are retried until each device holds
+exactly the tables it should.
+
+A subscription belongs to one host (the token's), lives for its TTL unless refreshed, and is
+validated alone before it is accepted (a bad filter changes nothing). Every change recomputes
+the routing and recompiles the devices whose rule set changed; each such device gets its new
+tables through its push target (an XDP host's agent, or a P4 switch's entries directory). A
+device whose push fails keeps its previous tables (the agent swaps atomically or not at all)
+and is retried; `status()` reports it.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from camus.compiler.compile import CompileOptions, compile_rules
+from camus.compiler.errors import CompileError, CompileErrors
+from camus.compiler.spec import Spec
+
+from .devices import DeviceCompiler, DeviceTables
+from .routing import Routing, route
+from .topology import Topology
+
+
+class SubscriptionError(ValueError):
+    """A request the controller refuses (bad filter, unknown id, not yours)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class PushTarget(Protocol):
+    def push(self, device: str, tables: DeviceTables) -> str: ...     # raises on failure
+
+
+@dataclass
+class Subscription:
+    id: str
+    host: str
+    filter: str
+    ttl: float
+    expires: float
+
+    def view(self, now: float) -> dict:
+        return {"id": self.id, "host": self.host, "filter": self.filter, "ttl": self.ttl,
+                "expires_in": round(max(0.0, self.expires - now), 3)}
+
+
+@dataclass
+class DeviceState:
+    desired: str = ""              # digest of the tables the device should hold
+    applied: str = ""              # digest it acknowledged
+    error: str = ""
+    attempts: int = 0
+    next_try: float = 0.0
+    pushed_at: float = 0.0
+
+
+@dataclass
+class Controller:
+    topology: Topology
+    spec: Spec
+    policy: str = "mr"
+    options: CompileOptions = field(default_factory=CompileOptions)
+    targets: dict[str, PushTarget] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    max_ttl: float = 3600.0
+    subs: dict[str, Subscription] = field(default_factory=dict)
+    devices: dict[str, DeviceState] = field(default_factory=dict)
+    tables: dict[str, DeviceTables] = field(default_factory=dict)
+    routing: Routing | None = None
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def __post_init__(self) -> None:
+        self.compiler = DeviceCompiler(self.spec, self.options)
+        self.recompute()
+
+    # -- subscriptions ---------------------------------------------------------------------
+    def validate(self, filter_text: str) -> str:
+        text = filter_text.strip()
+        if not text or "\n" in text or ":" in text.replace("::", ""):
+            raise SubscriptionError("a subscription is one filter, without an action (e.g. "
+                                    "'stock == GOOGL and price > 50')")
+        try:
+            compile_rules(self.spec, f"{text} : fwd(1)", "<filter>")
+        except (CompileErrors, CompileError) as exc:
+            raise SubscriptionError(str(exc)) from None
+        return text
+
+    def add(self, host: str, filter_text: str, ttl: float) -> Subscription:
+        if host not in self.topology.hosts:
+            raise SubscriptionError(f"unknown host {host!r}", 403)
+        if not 0 < ttl <= self.max_ttl:
+            raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
+        text = self.validate(filter_text)
+        now = self.clock()
+        sub = Subscription(f"s{next(self._ids)}", host, text, ttl, now + ttl)
+        self.subs[sub.id] = sub
+        self.recompute()
+        return sub
+
+    def _own(self, host: str, sub_id: str) -> Subscription:
+        sub = self.subs.get(sub_id)
+        if sub is None or sub.host != host:            # someone else's looks like nothing at all
+            raise SubscriptionError(f"no subscription {sub_id!r} for {host}", 404)
+        return sub
+
+    def remove(self, host: str, sub_id: str) -> None:
+        self._own(host, sub_id)
+        del self.subs[sub_id]
+        self.recompute()
+
+    def refresh(self, host: str, sub_id: str, ttl: float | None = None) -> Subscription:
+        sub = self._own(host, sub_id)
+        if ttl is not None:
+            if not 0 < ttl <= self.max_ttl:
+                raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
+            sub.ttl = ttl
+        sub.expires = self.clock() + sub.ttl
+        return sub
+
+    def list(self, host: str) -> list[dict]:
+        now = self.clock()
+        return [s.view(now) for s in self.subs.values() if s.host == host]
+
+    def expire(self) -> list[str]:
+        now = self.clock()
+        gone = [i for i, s in self.subs.items() if s.expires <= now]
+        for i in gone:
+            del self.subs[i]
+        if gone:
+            self.recompute()
+        return gone
+
+    # -- routing, compiling, pushing -------------------------------------------------------
+    def by_host(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {h: [] for h in self.topology.hosts}
+        for s in sorted(self.subs.values(), key=lambda s: int(s.id[1:])):
+            out[s.host].append(s.filter)
+        return out
+
+    def recompute(self) -> list[str]:
+        """New routing and tables; returns the devices whose tables changed."""
+        self.routing = route(self.topology, self.by_host(), self.policy)
+        self.tables = self.compiler.compile(self.routing)
+        changed = []
+        for d, t in self.tables.items():
+            st = self.devices.setdefault(d, DeviceState())
+            if st.desired != t.digest:
+                st.desired, st.attempts, st.next_try, st.error = t.digest, 0, 0.0, ""
+                changed.append(d)
+        return changed
+
+    def pending(self) -> list[str]:
+        now = self.clock()
+        return [d for d, st in sorted(self.devices.items())
+                if st.desired != st.applied and d in self.targets and st.next_try <= now]
+
+    def push_one(self, device: str) -> bool:
+        """Push the device's desired tables once; on failure back off (0.2 s doubling to 5 s)."""
+        st, tables = self.devices[device], self.tables[device]
+        digest = st.desired
+        try:
+            self.targets[device].push(device, tables)
+        except Exception as exc:                       # any failure: report, keep old tables, retry
+            st.attempts += 1
+            st.error = f"{type(exc).__name__}: {exc}"[:500]
+            st.next_try = self.clock() + min(5.0, 0.2 * 2 ** (st.attempts - 1))
+            return False
+        if st.desired == digest:
+            st.applied, st.error, st.attempts = digest, "", 0
+            st.pushed_at = self.clock()
+        return True
+
+    def push_pending(self) -> dict[str, bool]:
+        return {d: self.push_one(d) for d in self.pending()}
+
+    def status(self) -> dict:
+        return {"policy": self.policy, "subscriptions": len(self.subs),
+                "devices": {d: {"kind": self.topology.kind(d), "entries": self.tables[d].entries if d in self.tables else 0,
+                                "in_sync": st.desired == st.applied, "desired": st.desired, "applied": st.applied,
+                                "error": st.error, "attempts": st.attempts, "push_target": d in self.targets}
+                            for d, st in sorted(self.devices.items())}}

@@ -1,0 +1,74 @@
+"""Per-device compilation: each filtering device's rule set through the compiler, cached by the
+rule text, so a subscription change recompiles only the devices whose rules changed; resource
+reports per device and memory per layer."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from camus.compiler.compile import Compiled, CompileOptions, compile_rules
+from camus.compiler.resources import resource_report
+from camus.compiler.spec import Spec
+
+from .routing import Routing
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class DeviceTables:
+    device: str
+    kind: str                 # p4 | xdp
+    rules: str
+    digest: str
+    compiled: Compiled
+
+    @property
+    def entries(self) -> int:
+        p = self.compiled.pipeline
+        return p.entry_count + len(p.leaves)
+
+
+@dataclass
+class DeviceCompiler:
+    spec: Spec
+    options: CompileOptions = field(default_factory=CompileOptions)
+    cache: dict[str, DeviceTables] = field(default_factory=dict)
+    compiled_last: list[str] = field(default_factory=list)    # devices the last call (re)compiled
+
+    def compile(self, routing: Routing) -> dict[str, DeviceTables]:
+        """Tables for every filtering device of the routing; unchanged rule sets are reused."""
+        self.compiled_last = []
+        out = {}
+        for d in sorted(routing.filters):
+            rules = routing.device_rules(d)
+            h = digest(rules)
+            cached = self.cache.get(d)
+            if cached is None or cached.digest != h:
+                cached = DeviceTables(d, routing.topology.kind(d), rules, h,
+                                      compile_rules(self.spec, rules, f"<{d}>", self.options))
+                self.cache[d] = cached
+                self.compiled_last.append(d)
+            out[d] = cached
+        for gone in set(self.cache) - set(out):
+            del self.cache[gone]
+        return out
+
+
+def memory_per_layer(routing: Routing, tables: dict[str, DeviceTables]) -> dict[str, dict[str, int]]:
+    """Per layer: devices, total table entries (match + leaf), the largest device."""
+    out: dict[str, dict[str, int]] = {}
+    for d, t in tables.items():
+        layer = routing.topology.layer(d) or "-"
+        row = out.setdefault(layer, {"devices": 0, "entries": 0, "max_entries": 0, "rules": 0})
+        row["devices"] += 1
+        row["entries"] += t.entries
+        row["max_entries"] = max(row["max_entries"], t.entries)
+        row["rules"] += len(t.compiled.rules)
+    return out
+
+
+def device_reports(tables: dict[str, DeviceTables]) -> dict[str, dict]:
+    return {d: resource_report(t.compiled.pipeline) for d, t in tables.items()}

@@ -1,0 +1,157 @@
+"""The subscription service: HTTP/JSON over the controller (aiohttp), loopback by default.
+
+    POST   /v1/subscriptions              {"filter": "...", "ttl": 30}  -> 201 {"id", "expires_in", ...}
+    GET    /v1/subscriptions              your subscriptions
+    POST   /v1/subscriptions/{id}/refresh {"ttl": 30}? (soft state: refresh before it lapses)
+    DELETE /v1/subscriptions/{id}
+    GET    /v1/status                     devices, sync state, push errors
+
+Every request carries `Authorization: Bearer <token>`; the token names the host whose
+subscriptions it may touch (tokens file: `token: host` lines). A background task expires
+lapsed subscriptions and pushes pending device tables, retrying failures.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+from aiohttp import web
+
+from .core import Controller, SubscriptionError
+
+log = logging.getLogger("camus.controller")
+TICK_S = 0.1
+CONTROLLER = web.AppKey("controller", Controller)
+TOKENS = web.AppKey("tokens", dict)
+DEFAULT_TTL = web.AppKey("default_ttl", float)
+LOCK = web.AppKey("lock", asyncio.Lock)
+WAKE = web.AppKey("wake", asyncio.Event)
+TASK = web.AppKey("task", asyncio.Task)
+
+
+def load_tokens(path: str | Path) -> dict[str, str]:
+    import yaml
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise ValueError(f"{path}: expected 'token: host' lines")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _host(request: web.Request) -> str:
+    auth = request.headers.get("Authorization", "")
+    token = auth[7:] if auth.startswith("Bearer ") else ""
+    host = request.app[TOKENS].get(token)
+    if host is None:
+        raise web.HTTPUnauthorized(text=json.dumps({"error": "missing or unknown token"}),
+                                   content_type="application/json")
+    return host
+
+
+def _fail(exc: SubscriptionError) -> web.Response:
+    return web.json_response({"error": str(exc)}, status=exc.status)
+
+
+async def _body(request: web.Request) -> dict:
+    try:
+        data = await request.json() if request.can_read_body else {}
+    except json.JSONDecodeError:
+        raise web.HTTPBadRequest(text=json.dumps({"error": "body is not JSON"}), content_type="application/json")
+    if not isinstance(data, dict):
+        raise web.HTTPBadRequest(text=json.dumps({"error": "body must be a JSON object"}),
+                                 content_type="application/json")
+    return data
+
+
+async def add(request: web.Request) -> web.Response:
+    host = _host(request)
+    data = await _body(request)
+    c: Controller = request.app[CONTROLLER]
+    try:
+        ttl = float(data.get("ttl", request.app[DEFAULT_TTL]))
+        async with request.app[LOCK]:
+            sub = c.add(host, str(data.get("filter", "")), ttl)
+    except SubscriptionError as exc:
+        return _fail(exc)
+    except (TypeError, ValueError):
+        return web.json_response({"error": "ttl must be a number of seconds"}, status=400)
+    request.app[WAKE].set()
+    return web.json_response(sub.view(c.clock()), status=201)
+
+
+async def listing(request: web.Request) -> web.Response:
+    host = _host(request)
+    return web.json_response({"host": host, "subscriptions": request.app[CONTROLLER].list(host)})
+
+
+async def refresh(request: web.Request) -> web.Response:
+    host = _host(request)
+    data = await _body(request)
+    c: Controller = request.app[CONTROLLER]
+    try:
+        async with request.app[LOCK]:
+            sub = c.refresh(host, request.match_info["id"], float(data["ttl"]) if "ttl" in data else None)
+    except SubscriptionError as exc:
+        return _fail(exc)
+    return web.json_response(sub.view(c.clock()))
+
+
+async def remove(request: web.Request) -> web.Response:
+    host = _host(request)
+    try:
+        async with request.app[LOCK]:
+            request.app[CONTROLLER].remove(host, request.match_info["id"])
+    except SubscriptionError as exc:
+        return _fail(exc)
+    request.app[WAKE].set()
+    return web.json_response({"removed": request.match_info["id"]})
+
+
+async def status(request: web.Request) -> web.Response:
+    _host(request)
+    return web.json_response(request.app[CONTROLLER].status())
+
+
+async def _housekeeping(app: web.Application) -> None:
+    """Expire lapsed subscriptions, push pending tables (in a thread: agents compile), retry."""
+    c: Controller = app[CONTROLLER]
+    while True:
+        try:
+            await asyncio.wait_for(app[WAKE].wait(), TICK_S)
+        except asyncio.TimeoutError:
+            pass
+        app[WAKE].clear()
+        async with app[LOCK]:
+            gone = c.expire()
+            if gone:
+                log.info("expired %s", ", ".join(gone))
+            todo = c.pending()
+        for d in todo:
+            ok = await asyncio.to_thread(c.push_one, d)
+            if not ok:
+                log.warning("push to %s failed: %s (retrying)", d, c.devices[d].error)
+
+
+async def _start(app: web.Application) -> None:
+    app[TASK] = asyncio.create_task(_housekeeping(app))
+
+
+async def _stop(app: web.Application) -> None:
+    app[TASK].cancel()
+    try:
+        await app[TASK]
+    except asyncio.CancelledError:
+        pass
+
+
+def make_app(controller: Controller, tokens: dict[str, str], default_ttl: float = 30.0) -> web.Application:
+    app = web.Application()
+    app[CONTROLLER], app[TOKENS], app[DEFAULT_TTL] = controller, tokens, default_ttl
+    app[LOCK], app[WAKE] = asyncio.Lock(), asyncio.Event()
+    app.add_routes([web.post("/v1/subscriptions", add), web.get("/v1/subscriptions", listing),
+                    web.post("/v1/subscriptions/{id}/refresh", refresh),
+                    web.delete("/v1/subscriptions/{id}", remove), web.get("/v1/status", status)])
+    app.on_startup.append(_start)
+    app.on_cleanup.append(_stop)
+    return app

@@ -1,0 +1,77 @@
+"""Where a device's tables go: an XDP host's agent (HTTP, token), or a P4 switch's directory of
+entry files (program, simple_switch_CLI, P4Runtime JSON, bfrt_python), replaced atomically."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from camus.compiler.backends.p4_entries import (bfrt_python, check_program_fit, p4_tables, p4runtime_json,
+                                                simple_switch_cli)
+from camus.compiler.backends.p4_program import P4Options, p4info, program_text
+
+from .devices import DeviceTables
+
+
+class PushError(RuntimeError):
+    pass
+
+
+@dataclass
+class AgentTarget:
+    """POST the device's rules to its host agent, which compiles and swaps them atomically."""
+    url: str
+    token: str
+    timeout: float = 10.0
+
+    def push(self, device: str, tables: DeviceTables) -> str:
+        body = json.dumps({"device": device, "rules": tables.rules, "digest": tables.digest}).encode()
+        req = urllib.request.Request(self.url.rstrip("/") + "/v1/tables", data=body, method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": f"Bearer {self.token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                answer = json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            raise PushError(f"agent {self.url} refused: {exc.code} {exc.read()[:300].decode(errors='replace')}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise PushError(f"agent {self.url} unreachable: {exc}") from None
+        if answer.get("digest") != tables.digest:
+            raise PushError(f"agent {self.url} applied {answer.get('digest')!r}, not {tables.digest!r}")
+        return answer.get("summary", "")
+
+
+@dataclass
+class SwitchDirTarget:
+    """Write the switch's program and entries into a new version directory and point the symlink
+    DIR/<device> at it in one rename: a reader sees the old set or the new set, never a mix."""
+    root: Path
+    arch: str = "v1model"
+
+    def push(self, device: str, tables: DeviceTables) -> str:
+        c = tables.compiled
+        check_program_fit(c.pipeline, c.spec, self.arch)
+        t = p4_tables(c.pipeline, c.spec)
+        files = {"camus.p4": program_text(c.spec, P4Options(arch=self.arch)),
+                 "entries.cli": simple_switch_cli(t),
+                 "entries.p4rt.json": json.dumps(p4runtime_json(t), indent=1) + "\n",
+                 "entries.bfrt.py": bfrt_python(t, f"camus_{c.spec.name}"),
+                 "p4info.json": json.dumps(p4info(c.spec, P4Options(arch=self.arch)), indent=1) + "\n",
+                 "rules.txt": tables.rules, "digest": tables.digest + "\n"}
+        self.root.mkdir(parents=True, exist_ok=True)
+        version = Path(tempfile.mkdtemp(prefix=f".{device}-{tables.digest}-", dir=self.root))
+        for name, text in files.items():
+            (version / name).write_text(text)
+        link = self.root / f".{device}.link"
+        link.unlink(missing_ok=True)
+        os.symlink(version.name, link)
+        os.replace(link, self.root / device)            # DIR/<device> -> the new version, atomically
+        for old in self.root.glob(f".{device}-*"):
+            if old != version and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+        return f"{len(t.entries)} entries"

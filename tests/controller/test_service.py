@@ -1,0 +1,147 @@
+"""The subscription service over HTTP (aiohttp test server): tokens scope every request to one
+host, a bad filter is refused with its position and changes nothing, TTLs lapse unless
+refreshed, changes reach the devices whose tables changed, failed pushes are retried and
+reported, and switch directories flip atomically."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from camus.compiler.spec_parser import load_spec
+from camus.controller.core import Controller
+from camus.controller.service import make_app
+from camus.controller.targets import SwitchDirTarget
+from camus.controller.topology import leaf_spine
+from tests.conftest import APPS
+
+SPEC = load_spec(APPS / "itch" / "itch.p4")
+TOKENS = {"tok-a": "h0_0", "tok-b": "h1_0"}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Recorder:
+    """A push target that records what it got and fails while `down` is set."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, str]] = []
+        self.down = False
+
+    def push(self, device, tables) -> str:
+        if self.down:
+            raise ConnectionError("agent unreachable")
+        self.got.append((device, tables.rules))
+        return "ok"
+
+
+def _controller(clock=None, target=None):
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    rec = target or Recorder()
+    return Controller(t, SPEC, "mr", targets={d: rec for d in t.devices}, clock=clock or FakeClock()), rec
+
+
+def _run(coro_fn, controller):
+    async def main():
+        async with TestClient(TestServer(make_app(controller, TOKENS))) as client:
+            return await coro_fn(client)
+    return asyncio.run(main())
+
+
+def H(tok):
+    return {"Authorization": f"Bearer {tok}"}
+
+
+def test_subscribe_list_refresh_unsubscribe_scoped_by_token() -> None:
+    ctl, rec = _controller()
+
+    async def go(c):
+        r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "ttl": 10}, headers=H("tok-a"))
+        assert r.status == 201
+        sub = await r.json()
+        assert sub["host"] == "h0_0" and sub["expires_in"] == 10
+        assert (await c.get("/v1/subscriptions", headers=H("nope"))).status == 401
+        mine = await (await c.get("/v1/subscriptions", headers=H("tok-a"))).json()
+        theirs = await (await c.get("/v1/subscriptions", headers=H("tok-b"))).json()
+        assert [s["id"] for s in mine["subscriptions"]] == [sub["id"]] and theirs["subscriptions"] == []
+        assert (await c.delete(f"/v1/subscriptions/{sub['id']}", headers=H("tok-b"))).status == 404
+        ctl.clock.t += 8
+        r = await c.post(f"/v1/subscriptions/{sub['id']}/refresh", json={}, headers=H("tok-a"))
+        assert (await r.json())["expires_in"] == 10
+        assert ctl.routing.filters["leaf0"][1] == ("stock == GOOGL",)
+        assert (await c.delete(f"/v1/subscriptions/{sub['id']}", headers=H("tok-a"))).status == 200
+        assert 1 not in ctl.routing.filters["leaf0"]
+    _run(go, ctl)
+
+
+def test_bad_filter_is_refused_with_its_position_and_changes_nothing() -> None:
+    ctl, _ = _controller()
+    before = {d: st.desired for d, st in ctl.devices.items()}
+
+    async def go(c):
+        r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL and prize > 5"}, headers=H("tok-a"))
+        body = await r.json()
+        assert r.status == 400 and "1:20" in body["error"] and "prize" in body["error"]
+        r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL : fwd(9)"}, headers=H("tok-a"))
+        assert r.status == 400 and "without an action" in (await r.json())["error"]
+        r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "ttl": -1}, headers=H("tok-a"))
+        assert r.status == 400
+    _run(go, ctl)
+    assert {d: st.desired for d, st in ctl.devices.items()} == before and not ctl.subs
+
+
+def test_ttl_lapses_unless_refreshed() -> None:
+    ctl, _ = _controller()
+    a = ctl.add("h0_0", "stock == GOOGL", 5)
+    b = ctl.add("h1_0", "stock == AAPL", 5)
+    ctl.clock.t += 4
+    ctl.refresh("h1_0", b.id)
+    ctl.clock.t += 2
+    assert ctl.expire() == [a.id]
+    assert [s["id"] for s in ctl.list("h1_0")] == [b.id] and not ctl.list("h0_0")
+    assert 1 not in ctl.routing.filters["leaf0"] and ctl.routing.filters["leaf1"][1] == ("stock == AAPL",)
+
+
+def test_only_changed_devices_are_pushed_and_failures_retry() -> None:
+    ctl, rec = _controller()
+    ctl.push_pending()
+    assert {d for d, _ in rec.got} == {"leaf0", "leaf1", "spine0"}
+    rec.got.clear()
+    ctl.add("h1_0", "price > 5", 30)
+    rec.down = True
+    assert ctl.push_pending() == {"leaf1": False, "spine0": False, "leaf0": False} or \
+        set(ctl.pending()) <= {"leaf0", "leaf1", "spine0"}
+    st = ctl.status()["devices"]
+    changed = {d for d, v in st.items() if not v["in_sync"]}
+    assert changed and all("agent unreachable" in st[d]["error"] for d in changed)
+    assert ctl.pending() == []                       # backing off
+    ctl.clock.t += 1
+    rec.down = False
+    assert all(ctl.push_pending().values())
+    assert {d for d, _ in rec.got} == changed and all(v["in_sync"] for v in ctl.status()["devices"].values())
+
+
+def test_switch_directory_flips_atomically(tmp_path: Path) -> None:
+    target = SwitchDirTarget(tmp_path)
+    ctl, _ = _controller(target=target)
+    ctl.push_pending()
+    first = os.readlink(tmp_path / "spine0")
+    assert (tmp_path / "spine0" / "camus.p4").read_text().startswith("// camus-xdp packet subscriptions")
+    ctl.add("h0_0", "stock == GOOGL and price > 50", 30)
+    ctl.push_pending()
+    second = os.readlink(tmp_path / "spine0")
+    assert first != second and not (tmp_path / first).exists()
+    rules = (tmp_path / "spine0" / "rules.txt").read_text()
+    assert rules == "stock == GOOGL and price > 50 : fwd(1)\n"
+    doc = json.loads((tmp_path / "spine0" / "entries.p4rt.json").read_text())
+    assert doc[0]["table"] == "t_root"
