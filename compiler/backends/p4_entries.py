@@ -347,3 +347,36 @@ def bfrt_python(tables: P4Tables, program: str = "camus") -> str:
                      f"MULTICAST_NODE_L1_XID_VALID=[False], MULTICAST_NODE_L1_XID=[0]).push()")
     lines.append("bfrt.complete_operations()")
     return "\n".join(lines) + "\n"
+
+
+def tables_from_p4runtime(doc: list[dict[str, Any]], spec: Spec) -> P4Tables:
+    """The inverse of `p4runtime_json`, for a switch (or its simulation) loading its entries:
+    table order and key widths come from the spec's program (p4_program.p4info)."""
+    from .p4_program import p4info
+    out = P4Tables()
+    info = p4info(spec)
+    for t in info["tables"]:
+        if t["name"] != "t_root":
+            out.order.append(t["name"])
+        for k in t["key"]:
+            out.widths[k["name"]] = k["bitwidth"]
+    for e in doc:
+        if "multicast_group_id" in e:
+            out.groups[int(e["multicast_group_id"])] = tuple(r["egress_port"] for r in e["replicas"])
+            continue
+        if e.get("default_action") and e["table"] == "t_root":
+            out.root = int(e["action_params"][0])
+            continue
+        matches = []
+        for fname, v in e["match"].items():
+            if isinstance(v, int):
+                matches.append(Match(fname, "exact", v))
+            elif isinstance(v, list):
+                matches.append(Match(fname, "lpm", int(v[0]), int(v[1])))
+            elif "low" in v:
+                matches.append(Match(fname, "range", int(v["low"]), int(v["high"])))
+            else:
+                matches.append(Match(fname, "ternary", int(v["value"]), int(v["mask"])))
+        out.entries.append(P4Entry(e["table"], tuple(matches), e["action_name"], tuple(e.get("action_params", ())),
+                                   int(e.get("priority", 0))))
+    return out

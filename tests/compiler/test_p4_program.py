@@ -18,7 +18,7 @@ from camus.cli import main
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4_budget import Budget, over_budget, switch_resources
 from camus.compiler.backends.p4_entries import (bfrt_python, check_program_fit, p4_tables, p4runtime_json,
-                                                simple_switch_cli)
+                                                simple_switch_cli, tables_from_p4runtime)
 from camus.compiler.backends.p4_interp import EntryInterpreter
 from camus.compiler.backends.p4_program import P4Options, p4info, program_text
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
@@ -121,6 +121,7 @@ def test_random_itch_rule_sets_fit_one_program_and_agree_with_the_ir(n: int, see
     tables = p4_tables(c.pipeline, spec)
     check_entries_fit_program(program_text(spec), p4info(spec), tables)
     sw, ir = EntryInterpreter(tables), PipelineInterpreter(c.pipeline)
+    loaded = EntryInterpreter(tables_from_p4runtime(json.loads(json.dumps(p4runtime_json(tables))), spec))
     import random
     rng = random.Random(seed)
     for _ in range(30):
@@ -129,6 +130,7 @@ def test_random_itch_rule_sets_fit_one_program_and_agree_with_the_ir(n: int, see
         want = ir.run(m, 0).actions
         got = sw.run(m)
         assert (got.ports, got.drop) == (tuple(want.ports), want.drop and not want.ports)
+        assert loaded.run(m).ports == got.ports          # what a switch loads from P4Runtime JSON
 
 
 # -- what the program cannot hold is said before anything is written --------------------------
