@@ -53,38 +53,54 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
     """All tables of the report, as Spark DataFrames (and written as Parquet under results/)."""
     from pyspark.sql import functions as F
     runs, expected, deliveries = load(spark, run_dir)
+    from pyspark import StorageLevel
     runs = runs.dropDuplicates(KEYS)
-    # What each phase should have delivered: the expected rows of the messages it sent.
-    exp = (runs.select(*KEYS, "sent_messages")
-           .join(expected, ["subscribers", "subscriptions"])
-           .where(F.col("seq") <= F.col("sent_messages"))
-           .select(*KEYS, "subscriber", "seq"))
-    got = deliveries.groupBy(*KEYS, "subscriber", "seq").agg(
-        F.count("*").alias("copies"), F.min("rx_ts").alias("rx_ts"), F.min("send_ts").alias("send_ts"))
-    marked = got.join(exp.withColumn("wanted", F.lit(1)), KEYS + ["subscriber", "seq"], "left")
+    cfg = ["subscribers", "subscriptions"]
+    # How many deliveries each phase should have made: expected rows of the messages it sent,
+    # counted per subscriber right away (never materialised per phase).
+    exp_counts = (runs.select(*KEYS, "sent_messages").join(expected, cfg)
+                  .where(F.col("seq") <= F.col("sent_messages"))
+                  .groupBy(*KEYS, "subscriber").agg(F.count("*").alias("expected")))
+    got = (deliveries.groupBy(*KEYS, "subscriber", "seq").agg(F.count("*").alias("copies"))
+           .persist(StorageLevel.MEMORY_AND_DISK))
+    marked = got.join(expected.select(*cfg, "subscriber", "seq").withColumn("wanted", F.lit(1)),
+                      cfg + ["subscriber", "seq"], "left")
     per_sub = (marked.groupBy(*KEYS, "subscriber")
                .agg(F.count("*").alias("delivered"), F.sum(F.coalesce("wanted", F.lit(0))).alias("correct"),
                     F.sum(F.col("copies") - 1).alias("duplicates"))
-               .join(exp.groupBy(*KEYS, "subscriber").agg(F.count("*").alias("expected")),
-                     KEYS + ["subscriber"], "full")
+               .join(exp_counts, KEYS + ["subscriber"], "full")
                .fillna(0, ["delivered", "correct", "duplicates", "expected"])
                .withColumn("precision", F.when(F.col("delivered") > 0, F.col("correct") / F.col("delivered")))
-               .withColumn("recall", F.when(F.col("expected") > 0, F.col("correct") / F.col("expected"))))
+               .withColumn("recall", F.when(F.col("expected") > 0, F.col("correct") / F.col("expected")))
+               .persist(StorageLevel.MEMORY_AND_DISK))
     lat = deliveries.withColumn("latency_us", (F.col("rx_ts") - F.col("send_ts")) / 1000.0)
+    # (a distinct count in the same aggregation as percentile_approx makes Spark expand every row
+    # and fall back to a sort-based plan that takes minutes on a few million rows: keep apart)
+    packets = (lat.select(*KEYS, "subscriber", "packet").distinct().groupBy(*KEYS)
+               .agg(F.count("*").alias("packets")))
     timing = lat.groupBy(*KEYS).agg(
         F.count("*").alias("delivered_copies"),
-        F.countDistinct("subscriber", "packet").alias("packets"),
         ((F.max("rx_ts") - F.min("rx_ts")) / 1e9).alias("rx_span_s"),
-        F.percentile_approx("latency_us", [0.5, 0.99, 0.999], ACCURACY).alias("lat"))
+        (F.max("rx_ts") / 1e9).alias("last_rx_s"),
+        F.percentile_approx("latency_us", [0.5, 0.99, 0.999], ACCURACY).alias("lat")).join(packets, KEYS, "left")
     totals = per_sub.groupBy(*KEYS).agg(
         F.sum("delivered").alias("delivered"), F.sum("correct").alias("correct"),
         F.sum("expected").alias("expected"), F.sum("duplicates").alias("duplicates"))
-    summary = (runs.select(*KEYS, "sent_messages", "send_seconds", "broker_cpu_s", "system_busy_s", "softirq_s")
+    summary = (runs.select(*KEYS, "sent_messages", "send_seconds", "started", "broker_cpu_s", "system_busy_s",
+                           "softirq_s")
                .join(totals, KEYS, "left").join(timing, KEYS, "left")
                .fillna(0, ["delivered", "correct", "expected", "duplicates", "delivered_copies", "packets"])
                .withColumn("delivered_msgs_per_s",
                            F.when(F.col("rx_span_s") > 0, F.col("delivered_copies") / F.col("rx_span_s")))
                .withColumn("packets_per_s", F.when(F.col("rx_span_s") > 0, F.col("packets") / F.col("rx_span_s")))
+               # what subscribers asked for, per second (topic brokers' extra copies left out)
+               .withColumn("wanted_msgs_per_s", F.when(F.col("rx_span_s") > 0, F.col("correct") / F.col("rx_span_s")))
+               # the feed worked through per second: sent messages whose deliveries all arrived,
+               # from the phase's start to the last delivery
+               .withColumn("input_msgs_per_s",
+                           F.when((F.col("last_rx_s") > F.col("started")) & (F.col("expected") > 0),
+                                  F.col("sent_messages") * F.col("correct") / F.col("expected")
+                                  / (F.col("last_rx_s") - F.col("started"))))
                .withColumn("loss", F.when(F.col("expected") > 0, 1 - F.col("correct") / F.col("expected")))
                .withColumn("precision", F.when(F.col("delivered") > 0, F.col("correct") / F.col("delivered")))
                .withColumn("recall", F.when(F.col("expected") > 0, F.col("correct") / F.col("expected")))
@@ -93,15 +109,19 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
                .withColumn("mmsgs", F.col("sent_messages") / 1e6)
                .withColumn("broker_cpu_s_per_mmsg", F.when(F.col("mmsgs") > 0, F.col("broker_cpu_s") / F.col("mmsgs")))
                .withColumn("system_cpu_s_per_mmsg", F.when(F.col("mmsgs") > 0, F.col("system_busy_s") / F.col("mmsgs")))
-               .drop("mmsgs"))
+               .drop("mmsgs", "started", "last_rx_s"))
     cdf = (lat.groupBy(*KEYS).agg(F.percentile_approx("latency_us", CDF_POINTS, ACCURACY).alias("q"))
            .select(*KEYS, F.posexplode("q").alias("i", "latency_us"))
            .withColumn("fraction", F.element_at(F.array(*[F.lit(p) for p in CDF_POINTS]), F.col("i") + 1))
            .drop("i"))
     out = run_dir / "results"
-    for name, df in (("summary", summary), ("per_subscriber", per_sub), ("latency_cdf", cdf)):
-        df.write.mode("overwrite").parquet(str(out / name))
-    return {"summary": summary, "per_subscriber": per_sub, "latency_cdf": cdf}
+    result = {}
+    for name, df in (("per_subscriber", per_sub), ("summary", summary), ("latency_cdf", cdf)):
+        df.coalesce(1).write.mode("overwrite").parquet(str(out / name))
+        result[name] = spark.read.parquet(str(out / name))          # read back: computed once
+    got.unpersist()
+    per_sub.unpersist()
+    return result
 
 
 def headline(summary_rows: list[dict], subscribers: int | None = None) -> dict[str, Any]:
@@ -118,7 +138,9 @@ def headline(summary_rows: list[dict], subscribers: int | None = None) -> dict[s
         b = out["brokers"].setdefault(r["broker"], {})
         cell = b.setdefault(str(r["subscriptions"]), {})
         if r["phase"] == "throughput":
-            cell["delivered_msgs_per_s"] = r["delivered_msgs_per_s"]
+            cell["delivered_msgs_per_s"] = r.get("wanted_msgs_per_s", r["delivered_msgs_per_s"])
+            cell["all_copies_per_s"] = r["delivered_msgs_per_s"]
+            cell["input_msgs_per_s"] = r.get("input_msgs_per_s")
             cell["loss"] = r["loss"]
             cell["precision"] = r["precision"]
         else:

@@ -81,13 +81,17 @@ def test_known_answers(spark, run_dir: Path) -> None:
     assert per[("xdp", "latency", 2)]["recall"] == pytest.approx(4 / 5)
     assert rows[("xdp", "throughput")]["delivered_msgs_per_s"] == pytest.approx(15 / 0.5)
     assert rows[("mosquitto", "throughput")]["delivered_msgs_per_s"] == pytest.approx(12 / 2)
-    assert head["ratio_xdp_to_mosquitto"] == pytest.approx(5.0)
+    # wanted deliveries: xdp 15 in 0.5 s, mosquitto 10 of its 12 (2 unwanted) in 2 s
+    assert rows[("mosquitto", "throughput")]["wanted_msgs_per_s"] == pytest.approx(10 / 2)
+    assert head["ratio_xdp_to_mosquitto"] == pytest.approx(6.0)
+    # the feed worked through: 10 sent, 14/15 of the deliveries made, last one 2 s after the start
+    assert x["input_msgs_per_s"] == pytest.approx(10 * 14 / 15 / 2.0)
     assert head["brokers"]["xdp"]["10"]["p99_us"] == 100.0
     cdf = [r.asDict() for r in spark.read.parquet(str(run_dir / "results" / "latency_cdf")).collect()
            if r["broker"] == "xdp" and r["phase"] == "latency"]
     assert sorted(r["latency_us"] for r in cdf)[0] == 10.0 and max(r["latency_us"] for r in cdf) == 100.0
     report = (run_dir / "results" / "report.md").read_text()
-    assert "| camus-xdp | 30 | 100.0 | 1 (itself) |" in report
+    assert "| camus-xdp | 30 | 0.00% | 100.0 | 1 (itself) |" in report
     assert (run_dir / "results" / "report.html").exists()
     assert (run_dir / "results" / "plots" / "latency_cdf_10.png").exists()
 
