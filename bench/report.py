@@ -59,36 +59,27 @@ def _plots(run_dir: Path, summary: list[dict], cdf: list[dict]) -> list[str]:
     made = []
     thr = [dict(r, delivered_msgs_per_s=r.get("wanted_msgs_per_s") or r["delivered_msgs_per_s"])
            for r in summary if r["phase"] == "throughput" and r["delivered_msgs_per_s"]]
-    if thr:
-        n = max(r["subscribers"] for r in thr)
+    def throughput_plot(x: str, fixed: str, value: int, name: str, xscale: str, title: str) -> None:
         fig, ax = plt.subplots(figsize=(7, 4))
         for b in _brokers(thr):
-            pts = sorted((r["subscriptions"], r["delivered_msgs_per_s"]) for r in thr
-                         if r["broker"] == b and r["subscribers"] == n)
+            pts = sorted((r[x], r["delivered_msgs_per_s"]) for r in thr if r["broker"] == b and r[fixed] == value)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL.get(b, b))
-        ax.set(xscale="log", yscale="log", xlabel="subscriptions", ylabel="delivered messages/s",
-               title=f"Throughput vs subscriptions ({n} subscribers)")
+        ax.set(xscale=xscale, yscale="log", xlabel=x, ylabel="delivered messages/s", title=title)
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=.3)
         fig.tight_layout()
-        fig.savefig(out / "throughput_vs_subscriptions.png", dpi=110)
+        fig.savefig(out / name, dpi=110)
         plt.close(fig)
-        made.append("throughput_vs_subscriptions.png")
-        subs_counts = sorted({r["subscribers"] for r in thr})
-        if len(subs_counts) > 1:
+        made.append(name)
+
+    if thr:
+        n = max(r["subscribers"] for r in thr)
+        throughput_plot("subscriptions", "subscribers", n, "throughput_vs_subscriptions.png", "log",
+                        f"Throughput vs subscriptions ({n} subscribers)")
+        if len({r["subscribers"] for r in thr}) > 1:
             m = max(r["subscriptions"] for r in thr)
-            fig, ax = plt.subplots(figsize=(7, 4))
-            for b in _brokers(thr):
-                pts = sorted((r["subscribers"], r["delivered_msgs_per_s"]) for r in thr
-                             if r["broker"] == b and r["subscriptions"] == m)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL.get(b, b))
-            ax.set(yscale="log", xlabel="subscribers", ylabel="delivered messages/s",
-                   title=f"Throughput vs subscribers ({m:,} subscriptions)")
-            ax.legend(fontsize=8)
-            fig.tight_layout()
-            fig.savefig(out / "throughput_vs_subscribers.png", dpi=110)
-            plt.close(fig)
-            made.append("throughput_vs_subscribers.png")
+            throughput_plot("subscribers", "subscriptions", m, "throughput_vs_subscribers.png", "linear",
+                            f"Throughput vs subscribers ({m:,} subscriptions)")
     lat = [r for r in cdf if r["phase"] == "latency" and r["latency_us"] is not None]
     if lat:
         n = max(r["subscribers"] for r in lat)

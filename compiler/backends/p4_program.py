@@ -104,20 +104,22 @@ def _header_types(spec: Spec) -> str:
     return e.text().rstrip("\n")
 
 
-def _members(spec: Spec, lay: _Layout, arch: str, opts: P4Options) -> str:
-    e = Emitter()
-    e.depth = 1
+def _stack(lay: _Layout, spec: Spec, arch: str, opts: P4Options) -> list[tuple[str, str]]:
+    """(header type, instance) in parse and emit order, with the framing helpers in place."""
+    out = []
     for name in spec.stack:
         inst = spec.instances[name]
         if inst is lay.msg and lay.framing is not None:
-            e("camus_len_t camus_len;")
-        e(f"{inst.type.name} {inst.name};")
+            out.append(("camus_len_t", "camus_len"))
+        out.append((inst.type.name, inst.name))
     if lay.framing is not None:
-        if arch == "v1model":
-            e("camus_skip_t camus_skip;")
-        else:
-            e(f"camus_rest_t[{opts.tna_max_rest}] camus_rest;")
-    return e.text().rstrip("\n")
+        out.append(("camus_skip_t", "camus_skip") if arch == "v1model"
+                   else (f"camus_rest_t[{opts.tna_max_rest}]", "camus_rest"))
+    return out
+
+
+def _members(spec: Spec, lay: _Layout, arch: str, opts: P4Options) -> str:
+    return "\n".join(f"    {t} {n};" for t, n in _stack(lay, spec, arch, opts))
 
 
 def _constants(spec: Spec, lay: _Layout) -> str:
@@ -347,16 +349,7 @@ def _state_tables(spec: Spec, opts: P4Options, decl: Emitter, seq: Emitter) -> N
 
 
 def _emits(spec: Spec, lay: _Layout, arch: str, opts: P4Options) -> str:
-    e = Emitter()
-    e.depth = 2
-    for name in spec.stack:
-        inst = spec.instances[name]
-        if inst is lay.msg and lay.framing is not None:
-            e("packet.emit(hdr.camus_len);")
-        e(f"packet.emit(hdr.{inst.name});")
-    if lay.framing is not None:
-        e("packet.emit(hdr.camus_skip);" if arch == "v1model" else "packet.emit(hdr.camus_rest);")
-    return e.text().rstrip("\n")
+    return "\n".join(f"        packet.emit(hdr.{n});" for _, n in _stack(lay, spec, arch, opts))
 
 
 def _ip_checksum_fields(lay: _Layout) -> str:
@@ -364,11 +357,27 @@ def _ip_checksum_fields(lay: _Layout) -> str:
     return ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields if f.name != csum)
 
 
+def _framed_names(spec: Spec, lay: _Layout) -> tuple[str, str, str, str, str, str, str]:
+    """framing instance, its count field, ip, udp, and the length/checksum fields egress rewrites."""
+    assert lay.framing is not None
+    return (lay.framing.name, _field_name(lay.framing, spec.framing.count_offset * 8, 16, "message count"),
+            lay.ip.name, lay.udp.name, _field_name(lay.ip, 16, 16, "IPv4 total length"),
+            _field_name(lay.udp, 32, 16, "UDP length"), _field_name(lay.udp, 48, 16, "UDP checksum"))
+
+
+def _drop_classified(eg: Emitter, lay: _Layout, names: tuple, headers: list[str]) -> None:
+    """Egress statements removing the classified message (`gone` bytes) from the batch."""
+    f, n, ip, udp, ip_len, udp_len, udp_csum = names
+    for h in headers:
+        eg(f"hdr.{h}.setInvalid();")
+    eg(f"hdr.{f}.{n} = hdr.{f}.{n} - 1;")
+    eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - gone;")
+    eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - gone;")
+    eg(f"hdr.{udp}.{udp_csum} = 0;")
+
+
 def _v1model_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
-    f, n = lay.framing.name, _field_name(lay.framing, spec.framing.count_offset * 8, 16, "message count")  # type: ignore[union-attr]
-    ip, udp = lay.ip.name, lay.udp.name
-    ip_len, udp_len = _field_name(lay.ip, 16, 16, "IPv4 total length"), _field_name(lay.udp, 32, 16, "UDP length")
-    udp_csum = _field_name(lay.udp, 48, 16, "UDP checksum")
+    f, n, ip, udp, ip_len, udp_len, udp_csum = _framed_names(spec, lay)
     ihl = _slice(lay.ip, 4, 4, "IPv4 IHL")
     l2 = (lay.eth.type.width + (lay.vlan.type.width if lay.vlan else 0)) // 8
     types = (f"header camus_len_t {{\n    bit<16> len;        // MoldUDP64 length prefix of the message that follows\n}}\n\n"
@@ -384,13 +393,7 @@ def _v1model_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]
     eg("bit<16> gone = hdr.camus_len.len + 2;")
     with eg.block("if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE)"):
         eg("// the rest of the batch: drop the classified message and go round again")
-        eg("hdr.camus_len.setInvalid();")
-        eg(f"hdr.{lay.msg.name}.setInvalid();")
-        eg("hdr.camus_skip.setInvalid();")
-        eg(f"hdr.{f}.{n} = hdr.{f}.{n} - 1;")
-        eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - gone;")
-        eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - gone;")
-        eg(f"hdr.{udp}.{udp_csum} = 0;")
+        _drop_classified(eg, lay, _framed_names(spec, lay), ["camus_len", lay.msg.name, "camus_skip"])
         eg("meta.camus.passes = meta.camus.passes + 1;")
         eg("recirculate_preserving_field_list(1);")
         eg("return;")
@@ -406,10 +409,7 @@ def _v1model_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]
 
 
 def _tna_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
-    f, n = lay.framing.name, _field_name(lay.framing, spec.framing.count_offset * 8, 16, "message count")  # type: ignore[union-attr]
-    ip, udp = lay.ip.name, lay.udp.name
-    ip_len, udp_len = _field_name(lay.ip, 16, 16, "IPv4 total length"), _field_name(lay.udp, 32, 16, "UDP length")
-    udp_csum = _field_name(lay.udp, 48, 16, "UDP checksum")
+    f, n, ip, udp, ip_len, udp_len, udp_csum = _framed_names(spec, lay)
     msg_bits = spec.message_bytes * 8
     types = ("header camus_len_t {\n    bit<16> len;        // MoldUDP64 length prefix of the message that follows\n}\n\n"
              f"header camus_rest_t {{\n    bit<16> len;\n    bit<{msg_bits}> body;   // a later message of the batch\n}}")
@@ -430,12 +430,7 @@ def _tna_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
     eg(f"bit<16> gone = {spec.message_bytes + 2};")
     with eg.block("if (meta.camus.recirc == 1)"):
         eg("// the mirrored rest of the batch: drop the classified message, leave the rest")
-        eg("hdr.camus_len.setInvalid();")
-        eg(f"hdr.{lay.msg.name}.setInvalid();")
-        eg(f"hdr.{f}.{n} = hdr.{f}.{n} - 1;")
-        eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - gone;")
-        eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - gone;")
-        eg(f"hdr.{udp}.{udp_csum} = 0;")
+        _drop_classified(eg, lay, _framed_names(spec, lay), ["camus_len", lay.msg.name])
         eg("return;")
     eg("// a delivered copy: the classified message alone")
     eg(f"bit<16> rest = hdr.{f}.{n} - 1;")
