@@ -121,3 +121,41 @@ def rules_for(subscriptions: int, subscribers: int, seed: int = 1) -> list[str]:
     """ITCH subscriptions spread over the subscribers (port p = subscriber p)."""
     from .workloads import itch_rules
     return itch_rules(subscriptions, seed=seed, n_hosts=subscribers)
+
+
+# -- INT reports and Siena-style events: any spec's messages as sender frames ------------------
+
+def int_reports(n: int, seed: int = 1, switches: int = 16) -> list[dict[str, int]]:
+    """INT reports (apps/int/int.p4): hop latency mostly small with a slow tail, queue depth,
+    the reported flow's destination in 10.0.0.0/8."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        slow = rng.random() < 0.05
+        out.append({"int_report.switch_id": rng.randint(1, switches),
+                    "int_report.hop_latency": rng.randint(100_000, 500_000) if slow else rng.randint(500, 50_000),
+                    "int_report.queue_occupancy": int(rng.expovariate(1 / 800)),
+                    "int_report.flow_dst": (10 << 24) | rng.randrange(1 << 24)})
+    return out
+
+
+def siena_events(n: int, spec, seed: int = 1, n_attrs: int = 6) -> list[dict[str, int]]:
+    """Siena-style attribute events in the value ranges of `workloads.siena_rules`."""
+    from camus.compiler.packets import message_from_text
+    from .workloads import siena_message, siena_schema
+    schema, rng = siena_schema(n_attrs, seed=2), random.Random(seed)
+    return [message_from_text(spec, siena_message(schema, rng)) for _ in range(n)]
+
+
+def write_spec_frames(spec, messages: list[dict[str, int]], path: Path, *, src_ip: str, dst_ip: str,
+                      src_mac: bytes, dst_mac: bytes, per_packet: int = 1) -> Path:
+    """Any spec's messages as the C sender's frame file (no timestamp stamping: these formats
+    carry no send-time field)."""
+    from camus.compiler.packets import build_packet
+    with path.open("wb") as f:
+        step = per_packet if spec.framing.kind == "moldudp64" else 1
+        for i in range(0, len(messages), step):
+            frame = build_packet(spec, messages[i:i + step], src_ip=src_ip, dst_ip=dst_ip, src_mac=src_mac,
+                                 dst_mac=dst_mac, sequence=i + 1)
+            f.write(struct.pack("<HB", len(frame), 0) + frame)
+    return path

@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=400)
     ap.add_argument("--nodes", type=int, default=2000, help="nodes of the generated general graph")
     ap.add_argument("--edge-list", help="a SNAP edge list instead of the generated graph")
-    ap.add_argument("--graph-per-host", type=int, default=2)
+    ap.add_argument("--graph-per-host", type=int, default=1)
     ap.add_argument("--graph-messages", type=int, default=100)
     ap.add_argument("--plots", default=str(ROOT / "runs" / "routing-plots"))
     ap.add_argument("--seed", type=int, default=1)
