@@ -20,8 +20,13 @@ ACCURACY = 20000          # percentile_approx: relative error about 1/ACCURACY o
 
 
 def spark_session(master: str = "local[*]", app: str = "camus-bench"):
+    import os
+    import sys
     from pyspark.sql import SparkSession
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (SparkSession.builder.master(master).appName(app)
+            .config("spark.pyspark.python", sys.executable)       # workers import camus from this venv,
+            .config("spark.executorEnv.PYTHONSAFEPATH", "1")      # not the checkout's camus/ folder
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "8")
