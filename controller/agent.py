@@ -11,6 +11,7 @@ refused (4xx) and the tables in place keep serving.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ def make_agent_app(agent: Agent) -> web.Application:
     lock = asyncio.Lock()
 
     def authorised(request: web.Request) -> None:
-        if request.headers.get("Authorization", "") != f"Bearer {agent.token}":
+        if not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {agent.token}"):
             raise web.HTTPUnauthorized(text='{"error": "bad token"}', content_type="application/json")
 
     async def tables(request: web.Request) -> web.Response:

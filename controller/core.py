@@ -12,6 +12,7 @@ and is retried; `status()` reports it.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -82,7 +83,8 @@ class Controller:
     # -- subscriptions ---------------------------------------------------------------------
     def validate(self, filter_text: str) -> str:
         text = filter_text.strip()
-        if not text or "\n" in text or ":" in text.replace("::", ""):
+        # an action part (": fwd(2)", ": drop") is the controller's to add; IPv6 literals keep their colons
+        if not text or "\n" in text or re.search(r":\s*(drop\b|[A-Za-z_]\w*\s*\()", text):
             raise SubscriptionError("a subscription is one filter, without an action (e.g. "
                                     "'stock == GOOGL and price > 50')")
         try:

@@ -13,6 +13,7 @@ lapsed subscriptions and pushes pending device tables, retrying failures.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 from pathlib import Path
@@ -42,7 +43,7 @@ def load_tokens(path: str | Path) -> dict[str, str]:
 def _host(request: web.Request) -> str:
     auth = request.headers.get("Authorization", "")
     token = auth[7:] if auth.startswith("Bearer ") else ""
-    host = request.app[TOKENS].get(token)
+    host = next((h for t, h in request.app[TOKENS].items() if hmac.compare_digest(t, token)), None) if token else None
     if host is None:
         raise web.HTTPUnauthorized(text=json.dumps({"error": "missing or unknown token"}),
                                    content_type="application/json")
