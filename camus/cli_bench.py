@@ -36,10 +36,11 @@ def register(main: click.Group) -> None:
                   help="Cap of the throughput phase, seconds (the feed is sent as fast as possible).")
     @click.option("--latency-rate", type=click.IntRange(100), default=20_000, show_default=True,
                   help="Messages/s in the latency phase.")
-    @click.option("--latency-seconds", type=click.FloatRange(0.5), default=3.0, show_default=True)
+    @click.option("--latency-seconds", type=click.FloatRange(0.5), default=3.0, show_default=True,
+                  help="Length of the latency phase.")
     @click.option("--interesting", "interesting_share", type=click.FloatRange(0.0, 1.0), default=0.05,
                   show_default=True, help="Share of messages on subscribed symbols (paper: 0.05 or 0.005).")
-    @click.option("--seed", type=int, default=1, show_default=True)
+    @click.option("--seed", type=int, default=1, show_default=True, help="Seeds the feed and the subscriptions.")
     @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
                   help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
     @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")

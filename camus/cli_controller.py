@@ -97,7 +97,8 @@ def register(main: click.Group) -> None:
 
     @main.command()
     @click.argument("filter_text", metavar="FILTER")
-    @click.option("--ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
+    @click.option("--ttl", type=click.FloatRange(0.1), default=30.0, show_default=True,
+                  help="Seconds the subscription lives unless refreshed (soft state).")
     @click.option("--keep-alive", is_flag=True, help="Stay and refresh until Ctrl-C, then unsubscribe.")
     @with_common
     def subscribe(filter_text, ttl, keep_alive, url, token) -> None:

@@ -33,3 +33,16 @@ def test_all_brokers_small_run(spark, tmp_path: Path) -> None:
     assert set(head["brokers"]) == {"xdp", "c", "py", "mosquitto", "nats", "redis"}
     assert (cfg.out / "results" / "report.md").read_text().count("| camus-xdp |") == 1
     assert not list((cfg.out / "tmp").glob("*.bin"))                   # raw captures converted and removed
+
+
+def test_leftovers_of_an_earlier_lab_are_removed() -> None:
+    """A crashed run with more subscribers left namespaces and links behind: the next lab with
+    the same prefix finds them by name and removes them, and removes its own on exit."""
+    from camus.bench.lab import Lab, sh
+    sh("ip", "netns", "add", "camus-left-s7")
+    sh("ip", "link", "add", "camus-le-s7b", "type", "veth", "peer", "name", "camus-le-s7", "netns", "camus-left-s7")
+    with Lab("camus-left", subscribers=1):
+        names = sh("ip", "netns", "list").stdout
+        assert "camus-left-s7" not in names and "camus-left-s1" in names
+        assert "camus-le-s7b" not in sh("ip", "-o", "link").stdout
+    assert "camus-left" not in sh("ip", "netns", "list").stdout
