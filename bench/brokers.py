@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+from abc import ABC, abstractmethod
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ def system_cpu_seconds() -> tuple[float, float]:
     return (sum(f[:8]) - idle) / CLK_TCK, f[6] / CLK_TCK
 
 
-class Broker:
+class Broker(ABC):
     name = ""
     udp = True                    # the feed arrives as MoldUDP64 frames (else: a topic protocol)
 
@@ -51,8 +52,9 @@ class Broker:
         self.procs: list[subprocess.Popen] = []
         self._cpu_before = 0.0
 
+    @abstractmethod
     def start(self, compiled, spec_path: Path, rules_path: Path, flat_path: Path) -> None:
-        raise NotImplementedError
+        """Bring the broker up on the lab's broker host, serving these subscriptions."""
 
     def stop(self) -> str:
         out = []

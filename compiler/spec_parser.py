@@ -258,7 +258,7 @@ class _SpecReader:
                 w = self.next("a width")
                 if w.kind != "num":
                     raise CompileError(f"field {t.text!r} needs a fixed width", w.pos, "a number of bits")
-                while (x := self.next("';'")).text != ";":      # (signed, saturating) attributes
+                while self.next("';'").text != ";":      # (signed, saturating) attributes
                     pass
                 fields.append(HeaderField(t.text, _int(w.text), offset))
                 offset += _int(w.text)

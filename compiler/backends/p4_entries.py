@@ -158,7 +158,6 @@ def _state_layout(p: Pipeline, spec: Spec) -> StateLayout:
 
 def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     out = P4Tables(root=p.root, groups=dict(p.groups))
-    state_bits = p.state_bits
     layout = _state_layout(p, spec) if (spec is not None and p.state_vars) else None
     for t in p.tables:
         if layout is not None and t.state_var is not None:

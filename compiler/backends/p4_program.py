@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..spec import HeaderInstance, QueryField, Role, Spec
+from ..spec import QueryField, Spec
 from .emit import BackendError, Emitter
+from .p4_framing import single_message, tna_framed, v1model_framed
+from .p4_layout import Layout, field_name, field_slice, layout_of
 from .p4_entries import SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, key_kind, update_action, window_shift
 
 P4_DIR = Path(__file__).resolve().parent.parent.parent / "p4"
@@ -28,54 +30,6 @@ class P4Options:
     leaf_size: int = 65536
     tna_max_rest: int = 15         # TNA: messages after the first that egress can prune (parsed)
     skip_bytes: int = 256          # v1model: largest message of another length carried along
-
-
-# -- field access by layout ---------------------------------------------------------------------
-
-def _slice(inst: HeaderInstance, bit_offset: int, width: int, what: str) -> str:
-    """Expression for the bits [bit_offset, bit_offset + width) of a header instance."""
-    for f in inst.type.fields:
-        if f.offset <= bit_offset and bit_offset + width <= f.offset + f.width:
-            ref = f"hdr.{inst.name}.{f.name}"
-            if f.offset == bit_offset and f.width == width:
-                return ref
-            lo = (f.offset + f.width) - (bit_offset + width)
-            return f"{ref}[{lo + width - 1}:{lo}]"
-    raise BackendError(f"header {inst.name!r} has no field covering the {what} "
-                       f"(bits {bit_offset}..{bit_offset + width - 1}); the P4 program reads it by layout")
-
-
-def _field_name(inst: HeaderInstance, bit_offset: int, width: int, what: str) -> str:
-    expr = _slice(inst, bit_offset, width, what)
-    if "[" in expr:
-        raise BackendError(f"the {what} of {inst.name!r} must be a field of its own "
-                           f"({width} bits at bit {bit_offset}): the program assigns it")
-    return expr.rsplit(".", 1)[1]
-
-
-@dataclass
-class _Layout:
-    eth: HeaderInstance
-    vlan: HeaderInstance | None
-    ip: HeaderInstance
-    udp: HeaderInstance
-    framing: HeaderInstance | None
-    msg: HeaderInstance
-
-
-def _layout(spec: Spec) -> _Layout:
-    by_role: dict[Role, HeaderInstance] = {}
-    for name in spec.stack:
-        inst = spec.instances[name]
-        by_role.setdefault(inst.role, inst)
-    if Role.IPV6 in by_role and Role.IPV4 not in by_role:
-        raise BackendError("the P4 program parses IPv4 feeds; this spec's feed is IPv6 (the XDP target handles it)")
-    missing = [r.value for r in (Role.ETHERNET, Role.IPV4, Role.UDP, Role.MESSAGE) if r not in by_role]
-    if missing:
-        raise BackendError(f"the P4 program needs ethernet, ipv4, udp and a message header in the spec; "
-                           f"missing: {', '.join(missing)}")
-    return _Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), by_role[Role.IPV4], by_role[Role.UDP],
-                   by_role.get(Role.FRAMING), by_role[Role.MESSAGE])
 
 
 def _ident(path: str) -> str:
@@ -104,7 +58,7 @@ def _header_types(spec: Spec) -> str:
     return e.text().rstrip("\n")
 
 
-def _stack(lay: _Layout, spec: Spec, arch: str, opts: P4Options) -> list[tuple[str, str]]:
+def _stack(lay: Layout, spec: Spec, arch: str, opts: P4Options) -> list[tuple[str, str]]:
     """(header type, instance) in parse and emit order, with the framing helpers in place."""
     out = []
     for name in spec.stack:
@@ -118,11 +72,11 @@ def _stack(lay: _Layout, spec: Spec, arch: str, opts: P4Options) -> list[tuple[s
     return out
 
 
-def _members(spec: Spec, lay: _Layout, arch: str, opts: P4Options) -> str:
+def _members(spec: Spec, lay: Layout, arch: str, opts: P4Options) -> str:
     return "\n".join(f"    {t} {n};" for t, n in _stack(lay, spec, arch, opts))
 
 
-def _constants(spec: Spec, lay: _Layout) -> str:
+def _constants(spec: Spec, lay: Layout) -> str:
     lines: list[str] = []
     for i, p in enumerate(spec.udp_ports):
         lines.append(f"const bit<16> CAMUS_UDP_PORT_{i} = {p};")
@@ -131,8 +85,8 @@ def _constants(spec: Spec, lay: _Layout) -> str:
     return "\n".join(lines)
 
 
-def _udp_select(spec: Spec, lay: _Layout, e: Emitter, next_state: str) -> None:
-    dport = _slice(lay.udp, 16, 16, "UDP destination port")
+def _udp_select(spec: Spec, lay: Layout, e: Emitter, next_state: str) -> None:
+    dport = field_slice(lay.udp, 16, 16, "UDP destination port")
     if not spec.udp_ports:
         e(f"transition {next_state};")
         return
@@ -142,7 +96,7 @@ def _udp_select(spec: Spec, lay: _Layout, e: Emitter, next_state: str) -> None:
         e("default: accept;")
 
 
-def _message_state(spec: Spec, lay: _Layout, e: Emitter, arch: str) -> None:
+def _message_state(spec: Spec, lay: Layout, e: Emitter, arch: str) -> None:
     """Extract the (first) message, then decide whether it is one the tables classify."""
     e(f"packet.extract(hdr.{lay.msg.name});")
     if spec.message_type is not None:
@@ -154,7 +108,7 @@ def _message_state(spec: Spec, lay: _Layout, e: Emitter, arch: str) -> None:
         e("transition camus_classify;")
 
 
-def _parser_states(spec: Spec, lay: _Layout, arch: str, side: str = "ingress") -> str:
+def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") -> str:
     """Parser states; `side` egress (TNA) re-parses the packet after the bridge header."""
     e = Emitter()
     e.depth = 1
@@ -175,7 +129,7 @@ def _parser_states(spec: Spec, lay: _Layout, arch: str, side: str = "ingress") -
             e("meta.camus.recirc = 1;")
             e("packet.advance(8);     // the mirrored packet still carries its normal bridge byte")
             e(f"transition parse_{lay.eth.name};")
-    eth_type = _slice(lay.eth, 96, 16, "EtherType")
+    eth_type = field_slice(lay.eth, 96, 16, "EtherType")
     with e.block(f"state parse_{lay.eth.name}"):
         e(f"packet.extract(hdr.{lay.eth.name});")
         with e.block(f"transition select({eth_type})"):
@@ -186,12 +140,12 @@ def _parser_states(spec: Spec, lay: _Layout, arch: str, side: str = "ingress") -
     if lay.vlan is not None:
         with e.block(f"state parse_{lay.vlan.name}"):
             e(f"packet.extract(hdr.{lay.vlan.name});")
-            with e.block(f"transition select({_slice(lay.vlan, 16, 16, 'VLAN EtherType')})"):
+            with e.block(f"transition select({field_slice(lay.vlan, 16, 16, 'VLAN EtherType')})"):
                 e(f"0x0800: parse_{lay.ip.name};")
                 e("default: accept;")
     ip = lay.ip
-    ihl, proto = _slice(ip, 4, 4, "IPv4 IHL"), _slice(ip, 72, 8, "IPv4 protocol")
-    more_frags, frag = _slice(ip, 50, 1, "IPv4 MF flag"), _slice(ip, 51, 13, "IPv4 fragment offset")
+    ihl, proto = field_slice(ip, 4, 4, "IPv4 IHL"), field_slice(ip, 72, 8, "IPv4 protocol")
+    more_frags, frag = field_slice(ip, 50, 1, "IPv4 MF flag"), field_slice(ip, 51, 13, "IPv4 fragment offset")
     with e.block(f"state parse_{ip.name}"):
         e(f"packet.extract(hdr.{ip.name});")
         e("// options and fragments are not subscription traffic: plain forwarding")
@@ -203,7 +157,7 @@ def _parser_states(spec: Spec, lay: _Layout, arch: str, side: str = "ingress") -
         e(f"packet.extract(hdr.{lay.udp.name});")
         _udp_select(spec, lay, e, after_udp)
     if lay.framing is not None:
-        count = _slice(lay.framing, spec.framing.count_offset * 8, 16, "MoldUDP64 message count")
+        count = field_slice(lay.framing, spec.framing.count_offset * 8, 16, "MoldUDP64 message count")
         with e.block(f"state parse_{lay.framing.name}"):
             e(f"packet.extract(hdr.{lay.framing.name});")
             e("meta.camus.feed = 1;")
@@ -257,7 +211,7 @@ def _tables(spec: Spec, opts: P4Options) -> tuple[str, str]:
         key = f"hdr.{q.instance}.{q.name}"
         with decl.block(f"table {base}"):
             with decl.block("key ="):
-                decl(f'meta.camus.state : exact @name("meta.state");')
+                decl('meta.camus.state : exact @name("meta.state");')
                 decl(f'{key} : {kind} @name("{q.path}");')
             decl("actions = { set_state; NoAction; }")
             decl("default_action = NoAction();   // a state this table does not test passes through")
@@ -348,120 +302,20 @@ def _state_tables(spec: Spec, opts: P4Options, decl: Emitter, seq: Emitter) -> N
         seq(f"t_svar{i}.apply();")
 
 
-def _emits(spec: Spec, lay: _Layout, arch: str, opts: P4Options) -> str:
+def _emits(spec: Spec, lay: Layout, arch: str, opts: P4Options) -> str:
     return "\n".join(f"        packet.emit(hdr.{n});" for _, n in _stack(lay, spec, arch, opts))
 
 
-def _ip_checksum_fields(lay: _Layout) -> str:
-    csum = _field_name(lay.ip, 80, 16, "IPv4 header checksum")
+def _ip_checksum_fields(lay: Layout) -> str:
+    csum = field_name(lay.ip, 80, 16, "IPv4 header checksum")
     return ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields if f.name != csum)
-
-
-def _framed_names(spec: Spec, lay: _Layout) -> tuple[str, str, str, str, str, str, str]:
-    """framing instance, its count field, ip, udp, and the length/checksum fields egress rewrites."""
-    assert lay.framing is not None
-    return (lay.framing.name, _field_name(lay.framing, spec.framing.count_offset * 8, 16, "message count"),
-            lay.ip.name, lay.udp.name, _field_name(lay.ip, 16, 16, "IPv4 total length"),
-            _field_name(lay.udp, 32, 16, "UDP length"), _field_name(lay.udp, 48, 16, "UDP checksum"))
-
-
-def _drop_classified(eg: Emitter, lay: _Layout, names: tuple, headers: list[str]) -> None:
-    """Egress statements removing the classified message (`gone` bytes) from the batch."""
-    f, n, ip, udp, ip_len, udp_len, udp_csum = names
-    for h in headers:
-        eg(f"hdr.{h}.setInvalid();")
-    eg(f"hdr.{f}.{n} = hdr.{f}.{n} - 1;")
-    eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - gone;")
-    eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - gone;")
-    eg(f"hdr.{udp}.{udp_csum} = 0;")
-
-
-def _v1model_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
-    f, n, ip, udp, ip_len, udp_len, udp_csum = _framed_names(spec, lay)
-    ihl = _slice(lay.ip, 4, 4, "IPv4 IHL")
-    l2 = (lay.eth.type.width + (lay.vlan.type.width if lay.vlan else 0)) // 8
-    types = (f"header camus_len_t {{\n    bit<16> len;        // MoldUDP64 length prefix of the message that follows\n}}\n\n"
-             f"header camus_skip_t {{\n    varbit<{opts.skip_bytes * 8}> bytes;   // a message of another length: carried, never classified\n}}")
-    tail = Emitter()
-    tail.depth = 2
-    with tail.block(f"if (hdr.{f}.{n} > 1)"):
-        tail("// more messages follow: a copy goes round again without this one")
-        tail("clone_preserving_field_list(CloneType.I2E, CAMUS_RECIRC_SESSION, 1);")
-    eg = Emitter()
-    eg.depth = 2
-    eg(f"if (!hdr.{f}.isValid() || !hdr.camus_len.isValid()) {{ return; }}")
-    eg("bit<16> gone = hdr.camus_len.len + 2;")
-    with eg.block("if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE)"):
-        eg("// the rest of the batch: drop the classified message and go round again")
-        _drop_classified(eg, lay, _framed_names(spec, lay), ["camus_len", lay.msg.name, "camus_skip"])
-        eg("meta.camus.passes = meta.camus.passes + 1;")
-        eg("recirculate_preserving_field_list(1);")
-        eg("return;")
-    eg("// a delivered copy: the classified message alone")
-    eg(f"bit<16> keep = {spec.framing.header_bytes} + gone;")
-    eg(f"hdr.{f}.{n} = 1;")
-    eg(f"hdr.{udp}.{udp_len} = 8 + keep;")
-    eg(f"hdr.{ip}.{ip_len} = ((bit<16>){ihl}) * 4 + 8 + keep;")
-    eg(f"hdr.{udp}.{udp_csum} = 0;    // optional over IPv4")
-    eg(f"truncate((bit<32>)({l2} + hdr.{ip}.{ip_len}));")
-    return {"FRAMING_TYPES": types, "INGRESS_TAIL": tail.text().rstrip("\n"),
-            "EGRESS_APPLY": eg.text().rstrip("\n")}
-
-
-def _tna_framed(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
-    f, n, ip, udp, ip_len, udp_len, udp_csum = _framed_names(spec, lay)
-    msg_bits = spec.message_bytes * 8
-    types = ("header camus_len_t {\n    bit<16> len;        // MoldUDP64 length prefix of the message that follows\n}\n\n"
-             f"header camus_rest_t {{\n    bit<16> len;\n    bit<{msg_bits}> body;   // a later message of the batch\n}}")
-    tail = Emitter()
-    tail.depth = 2
-    with tail.block(f"if (!hdr.{lay.msg.name}.isValid() || hdr.{f}.{n} > {1 + opts.tna_max_rest})"):
-        tail("// a first message of another size, or a batch longer than the parser holds: egress")
-        tail("// could neither prune it nor remove the message (counted, not delivered)")
-        tail("camus_oversize.count(0);")
-        tail("ig_dprsr_md.drop_ctl = 1;")
-    with tail.block(f"else if (hdr.{f}.{n} > 1)"):
-        tail("// more messages follow: a mirrored copy goes round again without this one")
-        tail("ig_dprsr_md.mirror_type = CAMUS_MIRROR_RECIRC;")
-        tail("meta.camus.mirror_session = CAMUS_RECIRC_SESSION;")
-    eg = Emitter()
-    eg.depth = 2
-    eg(f"if (!hdr.{f}.isValid() || !hdr.camus_len.isValid()) {{ return; }}")
-    eg(f"bit<16> gone = {spec.message_bytes + 2};")
-    with eg.block("if (meta.camus.recirc == 1)"):
-        eg("// the mirrored rest of the batch: drop the classified message, leave the rest")
-        _drop_classified(eg, lay, _framed_names(spec, lay), ["camus_len", lay.msg.name])
-        eg("return;")
-    eg("// a delivered copy: the classified message alone")
-    eg(f"bit<16> rest = hdr.{f}.{n} - 1;")
-    eg("bit<16> parsed = 0;")
-    for i in range(opts.tna_max_rest):
-        eg(f"if (hdr.camus_rest[{i}].isValid()) {{ parsed = parsed + 1; }}")
-    with eg.block("if (parsed != rest)"):
-        eg("eg_dprsr_md.drop_ctl = 1;    // a message of another size: cannot prune, never over-deliver")
-        eg("return;")
-    for i in range(opts.tna_max_rest):
-        eg(f"hdr.camus_rest[{i}].setInvalid();")
-    eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - rest * {spec.message_bytes + 2};")
-    eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - rest * {spec.message_bytes + 2};")
-    eg(f"hdr.{f}.{n} = 1;")
-    eg(f"hdr.{udp}.{udp_csum} = 0;    // optional over IPv4")
-    return {"FRAMING_TYPES": types, "INGRESS_TAIL": tail.text().rstrip("\n"),
-            "EGRESS_APPLY": eg.text().rstrip("\n")}
-
-
-def _single(spec: Spec, lay: _Layout, opts: P4Options) -> dict[str, str]:
-    """One message per packet: nothing to recirculate or prune."""
-    return {"FRAMING_TYPES": "// one message per packet: no batch framing",
-            "INGRESS_TAIL": "        // one message per packet: nothing goes round again",
-            "EGRESS_APPLY": "        // one message per packet: delivered copies need no pruning"}
 
 
 def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     """The complete P4_16 program for `spec` on `opts.arch` (deterministic)."""
     if opts.arch not in ARCHS:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
-    lay = _layout(spec)
+    lay = layout_of(spec)
     decl, seq = _tables(spec, opts)
     slots = {
         "SPEC": spec.name,
@@ -474,21 +328,21 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         "APPLY": seq,
         "EMITS": _emits(spec, lay, opts.arch, opts),
         "ETH": lay.eth.name,
-        "ETH_DST": _field_name(lay.eth, 0, 48, "destination MAC"),
-        "ETH_SRC": _field_name(lay.eth, 48, 48, "source MAC"),
+        "ETH_DST": field_name(lay.eth, 0, 48, "destination MAC"),
+        "ETH_SRC": field_name(lay.eth, 48, 48, "source MAC"),
         "IP": lay.ip.name,
-        "IP_DST": _field_name(lay.ip, 128, 32, "IPv4 destination"),
-        "IP_TTL": _field_name(lay.ip, 64, 8, "IPv4 TTL"),
-        "IP_CSUM": _field_name(lay.ip, 80, 16, "IPv4 header checksum"),
+        "IP_DST": field_name(lay.ip, 128, 32, "IPv4 destination"),
+        "IP_TTL": field_name(lay.ip, 64, 8, "IPv4 TTL"),
+        "IP_CSUM": field_name(lay.ip, 80, 16, "IPv4 header checksum"),
         "IP_CSUM_FIELDS": _ip_checksum_fields(lay),
         "UDP": lay.udp.name,
     }
     if lay.framing is None:
-        slots.update(_single(spec, lay, opts))
+        slots.update(single_message())
     elif opts.arch == "v1model":
-        slots.update(_v1model_framed(spec, lay, opts))
+        slots.update(v1model_framed(spec, lay, opts))
     else:
-        slots.update(_tna_framed(spec, lay, opts))
+        slots.update(tna_framed(spec, lay, opts))
     template = f"{opts.arch}.p4"
     text = (P4_DIR / template).read_text()
     for k, v in slots.items():

@@ -1,0 +1,54 @@
+"""Standard headers of a spec found by layout, not by name (the IPv4 TTL is the byte at offset 8
+whatever the spec calls it), read through bit slices when a spec declares wider fields."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..spec import HeaderInstance, Role, Spec
+from .emit import BackendError
+
+
+def field_slice(inst: HeaderInstance, bit_offset: int, width: int, what: str) -> str:
+    """Expression for the bits [bit_offset, bit_offset + width) of a header instance."""
+    for f in inst.type.fields:
+        if f.offset <= bit_offset and bit_offset + width <= f.offset + f.width:
+            ref = f"hdr.{inst.name}.{f.name}"
+            if f.offset == bit_offset and f.width == width:
+                return ref
+            lo = (f.offset + f.width) - (bit_offset + width)
+            return f"{ref}[{lo + width - 1}:{lo}]"
+    raise BackendError(f"header {inst.name!r} has no field covering the {what} "
+                       f"(bits {bit_offset}..{bit_offset + width - 1}); the P4 program reads it by layout")
+
+
+def field_name(inst: HeaderInstance, bit_offset: int, width: int, what: str) -> str:
+    expr = field_slice(inst, bit_offset, width, what)
+    if "[" in expr:
+        raise BackendError(f"the {what} of {inst.name!r} must be a field of its own "
+                           f"({width} bits at bit {bit_offset}): the program assigns it")
+    return expr.rsplit(".", 1)[1]
+
+
+@dataclass
+class Layout:
+    eth: HeaderInstance
+    vlan: HeaderInstance | None
+    ip: HeaderInstance
+    udp: HeaderInstance
+    framing: HeaderInstance | None
+    msg: HeaderInstance
+
+
+def layout_of(spec: Spec) -> Layout:
+    by_role: dict[Role, HeaderInstance] = {}
+    for name in spec.stack:
+        inst = spec.instances[name]
+        by_role.setdefault(inst.role, inst)
+    if Role.IPV6 in by_role and Role.IPV4 not in by_role:
+        raise BackendError("the P4 program parses IPv4 feeds; this spec's feed is IPv6 (the XDP target handles it)")
+    missing = [r.value for r in (Role.ETHERNET, Role.IPV4, Role.UDP, Role.MESSAGE) if r not in by_role]
+    if missing:
+        raise BackendError(f"the P4 program needs ethernet, ipv4, udp and a message header in the spec; "
+                           f"missing: {', '.join(missing)}")
+    return Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), by_role[Role.IPV4], by_role[Role.UDP],
+                   by_role.get(Role.FRAMING), by_role[Role.MESSAGE])
