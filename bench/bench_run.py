@@ -283,4 +283,8 @@ def run_bench(cfg: BenchConfig, progress: Progress) -> list[dict]:
     (cfg.out / "config.json").write_text(json.dumps({**asdict(cfg), "out": str(cfg.out)}, indent=1) + "\n")
     for b in ("send", "recv", "broker"):
         binary(b)
-    return Runner(cfg, progress).run()
+    runner = Runner(cfg, progress)
+    try:
+        return runner.run()
+    finally:
+        runner.runs.close()
