@@ -129,7 +129,8 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
     return result
 
 
-def headline(summary_rows: list[dict], subscribers: int | None = None) -> dict[str, Any]:
+def headline(summary_rows: list[dict], subscribers: int | None = None, maxrate: list[dict] | None = None
+             ) -> dict[str, Any]:
     """Per broker: delivered msgs/s (throughput phase) and p99 latency (latency phase) at each
     number of subscriptions, for the largest number of subscribers run; ratios xdp / broker."""
     rows = [r for r in summary_rows]
@@ -152,6 +153,10 @@ def headline(summary_rows: list[dict], subscribers: int | None = None) -> dict[s
             cell["p99_us"] = r["p99_us"]
             cell["p50_us"] = r["p50_us"]
             cell["latency_phase_loss"] = r["loss"]
+    for m in maxrate or []:
+        if m["subscribers"] == n and m["broker"] in out["brokers"]:
+            out["brokers"][m["broker"]].setdefault(str(m["subscriptions"]), {})["max_lossless_msgs_per_s"] = \
+                m["max_lossless_msgs_per_s"]
     xdp = out["brokers"].get("xdp", {})
     for name, cells in out["brokers"].items():
         if name == "xdp":
@@ -160,11 +165,17 @@ def headline(summary_rows: list[dict], subscribers: int | None = None) -> dict[s
             mine, theirs = xdp.get(subs, {}).get("delivered_msgs_per_s"), cell.get("delivered_msgs_per_s")
             if mine and theirs:
                 out.setdefault("ratios", {})[f"ratio_xdp_to_{name}@{subs}"] = round(mine / theirs, 2)
+            mine, theirs = xdp.get(subs, {}).get("max_lossless_msgs_per_s"), cell.get("max_lossless_msgs_per_s")
+            if mine and theirs:
+                out.setdefault("lossless_ratios", {})[f"ratio_xdp_to_{name}@{subs}"] = round(mine / theirs, 2)
     for name in out["brokers"]:
         if name != "xdp":
             vals = [v for k, v in out.get("ratios", {}).items() if k.startswith(f"ratio_xdp_to_{name}@")]
             if vals:
                 out[f"ratio_xdp_to_{name}"] = min(vals)
+            vals = [v for k, v in out.get("lossless_ratios", {}).items() if k.startswith(f"ratio_xdp_to_{name}@")]
+            if vals:
+                out[f"lossless_ratio_xdp_to_{name}"] = min(vals)
     return out
 
 
@@ -186,7 +197,9 @@ def run_analysis(run_dir: Path, master: str = "local[*]", spark=None) -> dict[st
     finally:
         if own:
             spark.stop()
-    head = headline(summary)
+    maxrate = [json.loads(x) for x in (run_dir / "maxrate.jsonl").read_text().splitlines() if x.strip()] \
+        if (run_dir / "maxrate.jsonl").exists() else []
+    head = headline(summary, maxrate=maxrate)
     (run_dir / "results").mkdir(exist_ok=True)
     (run_dir / "results" / "headline.json").write_text(json.dumps(head, indent=1) + "\n")
     write_report(run_dir, summary, per_sub, cdf, head)

@@ -46,6 +46,10 @@ class BenchConfig:
     latency_seconds: float = 3.0
     interesting_share: float = 0.05
     seed: int = 1
+    search: bool = True              # find each broker's highest lossless feed rate
+    search_seconds: float = 1.0
+    search_steps: int = 6
+    loss_threshold: float = 0.001
 
 
 Progress = Callable[[str, float], None]       # (what is happening, fraction done)
@@ -158,13 +162,24 @@ class Runner:
                        f"subscriptions={subscriptions}" / "part.parquet")
         return compiled, rules_path, flat_path, {p: sorted(t) for p, t in topics.items()}
 
+    def wanted(self, subscribers: int, subscriptions: int) -> set[tuple[int, int]]:
+        import pyarrow.parquet as pq
+        t = pq.read_table(self.out / "expected" / f"subscribers={subscribers}" / f"subscriptions={subscriptions}" /
+                          "part.parquet")
+        return set(zip(t.column("seq").to_pylist(), t.column("subscriber").to_pylist()))
+
     # -- one phase ------------------------------------------------------------------------
     def phase(self, lab: Lab, broker: Broker, phase: str, frames: Path, raw: Path, cum: list[int],
-              topics: dict[int, list[str]], subscriptions: int) -> dict:
+              topics: dict[int, list[str]], subscriptions: int, rate: float | None = None,
+              seconds: float | None = None, wanted: set[tuple[int, int]] | None = None) -> dict:
+        """One phase. With `wanted` (a probe of the rate search) the deliveries are only counted
+        against it, nothing is written."""
         cfg = self.cfg
         proto = TOPIC_BROKERS[broker.name][0] if broker.name in TOPIC_BROKERS else None
-        rate = 0.0 if phase == "throughput" else float(cfg.latency_rate)
-        seconds = cfg.duration if phase == "throughput" else cfg.latency_seconds
+        if rate is None:
+            rate = 0.0 if phase == "throughput" else float(cfg.latency_rate)
+        if seconds is None:
+            seconds = cfg.duration if phase == "throughput" else cfg.latency_seconds
         cap = seconds + 120                       # receivers are stopped by the runner long before
         tmp = self.out / "tmp"
         tmp.mkdir(exist_ok=True)
@@ -217,12 +232,19 @@ class Runner:
                 proc.kill()
         cpu1, (busy1, soft1) = broker.cpu_seconds(), system_cpu_seconds()
         key = (f"broker={broker.name}/subscribers={lab.n}/subscriptions={subscriptions}/phase={phase}")
-        received = 0
+        received, correct = 0, set()
         for p, (_, out) in receivers.items():
             cols = deliveries(out, p, proto)
             received += len(cols["seq"])
-            _write_parquet(cols, self.out / "deliveries" / key / f"sub{p}.parquet")
+            if wanted is None:
+                _write_parquet(cols, self.out / "deliveries" / key / f"sub{p}.parquet")
+            else:
+                correct.update(x for x in zip(cols["seq"], cols["subscriber"]) if x in wanted)
             out.unlink(missing_ok=True)
+        if wanted is not None:
+            due = sum(1 for seq, _ in wanted if seq <= sent_msgs)
+            return {"rate": rate, "achieved": round(sent_msgs / send_s) if send_s else 0, "sent": sent_msgs,
+                    "expected": due, "correct": len(correct), "loss": 1 - len(correct) / due if due else 0.0}
         facts = {"broker": broker.name, "subscribers": lab.n, "subscriptions": subscriptions, "phase": phase,
                  "rate": rate, "sent_messages": sent_msgs, "send_seconds": send_s, "started": t0,
                  "received_messages": received, "broker_cpu_s": round(cpu1 - cpu0, 3),
@@ -230,6 +252,29 @@ class Runner:
         self.runs.write(json.dumps(facts) + "\n")
         self.runs.flush()
         return facts
+
+    def search(self, lab: Lab, broker: Broker, frames: Path, raw: Path, cum: list[int],
+               topics: dict[int, list[str]], subscriptions: int, wanted: set[tuple[int, int]]) -> dict:
+        """The highest feed rate the broker delivers with loss under the threshold: geometric
+        bisection between the latency phase's rate and 3M messages/s, short fixed-rate probes.
+        A rate the sender could not reach counts as what it achieved."""
+        cfg = self.cfg
+        lo, hi, best, probes = float(cfg.latency_rate), 3_000_000.0, 0.0, []
+        for _ in range(cfg.search_steps):
+            rate = (lo * hi) ** 0.5
+            r = self.phase(lab, broker, "probe", frames, raw, cum, topics, subscriptions, rate=rate,
+                           seconds=cfg.search_seconds, wanted=wanted)
+            probes.append(r)
+            if r["loss"] <= cfg.loss_threshold and r["expected"] > 0:
+                best = max(best, float(r["achieved"]))
+                lo = rate
+            else:
+                hi = rate
+        out = {"broker": broker.name, "subscribers": lab.n, "subscriptions": subscriptions,
+               "max_lossless_msgs_per_s": round(best), "probes": probes}
+        with (self.out / "maxrate.jsonl").open("a") as f:
+            f.write(json.dumps(out) + "\n")
+        return out
 
     @staticmethod
     def _wait_quiet(files: list[Path], quiet_s: float = 1.5, limit_s: float = 60.0) -> None:
@@ -255,6 +300,7 @@ class Runner:
                 for m in cfg.subscriptions:
                     self.progress(f"{n} subscribers, {m:,} subscriptions: compiling", done / steps)
                     compiled, rules_path, flat_path, topics = self.compile(m, n, feed)
+                    wanted = self.wanted(n, m) if cfg.search else set()
                     for name in cfg.brokers:
                         work = self.out / "work" / name
                         work.mkdir(parents=True, exist_ok=True)
@@ -265,6 +311,10 @@ class Runner:
                                 self.progress(f"{name}: {phase}, {n} subscribers, {m:,} subscriptions", done / steps)
                                 facts.append(self.phase(lab, broker, phase, frames, raw, cum, topics, m))
                                 done += 1
+                            if cfg.search:
+                                self.progress(f"{name}: highest lossless rate, {n} subscribers, {m:,} subscriptions",
+                                              done / steps)
+                                self.search(lab, broker, frames, raw, cum, topics, m, wanted)
                         finally:
                             note = broker.stop()
                             if note:

@@ -35,8 +35,12 @@ def _brokers(rows: list[dict]) -> list[str]:
 def headline_table(head: dict) -> list[str]:
     subs_list = sorted({int(s) for cells in head.get("brokers", {}).values() for s in cells})
     cols = []
+    lossless = any("max_lossless_msgs_per_s" in c for cells in head.get("brokers", {}).values()
+                   for c in cells.values())
     for s in subs_list:
         cols += [f"delivered msgs/s @{s:,}", f"loss @{s:,}", f"p99 µs @{s:,}", f"xdp ratio @{s:,}"]
+        if lossless:
+            cols += [f"max lossless feed msgs/s @{s:,}", f"xdp ratio (lossless) @{s:,}"]
     lines = ["| broker | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
     for b in [x for x in ORDER if x in head.get("brokers", {})]:
         cells = head["brokers"][b]
@@ -46,6 +50,10 @@ def headline_table(head: dict) -> list[str]:
             ratio = head.get("ratios", {}).get(f"ratio_xdp_to_{b}@{s}")
             row += [_fmt(c.get("delivered_msgs_per_s"), "rate"), _fmt(c.get("loss"), "pct"), _fmt(c.get("p99_us"), "us"),
                     "1 (itself)" if b == "xdp" else (f"{ratio:.2f}x" if ratio else "–")]
+            if lossless:
+                lr = head.get("lossless_ratios", {}).get(f"ratio_xdp_to_{b}@{s}")
+                row += [_fmt(c.get("max_lossless_msgs_per_s"), "rate"),
+                        "1 (itself)" if b == "xdp" else (f"{lr:.2f}x" if lr else "–")]
         lines.append(f"| {LABEL.get(b, b)} | " + " | ".join(row) + " |")
     return lines
 

@@ -41,11 +41,13 @@ def register(main: click.Group) -> None:
     @click.option("--interesting", "interesting_share", type=click.FloatRange(0.0, 1.0), default=0.05,
                   show_default=True, help="Share of messages on subscribed symbols (paper: 0.05 or 0.005).")
     @click.option("--seed", type=int, default=1, show_default=True, help="Seeds the feed and the subscriptions.")
+    @click.option("--search/--no-search", default=True, show_default=True,
+                  help="Also find each broker's highest feed rate with loss under 0.1% (6 one-second probes).")
     @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
                   help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
     @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")
     def run(brokers, subscribers, subscriptions, messages, duration, latency_rate, latency_seconds,
-            interesting_share, seed, out_dir, master) -> None:
+            interesting_share, seed, search, out_dir, master) -> None:
         """Run the brokers on one lab with one feed; analyse the captures on Spark; report.
 
         Ends with one JSON line of headline figures (delivered messages/s, p99 latency,
@@ -65,7 +67,8 @@ def register(main: click.Group) -> None:
             sys.exit(1)
         cfg = BenchConfig(brokers=chosen, out=out, subscribers=list(subscribers), subscriptions=list(subscriptions),
                           messages=messages, duration=duration, latency_rate=latency_rate,
-                          latency_seconds=latency_seconds, interesting_share=interesting_share, seed=seed)
+                          latency_seconds=latency_seconds, interesting_share=interesting_share, seed=seed,
+                          search=search)
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                       transient=False) as bar:
             task = bar.add_task("starting", total=1.0)
@@ -97,5 +100,7 @@ def _print_headline(out: Path, head: dict) -> None:
         for subs, c in cells.items():
             flat[f"{b}_msgs_per_s@{subs}"] = round(c["delivered_msgs_per_s"]) if c.get("delivered_msgs_per_s") else None
             flat[f"{b}_p99_us@{subs}"] = c.get("p99_us")
-    flat.update({k: v for k, v in head.items() if k.startswith("ratio_xdp_to_")})
+            if c.get("max_lossless_msgs_per_s"):
+                flat[f"{b}_max_lossless_msgs_per_s@{subs}"] = c["max_lossless_msgs_per_s"]
+    flat.update({k: v for k, v in head.items() if k.startswith(("ratio_xdp_to_", "lossless_ratio_xdp_to_"))})
     click.echo(json.dumps(flat))

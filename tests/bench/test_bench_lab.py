@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.netns, pytest.mark.spark, pytest.mark.slow]
 def test_all_brokers_small_run(spark, tmp_path: Path) -> None:
     cfg = BenchConfig(brokers=["xdp", "c", "py", "mosquitto", "nats", "redis"], out=tmp_path / "run",
                       subscribers=[3], subscriptions=[200], messages=20_000, duration=1.0,
-                      latency_rate=4000, latency_seconds=1.0, interesting_share=0.2)
+                      latency_rate=4000, latency_seconds=1.0, interesting_share=0.2, search_steps=2,
+                      search_seconds=0.5)
     steps = []
     facts = run_bench(cfg, lambda what, frac: steps.append(frac))
     assert steps[-1] == 1.0 and len(facts) == 12
@@ -33,6 +34,12 @@ def test_all_brokers_small_run(spark, tmp_path: Path) -> None:
     assert set(head["brokers"]) == {"xdp", "c", "py", "mosquitto", "nats", "redis"}
     assert (cfg.out / "results" / "report.md").read_text().count("| camus-xdp |") == 1
     assert not list((cfg.out / "tmp").glob("*.bin"))                   # raw captures converted and removed
+    import json
+    found = [json.loads(x) for x in (cfg.out / "maxrate.jsonl").read_text().splitlines()]
+    assert {m["broker"] for m in found} == set(cfg.brokers) and all(len(m["probes"]) == 2 for m in found)
+    xdp = next(m for m in found if m["broker"] == "xdp")
+    assert xdp["max_lossless_msgs_per_s"] > cfg.latency_rate             # the first probe already lossless
+    assert head["brokers"]["xdp"]["200"]["max_lossless_msgs_per_s"] == xdp["max_lossless_msgs_per_s"]
 
 
 def test_leftovers_of_an_earlier_lab_are_removed() -> None:
