@@ -43,7 +43,7 @@ def register(main: click.Group) -> None:
     @click.option("--seed", type=int, default=1, show_default=True, help="Seeds the feed and the subscriptions.")
     @click.option("--search/--no-search", default=True, show_default=True,
                   help="Also find the highest feed rate each broker keeps up with: loss under 0.1% and p99 "
-                       "under 10 ms (6 probes of 2 s).")
+                       "under 10 ms (5 probes of 2 s).")
     @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
                   help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
     @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")
