@@ -198,6 +198,24 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
     return e.text().rstrip("\n")
 
 
+STATE_KEY = 'meta.camus.state : exact @name("meta.state");'
+
+
+def _declare(decl: Emitter, name: str, actions: str, size: int, field_key: str | None = None,
+             default: str = "NoAction();") -> None:
+    """A table keyed on the state (and one more key when given), with its actions and size."""
+    with decl.block(f"table {name}"):
+        if field_key is None:
+            decl(f"key = {{ {STATE_KEY} }}")
+        else:
+            with decl.block("key ="):
+                decl(STATE_KEY)
+                decl(field_key)
+        decl(f"actions = {{ {actions} }}")
+        decl(f"default_action = {default}")
+        decl(f"size = {size};")
+
+
 def _tables(spec: Spec, opts: P4Options) -> tuple[str, str]:
     """Table declarations and their apply sequence (one table per query field, then leaves)."""
     decl, seq = Emitter(), Emitter()
@@ -209,35 +227,19 @@ def _tables(spec: Spec, opts: P4Options) -> tuple[str, str]:
     for q, kind in field_tables(spec):
         base = f"t_{_ident(q.path)}"
         key = f"hdr.{q.instance}.{q.name}"
-        with decl.block(f"table {base}"):
-            with decl.block("key ="):
-                decl('meta.camus.state : exact @name("meta.state");')
-                decl(f'{key} : {kind} @name("{q.path}");')
-            decl("actions = { set_state; NoAction; }")
-            decl("default_action = NoAction();   // a state this table does not test passes through")
-            decl(f"size = {opts.table_size};")
+        _declare(decl, base, "set_state; NoAction;", opts.table_size, f'{key} : {kind} @name("{q.path}");',
+                 "NoAction();   // a state this table does not test passes through")
         if kind != "lpm":
-            with decl.block(f"table {base}_any"):
-                decl('key = { meta.camus.state : exact @name("meta.state"); }')
-                decl("actions = { set_state; NoAction; }")
-                decl("default_action = NoAction();")
-                decl(f"size = {opts.table_size};")
+            _declare(decl, f"{base}_any", "set_state; NoAction;", opts.table_size)
             with seq.block(f"if (!{base}.apply().hit)"):
                 seq(f"{base}_any.apply();")
         else:
             seq(f"{base}.apply();")
     if opts.arch == "v1model":
         _state_tables(spec, opts, decl, seq)
-    with decl.block("table t_leaf"):
-        decl('key = { meta.camus.state : exact @name("meta.state"); }')
-        decl("actions = { set_mgid; set_port; drop_msg; NoAction; }")
-        decl("default_action = NoAction();   // no subscriber: not delivered")
-        decl(f"size = {opts.leaf_size};")
-    with decl.block("table t_leaf_calls"):
-        decl('key = { meta.camus.state : exact @name("meta.state"); }')
-        decl("actions = { call; NoAction; }")
-        decl("default_action = NoAction();")
-        decl(f"size = {opts.leaf_size};")
+    _declare(decl, "t_leaf", "set_mgid; set_port; drop_msg; NoAction;", opts.leaf_size,
+             default="NoAction();   // no subscriber: not delivered")
+    _declare(decl, "t_leaf_calls", "call; NoAction;", opts.leaf_size)
     seq("t_leaf.apply();")
     seq("t_leaf_calls.apply();")
     return decl.text().rstrip("\n"), seq.text().rstrip("\n")
@@ -279,25 +281,12 @@ def _state_tables(spec: Spec, opts: P4Options, decl: Emitter, seq: Emitter) -> N
     updates = " ".join(f"{update_action(c.name, q.path)};" for c in counters for q in updatable)
     loads = " ".join(f"load_{c.name}_{fn};" for c in counters for fn in ("count", "sum"))
     for k in range(UPDATE_SLOTS):
-        with decl.block(f"table t_update{k}"):
-            decl('key = { meta.camus.state : exact @name("meta.state"); }')
-            decl(f"actions = {{ {updates} NoAction; }}")
-            decl("default_action = NoAction();")
-            decl(f"size = {opts.table_size};")
+        _declare(decl, f"t_update{k}", f"{updates} NoAction;", opts.table_size)
         seq(f"t_update{k}.apply();")
     for i in range(SVAR_STAGES):
-        with decl.block(f"table t_svar{i}_load"):
-            decl('key = { meta.camus.state : exact @name("meta.state"); }')
-            decl(f"actions = {{ {loads} NoAction; }}")
-            decl("default_action = NoAction();")
-            decl(f"size = {opts.table_size};")
-        with decl.block(f"table t_svar{i}"):
-            with decl.block("key ="):
-                decl('meta.camus.state : exact @name("meta.state");')
-                decl(f'meta.camus.{SVAR_KEY} : range @name("{SVAR_KEY}");')
-            decl("actions = { set_state; NoAction; }")
-            decl("default_action = NoAction();")
-            decl(f"size = {opts.table_size};")
+        _declare(decl, f"t_svar{i}_load", f"{loads} NoAction;", opts.table_size)
+        _declare(decl, f"t_svar{i}", "set_state; NoAction;", opts.table_size,
+                 f'meta.camus.{SVAR_KEY} : range @name("{SVAR_KEY}");')
         seq(f"t_svar{i}_load.apply();")
         seq(f"t_svar{i}.apply();")
 
