@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from camus.compiler.packets import udp_frame
+from camus.compiler.packets import mold_messages, udp_frame
 
 from .workloads import symbols
 
@@ -96,19 +96,7 @@ def write_frames(feed: Feed, path: Path, *, src_ip: str, dst_ip: str, src_mac: b
 
 def parse_mold(payload: bytes) -> list[bytes]:
     """The messages of a MoldUDP64 payload (stops at the first length that does not fit)."""
-    if len(payload) < MOLD_HEADER:
-        return []
-    count = int.from_bytes(payload[18:20], "big")
-    pos, out = MOLD_HEADER, []
-    for _ in range(count):
-        if pos + 2 > len(payload):
-            break
-        n = int.from_bytes(payload[pos:pos + 2], "big")
-        if pos + 2 + n > len(payload):
-            break
-        out.append(payload[pos + 2:pos + 2 + n])
-        pos += 2 + n
-    return out
+    return mold_messages(payload)
 
 
 def message_seq_ts(msg: bytes) -> tuple[int, int]:

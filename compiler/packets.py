@@ -295,3 +295,24 @@ def _parse_value(spec: Spec, q: QueryField, raw: str) -> int:
     if value >= 1 << q.width:
         raise ValueError(f"{raw} does not fit {q.path} (bit<{q.width}>)")
     return value
+
+
+MOLD_HEADER_BYTES = 20
+
+
+def mold_messages(payload: bytes, with_prefix: bool = False) -> list[bytes]:
+    """The messages of a MoldUDP64 payload (20-byte header, then length-prefixed messages),
+    each with its 2-byte length prefix when asked; stops at the first length that does not fit."""
+    if len(payload) < MOLD_HEADER_BYTES:
+        return []
+    count = int.from_bytes(payload[18:20], "big")
+    pos, out = MOLD_HEADER_BYTES, []
+    for _ in range(count):
+        if pos + 2 > len(payload):
+            break
+        n = int.from_bytes(payload[pos:pos + 2], "big")
+        if pos + 2 + n > len(payload):
+            break
+        out.append(payload[pos:pos + 2 + n] if with_prefix else payload[pos + 2:pos + 2 + n])
+        pos += 2 + n
+    return out

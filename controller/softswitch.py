@@ -20,24 +20,11 @@ from pathlib import Path
 
 from camus.compiler.backends.p4_entries import tables_from_p4runtime
 from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.packets import decode_packet, udp_frame
+from camus.compiler.packets import decode_packet, mold_messages, udp_frame
 from camus.compiler.spec_parser import load_spec
 
 ETH_P_ALL = 3
 PACKET_OUTGOING = 4
-
-
-def mold_messages(payload: bytes) -> list[bytes]:
-    """Each message of a MoldUDP64 payload with its 2-byte length prefix."""
-    count = int.from_bytes(payload[18:20], "big")
-    pos, out = 20, []
-    for _ in range(count):
-        n = int.from_bytes(payload[pos:pos + 2], "big")
-        if pos + 2 + n > len(payload):
-            break
-        out.append(payload[pos:pos + 2 + n])
-        pos += 2 + n
-    return out
 
 
 class SoftSwitch:
@@ -76,7 +63,7 @@ class SoftSwitch:
             return
         ihl = (frame[14] & 0x0F) * 4
         payload = frame[14 + ihl + 8:]
-        raw = mold_messages(payload) if self.spec.framing.kind == "moldudp64" else [payload]
+        raw = mold_messages(payload, with_prefix=True) if self.spec.framing.kind == "moldudp64" else [payload]
         out: dict[int, list[bytes]] = {}
         for m in decoded.messages:
             if not m.subscribable or m.index >= len(raw):
