@@ -201,6 +201,15 @@ int camus_tc_in(struct __sk_buff *skb) {
         return TC_ACT_OK;
     __u32 local = 0;
     pk->local_keep = 0;
+    for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {      /* XDP kept states; copies need ports */
+        __u32 state = pk->msg_state[i];
+        struct camus_leaf *l = leaf.lookup(&state);
+        if (state && l && !(l->flags & CAMUS_LEAF_DROP))
+            count_hit(state);                          /* XDP counted the drop rules' */
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            pk->msg_ports[i][w] = l ? l->ports[w] : 0;
+    }
     CAMUS_FAN_WORD(0);
     CAMUS_FAN_WORD(1);
     CAMUS_FAN_WORD(2);

@@ -25,12 +25,24 @@ BPF_PERCPU_ARRAY(stats, __u64, CAMUS_STAT_MAX);
 BPF_ARRAY(desc, struct camus_desc, CAMUS_MAX_STATES);
 BPF_ARRAY(xslots, struct camus_slot, CAMUS_MAX_EXACT);
 BPF_ARRAY(bounds, struct camus_bound, CAMUS_MAX_BOUNDS);
+BPF_ARRAY(rnodes, struct camus_rnode, CAMUS_MAX_RNODES);
+BPF_ARRAY(rsub, struct camus_rsub, CAMUS_MAX_RSUB);
 BPF_LPM_TRIE(lpm, struct camus_lpm_key, __u32, CAMUS_MAX_LPM);
 BPF_ARRAY(leaf, struct camus_leaf, CAMUS_MAX_STATES);
 BPF_HASH(updates, __u32, __u64, CAMUS_MAX_UPDATES);
 BPF_ARRAY(svars, struct camus_svar, CAMUS_MAX_SVARS);
 BPF_ARRAY(svar_cfg, struct camus_svar_cfg, CAMUS_MAX_SVARS);
 BPF_ARRAY(results, struct camus_result, CAMUS_MAX_MSGS + 1);   /* [MAX_MSGS]: the packet */
+/* Messages ending in each state; user space sums them per rule. Counted where it is free:
+ * TC for delivered packets (it reads every message's leaf anyway), XDP only for drop rules and
+ * for packets it redirects itself, so packets nobody wants cost nothing extra. */
+BPF_PERCPU_ARRAY(leaf_hits, __u64, CAMUS_MAX_STATES);
+
+static __always_inline void count_hit(__u32 state) {
+    __u64 *hits = leaf_hits.lookup(&state);
+    if (hits)
+        *hits += 1;
+}
 
 
 static __always_inline void count(__u32 idx) {
@@ -68,6 +80,34 @@ static __always_inline __u32 range_next(struct camus_desc *d, __u64 key) {
         if (b->leaf)
             return v;
         node = v;
+    }
+    return 0;
+}
+
+/* Radix range tables: bucket the key, compare with the bucket's one split; a bucket that
+ * holds several starts continues in a finer table (rare: only clustered starts need one). */
+static __always_inline __u32 radix_next(struct camus_desc *d, __u64 key) {
+    __u64 lo = d->mult;
+    __u32 shift = d->bits & 63, last = d->count, base = d->base;
+    for (int level = 0; level < CAMUS_RADIX_LEVELS; level++) {
+        __u64 b = key < lo ? 0 : (key - lo) >> shift;
+        if (b > last)
+            b = last;
+        __u32 i = base + (__u32)b;
+        struct camus_rnode *n = rnodes.lookup(&i);
+        if (!n)
+            return 0;
+        __u32 r = key < n->split ? n->below : n->above;
+        if (!(r & CAMUS_RADIX_SUB))
+            return r;
+        __u32 sub = r & ~CAMUS_RADIX_SUB;
+        struct camus_rsub *t = rsub.lookup(&sub);
+        if (!t)
+            return 0;
+        lo = t->lo;
+        shift = t->shift & 63;
+        last = t->last;
+        base = t->base;
     }
     return 0;
 }
@@ -126,7 +166,7 @@ static __always_inline void update_svars(__u32 state, __u64 *v) {
         }
         if (mask && (*mask >> k) & 1) {
             __sync_fetch_and_add(&s->count, 1);
-            __sync_fetch_and_add(&s->sum, camus_field(v, c->field));
+            __sync_fetch_and_add(&s->sum, v[c->field & (CAMUS_VAR_SLOTS - 1)]);
         }
         __u64 agg = c->fn == 0 ? s->count : c->fn == 1 ? s->sum : (s->count ? s->sum / s->count : 0);
         v[CAMUS_N_FIELDS + k] = agg;
@@ -136,9 +176,11 @@ static __always_inline void update_svars(__u32 state, __u64 *v) {
 
 /* One table step for `state`; returns the next state. */
 static __always_inline __u32 step(struct camus_desc *d, __u32 state, __u64 *v) {
-    __u64 key = camus_var(v, d->var);
+    __u64 key = v[d->var & (CAMUS_VAR_SLOTS - 1)];
     if (d->kind == CAMUS_KIND_EXACT)
         return exact_next(d, key);
+    if (d->kind == CAMUS_KIND_RADIX)
+        return radix_next(d, key);
     if (d->kind == CAMUS_KIND_RANGE)
         return range_next(d, key);
     return lpm_next(state, key, camus_var_width(d->var));
@@ -149,6 +191,8 @@ static __always_inline __u32 step(struct camus_desc *d, __u32 state, __u64 *v) {
 static __always_inline __u32 classify(__u32 root, __u64 *v, __u32 nsvars) {
     __u32 state = root;
     for (int i = 0; i < CAMUS_N_FIELDS; i++) {
+        if (state & CAMUS_STATE_FINAL)
+            break;
         struct camus_desc *d = desc.lookup(&state);
         if (!d || d->kind == CAMUS_KIND_NONE || d->var >= CAMUS_N_FIELDS)
             break;
@@ -156,21 +200,24 @@ static __always_inline __u32 classify(__u32 root, __u64 *v, __u32 nsvars) {
     }
 #if CAMUS_N_SVARS > 0
     if (!nsvars)
-        return state;
+        return state & CAMUS_STATE_MASK;
+    state &= CAMUS_STATE_MASK;
     update_svars(state, v);
     for (int i = 0; i < CAMUS_N_SVARS; i++) {
+        if (state & CAMUS_STATE_FINAL)
+            break;
         struct camus_desc *d = desc.lookup(&state);
         if (!d || d->kind == CAMUS_KIND_NONE)
             break;
         state = step(d, state, v);
     }
 #endif
-    return state;
+    return state & CAMUS_STATE_MASK;
 }
 
 /* Progress through a packet, carried across tail calls (one program run per message). */
 struct camus_scratch {
-    __u64 v[CAMUS_N_VARS];      /* the current message's variables */
+    __u64 v[CAMUS_VAR_SLOTS];   /* the current message's variables (power of two: indexed by mask) */
     struct camus_leaf acc;      /* union over the packet's messages */
     __u32 off;                  /* from the packet start: the next message's length prefix */
     __u32 index;                /* the next message */
@@ -181,6 +228,7 @@ struct camus_scratch {
     __u32 classified;           /* messages classified in this packet */
     __u32 empty;                /* framed messages that go nowhere (skipped or no ports) */
     __u32 nsvars;               /* state variables in use */
+    __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
 };
 BPF_PERCPU_ARRAY(scratch, struct camus_scratch, 1);
 BPF_PERCPU_ARRAY(ring, struct camus_pkt, CAMUS_RING);
@@ -213,7 +261,9 @@ static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
 }
 BPF_PROG_ARRAY(progs, 1);       /* [0]: camus_msg */
 
-/* One message: classify, merge its ports into the packet's, record it if asked. */
+/* One message: classify, merge its ports into the packet's, record it if asked. Only the final
+ * state is kept per message (in the scratch: no ring lookup per message); TC, which alone
+ * needs per-message ports to prune copies, reads them from leaf[] for delivering packets. */
 static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
 #if CAMUS_PARSE_ONLY
     /* Benchmark floor: the fields were read; keep them live, classify nothing. */
@@ -222,31 +272,30 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
 #endif
     __u32 state = classify(s->root, s->v, s->nsvars);
     struct camus_leaf *l = leaf.lookup(&state);
+    if (!l)
+        return;
     s->classified++;
-    if (!l || !(l->ports[0] | l->ports[1] | l->ports[2] | l->ports[3]))
-        s->empty++;
-    struct camus_pkt *pk = ring_slot(s);
-    if (pk && index < CAMUS_MAX_MSGS_RING) {
-        #pragma unroll
-        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-            pk->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)][w] = l ? l->ports[w] : 0;
+    s->msg_state[index & (CAMUS_MAX_MSGS_RING - 1)] = state;
+    __u64 any = 0;
+    #pragma unroll
+    for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
+        any |= l->ports[w];
+        s->acc.ports[w] |= l->ports[w];
     }
-    if (l) {
-        #pragma unroll
-        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-            s->acc.ports[w] |= l->ports[w];
-        s->acc.flags |= l->flags;
-        if (l->flags & CAMUS_LEAF_DROP)
-            count(CAMUS_STAT_EXPLICIT);
+    s->empty += nonzero(any) ^ 1;
+    s->acc.flags |= l->flags;
+    if (l->flags & CAMUS_LEAF_DROP) {
+        count(CAMUS_STAT_EXPLICIT);
+        count_hit(state);                   /* TC counts every other matched message */
     }
     if (s->record) {
         struct camus_result *r = results.lookup(&index);
         if (r) {
             r->state = state;
-            r->flags = l ? l->flags : 0;
+            r->flags = l->flags;
             #pragma unroll
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-                r->ports[w] = l ? l->ports[w] : 0;
+                r->ports[w] = l->ports[w];
         }
     }
 }
@@ -297,6 +346,10 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
             if (pc && pc->kind == CAMUS_PORT_IFACE) {
                 count(CAMUS_STAT_REDIRECT);
                 count_port(port);
+                #pragma unroll
+                for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++)
+                    if (i < s->nmsgs)
+                        count_hit(s->msg_state[i]);
                 return tx_ports.redirect_map(port, 0);
             }
         }
@@ -308,6 +361,9 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->ports[w] = s->acc.ports[w];
+        #pragma unroll
+        for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++)
+            pk->msg_state[i] = i < s->nmsgs ? s->msg_state[i] : 0;
     }
     __u32 seq = s->seq;
     s->seq = seq + 1;
@@ -361,9 +417,7 @@ int camus_msg(struct xdp_md *ctx) {
         deliver(s, index);
     } else {                                /* other message types: framed, not filtered */
         s->empty++;
-        struct camus_pkt *pk = ring_slot(s);
-        if (pk && index < CAMUS_MAX_MSGS_RING)
-            __builtin_memset(pk->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)], 0, sizeof(pk->msg_ports[0]));
+        s->msg_state[index & (CAMUS_MAX_MSGS_RING - 1)] = 0;
     }
     if (s->index < s->nmsgs && s->index < CAMUS_MAX_MSGS)
         progs.call(ctx, 0);
@@ -453,9 +507,7 @@ int camus_xdp(struct xdp_md *ctx) {
         deliver(s, 0);
     } else {
         s->empty++;
-        struct camus_pkt *pk = ring_slot(s);
-        if (pk)
-            __builtin_memset(pk->msg_ports[0], 0, sizeof(pk->msg_ports[0]));
+        s->msg_state[0] = 0;
     }
     return finish(ctx, s);
 #endif

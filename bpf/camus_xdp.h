@@ -5,8 +5,11 @@
  *   desc[state]      what a state does: which variable it tests and how (exact/range/lpm)
  *   xslots[i]        exact tables: each state's open-addressing slice, indexed by a
  *                    multiplicative hash chosen at compile time (at most CAMUS_MAX_PROBE probes)
- *   bounds[i]        range tables: each state's sorted interval starts as a static 8-ary
- *                    search tree (one lookup per level, branchless within a node)
+ *   rnodes[i]        range tables: each state's interval starts bucketed by
+ *                    (key - lo) >> shift, one split per bucket (one lookup, one compare);
+ *                    buckets holding several starts point to a sub-table in rsub[]
+ *   bounds[i]        range tables the buckets cannot hold in CAMUS_RADIX_LEVELS (clustered
+ *                    starts): a static 8-ary search tree (one lookup per level)
  *   lpm{state,v}     longest-prefix entries, the state as the first 32 bits of the prefix
  *   leaf[state]      what a final state delivers: a port bitmap and flags
  *   updates[state]   state variables to update when the header walk ends in `state`
@@ -22,6 +25,7 @@
 #define CAMUS_KIND_EXACT 1
 #define CAMUS_KIND_RANGE 2
 #define CAMUS_KIND_LPM   3
+#define CAMUS_KIND_RADIX 4   /* range test through bucketed splits (the usual range kind) */
 
 #define CAMUS_PORT_WORDS 4   /* 256 logical ports per broker */
 
@@ -50,15 +54,21 @@
 
 #define CAMUS_MAX_PROBE  4   /* exact slots: probes before a miss */
 
+/* Transitions into a state that tests nothing more (a leaf of the diagram) carry this bit, so
+ * the walk stops without reading that state's descriptor. State ids stay below 2^30. */
+#define CAMUS_STATE_FINAL 0x40000000U
+#define CAMUS_STATE_MASK  0x3FFFFFFFU
+
 struct camus_desc {
     __u8  kind;
     __u8  var;               /* variable index: query field, then state variables */
-    __u8  bits;              /* exact: log2 of the slice size (0: no entries) */
+    __u8  bits;              /* exact: log2 of the slice size (0: no entries); radix: shift */
     __u8  pad;
     __u32 default_next;      /* exact: the per-state `any` entry; else unused */
-    __u32 base;              /* exact: first slot in xslots[]; range: root node in bounds[] */
-    __u32 count;             /* range: levels of the search tree */
-    __u64 mult;              /* exact: odd multiplier of the slot hash */
+    __u32 base;              /* exact: first slot in xslots[]; range: root node in bounds[];
+                                radix: first bucket in rnodes[] */
+    __u32 count;             /* range: levels of the search tree; radix: last bucket */
+    __u64 mult;              /* exact: odd multiplier of the slot hash; radix: lo */
 };
 
 struct camus_slot {
@@ -74,6 +84,25 @@ struct camus_bound {         /* a node of a range state's search tree */
     __u32 vals[CAMUS_FANOUT];   /* leaf level: next state; above: child node index */
     __u32 nkeys;
     __u32 leaf;
+};
+
+/* A bucket of a radix range table: keys below `split` go to `below`, the others to `above`.
+ * When `above` has CAMUS_RADIX_SUB set the bucket holds several starts: its low bits index
+ * rsub[], a finer table over the bucket (split is 0 then, so every key reads `above`). */
+#define CAMUS_RADIX_SUB 0x80000000U
+
+struct camus_rnode {
+    __u64 split;
+    __u32 below;
+    __u32 above;
+};
+
+struct camus_rsub {          /* a radix table: bucket = min((key - lo) >> shift, last) */
+    __u64 lo;
+    __u32 base;              /* first bucket in rnodes[] */
+    __u32 last;
+    __u32 shift;
+    __u32 pad;
 };
 
 struct camus_lpm_key {
@@ -127,7 +156,8 @@ struct camus_pkt {                   /* ring slot: which ports each message goes
     __u32 local_keep;                /* TC: messages a LOCAL port keeps (memory, not a register:
                                         keeps the verifier's loop states equal) */
     __u64 ports[CAMUS_PORT_WORDS];   /* union */
-    __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];
+    __u32 msg_state[CAMUS_MAX_MSGS_RING];                    /* XDP: each message's final state */
+    __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];  /* TC: its ports, from leaf[] */
 };
 
 struct camus_port {

@@ -18,9 +18,12 @@ def _fail(exc: Exception) -> None:
     sys.exit(1)
 
 
-def _compile_for(spec: str, rules: str):
+COUNT_RULES = 64     # rules with their own counter unless --count-rules says otherwise
+
+
+def _compile_for(spec: str, rules: str, count_rules: int = COUNT_RULES):
     try:
-        return compile_files(spec, rules, CompileOptions())
+        return compile_files(spec, rules, CompileOptions(count_rules=count_rules))
     except (CompileErrors, CompileError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
@@ -42,14 +45,19 @@ def register(main: click.Group) -> None:
                   help="Send packets whose messages all go to one interface port straight from XDP "
                        "(XDP_REDIRECT, no skb). The receiving device must accept XDP frames (veth: "
                        "its peer needs an XDP program or GRO on).")
-    def attach(iface: str, spec: str, rules: str, mode: str, ports: str | None, xdp_redirect: bool) -> None:
+    @click.option("--count-rules", type=click.IntRange(0), default=COUNT_RULES, show_default=True,
+                  help="Give the first N rules their own match counters (`stats` shows them). Each "
+                       "counted rule may keep apart table states that would otherwise merge; 0 turns "
+                       "them off for the smallest tables.")
+    def attach(iface: str, spec: str, rules: str, mode: str, ports: str | None, xdp_redirect: bool,
+               count_rules: int) -> None:
         """Turn IFACE into an edge broker's ingress: classify the feed, drop what nobody wants.
 
         Traffic that is not the spec's feed (ARP, SSH, other UDP) passes untouched. Maps are
         pinned under /sys/fs/bpf/camus/IFACE; `update` swaps rules without reloading.
         """
         from camus.dataplane import runtime
-        c = _compile_for(spec, rules)
+        c = _compile_for(spec, rules, count_rules)
         try:
             inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect)
         except DataplaneError as exc:
@@ -66,7 +74,7 @@ def register(main: click.Group) -> None:
         from camus.dataplane import runtime
         try:
             inst = runtime.load_installed(iface)
-            c = _compile_for(inst.spec, rules)
+            c = _compile_for(inst.spec, rules, inst.count_rules)
             rep = runtime.update(iface, c, rules)
         except DataplaneError as exc:
             _fail(exc)
@@ -91,12 +99,21 @@ def register(main: click.Group) -> None:
     @main.command()
     @click.argument("iface")
     @click.option("--watch", type=float, default=0, help="Refresh every N seconds with rates (Ctrl-C stops).")
-    def stats(iface: str, watch: float) -> None:
-        """Packet and message counters of IFACE's classifier."""
+    @click.option("--rules/--no-rules", "show_rules", default=True, show_default=True,
+                  help="Also list the counted rules and the messages each matched.")
+    def stats(iface: str, watch: float, show_rules: bool) -> None:
+        """Packet, message, port and per-rule counters of IFACE's classifier.
+
+        Per-rule counts cover the rules `attach --count-rules` chose (the first 64 by default)
+        and survive `update` for rules that stay.
+        """
         from camus.dataplane import runtime
         try:
             prev, t_prev = runtime.stats(iface), time.monotonic()
             click.echo("  ".join(f"{k}={v}" for k, v in prev.items()))
+            if show_rules:
+                for text, n in runtime.rule_counts(iface):
+                    click.echo(f"{n:>12}  {text}")
             while watch > 0:
                 time.sleep(watch)
                 cur, now = runtime.stats(iface), time.monotonic()

@@ -29,6 +29,8 @@ class CompileOptions:
     compress_max: int = 0        # >0: compress fields with at most this many distinct codes
     max_nodes: int = 2_000_000   # diagram size limit
     dnf_limit: int = 4096        # conjunctions one rule may expand to
+    count_rules: int = 0         # >0: the first N rules get their own counters (leaves say
+                                 # which of them matched; keeps apart states that differ only there)
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Compiled:
     order: list[int]
     pipeline: Pipeline
     timings: dict[str, float] = field(default_factory=dict)
+    options: CompileOptions = field(default_factory=CompileOptions)
 
 
 def variable_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], how: str) -> list[int]:
@@ -90,8 +93,11 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
     terms: list[tuple[Term, frozenset[Atom]]] = []
     errors: list[CompileError] = []
     for r in lowered.rules:
+        atoms = r.atoms
+        if 0 <= r.index < opts.count_rules:
+            atoms = atoms | {("rule", r.index)}
         try:
-            terms.extend((t, r.atoms) for t in to_dnf(r.formula, widths, opts.dnf_limit))
+            terms.extend((t, atoms) for t in to_dnf(r.formula, widths, opts.dnf_limit))
         except DnfTooLarge as exc:
             errors.append(src.error(f"rule expands to more than {opts.dnf_limit} conjunctions "
                                     f"({exc.args[0]} so far) in disjunctive form", r.offset,
@@ -113,7 +119,7 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
     pipeline.validate()
     return Compiled(spec, rules, src, lowered, builder, root, order, pipeline, {
         "parse": t1 - t0, "lower": t2 - t1, "dnf": t3 - t2, "diagram": t4 - t3,
-        "slice": t5 - t4, "validate": time.perf_counter() - t5})
+        "slice": t5 - t4, "validate": time.perf_counter() - t5}, opts)
 
 
 def compile_files(spec_path: str | Path, rules_path: str | Path,

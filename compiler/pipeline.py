@@ -77,6 +77,7 @@ class ActionSet:
     drop: bool = False                  # an explicit drop rule matched
     calls: tuple = ()                   # ((name, (args...)), ...) custom actions
     updates: tuple[int, ...] = ()       # internal: state variables updated on this path
+    rules: tuple[int, ...] = ()         # counted rules (CompileOptions.count_rules) that matched
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ports": list(self.ports)}
@@ -86,6 +87,8 @@ class ActionSet:
             out["drop"] = True
         if self.calls:
             out["calls"] = [[n, list(a)] for n, a in self.calls]
+        if self.rules:
+            out["rules"] = list(self.rules)
         return out
 
     def names(self) -> list[str]:
@@ -268,7 +271,7 @@ class Pipeline:
         for s, a in doc["leaves"].items():
             leaves[int(s)] = ActionSet(tuple(a["ports"]), a.get("group"), a.get("drop", False),
                                        tuple((n, tuple(x)) for n, x in a.get("calls", [])),
-                                       tuple(a.get("updates", [])))
+                                       tuple(a.get("updates", [])), tuple(a.get("rules", [])))
         return cls(doc["spec"], doc["root"], tables, leaves,
                    {int(g): tuple(p) for g, p in doc["groups"].items()},
                    [StateVarInfo(**v) for v in doc.get("state_vars", [])],

@@ -184,8 +184,9 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
         action = ActionSet(
             ports=ports, group=group_of.get(ports), drop=("drop",) in other,
             calls=tuple(sorted((a[1], a[2]) for a in other if a[0] == "call")),
-            updates=tuple(sorted(a[1] for a in other if a[0] == "update")))
-        if action.ports or action.drop or action.calls or action.updates:
+            updates=tuple(sorted(a[1] for a in other if a[0] == "update")),
+            rules=tuple(sorted(a[1] for a in other if a[0] == "rule")))
+        if action.ports or action.drop or action.calls or action.updates or action.rules:
             leaves[nid] = action
 
     state_vars = [StateVarInfo(k, v.state.fn, v.state.field.path,

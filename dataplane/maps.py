@@ -30,6 +30,15 @@ class Bound(ctypes.Structure):
                 ("leaf", ctypes.c_uint32)]
 
 
+class RNode(ctypes.Structure):
+    _fields_ = [("split", ctypes.c_uint64), ("below", ctypes.c_uint32), ("above", ctypes.c_uint32)]
+
+
+class RSub(ctypes.Structure):
+    _fields_ = [("lo", ctypes.c_uint64), ("base", ctypes.c_uint32), ("last", ctypes.c_uint32),
+                ("shift", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
 class LpmKey(ctypes.Structure):
     _fields_ = [("prefixlen", ctypes.c_uint32), ("data", ctypes.c_uint8 * 12)]
 
@@ -48,9 +57,9 @@ class SvarCfg(ctypes.Structure):
     _fields_ = [("window_ns", ctypes.c_uint64), ("fn", ctypes.c_uint32), ("field", ctypes.c_uint32)]
 
 
-MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "lpm", "leaf", "updates", "svars",
+MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm", "leaf", "updates", "svars",
              "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
-             "tc_progs", "tx_ports")
+             "tc_progs", "tx_ports", "leaf_hits")
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT = 0, 1, 2, 3, 4
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
               "local", "redirected")
@@ -130,14 +139,26 @@ class MapSet:
         self.lookup("cfg", ctypes.c_uint32(idx), out)
         return out.value
 
-    def _percpu_sum(self, name: str, index: int) -> int:
+    @staticmethod
+    def _ncpu() -> int:
         possible = Path("/sys/devices/system/cpu/possible")
-        ncpu = os.sysconf("SC_NPROCESSORS_CONF")
         if possible.exists():
-            ncpu = int(possible.read_text().strip().split("-")[-1].split(",")[-1]) + 1
-        vals = (ctypes.c_uint64 * ncpu)()
+            return int(possible.read_text().strip().split("-")[-1].split(",")[-1]) + 1
+        return os.sysconf("SC_NPROCESSORS_CONF")
+
+    def _percpu_sum(self, name: str, index: int) -> int:
+        vals = (ctypes.c_uint64 * self._ncpu())()
         self.lookup(name, ctypes.c_uint32(index), vals)
         return sum(vals)
+
+    def leaf_hits(self, states: list[int]) -> dict[int, int]:
+        """Messages that ended in each of `states` (all CPUs)."""
+        return {s: self._percpu_sum("leaf_hits", s) for s in states}
+
+    def clear_leaf_hits(self, states: list[int]) -> None:
+        zeros = (ctypes.c_uint64 * self._ncpu())()
+        for s in states:
+            self.update("leaf_hits", ctypes.c_uint32(s), zeros)
 
     def stats(self) -> dict[str, int]:
         return {name: self._percpu_sum("stats", i) for i, name in enumerate(STAT_NAMES)}
@@ -156,6 +177,10 @@ class MapSet:
         for i, (keys, vals, nkeys, leaf) in enumerate(c.bounds):
             self.update("bounds", ctypes.c_uint32(c.bounds_base + i),
                         Bound((ctypes.c_uint64 * 8)(*keys), (ctypes.c_uint32 * 8)(*vals), nkeys, leaf))
+        for i, (split, below, above) in enumerate(c.rnodes):
+            self.update("rnodes", ctypes.c_uint32(c.rnodes_base + i), RNode(split, below, above))
+        for i, (lo, base, last, shift) in enumerate(c.rsub):
+            self.update("rsub", ctypes.c_uint32(c.rsub_base + i), RSub(lo, base, last, shift))
         for (plen, s, v), nxt in c.lpm.items():
             self.update("lpm", _lpm_key(plen, s, v), ctypes.c_uint32(nxt))
         for s, (words, flags, group) in c.leaf.items():

@@ -13,7 +13,7 @@ import json
 import shutil
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from camus.compiler.backends.ebpf_program import EbpfLimits
@@ -43,6 +43,10 @@ class Installed:
     keys: dict[str, list]            # what the live bank holds, for removal after an update
     ports: str | None = None         # the ports file (port bits are fixed at attach)
     clsact: list[str] | None = None  # interfaces where attach added the clsact qdisc
+    counted: list[str] = field(default_factory=list)            # rule text of each counted rule
+    leaf_rules: dict[str, list[int]] = field(default_factory=dict)  # live leaf state -> counted rules
+    rule_base: dict[str, int] = field(default_factory=dict)     # counts carried over updates, by text
+    count_rules: int = 0                                        # CompileOptions.count_rules at attach
 
     @property
     def pins(self) -> Path:
@@ -138,6 +142,35 @@ def _del_clsact(ifnames: list[str]) -> None:
                     pass
 
 
+def _counted(c: Compiled, contents: MapContents) -> tuple[list[str], dict[str, list[int]]]:
+    """The text of each counted rule (CompileOptions.count_rules) and which leaves count it."""
+    n = c.options.count_rules if c.source.text else 0
+    texts = [c.source.line_text(r.offset).split("#")[0].strip() for r in c.rules[:n]]
+    return texts, {str(s): list(r) for s, r in contents.leaf_rules.items()}
+
+
+def _rule_totals(maps: MapSet, inst: "Installed") -> dict[int, int]:
+    """Messages each counted rule matched in the live tables (by rule index)."""
+    totals = {i: 0 for i in range(len(inst.counted))}
+    hits = maps.leaf_hits([int(s) for s in inst.leaf_rules])
+    for s, rules in inst.leaf_rules.items():
+        for i in rules:
+            totals[i] += hits[int(s)]
+    return totals
+
+
+def rule_counts(iface: str) -> list[tuple[str, int]]:
+    """(rule, messages it matched) for every counted rule, counts kept across updates of
+    unchanged rules."""
+    inst = load_installed(iface)
+    maps = MapSet.from_pins(inst.pins)
+    try:
+        totals = _rule_totals(maps, inst)
+    finally:
+        maps.close()
+    return [(text, totals[i] + inst.rule_base.get(text, 0)) for i, text in enumerate(inst.counted)]
+
+
 def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
            limits: EbpfLimits | None = None, ports_path: str | None = None,
            xdp_redirect: bool = False) -> Installed:
@@ -175,9 +208,12 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             fd = fn.fd if fn is not None else prog.bpf.funcs[b"camus_msg"].fd
             if lib.bpf_obj_pin(fd, str(PIN_ROOT / iface / name).encode()) < 0:
                 raise DataplaneError(f"could not pin {name} under {PIN_ROOT / iface}")
+        maps.clear_leaf_hits(sorted(contents.leaf))
+        counted, leaf_rules = _counted(compiled, contents)
         inst = Installed(iface, mode, str(Path(spec_path).resolve()), str(Path(rules_path).resolve()),
                          0, contents.root, _rule_lines(compiled), _keys(contents),
-                         str(Path(ports_path).resolve()) if ports_path else None, clsact)
+                         str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
+                         {}, compiled.options.count_rules)
         _save(inst)
         return inst
     except BaseException as exc:
@@ -260,12 +296,18 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     except BackendError as exc:
         raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
     maps = MapSet.from_pins(inst.pins)
+    counted, leaf_rules = _counted(compiled, contents)
     try:
+        maps.clear_leaf_hits(sorted(contents.leaf))
         maps.write(contents)                   # ends with the root flip
         time.sleep(GRACE_S)
+        old = _rule_totals(maps, inst)         # the old tables are quiet now: their final counts
+        carried = {text: old[i] + inst.rule_base.get(text, 0) for i, text in enumerate(inst.counted)}
         maps.remove(_contents_from_keys(inst.keys))
     finally:
         maps.close()
+    inst.counted, inst.leaf_rules = counted, leaf_rules
+    inst.rule_base = {text: carried[text] for text in counted if text in carried}
     lines = _rule_lines(compiled)
     report = UpdateReport(sorted(set(lines) - set(inst.rule_lines)), sorted(set(inst.rule_lines) - set(lines)),
                           len(inst.keys["desc"]), len(contents.desc), time.perf_counter() - t0)

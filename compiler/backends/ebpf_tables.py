@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from ..pipeline import Pipeline
 from ..slicing import sort_ports
 from ..spec import Spec
-from .ebpf_program import EbpfLimits, n_svars
+from .ebpf_program import RADIX_LEVELS, EbpfLimits, n_svars
 from .emit import BackendError
 
 import random
 
-KIND = {"exact": 1, "range": 2, "lpm": 3}
+KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4}
 MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2}
@@ -34,13 +34,18 @@ class MapContents:
     exact: dict[tuple[int, int], int] = field(default_factory=dict)                 # (state, value) -> next
     xslots: dict[int, tuple[int, int]] = field(default_factory=dict)                # slot -> (value, next)
     bounds: list[tuple[tuple, tuple, int, int]] = field(default_factory=list)       # tree nodes: keys, vals, nkeys, leaf
+    rnodes: list[tuple[int, int, int]] = field(default_factory=list)                # radix buckets: split, below, above
+    rsub: list[tuple[int, int, int, int]] = field(default_factory=list)             # radix sub-tables: lo, base, last, shift
     lpm: dict[tuple[int, int, int], int] = field(default_factory=dict)              # (plen, state, value<<) -> next
     leaf: dict[int, tuple[tuple[int, ...], int, int]] = field(default_factory=dict)  # ports words, flags, group
     updates: dict[int, int] = field(default_factory=dict)                           # state -> svar mask
+    leaf_rules: dict[int, tuple[int, ...]] = field(default_factory=dict)            # state -> counted rules it matched
     svar_cfg: list[tuple[int, int, int]] = field(default_factory=list)              # window_ns, fn, field
     ports: list[object] = field(default_factory=list)                               # bit i -> logical port
     xslot_count: int = 0                                                            # slots used, holes included
     bounds_base: int = 0                                                            # first bounds[] index
+    rnodes_base: int = 0                                                            # first rnodes[] index
+    rsub_base: int = 0                                                              # first rsub[] index
     bank: int = 0
 
     def port_mask(self, ports: tuple) -> tuple[int, ...]:
@@ -80,6 +85,64 @@ def _search_tree(starts: list[tuple[int, int]], out: "MapContents") -> tuple[int
                  for i in range(0, len(level), FANOUT)]
         levels += 1
     return level[0][1], levels
+
+
+RADIX_SUB = 0x80000000
+STATE_FINAL = 0x40000000       # bpf: CAMUS_STATE_FINAL, on transitions into states that test nothing
+STATE_MASK = STATE_FINAL - 1
+RADIX_SPREAD = 4      # buckets per interval start: most buckets then hold at most one start
+SPLIT_NONE = (1 << 64) - 1
+
+
+def _radix(points: list[tuple[int, int]], cover: int, out: "MapContents", depth: int = 0) -> tuple[int, int, int, int] | None:
+    """A radix table over sorted (start, next) points, keys below the first start going to
+    `cover`: buckets of 2**shift keys from the first start (keys outside clamp to the first or
+    last bucket), at most RADIX_SPREAD per point, each resolved by one split; a bucket with
+    several starts gets a finer table of its own. Appends to out.rnodes / out.rsub and returns
+    (lo, base, last, shift), or None when the starts are too clustered for RADIX_LEVELS levels
+    (the caller then builds a search tree). Lookup cost does not grow with the number of starts."""
+    if not points:
+        out.rnodes.append((SPLIT_NONE, cover, cover))
+        return 0, out.rnodes_base + len(out.rnodes) - 1, 0, 63
+    lo, hi = points[0][0], points[-1][0]
+    shift = 0
+    while ((hi - lo) >> shift) + 1 > RADIX_SPREAD * len(points):
+        shift += 1
+    last = (hi - lo) >> shift
+    first = len(out.rnodes)
+    out.rnodes.extend([(SPLIT_NONE, 0, 0)] * (last + 1))        # this table's buckets, filled below
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for start, nxt in points:
+        groups.setdefault((start - lo) >> shift, []).append((start, nxt))
+    below = cover
+    for b in range(last + 1):
+        group = groups.get(b, [])
+        if len(group) <= 1:
+            out.rnodes[first + b] = (group[0][0], below, group[0][1]) if group else (SPLIT_NONE, below, below)
+        else:
+            if depth + 1 >= RADIX_LEVELS:
+                return None
+            sub = _radix(group, below, out, depth + 1)
+            if sub is None:
+                return None
+            out.rsub.append(sub)
+            out.rnodes[first + b] = (0, 0, RADIX_SUB | (out.rsub_base + len(out.rsub) - 1))
+        if group:
+            below = group[-1][1]
+    return lo, out.rnodes_base + first, last, shift
+
+
+def _range_state(slice_: list[tuple[int, int]], out: "MapContents") -> tuple[int, int, int, int, int, int, int]:
+    """The desc entry of one range state (slice_: sorted interval starts from 0, with their next
+    state): a radix table, or, for starts too clustered for it, an 8-ary search tree."""
+    mark = (len(out.rnodes), len(out.rsub))
+    table = _radix(slice_[1:], slice_[0][1], out)
+    if table is not None:
+        lo, base, last, shift = table
+        return (KIND["radix"], 0, shift, 0, base, last, lo)
+    del out.rnodes[mark[0]:], out.rsub[mark[1]:]                # undo the partial table
+    root, levels = _search_tree(slice_, out)
+    return (KIND["range"], 0, 0, 0, root, levels, 0)
 
 
 def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list]:
@@ -140,26 +203,52 @@ def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
 def _half(lim: EbpfLimits) -> EbpfLimits:
     from dataclasses import replace
     return replace(lim, max_states=lim.max_states // 2, max_exact=lim.max_exact // 2,
-                   max_bounds=lim.max_bounds // 2, max_lpm=lim.max_lpm // 2, max_updates=lim.max_updates // 2)
+                   max_bounds=lim.max_bounds // 2, max_rnodes=lim.max_rnodes // 2, max_rsub=lim.max_rsub // 2,
+                   max_lpm=lim.max_lpm // 2, max_updates=lim.max_updates // 2)
 
 
 def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
     """Move a bank-0 table set into bank 1: every state id (but 0, "nobody"), slot and bound."""
     ds, dx, db = lim.max_states // 2, lim.max_exact // 2, lim.max_bounds // 2
-    st = lambda s: s + ds if s else 0  # noqa: E731
+    dr, dsub = lim.max_rnodes // 2, lim.max_rsub // 2
+    def st(s: int) -> int:          # a state id (flag kept; 0, "nobody", is the same in both banks)
+        return (s & STATE_FINAL) | ((s & STATE_MASK) + ds if s & STATE_MASK else 0)
+
+    def ref(r: int) -> int:
+        return r + dsub if r & RADIX_SUB else st(r)
     out = MapContents(st(c.root), ports=c.ports, svar_cfg=c.svar_cfg, xslot_count=c.xslot_count + dx,
-                      bounds_base=db,
+                      bounds_base=db, rnodes_base=dr, rsub_base=dsub,
                       bounds=[(keys, tuple(st(v) if leaf else v + db for v in vals), n, leaf)
-                              for keys, vals, n, leaf in c.bounds])
+                              for keys, vals, n, leaf in c.bounds],
+                      rnodes=[(split, st(below), ref(above)) for split, below, above in c.rnodes],
+                      rsub=[(lo, base + dr, last, shift) for lo, base, last, shift in c.rsub])
+    moved = {KIND["exact"]: dx, KIND["range"]: db, KIND["radix"]: dr}
     for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
-        base = base + (dx if kind == KIND["exact"] else db if kind == KIND["range"] else 0)
+        base = base + moved.get(kind, 0)
         out.desc[st(s)] = (kind, var, bits, st(default), base, count, mult)
-    out.exact = {(st(s), v): st(n) for (s, v), n in c.exact.items()}
+    out.exact = {(st(s), v): st(n) for (s, v), n in c.exact.items()}     # (raw ids, no flags)
     out.xslots = {i + dx: (v, st(n)) for i, (v, n) in c.xslots.items()}
     out.lpm = {(plen, st(s), v): st(n) for (plen, s, v), n in c.lpm.items()}
     out.leaf = {st(s): a for s, a in c.leaf.items()}
+    out.leaf_rules = {st(s): r for s, r in c.leaf_rules.items()}
     out.updates = {st(s): m for s, m in c.updates.items()}
     return out
+
+
+def _mark_final(out: MapContents) -> None:
+    """Flag every transition into a state without a descriptor (it tests nothing more), so the
+    kernel's walk stops there without reading one."""
+    def ref(s: int) -> int:
+        return s if s in out.desc else s | STATE_FINAL
+    out.root = ref(out.root)
+    out.desc = {s: (kind, var, bits, ref(default) if kind == KIND["exact"] else default, base, count, mult)
+                for s, (kind, var, bits, default, base, count, mult) in out.desc.items()}
+    out.xslots = {i: (v, ref(n)) for i, (v, n) in out.xslots.items()}
+    out.bounds = [(keys, tuple(ref(v) for v in vals) if leaf else vals, n, leaf)
+                  for keys, vals, n, leaf in out.bounds]
+    out.rnodes = [(split, ref(below), above if above & RADIX_SUB else ref(above))
+                  for split, below, above in out.rnodes]
+    out.lpm = {k: ref(n) for k, n in out.lpm.items()}
 
 
 def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | None) -> MapContents:
@@ -209,8 +298,8 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
                     pos = hi + 1
                 if pos <= top:
                     _put(slice_, pos, 0)
-                root, levels = _search_tree(slice_, out)
-                out.desc[s] = (KIND["range"], var, 0, 0, root, levels, 0)
+                kind, _, shift, _, base, count, lo = _range_state(slice_, out)
+                out.desc[s] = (kind, var, shift, 0, base, count, lo)
         else:
             width = t.field_width
             for s in t.states:
@@ -222,6 +311,8 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     for s, a in p.leaves.items():
         flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0)
         out.leaf[s] = (out.port_mask(a.ports), flags, a.group or 0)
+        if a.rules:
+            out.leaf_rules[s] = a.rules
     for s, ups in p.state_updates.items():
         mask = 0
         for k in ups:
@@ -230,9 +321,12 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     for sv in p.state_vars:
         out.svar_cfg.append((sv.window_us * 1000, FN[sv.fn], field_index[sv.field]))
 
+    _mark_final(out)
     top = max([p.root, *out.desc, *out.leaf], default=0)
     for what, have, cap in (("state id", top + 1, lim.max_states), ("exact slots", out.xslot_count, lim.max_exact),
-                            ("range bounds", len(out.bounds), lim.max_bounds), ("LPM entries", len(out.lpm), lim.max_lpm),
+                            ("range bounds", len(out.bounds), lim.max_bounds),
+                            ("range buckets", len(out.rnodes), lim.max_rnodes),
+                            ("range sub-tables", len(out.rsub), lim.max_rsub), ("LPM entries", len(out.lpm), lim.max_lpm),
                             ("update entries", len(out.updates), lim.max_updates)):
         if have > cap:
             raise CapacityError(f"{what}: {have} needed, the maps hold {cap}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from camus.compiler.compile import compile_rules
+from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.interpreter import PipelineInterpreter
 from camus.compiler.packets import build_packet, decode_packet, message_from_text, udp_checksum_v6
 from camus.compiler.spec_parser import load_spec
@@ -109,7 +109,7 @@ def start_capture(port: int, secs: float) -> subprocess.Popen:
 @pytest.mark.parametrize("mode,redirect", [("native", False), ("generic", False), ("native", True)])
 def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirect: bool) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
-    compiled = compile_rules(spec, RULES)
+    compiled = compile_rules(spec, RULES, options=CompileOptions(count_rules=64))
     runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab),
                    xdp_redirect=redirect)
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
@@ -145,6 +145,13 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirec
         sent = sum(1 for f in frames if any(interp.run(m.values).actions.ports and p in interp.run(m.values).actions.ports
                                             for m in decode_packet(spec, f).messages))
         assert stats[f"port {p}"] == sent
+    # Per-rule counters: each rule compiled alone says which messages it matches.
+    alone = [PipelineInterpreter(compile_rules(spec, line).pipeline) for line in RULES.strip().splitlines()]
+    messages = [m.values for f in frames for m in decode_packet(spec, f).messages]
+    want_counts = [(line, sum(1 for v in messages if (lambda a: a.ports or a.drop)(it.run(v).actions)))
+                   for line, it in zip(RULES.strip().splitlines(), alone)]
+    assert runtime.rule_counts(BRK) == want_counts
+    assert all(n > 0 for _, n in want_counts)
 
 
 def capture_refs(proc: subprocess.Popen, spec, udp: bool) -> list[list[int]]:
@@ -157,7 +164,9 @@ def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) ->
     spec = load_spec(APPS / "itch" / "itch.p4")
     old = "stock == GOOGL : fwd(1)\nstock == AAPL : fwd(2)\n"
     new = "stock == GOOGL : fwd(1)\nstock == MSFT : fwd(2)\n"
-    runtime.attach(BRK, compile_rules(spec, old), str(APPS / "itch" / "itch.p4"), "old", "native", ports_path=str(lab))
+    counting = CompileOptions(count_rules=64)
+    runtime.attach(BRK, compile_rules(spec, old, options=counting), str(APPS / "itch" / "itch.p4"), "old", "native",
+                   ports_path=str(lab))
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
     frames, googl = [], []
     kinds: dict[int, str] = {}
@@ -179,7 +188,7 @@ def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) ->
     sender.stdin.write(" ".join(f.hex() for f in frames))
     sender.stdin.close()
     time.sleep(0.6)                           # traffic flowing under the old tables
-    runtime.update(BRK, compile_rules(spec, new), "new")
+    runtime.update(BRK, compile_rules(spec, new, options=counting), "new")
     assert sender.wait(timeout=30) == 0
     sub1 = capture_refs(caps[1], spec, False)
     sub2 = capture_refs(caps[2], spec, False)
@@ -189,6 +198,8 @@ def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) ->
     switch = next(i for i, s in enumerate(seen) if s == ["MSFT"])
     assert switch > 0 and all(s == ["AAPL"] for s in seen[:switch]) and all(s == ["MSFT"] for s in seen[switch:])
     assert len(seen) == 1500                                        # and nothing lost across the switch
+    # The unchanged rule's counter carried over the update; the new rule counts from its start.
+    assert runtime.rule_counts(BRK) == [("stock == GOOGL : fwd(1)", 1500), ("stock == MSFT : fwd(2)", 1500 - switch)]
 
 
 def test_ipv6_feed_is_pruned_with_valid_checksums(lab: Path) -> None:

@@ -149,3 +149,34 @@ def test_stateful_counter_in_the_kernel() -> None:
         assert verdicts == ["XDP_DROP"] * 3 + ["XDP_PASS"] * 3      # the 4th in the window passes
     finally:
         prog.close()
+
+
+# Range tables come in three layouts: radix buckets with one split each, buckets holding several
+# starts (a finer sub-table), and, for starts too clustered for RADIX_LEVELS, a search tree.
+# Thresholds below force each one; every threshold and its neighbours are classified.
+RANGE_LAYOUTS = {
+    "spread": [i * 7919 % 4_000_000_000 for i in range(1, 300)],
+    "clustered": [1000 + i for i in range(40)] + [2_000_000_000 + 3 * i for i in range(40)] + [5, 4_000_000_000],
+    "geometric": [1 << k for k in range(32)] + [(1 << k) + 1 for k in range(1, 31)],
+}
+
+
+@pytest.mark.parametrize("layout", sorted(RANGE_LAYOUTS))
+def test_range_layouts_at_every_boundary(programs, layout) -> None:
+    from camus.compiler.backends.ebpf_tables import KIND
+    _, spec, prog = programs["numbers"]
+    thresholds = sorted(set(RANGE_LAYOUTS[layout]))
+    rules = "\n".join(f"f2 > {t} : fwd({i % 60 + 1})" for i, t in enumerate(thresholds)) + "\n"
+    compiled = compile_rules(spec, rules)
+    interp = PipelineInterpreter(compiled.pipeline)
+    contents = install(prog, compiled)
+    kinds = {d[0] for d in contents.desc.values()}
+    expect = {"spread": (KIND["radix"], False), "clustered": (KIND["radix"], True), "geometric": (KIND["range"], False)}
+    kind, subs = expect[layout]
+    assert kind in kinds and (len(contents.rsub) > 0) == subs, (kinds, len(contents.rsub))
+    try:
+        values = sorted({max(0, min(0xFFFFFFFF, t + d)) for t in thresholds + [0, 0xFFFFFFFF] for d in (-1, 0, 1)})
+        for v in values:                     # this spec carries one message per packet
+            check_packet(prog, compiled, contents, interp, build_packet(spec, [message_from_text(spec, f"f2={v}")]))
+    finally:
+        prog.remove(contents)

@@ -2,10 +2,14 @@
 #define CAMUS_N_FIELDS 4
 #define CAMUS_N_SVARS 16
 #define CAMUS_N_VARS 20
+#define CAMUS_VAR_SLOTS 32
 #define CAMUS_MAX_MSGS 12
 #define CAMUS_MAX_STATES 262144
 #define CAMUS_MAX_EXACT 262144
-#define CAMUS_MAX_BOUNDS 262144
+#define CAMUS_MAX_BOUNDS 65536
+#define CAMUS_MAX_RNODES 1048576
+#define CAMUS_MAX_RSUB 65536
+#define CAMUS_RADIX_LEVELS 4
 #define CAMUS_MAX_LPM 65536
 #define CAMUS_MAX_UPDATES 4096
 #define CAMUS_MAX_SVARS 16
@@ -26,34 +30,6 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
     v[2] = (__u64)bpf_ntohl(*(__u32 *)(msg + 20));   /* add_order.shares */
     v[3] = (__u64)*(__u8 *)(msg + 19);   /* add_order.buy_sell_indicator */
 }
-
-/* A variable by index (constant offsets only, for the verifier). */
-static __always_inline __u64 camus_var(__u64 *v, __u32 idx) {
-    switch (idx) {
-    case 0: return v[0];
-    case 1: return v[1];
-    case 2: return v[2];
-    case 3: return v[3];
-    case 4: return v[4];
-    case 5: return v[5];
-    case 6: return v[6];
-    case 7: return v[7];
-    case 8: return v[8];
-    case 9: return v[9];
-    case 10: return v[10];
-    case 11: return v[11];
-    case 12: return v[12];
-    case 13: return v[13];
-    case 14: return v[14];
-    case 15: return v[15];
-    case 16: return v[16];
-    case 17: return v[17];
-    case 18: return v[18];
-    case 19: return v[19];
-    default: return 0;
-    }
-}
-#define camus_field camus_var
 
 static __always_inline __u32 camus_var_width(__u32 idx) {
     switch (idx) {
