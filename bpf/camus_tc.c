@@ -202,7 +202,7 @@ int camus_tc_in(struct __sk_buff *skb) {
     __u32 local = 0;
     pk->local_keep = 0;
     for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {      /* XDP kept states; copies need ports */
-        __u32 state = pk->msg_state[i];
+        __u32 state = i < pk->nmsgs ? pk->msg_state[i] : 0;      /* later slots: stale */
         struct camus_leaf *l = leaf.lookup(&state);
         if (state && l && !(l->flags & CAMUS_LEAF_DROP))
             count_hit(state);                          /* XDP counted the drop rules' */

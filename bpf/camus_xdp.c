@@ -112,11 +112,12 @@ static __always_inline __u32 radix_next(struct camus_desc *d, __u64 key) {
     return 0;
 }
 
-/* Exact tables: multiplicative hash into the state's slice, linear probing (bounded). */
-static __always_inline __u32 exact_next(struct camus_desc *d, __u64 key) {
+/* Exact tables: multiplicative hash into the state's slice, linear probing (bounded). Returns
+ * the matching slot (it carries the next state and that state's descriptor), or 0. */
+static __always_inline struct camus_slot *exact_slot(struct camus_desc *d, __u64 key) {
     __u32 bits = d->bits & 31;
     if (bits == 0)
-        return d->default_next;
+        return 0;
     __u32 mask = (1U << bits) - 1;
     __u32 idx = (__u32)((key * d->mult) >> (64 - bits));
     #pragma unroll
@@ -124,11 +125,11 @@ static __always_inline __u32 exact_next(struct camus_desc *d, __u64 key) {
         __u32 i = d->base + ((idx + p) & mask);
         struct camus_slot *slot = xslots.lookup(&i);
         if (!slot || !slot->used)
-            break;
+            return 0;
         if (slot->value == key)
-            return slot->next;
+            return slot;
     }
-    return d->default_next;
+    return 0;
 }
 
 static __always_inline __u32 lpm_next(__u32 state, __u64 key, __u32 width) {
@@ -174,11 +175,8 @@ static __always_inline void update_svars(__u32 state, __u64 *v) {
 #endif
 }
 
-/* One table step for `state`; returns the next state. */
-static __always_inline __u32 step(struct camus_desc *d, __u32 state, __u64 *v) {
-    __u64 key = v[d->var & (CAMUS_VAR_SLOTS - 1)];
-    if (d->kind == CAMUS_KIND_EXACT)
-        return exact_next(d, key);
+/* One table step for `state` (not exact: those go through exact_slot); returns the next state. */
+static __always_inline __u32 step(struct camus_desc *d, __u32 state, __u64 key) {
     if (d->kind == CAMUS_KIND_RADIX)
         return radix_next(d, key);
     if (d->kind == CAMUS_KIND_RANGE)
@@ -186,31 +184,44 @@ static __always_inline __u32 step(struct camus_desc *d, __u32 state, __u64 *v) {
     return lpm_next(state, key, camus_var_width(d->var));
 }
 
+static __always_inline struct camus_desc *desc_of(__u32 state) {
+    if (state & CAMUS_STATE_FINAL)
+        return 0;
+    return desc.lookup(&state);
+}
+
+/* Walk `limit` tables from `state` (its descriptor: d) while they test variables below `top`. */
+static __always_inline __u32 walk(__u32 state, struct camus_desc *d, __u64 *v, const int limit, __u32 top) {
+    for (int i = 0; i < limit; i++) {
+        if (!d || d->kind == CAMUS_KIND_NONE || d->var >= top)
+            break;
+        __u64 key = v[d->var & (CAMUS_VAR_SLOTS - 1)];
+        if (d->kind == CAMUS_KIND_EXACT) {
+            struct camus_slot *slot = exact_slot(d, key);
+            if (slot) {
+                state = slot->next;
+                d = (state & CAMUS_STATE_FINAL) ? 0 : &slot->nd;
+                continue;
+            }
+            state = d->default_next;
+        } else {
+            state = step(d, state & CAMUS_STATE_MASK, key);
+        }
+        d = desc_of(state);
+    }
+    return state;
+}
+
 /* Walk the tables from the root: header fields first, then (after the state variables whose
  * guard held are updated) the state-variable tables. Returns the final state. */
-static __always_inline __u32 classify(__u32 root, __u64 *v, __u32 nsvars) {
-    __u32 state = root;
-    for (int i = 0; i < CAMUS_N_FIELDS; i++) {
-        if (state & CAMUS_STATE_FINAL)
-            break;
-        struct camus_desc *d = desc.lookup(&state);
-        if (!d || d->kind == CAMUS_KIND_NONE || d->var >= CAMUS_N_FIELDS)
-            break;
-        state = step(d, state, v);
-    }
+static __always_inline __u32 classify(__u32 root, struct camus_desc *root_desc, __u64 *v, __u32 nsvars) {
+    __u32 state = walk(root, root_desc, v, CAMUS_N_FIELDS, CAMUS_N_FIELDS);
 #if CAMUS_N_SVARS > 0
     if (!nsvars)
         return state & CAMUS_STATE_MASK;
     state &= CAMUS_STATE_MASK;
     update_svars(state, v);
-    for (int i = 0; i < CAMUS_N_SVARS; i++) {
-        if (state & CAMUS_STATE_FINAL)
-            break;
-        struct camus_desc *d = desc.lookup(&state);
-        if (!d || d->kind == CAMUS_KIND_NONE)
-            break;
-        state = step(d, state, v);
-    }
+    state = walk(state, desc_of(state), v, CAMUS_N_SVARS, CAMUS_N_VARS);
 #endif
     return state & CAMUS_STATE_MASK;
 }
@@ -225,10 +236,11 @@ struct camus_scratch {
     __u32 root;
     __u32 record;
     __u32 seq;                  /* packets handed to TC on this CPU */
-    __u32 classified;           /* messages classified in this packet */
+    __u32 skipped;              /* framed messages of other types (not classified) */
     __u32 empty;                /* framed messages that go nowhere (skipped or no ports) */
     __u32 nsvars;               /* state variables in use */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
+    struct camus_desc root_desc;            /* the root's descriptor, copied once per packet */
 };
 BPF_PERCPU_ARRAY(scratch, struct camus_scratch, 1);
 BPF_PERCPU_ARRAY(ring, struct camus_pkt, CAMUS_RING);
@@ -270,20 +282,17 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     s->acc.group ^= (__u32)s->v[0];
     return;
 #endif
-    __u32 state = classify(s->root, s->v, s->nsvars);
+    __u32 state = classify(s->root, s->root_desc.kind ? &s->root_desc : 0, s->v, s->nsvars);
     struct camus_leaf *l = leaf.lookup(&state);
     if (!l)
         return;
-    s->classified++;
     s->msg_state[index & (CAMUS_MAX_MSGS_RING - 1)] = state;
-    __u64 any = 0;
+    __u32 flags = l->flags;
     #pragma unroll
-    for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
-        any |= l->ports[w];
+    for (int w = 0; w < CAMUS_PORT_WORDS; w++)
         s->acc.ports[w] |= l->ports[w];
-    }
-    s->empty += nonzero(any) ^ 1;
-    s->acc.flags |= l->flags;
+    s->empty += ((flags / CAMUS_LEAF_PORTS) & 1) ^ 1;
+    s->acc.flags |= flags;
     if (l->flags & CAMUS_LEAF_DROP) {
         count(CAMUS_STAT_EXPLICIT);
         count_hit(state);                   /* TC counts every other matched message */
@@ -307,7 +316,7 @@ static __always_inline void add_stat(__u32 idx, __u64 n) {
 }
 
 static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
-    add_stat(CAMUS_STAT_MESSAGES, s->classified);
+    add_stat(CAMUS_STAT_MESSAGES, s->nmsgs - s->skipped);
     __u64 any = 0;
     #pragma unroll
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
@@ -361,9 +370,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->ports[w] = s->acc.ports[w];
-        #pragma unroll
-        for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++)
-            pk->msg_state[i] = i < s->nmsgs ? s->msg_state[i] : 0;
+        __builtin_memcpy(pk->msg_state, s->msg_state, sizeof(pk->msg_state));   /* TC reads nmsgs */
     }
     __u32 seq = s->seq;
     s->seq = seq + 1;
@@ -417,6 +424,7 @@ int camus_msg(struct xdp_md *ctx) {
         deliver(s, index);
     } else {                                /* other message types: framed, not filtered */
         s->empty++;
+        s->skipped++;
         s->msg_state[index & (CAMUS_MAX_MSGS_RING - 1)] = 0;
     }
     if (s->index < s->nmsgs && s->index < CAMUS_MAX_MSGS)
@@ -474,8 +482,13 @@ int camus_xdp(struct xdp_md *ctx) {
         goto other;
     __builtin_memset(&s->acc, 0, sizeof(s->acc));
     s->root = cfg_get(CAMUS_CFG_ROOT);
+    struct camus_desc *rd = desc_of(s->root);
+    if (rd)
+        s->root_desc = *rd;
+    else
+        s->root_desc.kind = CAMUS_KIND_NONE;
     s->record = cfg_get(CAMUS_CFG_RECORD);
-    s->classified = 0;
+    s->skipped = 0;
     s->empty = 0;
     s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
     if (!camus_packet_fields(s->v, data, l3, l4, end))
@@ -507,6 +520,7 @@ int camus_xdp(struct xdp_md *ctx) {
         deliver(s, 0);
     } else {
         s->empty++;
+        s->skipped++;
         s->msg_state[0] = 0;
     }
     return finish(ctx, s);

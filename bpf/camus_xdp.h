@@ -31,6 +31,7 @@
 
 #define CAMUS_LEAF_DROP  1   /* an explicit drop rule matched */
 #define CAMUS_LEAF_CALL  2   /* custom actions: handed to the host stack */
+#define CAMUS_LEAF_PORTS 4   /* at least one port (saves OR-ing the words per message) */
 
 /* stats[] indices */
 #define CAMUS_STAT_PACKETS      0   /* packets seen */
@@ -75,6 +76,8 @@ struct camus_slot {
     __u64 value;
     __u32 next;
     __u32 used;
+    struct camus_desc nd;    /* desc[next & CAMUS_STATE_MASK], copied: the walk goes on
+                                without looking the next state up (one cache line less) */
 };
 
 #define CAMUS_FANOUT 8           /* keys per search-tree node */

@@ -197,7 +197,9 @@ def check(spec: str, rules: str) -> None:
 @click.option("--packet", "packets", multiple=True, help="A whole Ethernet frame in hex. Repeatable.")
 @click.option("--pcap", type=click.Path(exists=True, dir_okay=False), help="A pcap file of frames.")
 @click.option("--via", type=click.Choice(sorted(ENGINES)), default="ir", show_default=True,
-              help="Which layer answers: the rules themselves or the compiled tables.")
+              help="Which layer answers: filters (the rules evaluated directly), ir (the compiled "
+                   "tables), p4 (the switch entries) or xdp (the program in this kernel, root; with "
+                   "--packet/--pcap it also prints the packet each port would get).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 @_options
 def explain(spec: str, rules: str, messages: tuple[str, ...], packets: tuple[str, ...],
@@ -206,14 +208,17 @@ def explain(spec: str, rules: str, messages: tuple[str, ...], packets: tuple[str
     if sum(bool(x) for x in (messages, packets, pcap)) != 1:
         raise click.UsageError("give exactly one of --message, --packet or --pcap")
     c = _compile(spec, rules, order, alpha, compress_max)
-    notes = []
+    notes, outputs = [], []
     try:
         if messages:
             results = explain_values(c, [message_from_text(c.spec, m) for m in messages], via)
         else:
             frames = ([(0, bytes.fromhex(p.replace(":", "").replace(" ", ""))) for p in packets]
                       if packets else list(read_pcap(pcap)))  # type: ignore[arg-type]
-            results, notes = explain_packets(c, frames, via)
+            engine = ENGINES[via](c)
+            results, notes = explain_packets(c, frames, via, engine)
+            if hasattr(engine, "output"):     # the kernel path: what leaves, port by port
+                outputs = [engine.output(i, data) for i, (_, data) in enumerate(frames)]
     except (ValueError, PcapError) as exc:
         raise click.BadParameter(str(exc)) from None
     except DataplaneError as exc:
@@ -226,6 +231,8 @@ def explain(spec: str, rules: str, messages: tuple[str, ...], packets: tuple[str
             click.echo(f"packet {n.packet}: {n.note}")
     for r in results:
         click.echo(json.dumps(_json(r)) if as_json else _text(c, r))
+    for o in outputs:
+        click.echo(json.dumps(o.to_json()) if as_json else o.describe())
 
 
 def _json(r: Explained) -> dict:

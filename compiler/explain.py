@@ -86,11 +86,12 @@ def explain_values(c: Compiled, messages: Iterable[dict[str, int]], via: str = "
     return out
 
 
-def explain_packets(c: Compiled, packets: Iterable[tuple[int, bytes]], via: str = "ir"
-                    ) -> tuple[list[Explained], list[PacketNote]]:
+def explain_packets(c: Compiled, packets: Iterable[tuple[int, bytes]], via: str = "ir",
+                    engine: object | None = None) -> tuple[list[Explained], list[PacketNote]]:
     """Packets are (timestamp_ns, bytes); messages not subscribed to by type are shown with a
-    note, and decoder complaints are returned per packet."""
-    engine = ENGINES[via](c)
+    note, and decoder complaints are returned per packet. `engine`: one made by the caller
+    (who wants more of it afterwards), else ENGINES[via]."""
+    engine = engine or ENGINES[via](c)
     out: list[Explained] = []
     notes: list[PacketNote] = []
     whole = getattr(engine, "run_packet", None)      # engines that take the frame itself

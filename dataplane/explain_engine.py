@@ -1,14 +1,55 @@
-"""`camus-xdp explain --via xdp`: the real XDP program in the kernel answers (root)."""
+"""`camus-xdp explain --via xdp`: the real XDP program in the kernel answers (root).
+
+Each frame runs through the loaded classifier (BPF_PROG_TEST_RUN) for its verdict and every
+message's ports; then, for each output port, through the TC program that prunes and rewrites
+the copies, so explain shows the very bytes each port would get. Nothing is transmitted.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from camus.compiler.backends.ebpf_tables import map_contents
 from camus.compiler.compile import Compiled
 from camus.compiler.explain import ENGINES
 from camus.compiler.interpreter import Step
-from camus.compiler.packets import build_packet
+from camus.compiler.packets import build_packet, decode_packet
 from camus.compiler.pipeline import ActionSet
 
 from .program import XdpProgram
+
+TC_ACT_SHOT = 2
+
+
+@dataclass
+class PortCopy:
+    port: object
+    messages: list[int]              # positions of the frame's messages this copy keeps
+    frame: bytes | None              # None: TC dropped the copy (it could not prune it honestly)
+
+
+@dataclass
+class FrameOutput:
+    packet: int
+    verdict: str                     # the XDP verdict
+    copies: list[PortCopy] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.verdict == "XDP_DROP":
+            return f"packet {self.packet}: XDP_DROP (nobody subscribed to any of its messages)"
+        if not self.copies:
+            return f"packet {self.packet}: {self.verdict}, passed to the host stack unchanged"
+        lines = [f"packet {self.packet}: {self.verdict} -> {len(self.copies)} cop{'y' if len(self.copies) == 1 else 'ies'}"]
+        for cp in self.copies:
+            if cp.frame is None:
+                lines.append(f"  port {cp.port}: copy dropped by TC (could not be pruned)")
+            else:
+                lines.append(f"  port {cp.port}: messages {cp.messages}, {len(cp.frame)} bytes: {cp.frame.hex()}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"packet": self.packet, "verdict": self.verdict,
+                "copies": [{"port": cp.port, "messages": cp.messages,
+                            "frame": cp.frame.hex() if cp.frame is not None else None} for cp in self.copies]}
 
 
 class XdpEngine:
@@ -17,7 +58,8 @@ class XdpEngine:
     def __init__(self, c: Compiled) -> None:
         self.c = c
         self.prog = XdpProgram.load(c.spec)
-        self.prog.write(map_contents(c.pipeline, c.spec))
+        self.contents = map_contents(c.pipeline, c.spec)
+        self.prog.write(self.contents)
 
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
         return self.run_packet(build_packet(self.c.spec, [values]))[0]
@@ -28,6 +70,21 @@ class XdpEngine:
         return [(self.c.pipeline.leaves.get(state, ActionSet()),
                  [Step("xdp", self.c.pipeline.root, 0, state, f"kernel verdict {got.verdict}")])
                 for state, _, _ in got.messages]
+
+    def output(self, packet: int, frame: bytes) -> FrameOutput:
+        """The verdict and, per port, the copy TC would send (pruned to that port's messages)."""
+        got = self.prog.classify(frame)
+        out = FrameOutput(packet, got.verdict)
+        if got.verdict != "XDP_PASS" or not decode_packet(self.c.spec, frame).messages:
+            return out
+        for bit, port in enumerate(self.contents.ports):
+            word, mask = bit // 64, 1 << (bit % 64)
+            if not got.union[word] & mask:
+                continue
+            keep = [i for i, (_, _, ports) in enumerate(got.messages) if ports[word] & mask]
+            run = self.prog.output_packet(frame, bit, sum(1 << i for i in keep))
+            out.copies.append(PortCopy(port, keep, None if run.retval == TC_ACT_SHOT else run.packet))
+        return out
 
 
 ENGINES.setdefault("xdp", XdpEngine)      # importing the data plane adds its layer to explain

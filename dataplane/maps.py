@@ -8,7 +8,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from camus.compiler.backends.ebpf_tables import PORT_WORDS, MapContents
+from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_MASK, MapContents
 
 from .testrun import _libbpf
 
@@ -22,7 +22,8 @@ class Desc(ctypes.Structure):
 
 
 class Slot(ctypes.Structure):
-    _fields_ = [("value", ctypes.c_uint64), ("next", ctypes.c_uint32), ("used", ctypes.c_uint32)]
+    _fields_ = [("value", ctypes.c_uint64), ("next", ctypes.c_uint32), ("used", ctypes.c_uint32),
+                ("nd", Desc)]                 # the next state's desc, copied (bpf/camus_xdp.h)
 
 
 class Bound(ctypes.Structure):
@@ -172,8 +173,11 @@ class MapSet:
         """Write a table set; the root moves to it last (one atomic array write)."""
         for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
             self.update("desc", ctypes.c_uint32(s), Desc(kind, var, bits, 0, default, base, count, mult))
+        no_desc = (0, 0, 0, 0, 0, 0, 0)
         for i, (value, nxt) in c.xslots.items():
-            self.update("xslots", ctypes.c_uint32(i), Slot(value, nxt, 1))
+            kind, var, bits, default, base, count, mult = c.desc.get(nxt & STATE_MASK, no_desc)
+            self.update("xslots", ctypes.c_uint32(i),
+                        Slot(value, nxt, 1, Desc(kind, var, bits, 0, default, base, count, mult)))
         for i, (keys, vals, nkeys, leaf) in enumerate(c.bounds):
             self.update("bounds", ctypes.c_uint32(c.bounds_base + i),
                         Bound((ctypes.c_uint64 * 8)(*keys), (ctypes.c_uint32 * 8)(*vals), nkeys, leaf))

@@ -16,7 +16,9 @@ from camus.compiler.backends.ebpf_tables import MapContents
 from camus.compiler.spec import Spec
 
 from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, MapSet
-from .testrun import TestRun, test_run
+from .testrun import TestRun, skb_context, test_run
+
+CAMUS_MARK_TAG = 0xC0000000          # bpf/camus_xdp.h: skb->mark of a copy
 
 
 
@@ -119,6 +121,13 @@ class XdpProgram:
             r = res[ctypes.c_int(i)]
             msgs.append((r.state, r.flags, tuple(r.ports)))
         return PacketResult(out.verdict, msgs, tuple(summary.ports), summary.flags)
+
+    def output_packet(self, packet: bytes, port_bit: int, keep: int) -> TestRun:
+        """What TC sends to port bit `port_bit` for `packet` when the messages in the `keep`
+        mask go there: the kernel's own pruning and rewriting (camus_tc_out), run with
+        BPF_PROG_TEST_RUN on a copy, so nothing is transmitted."""
+        mark = CAMUS_MARK_TAG | (port_bit & 0xFF) << 16 | (keep & 0xFFFF)
+        return test_run(self.bpf.funcs[b"camus_tc_out"].fd, packet, 1, skb_context(mark))
 
     def close(self) -> None:
         self.bpf.cleanup()

@@ -51,12 +51,30 @@ def _libbpf() -> ctypes.CDLL:
     return _lib
 
 
-def test_run(prog_fd: int, packet: bytes, repeat: int = 1) -> TestRun:
+SKB_CTX_SIZE = 192          # sizeof(struct __sk_buff)
+SKB_MARK_OFFSET = 8         # offsetof(struct __sk_buff, mark)
+
+
+def skb_context(mark: int) -> bytes:
+    """A struct __sk_buff for running a TC program: only `mark` set (the kernel accepts a few
+    fields from user space and wants the rest zero)."""
+    ctx = bytearray(SKB_CTX_SIZE)
+    ctx[SKB_MARK_OFFSET:SKB_MARK_OFFSET + 4] = mark.to_bytes(4, "little")
+    return bytes(ctx)
+
+
+def test_run(prog_fd: int, packet: bytes, repeat: int = 1, ctx: bytes | None = None) -> TestRun:
+    """Run the program on `packet`; `ctx` is the context for program types that take one
+    (TC: skb_context)."""
     buf = ctypes.create_string_buffer(packet, len(packet))
     out = ctypes.create_string_buffer(max(256, len(packet) + 256))
     opts = _Opts(sz=ctypes.sizeof(_Opts), data_in=ctypes.cast(buf, ctypes.c_void_p),
                  data_out=ctypes.cast(out, ctypes.c_void_p), data_size_in=len(packet),
                  data_size_out=len(out), repeat=repeat)
+    if ctx is not None:
+        ctx_buf = ctypes.create_string_buffer(ctx, len(ctx))
+        opts.ctx_in = ctypes.cast(ctx_buf, ctypes.c_void_p)
+        opts.ctx_size_in = len(ctx)
     rc = _libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts))
     if rc != 0:
         err = ctypes.get_errno()

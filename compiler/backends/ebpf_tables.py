@@ -20,7 +20,7 @@ KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4}
 MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2}
-LEAF_DROP, LEAF_CALL = 1, 2
+LEAF_DROP, LEAF_CALL, LEAF_PORTS = 1, 2, 4
 
 
 class CapacityError(BackendError):
@@ -309,7 +309,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
                 out.lpm[(32 + plen, s, value << (64 - width))] = n
 
     for s, a in p.leaves.items():
-        flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0)
+        flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0)
         out.leaf[s] = (out.port_mask(a.ports), flags, a.group or 0)
         if a.rules:
             out.leaf_rules[s] = a.rules
