@@ -363,6 +363,17 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
             }
         }
     }
+    if (!cfg_get(CAMUS_CFG_TC)) {           /* no TC attached: count the rules here */
+        #pragma unroll
+        for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
+            if (i >= s->nmsgs)
+                break;
+            __u32 state = s->msg_state[i];
+            struct camus_leaf *l = leaf.lookup(&state);
+            if (state && l && !(l->flags & CAMUS_LEAF_DROP))
+                count_hit(state);
+        }
+    }
     /* Replication happens in TC (camus_tc.c): hand over the ring slot through metadata. */
     struct camus_pkt *pk = ring_slot(s);
     if (pk) {

@@ -51,6 +51,8 @@
 #define CAMUS_CFG_RECORD        2   /* 1: record per-message results (tests, explain) */
 #define CAMUS_CFG_NSVARS        3   /* state variables in use (0: skip the windows) */
 #define CAMUS_CFG_REDIRECT      4   /* 1: one-port packets leave by XDP_REDIRECT, not TC */
+#define CAMUS_CFG_TC            5   /* 1: TC programs replicate (and count) delivering packets;
+                                       0: they go to this host's stack, XDP counts their rules */
 #define CAMUS_CFG_MAX           8
 
 #define CAMUS_MAX_PROBE  4   /* exact slots: probes before a miss */

@@ -61,7 +61,7 @@ class SvarCfg(ctypes.Structure):
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm", "leaf", "updates", "svars",
              "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
              "tc_progs", "tx_ports", "leaf_hits")
-CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT = 0, 1, 2, 3, 4
+CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC = 0, 1, 2, 3, 4, 5
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
               "local", "redirected")
 

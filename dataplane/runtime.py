@@ -21,7 +21,7 @@ from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf_tables import MapContents, map_contents
 from camus.compiler.compile import Compiled
 
-from .maps import CFG_REDIRECT, MapSet
+from .maps import CFG_REDIRECT, CFG_TC, MapSet
 from .program import DataplaneError, XdpProgram, require_root
 
 PIN_ROOT = Path("/sys/fs/bpf/camus")
@@ -192,6 +192,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         if specs:
             prog.maps.write_ports(bits, specs)       # type: ignore[arg-type]
             prog.maps.cfg(CFG_REDIRECT, int(xdp_redirect))
+            prog.maps.cfg(CFG_TC, 1)
             _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
             for out in sorted({s.iface for s in specs.values() if s.iface}):
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)

@@ -8,10 +8,13 @@ import sys
 import time
 
 import pytest
+from click.testing import CliRunner
 
-from camus.compiler.compile import compile_rules
-from camus.compiler.packets import build_packet, message_from_text
+from camus.compiler.compile import CompileOptions, compile_rules
+from camus.compiler.interpreter import PipelineInterpreter
+from camus.compiler.packets import build_packet, decode_packet, message_from_text
 from camus.compiler.spec_parser import load_spec
+from camus.cli import main
 from camus.dataplane import runtime
 from tests.conftest import APPS
 
@@ -82,9 +85,18 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mod
                             src_ip="10.77.0.1", dst_ip="10.77.0.2")
 
     wanted, unwanted, mixed = feed("stock=GOOGL price=60"), feed("stock=IBM price=5"), feed("stock=IBM", "stock=AAPL")
-    compiled = compile_rules(spec, (APPS / "itch" / "rules.txt").read_text())
+    rules = (APPS / "itch" / "rules.txt").read_text()
+    compiled = compile_rules(spec, rules, options=CompileOptions(count_rules=64))
     runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt"), mode)
     assert received([wanted, unwanted, mixed]) == [True, False, True]
+    # Per-rule counters without TC (no ports file: delivering packets go to the stack whole).
+    lines = [ln.split("#")[0].strip() for ln in rules.splitlines() if ln.split("#")[0].strip()]
+    sent = [m.values for f in (wanted, unwanted, mixed) for m in decode_packet(spec, f).messages]
+    want = [(ln, sum(1 for v in sent if (lambda a: a.ports or a.drop)(
+             PipelineInterpreter(compile_rules(spec, ln).pipeline).run(v).actions))) for ln in lines]
+    assert runtime.rule_counts(BRK) == want and sum(n for _, n in want) == 2
+    shown = CliRunner().invoke(main, ["stats", BRK], catch_exceptions=False).output
+    assert all(f"{n:>12}  {ln}" in shown for ln, n in want), shown
     ping = sh("ip", "netns", "exec", NS, "ping", "-c", "1", "-W", "2", "10.77.0.2", check=False)
     assert ping.returncode == 0, "ARP and ICMP must keep working with the classifier attached"
     s = runtime.stats(BRK)
