@@ -204,8 +204,7 @@ int camus_tc_in(struct __sk_buff *skb) {
     for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {      /* XDP kept states; copies need ports */
         __u32 state = i < pk->nmsgs ? pk->msg_state[i] : 0;      /* later slots: stale */
         struct camus_leaf *l = leaf.lookup(&state);
-        if (state && l && !(l->flags & CAMUS_LEAF_DROP))
-            count_hit(state);                          /* XDP counted the drop rules' */
+        count_delivered(state, l);
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->msg_ports[i][w] = l ? l->ports[w] : 0;

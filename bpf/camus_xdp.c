@@ -44,6 +44,12 @@ static __always_inline void count_hit(__u32 state) {
         *hits += 1;
 }
 
+/* A delivered message's hit: drop-rule states were counted when classified. */
+static __always_inline void count_delivered(__u32 state, struct camus_leaf *l) {
+    if (state && l && !(l->flags & CAMUS_LEAF_DROP))
+        count_hit(state);
+}
+
 
 static __always_inline void count(__u32 idx) {
     __u64 *c = stats.lookup(&idx);
@@ -369,9 +375,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
             if (i >= s->nmsgs)
                 break;
             __u32 state = s->msg_state[i];
-            struct camus_leaf *l = leaf.lookup(&state);
-            if (state && l && !(l->flags & CAMUS_LEAF_DROP))
-                count_hit(state);
+            count_delivered(state, leaf.lookup(&state));
         }
     }
     /* Replication happens in TC (camus_tc.c): hand over the ring slot through metadata. */

@@ -43,3 +43,15 @@ def expected_verdict(spec: Spec, interp: PipelineInterpreter, data: bytes, max_m
         msgs[m.index] = (v.final_state, v.actions)
         deliver |= bool(v.actions.ports or v.actions.calls)
     return Expected("XDP_PASS" if deliver else "XDP_DROP", "feed", msgs)
+
+
+def expected_rule_counts(spec: Spec, rule_lines: list[str], frames: list[bytes]) -> list[tuple[str, int]]:
+    """(rule, messages of `frames` it matches), each rule compiled alone: what the per-rule
+    counters must say after the frames went through the broker."""
+    from camus.compiler.compile import compile_rules
+    messages = [m.values for f in frames for m in decode_packet(spec, f).messages]
+    out = []
+    for line in rule_lines:
+        interp = PipelineInterpreter(compile_rules(spec, line).pipeline)
+        out.append((line, sum(1 for v in messages if (lambda a: bool(a.ports or a.drop))(interp.run(v).actions))))
+    return out
