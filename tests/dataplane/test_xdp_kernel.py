@@ -63,8 +63,18 @@ def install(prog: XdpProgram, compiled, previous=None):
 
 def check_packet(prog: XdpProgram, compiled, contents, interp, pkt: bytes) -> None:
     want = expected_verdict(compiled.spec, interp, pkt, LIMITS.max_msgs)
+    before = prog.stats()
     got = prog.classify(pkt)
     assert got.verdict == want.verdict, (want.category, pkt.hex())
+    counted = {k: v - before[k] for k, v in prog.stats().items()}   # the counters agree too
+    assert counted["packets"] == 1
+    assert counted["other"] == (want.category in ("other", "overflow"))
+    assert counted["malformed"] == (want.category == "malformed")
+    if want.category == "feed":
+        assert counted["messages"] == len(want.messages)
+        assert counted["no_match"] == (want.verdict == "XDP_DROP")
+        assert counted["deliver"] == (want.verdict == "XDP_PASS")
+        assert counted["explicit_drop"] == sum(1 for _, a in want.messages.values() if a.drop)
     out = prog.run(pkt).packet                   # classification never changes the bytes; a
     if want.category == "feed" and want.verdict == "XDP_PASS":   # delivering packet carries
         assert out[:4] == struct.pack("<I", 0xCA3005E1) and out[8:] == pkt   # its TC metadata
