@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from camus.bench.workloads import itch_messages
-from camus.compiler.compile import compile_files
+from camus.compiler.compile import CompileOptions, compile_files
 from camus.compiler.explain import explain_packets
 from camus.compiler.filter_eval import outcome
 from camus.compiler.packets import build_packet, message_from_text
@@ -104,7 +104,7 @@ def run_lab_demo(n_messages: int, seed: int) -> int:
     from camus.dataplane import runtime
 
     spec_path, rules_path = APPS / "itch" / "itch.p4", APPS / "itch" / "rules.txt"
-    c = compile_files(spec_path, rules_path)
+    c = compile_files(spec_path, rules_path, CompileOptions(count_rules=64))     # as `attach` does
     click.echo(f"== lab: publisher -> broker (camus-xdp, native XDP + TC) -> 3 subscribers; "
                f"{len(c.rules)} rules from {rules_path.relative_to(APPS.parent)}")
     stocks = ["GOOGL", "AAPL", "MSFT", "NVDA", "NVAX", "TSLA", "JUNK", "IBM", "ORCL"]
@@ -132,9 +132,13 @@ def run_lab_demo(n_messages: int, seed: int) -> int:
         lab.send(frames)
         got = {p: [r for payload in lab.collect(procs[p], p) for r in mold_order_refs(payload)] for p in lab.ports}
         stats = runtime.stats(lab.broker)
+        per_rule = runtime.rule_counts(lab.broker)
     click.echo(f"   feed: {sent} Add Order messages in {len(frames)} MoldUDP64 packets (1-12 each)")
     click.echo(f"   broker: {stats['packets']} packets classified, {stats['no_match']} dropped in XDP "
                f"(nobody subscribed), {stats['explicit_drop']} messages hit a drop rule")
+    click.echo("   messages each rule matched (the broker's per-rule counters):")
+    for text, n in per_rule:
+        click.echo(f"   {n:>7}  {text}")
     click.echo("\n== delivery report (what each subscriber's socket received)")
     click.echo(f"  {'subscriber':<12} {'kind':<10} {'packets':>7} {'messages':>8} {'expected':>8} {'missing':>7} {'extra':>5}")
     ok = True
