@@ -34,8 +34,9 @@ BPF_ARRAY(svars, struct camus_svar, CAMUS_MAX_SVARS);
 BPF_ARRAY(svar_cfg, struct camus_svar_cfg, CAMUS_MAX_SVARS);
 BPF_ARRAY(results, struct camus_result, CAMUS_MAX_MSGS + 1);   /* [MAX_MSGS]: the packet */
 /* Messages ending in each state; user space sums them per rule. Counted where it is free:
- * TC for delivered packets (it reads every message's leaf anyway), XDP only for drop rules and
- * for packets it redirects itself, so packets nobody wants cost nothing extra. */
+ * TC for delivered packets (it reads every message's leaf anyway); XDP only for drop rules,
+ * for packets it redirects itself and when no TC is attached (CAMUS_CFG_TC 0). Packets
+ * nobody wants cost nothing extra. */
 BPF_PERCPU_ARRAY(leaf_hits, __u64, CAMUS_MAX_STATES);
 
 static __always_inline void count_hit(__u32 state) {
@@ -299,7 +300,7 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
         s->acc.ports[w] |= l->ports[w];
     s->empty += ((flags / CAMUS_LEAF_PORTS) & 1) ^ 1;
     s->acc.flags |= flags;
-    if (l->flags & CAMUS_LEAF_DROP) {
+    if (flags & CAMUS_LEAF_DROP) {
         count(CAMUS_STAT_EXPLICIT);
         count_hit(state);                   /* TC counts every other matched message */
     }
@@ -312,6 +313,21 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
                 r->ports[w] = l->ports[w];
         }
+    }
+}
+
+/* The rule hits of a delivered packet's messages, where XDP counts them itself. With
+ * `may_drop` (a constant) drop-rule states, counted when classified, are skipped. */
+static __always_inline void count_packet_hits(struct camus_scratch *s, const int may_drop) {
+    #pragma unroll
+    for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
+        if (i >= s->nmsgs)
+            break;
+        __u32 state = s->msg_state[i];
+        if (may_drop)
+            count_delivered(state, leaf.lookup(&state));
+        else
+            count_hit(state);
     }
 }
 
@@ -361,23 +377,13 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
             if (pc && pc->kind == CAMUS_PORT_IFACE) {
                 count(CAMUS_STAT_REDIRECT);
                 count_port(port);
-                #pragma unroll
-                for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++)
-                    if (i < s->nmsgs)
-                        count_hit(s->msg_state[i]);
+                count_packet_hits(s, 0);     /* every message has ports: none is a drop */
                 return tx_ports.redirect_map(port, 0);
             }
         }
     }
-    if (!cfg_get(CAMUS_CFG_TC)) {           /* no TC attached: count the rules here */
-        #pragma unroll
-        for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
-            if (i >= s->nmsgs)
-                break;
-            __u32 state = s->msg_state[i];
-            count_delivered(state, leaf.lookup(&state));
-        }
-    }
+    if (!cfg_get(CAMUS_CFG_TC))              /* no TC attached: count the rules here */
+        count_packet_hits(s, 1);
     /* Replication happens in TC (camus_tc.c): hand over the ring slot through metadata. */
     struct camus_pkt *pk = ring_slot(s);
     if (pk) {

@@ -108,17 +108,21 @@ def register(main: click.Group) -> None:
         and survive `update` for rules that stay.
         """
         from camus.dataplane import runtime
-        try:
-            prev, t_prev = runtime.stats(iface), time.monotonic()
-            click.echo("  ".join(f"{k}={v}" for k, v in prev.items()))
+
+        def rules() -> None:
             if show_rules:
                 for text, n in runtime.rule_counts(iface):
                     click.echo(f"{n:>12}  {text}")
+        try:
+            prev, t_prev = runtime.stats(iface), time.monotonic()
+            click.echo("  ".join(f"{k}={v}" for k, v in prev.items()))
+            rules()
             while watch > 0:
                 time.sleep(watch)
                 cur, now = runtime.stats(iface), time.monotonic()
                 rates = {k: (cur[k] - prev[k]) / (now - t_prev) for k in cur}
                 click.echo("  ".join(f"{k}={cur[k]} ({rates[k]:.0f}/s)" for k in cur))
+                rules()
                 prev, t_prev = cur, now
         except DataplaneError as exc:
             _fail(exc)

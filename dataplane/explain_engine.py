@@ -6,6 +6,7 @@ the copies, so explain shows the very bytes each port would get. Nothing is tran
 """
 from __future__ import annotations
 
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from camus.compiler.backends.ebpf_tables import map_contents
@@ -15,7 +16,7 @@ from camus.compiler.interpreter import Step
 from camus.compiler.packets import build_packet, decode_packet
 from camus.compiler.pipeline import ActionSet
 
-from .program import XdpProgram
+from .program import PacketResult, XdpProgram
 
 TC_ACT_SHOT = 2
 
@@ -60,20 +61,28 @@ class XdpEngine:
         self.prog = XdpProgram.load(c.spec)
         self.contents = map_contents(c.pipeline, c.spec)
         self.prog.write(self.contents)
+        # run_packet's kernel answers, kept for output(): each frame runs once (stateful
+        # predicates would otherwise see it twice), identical frames in order.
+        self._answers: dict[bytes, deque[PacketResult]] = defaultdict(deque)
 
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
-        return self.run_packet(build_packet(self.c.spec, [values]))[0]
+        return self._per_message(self.prog.classify(build_packet(self.c.spec, [values])))[0]
 
     def run_packet(self, frame: bytes) -> list[tuple[ActionSet, list[Step] | None]]:
         """The frame itself through the kernel program: per framed message, its verdict."""
         got = self.prog.classify(frame)
+        self._answers[frame].append(got)
+        return self._per_message(got)
+
+    def _per_message(self, got: PacketResult) -> list[tuple[ActionSet, list[Step] | None]]:
         return [(self.c.pipeline.leaves.get(state, ActionSet()),
                  [Step("xdp", self.c.pipeline.root, 0, state, f"kernel verdict {got.verdict}")])
                 for state, _, _ in got.messages]
 
     def output(self, packet: int, frame: bytes) -> FrameOutput:
         """The verdict and, per port, the copy TC would send (pruned to that port's messages)."""
-        got = self.prog.classify(frame)
+        kept = self._answers.get(frame)
+        got = kept.popleft() if kept else self.prog.classify(frame)
         out = FrameOutput(packet, got.verdict)
         if got.verdict != "XDP_PASS" or not decode_packet(self.c.spec, frame).messages:
             return out

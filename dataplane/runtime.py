@@ -144,8 +144,7 @@ def _del_clsact(ifnames: list[str]) -> None:
 
 def _counted(c: Compiled, contents: MapContents) -> tuple[list[str], dict[str, list[int]]]:
     """The text of each counted rule (CompileOptions.count_rules) and which leaves count it."""
-    n = c.options.count_rules if c.source.text else 0
-    texts = [c.source.line_text(r.offset).split("#")[0].strip() for r in c.rules[:n]]
+    texts = [_rule_text(c, r) for r in c.rules[:c.options.count_rules]]
     return texts, {str(s): list(r) for s, r in contents.leaf_rules.items()}
 
 
@@ -271,9 +270,13 @@ def detach(iface: str) -> str:
     return note
 
 
+def _rule_text(c: Compiled, rule) -> str:
+    """A rule as its source line says it, comment stripped."""
+    return c.source.line_text(rule.offset).split("#")[0].strip()
+
+
 def _rule_lines(c: Compiled) -> list[str]:
-    text = c.source.text
-    return sorted({c.source.line_text(r.offset).split("#")[0].strip() for r in c.rules} - {""}) if text else []
+    return sorted({_rule_text(c, r) for r in c.rules} - {""}) if c.source.text else []
 
 
 @dataclass

@@ -132,17 +132,18 @@ def _radix(points: list[tuple[int, int]], cover: int, out: "MapContents", depth:
     return lo, out.rnodes_base + first, last, shift
 
 
-def _range_state(slice_: list[tuple[int, int]], out: "MapContents") -> tuple[int, int, int, int, int, int, int]:
-    """The desc entry of one range state (slice_: sorted interval starts from 0, with their next
-    state): a radix table, or, for starts too clustered for it, an 8-ary search tree."""
+def _range_desc(var: int, slice_: list[tuple[int, int]], out: "MapContents") -> tuple[int, int, int, int, int, int, int]:
+    """The desc entry of one range state testing `var` (slice_: sorted interval starts from 0,
+    with their next state): a radix table, or, for starts too clustered for it, an 8-ary
+    search tree."""
     mark = (len(out.rnodes), len(out.rsub))
     table = _radix(slice_[1:], slice_[0][1], out)
     if table is not None:
         lo, base, last, shift = table
-        return (KIND["radix"], 0, shift, 0, base, last, lo)
+        return (KIND["radix"], var, shift, 0, base, last, lo)
     del out.rnodes[mark[0]:], out.rsub[mark[1]:]                # undo the partial table
     root, levels = _search_tree(slice_, out)
-    return (KIND["range"], 0, 0, 0, root, levels, 0)
+    return (KIND["range"], var, 0, 0, root, levels, 0)
 
 
 def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list]:
@@ -298,8 +299,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
                     pos = hi + 1
                 if pos <= top:
                     _put(slice_, pos, 0)
-                kind, _, shift, _, base, count, lo = _range_state(slice_, out)
-                out.desc[s] = (kind, var, shift, 0, base, count, lo)
+                out.desc[s] = _range_desc(var, slice_, out)
         else:
             width = t.field_width
             for s in t.states:
