@@ -34,15 +34,16 @@ def _apply(f: Formula, alpha: int, variables: list[Variable]) -> Formula:
     return f
 
 
-def discretise(lowered: Lowered, alpha: int) -> Lowered:
-    """A copy of `lowered` whose numeric literals are widened to multiples of alpha."""
+def discretise(lowered: Lowered, alpha: int, exact: frozenset[int] = frozenset()) -> Lowered:
+    """A copy of `lowered` whose numeric literals are widened to multiples of alpha, except in
+    the rules numbered in `exact` (a subscriber's last hop must deliver exactly)."""
     if alpha <= 1:
         return lowered
     vs = lowered.variables
     # Widening is only safe where matching more means delivering more: not for drop rules
     # (exclusion filters would then hide messages) and not around state functions (a wider
     # guard changes the aggregates, and `count(x) < N` may then stop holding).
-    rules = [r if (("drop",) in r.atoms or r.state_ids or r.index < 0) else
+    rules = [r if (("drop",) in r.atoms or r.state_ids or r.index < 0 or r.index in exact) else
              LoweredRule(r.index, _apply(r.formula, alpha, vs), r.atoms, r.offset, r.state_ids)
              for r in lowered.rules]
     variables = vs

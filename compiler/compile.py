@@ -26,6 +26,7 @@ from .spec import Spec
 class CompileOptions:
     order: str = "spec"          # "spec": field order of the spec; "heuristic": fewest constants first
     alpha: int = 1               # >1: discretise numeric constants to multiples of alpha
+    exact_rules: frozenset[int] = frozenset()   # rule indices alpha leaves exact (last-hop ports)
     compress_max: int = 0        # >0: compress fields with at most this many distinct codes
     max_nodes: int = 2_000_000   # diagram size limit
     dnf_limit: int = 4096        # conjunctions one rule may expand to
@@ -87,7 +88,7 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
     t0 = time.perf_counter()
     rules, src = parse_rules(text, source)
     t1 = time.perf_counter()
-    lowered = discretise(lower_rules(spec, rules, src), opts.alpha)
+    lowered = discretise(lower_rules(spec, rules, src), opts.alpha, opts.exact_rules)
     t2 = time.perf_counter()
     widths = [v.width for v in lowered.variables]
     terms: list[tuple[Term, frozenset[Atom]]] = []

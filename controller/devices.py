@@ -3,6 +3,7 @@ rule text, so a subscription change recompiles only the devices whose rules chan
 reports per device and memory per layer."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
@@ -43,12 +44,14 @@ class DeviceCompiler:
         self.compiled_last = []
         out = {}
         for d in sorted(routing.filters):
-            rules = routing.device_rules(d)
-            h = digest(rules)
+            rules, exact = routing.device_rule_set(d)
+            # alpha widens only what a later filtering hop narrows again: last-hop rules stay exact
+            options = dataclasses.replace(self.options, exact_rules=exact)
+            h = digest(rules + repr(sorted(exact)) if self.options.alpha > 1 else rules)
             cached = self.cache.get(d)
             if cached is None or cached.digest != h:
                 cached = DeviceTables(d, routing.topology.kind(d), rules, h,
-                                      compile_rules(self.spec, rules, f"<{d}>", self.options))
+                                      compile_rules(self.spec, rules, f"<{d}>", options))
                 self.cache[d] = cached
                 self.compiled_last.append(d)
             out[d] = cached

@@ -14,12 +14,21 @@ of filters (the port matches a message when any of them does) or MATCH_ALL.
   the subscriptions of the hosts beyond it.
 * Partial deployment: plain switches carry no filters and flood along the tree; the next
   filtering device covers for them (its port filters are computed the same way).
+* Exactness at the last hop: a port's filters for the hosts it reaches without another
+  filtering device on the way (its *last-hop hosts*) are kept exact: never widened by alpha,
+  state functions kept. For every other host beyond the port, an earlier hop, the filter is
+  its stateless cover (compiler/cover.py): windows are counted at the last hop only, as in
+  Camus, and counting them upstream too would count only what earlier hops let through.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import networkx as nx
+
+from camus.compiler.cover import stateless_cover
 
 from .topology import FILTERING, Topology, TopologyError
 
@@ -37,25 +46,86 @@ class Routing:
     filters: dict[str, dict[int, tuple[str, ...]]]   # device -> port -> filters (MATCH_ALL: everything)
     up_ports: dict[str, list[int]] = field(default_factory=dict)     # hierarchical: device -> up ports
     designated_up: dict[str, int] = field(default_factory=dict)
+    # device -> port -> the filters of that port that are a last hop's: compiled exactly
+    exact: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)
 
     @property
     def hierarchical(self) -> bool:
         return self.policy in ("mr", "tr")
 
-    def device_rules(self, device: str) -> str:
-        """The device's rule file: one rule per (filter, port); ports merge in the compiler."""
-        lines = []
+    def _rank(self, n: str) -> int:
+        return LAYER_RANK.get(self.topology.layer(n), 0)
+
+    def flood_hops(self, device: str, came_from: str) -> list[str]:
+        """Where a message at `device` that came from `came_from` may go next along the routes
+        (all of it for a plain switch; a filtering device picks among these by its tables)."""
+        cands = [m for m in self.tree[device] if m != came_from]
+        if self.hierarchical:
+            from_above = self._rank(came_from) > self._rank(device)
+            up = self.designated_up.get(device)
+            up_peer = self.topology.neighbour(device, up) if up is not None else None
+            cands = [m for m in cands
+                     if self._rank(m) < self._rank(device) or (m == up_peer and not from_above)]
+        return cands
+
+    def last_hop_hosts(self, device: str, neighbour: str) -> set[str]:
+        """Hosts a message sent from `device` to `neighbour` reaches with no other filtering
+        device on the way (through plain switches flooding along the routes)."""
+        out: set[str] = set()
+        stack = [(device, neighbour)]
+        while stack:
+            src, dst = stack.pop()
+            kind = self.topology.kind(dst)
+            if kind == "host":
+                out.add(dst)
+            elif kind not in FILTERING:
+                stack.extend((dst, m) for m in self.flood_hops(dst, src))
+        return out
+
+    def device_rule_set(self, device: str) -> tuple[str, frozenset[int]]:
+        """The device's rule file (one rule per (filter, port); ports merge in the compiler)
+        and the indices of the rules that must stay exact (last-hop filters)."""
+        lines: list[str] = []
+        exact: list[int] = []
         for port, fs in sorted(self.filters.get(device, {}).items()):
-            lines += [f"{f} : fwd({port})" for f in fs]
-        return "\n".join(lines) + ("\n" if lines else "")
+            keep = self.exact.get(device, {}).get(port, frozenset())
+            for f in fs:
+                if f in keep:
+                    exact.append(len(lines))
+                lines.append(f"{f} : fwd({port})")
+        return "\n".join(lines) + ("\n" if lines else ""), frozenset(exact)
+
+    def device_rules(self, device: str) -> str:
+        return self.device_rule_set(device)[0]
+
+    def set_port(self, device: str, port: int, subs: dict[str, list[str]], beyond: set[str],
+                 last_hop: set[str]) -> None:
+        """A port's filters: last-hop hosts' filters exact, everyone else's stateless cover."""
+        fs, exact = _port_filters(subs, beyond, last_hop)
+        if fs:
+            self.filters.setdefault(device, {})[port] = fs
+            self.exact.setdefault(device, {})[port] = exact
 
 
-def _union(subs: dict[str, list[str]], hosts) -> tuple[str, ...]:
-    seen: dict[str, None] = {}
-    for h in sorted(hosts):
+_STATE_CALL = re.compile(r"\b(count|sum|avg)\s*\(")
+
+
+@lru_cache(maxsize=65536)
+def _cover(f: str) -> str:
+    return stateless_cover(f) if _STATE_CALL.search(f) else f
+
+
+def _port_filters(subs: dict[str, list[str]], beyond: set[str],
+                  last_hop: set[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+    seen: dict[str, bool] = {}                          # filter -> exact; exact wins a tie
+    for h in sorted(beyond):
         for f in subs.get(h, ()):
-            seen.setdefault(f.strip(), None)
-    return tuple(seen)
+            f = f.strip()
+            if h in last_hop:
+                seen[f] = True
+            else:
+                seen.setdefault(_cover(f), False)
+    return tuple(seen), frozenset(f for f, e in seen.items() if e)
 
 
 def _rank(t: Topology, n: str) -> int:
@@ -75,23 +145,10 @@ def hierarchical(t: Topology, subs: dict[str, list[str]], policy: str = "mr") ->
             below[n] = {n}
         else:
             below[n] = set().union(*(below[m] for m in t.g[n] if _rank(t, m) < _rank(t, n)))
-    hosts = set(t.hosts)
-    filters: dict[str, dict[int, tuple[str, ...]]] = {}
     up_ports: dict[str, list[int]] = {}
     designated: dict[str, int] = {}
     for d in t.devices:
-        ports: dict[int, tuple[str, ...]] = {}
-        ups = []
-        for m in sorted(t.g[d], key=lambda x: t.port(d, x)):
-            p = t.port(d, m)
-            if _rank(t, m) < _rank(t, d):
-                ports[p] = _union(subs, below[m])
-            else:
-                ups.append(p)
-                outside = hosts - below[d]
-                ports[p] = MATCH_ALL if policy == "mr" else _union(subs, outside)
-        if t.kind(d) in FILTERING:
-            filters[d] = {p: fs for p, fs in ports.items() if fs}
+        ups = [t.port(d, m) for m in sorted(t.g[d], key=lambda x: t.port(d, x)) if _rank(t, m) >= _rank(t, d)]
         up_ports[d] = ups
         if ups:
             designated[d] = ups[0]
@@ -103,7 +160,21 @@ def hierarchical(t: Topology, subs: dict[str, list[str]], policy: str = "mr") ->
         for m in t.g[d]:
             if _rank(t, m) < _rank(t, d):
                 tree.add_edge(d, m)
-    return Routing(t, policy, tree, filters, up_ports, designated)
+    r = Routing(t, policy, tree, {}, up_ports, designated)
+    hosts = set(t.hosts)
+    for d in t.devices:
+        if t.kind(d) not in FILTERING:
+            continue
+        r.filters[d] = {}
+        for m in sorted(t.g[d], key=lambda x: t.port(d, x)):
+            p = t.port(d, m)
+            if _rank(t, m) < _rank(t, d):
+                r.set_port(d, p, subs, below[m], r.last_hop_hosts(d, m))
+            elif policy == "mr":
+                r.filters[d][p] = MATCH_ALL
+            else:
+                r.set_port(d, p, subs, hosts - below[d], r.last_hop_hosts(d, m))
+    return r
 
 
 def spanning_tree(t: Topology, weighted: bool) -> nx.Graph:
@@ -133,18 +204,15 @@ def tree_routing(t: Topology, subs: dict[str, list[str]], policy: str = "mst") -
     inside: dict[str, set[str]] = {}
     for n in reversed(order):
         inside[n] = ({n} & hosts).union(*(inside[c] for c in tree[n] if parent.get(c) == n))
-    filters: dict[str, dict[int, tuple[str, ...]]] = {}
+    r = Routing(t, policy, tree, {})
     for d in t.devices:
         if t.kind(d) not in FILTERING:
             continue
-        ports = {}
+        r.filters[d] = {}
         for m in tree[d]:
             beyond = inside[m] if parent.get(m) == d else hosts - inside[d]
-            fs = _union(subs, beyond)
-            if fs:
-                ports[t.port(d, m)] = fs
-        filters[d] = ports
-    return Routing(t, policy, tree, filters)
+            r.set_port(d, t.port(d, m), subs, beyond, r.last_hop_hosts(d, m))
+    return r
 
 
 def route(t: Topology, subs: dict[str, list[str]], policy: str) -> Routing:

@@ -15,7 +15,7 @@ from camus.compiler.interpreter import PipelineInterpreter
 from camus.compiler.spec import Spec
 
 from .devices import DeviceTables
-from .routing import LAYER_RANK, Routing
+from .routing import Routing
 from .topology import FILTERING
 
 
@@ -36,9 +36,9 @@ class HostWants:
                 c: Compiled = compile_rules(spec, "\n".join(f"{f} : fwd(1)" for f in fs), f"<{h}>")
                 self.interp[h] = PipelineInterpreter(c.pipeline)
 
-    def __call__(self, host: str, values: dict[str, int]) -> bool:
+    def __call__(self, host: str, values: dict[str, int], now_us: int = 0) -> bool:
         i = self.interp.get(host)
-        return bool(i and i.run(values).actions.ports)
+        return bool(i and i.run(values, now_us).actions.ports)
 
 
 class Simulator:
@@ -47,23 +47,17 @@ class Simulator:
         self.t = routing.topology
         self.interp = {d: PipelineInterpreter(dt.compiled.pipeline) for d, dt in tables.items()}
 
-    def _rank(self, n: str) -> int:
-        return LAYER_RANK.get(self.t.layer(n), 0)
-
-    def _next_hops(self, d: str, came_from: str, values: dict[str, int]) -> list[str]:
-        cands = [m for m in self.r.tree[d] if m != came_from]
-        if self.r.hierarchical:
-            from_above = self._rank(came_from) > self._rank(d)
-            up = self.r.designated_up.get(d)
-            up_peer = self.t.neighbour(d, up) if up is not None else None
-            cands = [m for m in cands if self._rank(m) < self._rank(d) or (m == up_peer and not from_above)]
+    def _next_hops(self, d: str, came_from: str, values: dict[str, int], now_us: int) -> list[str]:
+        cands = self.r.flood_hops(d, came_from)
         if self.t.kind(d) not in FILTERING:
             return cands                                  # plain switch: flood along the tree
-        ports = set(self.interp[d].run(values).actions.ports) if d in self.interp else set()
+        ports = set(self.interp[d].run(values, now_us).actions.ports) if d in self.interp else set()
         return [m for m in cands if self.t.port(d, m) in ports]
 
-    def deliver(self, publisher: str, values: dict[str, int]) -> Delivery:
-        wanted = {h for h in self.t.hosts if h != publisher and self.wants(h, values)}
+    def deliver(self, publisher: str, values: dict[str, int], now_us: int = 0) -> Delivery:
+        """One message hop by hop. Stateful filters: every host's own view is updated (the
+        publisher's too, as its last-hop device sees the message), and `now_us` moves windows."""
+        wanted = {h for h in self.t.hosts if self.wants(h, values, now_us) and h != publisher}
         received: set[str] = set()
         children: dict[tuple[str, str], list[tuple[str, str]]] = {}
         edges: list[tuple[str, str]] = []
@@ -75,7 +69,7 @@ class Simulator:
             if self.t.kind(dst) == "host":
                 received.add(dst)
                 continue
-            nxt = [(dst, m) for m in self._next_hops(dst, src, values)]
+            nxt = [(dst, m) for m in self._next_hops(dst, src, values, now_us)]
             children[(src, dst)] = nxt
             stack.extend(nxt)
         useful: dict[tuple[str, str], bool] = {}
@@ -84,9 +78,10 @@ class Simulator:
         return Delivery(received, wanted, [(a, b, useful[(a, b)]) for a, b in edges])
 
 
-def check(sim: Simulator, publisher: str, values: dict[str, int], exact: bool = True) -> Delivery:
+def check(sim: Simulator, publisher: str, values: dict[str, int], exact: bool = True,
+          now_us: int = 0) -> Delivery:
     """Deliver and assert the correctness conditions (AssertionError says which host)."""
-    d = sim.deliver(publisher, values)
+    d = sim.deliver(publisher, values, now_us)
     missing = d.wanted - d.received
     assert not missing, f"incomplete: {sorted(missing)} want {values} from {publisher} but did not get it"
     if exact:

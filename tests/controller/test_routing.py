@@ -83,8 +83,16 @@ POOL = [G, A, P, "stock == MSFT and price < 500", "shares >= 1000", "stock == NV
 STOCKS = ["GOOGL", "AAPL", "MSFT", "NVDA", "IBM"]
 
 
-def _subs(t: Topology, rng: random.Random) -> dict[str, list[str]]:
-    return {h: rng.sample(POOL, rng.randint(0, 3)) for h in t.hosts}
+# Windowed filters (my_counter: 1 s tumbling windows): `count > 2` and `sum` hold only once
+# enough of the window's matching messages were counted, so an earlier hop that counted only
+# its own share would withhold messages the subscriber wants.
+STATEFUL = ["stock == GOOGL and count(price, my_counter) > 2",
+            "stock == MSFT and not (sum(shares, my_counter) > 3000)",
+            "price > 300 and count(shares, my_counter) > 1 and count(shares, my_counter) < 6"]
+
+
+def _subs(t: Topology, rng: random.Random, pool: list[str] = POOL) -> dict[str, list[str]]:
+    return {h: rng.sample(pool, rng.randint(0, 3)) for h in t.hosts}
 
 
 def _message(rng: random.Random) -> dict[str, int]:
@@ -93,17 +101,34 @@ def _message(rng: random.Random) -> dict[str, int]:
                                    f"shares={rng.randint(0, 2000)} buy_sell_indicator={ord(rng.choice('BS'))}")
 
 
-def _run(t: Topology, policy: str, seed: int, alpha: int = 1, messages: int = 25):
+def _run(t: Topology, policy: str, seed: int, alpha: int = 1, messages: int = 25,
+         pool: list[str] = POOL):
+    """Route, compile and deliver random messages; every host behind a filtering device gets
+    exactly what it wants (alpha and upstream covers over-deliver only between switches).
+    Time moves 150 ms a message, so one-second windows open and close during the run."""
     rng = random.Random(seed)
-    subs = _subs(t, rng)
+    subs = _subs(t, rng, pool)
     routing = route(t, subs, policy)
     tables = DeviceCompiler(SPEC, CompileOptions(alpha=alpha)).compile(routing)
     sim = Simulator(routing, tables, HostWants(SPEC, subs))
     fps = 0
-    for _ in range(messages):
-        d = check(sim, rng.choice(t.hosts), _message(rng), exact=alpha == 1)
+    for i in range(messages):
+        d = check(sim, rng.choice(t.hosts), _message(rng), now_us=i * 150_000)
         fps += sum(1 for *_, useful in d.transmissions if not useful)
+    _assert_state_only_at_last_hops(routing)
     return routing, tables, fps
+
+
+def _assert_state_only_at_last_hops(routing) -> None:
+    from camus.compiler.cover import has_state
+    from camus.compiler.rules_parser import parse_rules
+    for d, ports in routing.filters.items():
+        for p, fs in ports.items():
+            for f in fs:
+                if f != "true" and has_state(parse_rules(f"{f} : fwd(1)")[0][0].filter):
+                    assert f in routing.exact[d][p], f"{d} port {p}: stateful {f!r} is not a last hop's"
+                    hosts = routing.last_hop_hosts(d, routing.topology.neighbour(d, p))
+                    assert hosts, f"{d} port {p} reaches no host without another filter, yet holds {f!r}"
 
 
 @settings(max_examples=12, deadline=None)
@@ -129,8 +154,46 @@ def test_random_trees_complete_and_sound_with_partial_deployment(seed: int, n: i
 
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 10_000))
-def test_alpha_never_under_delivers(seed: int) -> None:
-    _run(fat_tree(4), "tr", seed, alpha=100)
+def test_alpha_never_under_delivers_and_stays_exact_at_hosts(seed: int) -> None:
+    # constants off the alpha grid: widened at a host port, they would deliver unwanted messages
+    routing, tables, _ = _run(fat_tree(4), "tr", seed, alpha=100, messages=40,
+                              pool=POOL + ["price > 450", "shares < 1250 and price < 730"] * 3)
+    # a host-facing port's rules are compiled exactly, so the edge's leaves hold the same
+    # boundaries as an exact compile of the same rules
+    edge = "e0_0"
+    rules, exact = routing.device_rule_set(edge)
+    host_ports = {routing.topology.port(edge, h) for h in routing.topology.g[edge]
+                  if routing.topology.kind(h) == "host"}
+    for i, line in enumerate(rules.splitlines()):
+        if int(line.rsplit("fwd(", 1)[1].rstrip(")")) in host_ports:
+            assert i in exact, line
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), policy=st.sampled_from(["mr", "tr"]), alpha=st.sampled_from([1, 100]))
+def test_stateful_filters_counted_at_the_last_hop_only(seed: int, policy: str, alpha: int) -> None:
+    _run(leaf_spine(3, 2, 2), policy, seed, alpha=alpha, messages=40, pool=POOL + STATEFUL * 2)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 15), plain=st.floats(0, 0.5))
+def test_stateful_filters_on_trees_with_partial_deployment(seed: int, n: int, plain: float) -> None:
+    rng = random.Random(seed)
+    g = nx.random_labeled_tree(n, seed=seed) if hasattr(nx, "random_labeled_tree") else nx.random_tree(n, seed=seed)
+    t = from_edge_list([f"{a} {b}" for a, b in g.edges()], hosts_per_leaf=2)
+    for d in t.devices:
+        if rng.random() < plain:
+            t.g.nodes[d]["kind"] = "plain"
+    _run(t, "mst", seed, messages=40, pool=POOL + STATEFUL * 2)
+
+
+def test_upstream_hops_get_the_stateless_cover() -> None:
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    f = STATEFUL[0]
+    r = route(t, {"h0_0": [f], "h1_0": []}, "tr")
+    assert r.filters["leaf0"][1] == (f,) and f in r.exact["leaf0"][1]       # the last hop: exact
+    assert r.filters["spine0"][1] == ("stock == GOOGL",)                   # earlier hops: cover
+    assert r.filters["leaf1"][t.port("leaf1", "spine0")] == ("stock == GOOGL",)
 
 
 def test_tr_trades_memory_for_less_traffic() -> None:
