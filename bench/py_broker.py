@@ -4,7 +4,7 @@ subscriber) out with exactly that subscriber's messages.
 
     python -m camus.bench.py_broker TABLES LISTEN_IP LISTEN_PORT PORTS
 
-TABLES is bench/flat_tables.write_flat's file, PORTS lines "port ip udp_port" (as for the C
+TABLES is compiler/backends/userspace.write_flat's file, PORTS lines "port ip udp_port" (as for the C
 broker). Runs until SIGTERM; prints "ready" when bound and its counters at the end.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket
 import sys
 from pathlib import Path
 
-from camus.bench.flat_tables import read_flat
+from camus.compiler.backends.userspace import read_flat
 
 MOLD_HEADER = 20
 

@@ -8,17 +8,18 @@ from pathlib import Path
 
 import click
 
+from camus.compiler.backends.base import BackendError, TargetOptions
+from camus.compiler.backends.registry import BACKENDS, backend, explain_layers
 from camus.compiler.compile import Compiled, CompileOptions, compile_files
 from camus.compiler.errors import CompileError, CompileErrors
-from camus.compiler.explain import ENGINES, Explained, explain_packets, explain_values
+from camus.compiler.explain import Explained, explain_packets, explain_values
 from camus.compiler.packets import message_from_text
 from camus.compiler.pcap import PcapError, read_pcap
 from camus.compiler.render import format_message, format_value
 from camus.compiler.resources import render_report, resource_report
-import camus.dataplane.explain_engine  # noqa: F401,E402  (registers --via xdp)
 from camus.dataplane.program import DataplaneError
 
-TARGETS = ("ir", "ebpf", "p4")
+TARGET_HELP = "What to produce: " + "; ".join(f"{n}: {b.help}" for n, b in BACKENDS.items()) + "."
 
 
 def _options(f):
@@ -60,12 +61,11 @@ def main() -> None:
 @main.command()
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.argument("rules", type=click.Path(exists=True, dir_okay=False))
-@click.option("--target", type=click.Choice(TARGETS), default="ir", show_default=True,
-              help="What to produce: the Pipeline IR, the XDP program and its map contents (ebpf), "
-                   "or switch table entries and multicast groups (p4).")
+@click.option("--target", type=click.Choice(sorted(BACKENDS)), default="ir", show_default=True,
+              help=TARGET_HELP)
 @click.option("--emit", is_flag=True,
-              help="Print the generated artefact to stdout: the IR as JSON, the XDP C program (ebpf) "
-                   "or the P4 program (p4).")
+              help="Print the generated artefact to stdout: the IR as JSON, the XDP C program (ebpf), "
+                   "the P4 program (p4) or the flat tables (userspace).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write pipeline.json, summary.txt and the target's files into this directory.")
 @click.option("--arch", type=click.Choice(["v1model", "tna"]), default="v1model", show_default=True,
@@ -90,30 +90,19 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     (Tofino bfrt_python), p4info.json, calls.json. Over the switch budget nothing is written.
     """
     c = _compile(spec, rules, order, alpha, compress_max)
+    options = TargetOptions(arch=arch, budget_file=budget_file, fit_alpha=fit_alpha,
+                            notice=lambda m: click.echo(m, err=True))
+    try:
+        art = backend(target).build(c, options)
+    except BackendError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    c = art.compiled                                    # --fit-alpha may have recompiled
     report = resource_report(c.pipeline)
-    summary = render_report(report)
+    summary = render_report(report) + (f"\n{art.summary}" if art.summary else "")
     timing = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in c.timings.items())
-    artefacts: dict[str, str] = {}
-    if target == "ebpf":
-        from camus.compiler.backends.ebpf_program import program_text
-        from camus.compiler.backends.emit import BackendError
-        from camus.compiler.backends.ebpf_tables import map_contents
-        try:
-            source = program_text(c.spec)
-            contents = map_contents(c.pipeline, c.spec)
-        except BackendError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        artefacts["camus_xdp.c"] = source
-        summary += (f"\n  XDP maps: {len(contents.desc)} state descriptors, {len(contents.exact)} exact, "
-                    f"{len(contents.bounds)} range bounds, {len(contents.lpm)} LPM, {len(contents.leaf)} leaves; "
-                    f"{len(contents.ports)} ports")
-    if target == "p4":
-        text, c = _p4_target(c, spec, rules, order, alpha, compress_max, arch, budget_file, fit_alpha, artefacts)
-        report = resource_report(c.pipeline)
-        summary = render_report(report) + "\n" + text
     if emit:
-        click.echo(artefacts.get("camus_xdp.c") or artefacts.get("camus.p4") or c.pipeline.dumps())
+        click.echo(art.emit)
     else:
         click.echo(summary)
         click.echo(f"  compiled in {sum(c.timings.values()):.2f} s ({timing})")
@@ -123,60 +112,10 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
         (out / "pipeline.json").write_text(c.pipeline.dumps() + "\n")
         (out / "summary.txt").write_text(summary + "\n")
         (out / "resources.json").write_text(json.dumps(report, indent=1) + "\n")
-        for name, text in artefacts.items():
+        for name, text in art.files.items():
             (out / name).write_text(text)
-        click.echo(f"wrote {out / 'pipeline.json'}, {out / 'summary.txt'}, {out / 'resources.json'}",
-                   err=emit)
-
-
-ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
-
-
-def _p4_target(c: Compiled, spec: str, rules: str, order: str, alpha: int, compress_max: int, arch: str,
-               budget_file: str | None, fit_alpha: bool, artefacts: dict[str, str]) -> tuple[str, Compiled]:
-    """Switch program + entries within the budget (retrying with coarser alpha when asked)."""
-    from camus.compiler.backends.emit import BackendError
-    from camus.compiler.backends.p4_budget import Budget, over_budget, render_resources, switch_resources
-    from camus.compiler.backends.p4_entries import (bfrt_python, check_program_fit, p4_tables, p4runtime_json,
-                                                    simple_switch_cli)
-    from camus.compiler.backends.p4_program import P4Options, p4info, program_text
-    try:
-        budget = Budget.load(budget_file) if budget_file else Budget()
-    except (ValueError, TypeError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-    opts = P4Options(arch=arch)
-    tries = [alpha] + ([a for a in ALPHA_STEPS if a > alpha] if fit_alpha else [])
-    for a in tries:
-        if a != alpha:
-            click.echo(f"over the switch budget; retrying with --alpha {a}", err=True)
-            c = _compile(spec, rules, order, a, compress_max)
-        try:
-            check_program_fit(c.pipeline, c.spec, arch)
-            program = program_text(c.spec, opts)
-        except BackendError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        tables = p4_tables(c.pipeline, c.spec)
-        report = switch_resources(tables)
-        over = over_budget(report, budget)
-        if not over:
-            break
-    else:
-        click.echo("error: the entries do not fit the switch budget (nothing written):\n  " + "\n  ".join(over) +
-                   ("" if fit_alpha else "\n  try --fit-alpha (coarser constants) or a larger --budget"), err=True)
-        sys.exit(1)
-    artefacts["camus.p4"] = program
-    artefacts["entries.cli"] = simple_switch_cli(tables)
-    artefacts["entries.p4rt.json"] = json.dumps(p4runtime_json(tables), indent=1) + "\n"
-    artefacts["entries.bfrt.py"] = bfrt_python(tables, f"camus_{c.spec.name}")
-    artefacts["p4info.json"] = json.dumps(p4info(c.spec, opts), indent=1) + "\n"
-    artefacts["calls.json"] = json.dumps({str(k): list(v) for k, v in sorted(tables.calls.items())}, indent=1) + "\n"
-    artefacts["switch_resources.json"] = json.dumps(report, indent=1) + "\n"
-    text = render_resources(report, budget, tables.order)
-    if a != alpha:
-        text += f"\n  fitted with --alpha {a}"
-    return text, c
+        click.echo(f"wrote {out / 'pipeline.json'}, {out / 'summary.txt'}, {out / 'resources.json'}"
+                   + "".join(f", {out / n}" for n in art.files), err=emit)
 
 
 @main.command()
@@ -196,10 +135,11 @@ def check(spec: str, rules: str) -> None:
               help="A message as field=value pairs, e.g. 'stock=GOOGL price=60'. Repeatable.")
 @click.option("--packet", "packets", multiple=True, help="A whole Ethernet frame in hex. Repeatable.")
 @click.option("--pcap", type=click.Path(exists=True, dir_okay=False), help="A pcap file of frames.")
-@click.option("--via", type=click.Choice(sorted(ENGINES)), default="ir", show_default=True,
+@click.option("--via", type=click.Choice(sorted(explain_layers())), default="ir", show_default=True,
               help="Which layer answers: filters (the rules evaluated directly), ir (the compiled "
-                   "tables), p4 (the switch entries) or xdp (the program in this kernel, root; with "
-                   "--packet/--pcap it also prints the packet each port would get).")
+                   "tables), p4 (the switch entries), userspace (the flat tables of a userspace "
+                   "broker) or xdp (the program in this kernel, root; with --packet/--pcap it also "
+                   "prints the packet each port would get).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 @_options
 def explain(spec: str, rules: str, messages: tuple[str, ...], packets: tuple[str, ...],
@@ -210,18 +150,18 @@ def explain(spec: str, rules: str, messages: tuple[str, ...], packets: tuple[str
     c = _compile(spec, rules, order, alpha, compress_max)
     notes, outputs = [], []
     try:
+        engine = explain_layers()[via](c)
         if messages:
-            results = explain_values(c, [message_from_text(c.spec, m) for m in messages], via)
+            results = explain_values(c, [message_from_text(c.spec, m) for m in messages], engine)
         else:
             frames = ([(0, bytes.fromhex(p.replace(":", "").replace(" ", ""))) for p in packets]
                       if packets else list(read_pcap(pcap)))  # type: ignore[arg-type]
-            engine = ENGINES[via](c)
-            results, notes = explain_packets(c, frames, via, engine)
+            results, notes = explain_packets(c, frames, engine)
             if hasattr(engine, "output"):     # the kernel path: what leaves, port by port
                 outputs = [engine.output(i, data) for i, (_, data) in enumerate(frames)]
     except (ValueError, PcapError) as exc:
         raise click.BadParameter(str(exc)) from None
-    except DataplaneError as exc:
+    except (DataplaneError, BackendError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     for n in notes:

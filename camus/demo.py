@@ -14,6 +14,7 @@ import click
 
 from camus.bench.workloads import itch_messages
 from camus.compiler.compile import CompileOptions, compile_files
+from camus.compiler.backends.registry import engine
 from camus.compiler.explain import explain_packets
 from camus.compiler.filter_eval import outcome
 from camus.compiler.packets import build_packet, message_from_text
@@ -43,8 +44,8 @@ def run_demo(n_messages: int, seed: int) -> int:
         i += k
     click.echo(f"\n== feed: {len(msgs)} Add Order messages in {len(frames)} MoldUDP64 packets "
                f"(1-12 messages each)")
-    via_ir, notes = explain_packets(c, frames, "ir")
-    via_rules, _ = explain_packets(c, frames, "filters")
+    via_ir, notes = explain_packets(c, frames, engine("ir", c))
+    via_rules, _ = explain_packets(c, frames, engine("filters", c))
     xdp_line = _xdp_check(c, frames, via_ir)
     for n in notes:
         click.echo(f"  packet {n.packet}: {n.note}")
@@ -86,7 +87,7 @@ def _xdp_check(c, frames, via_ir) -> str:
         return "XDP: skipped (run as root to check the kernel data plane too)"
     from camus.dataplane.program import DataplaneError
     try:
-        via_xdp, _ = explain_packets(c, frames, "xdp")
+        via_xdp, _ = explain_packets(c, frames, engine("xdp", c))
     except DataplaneError as exc:
         return f"XDP: could not load the program: {exc}"
     same = sum(tuple(a.actions.ports) == tuple(b.actions.ports) for a, b in zip(via_ir, via_xdp, strict=True))

@@ -1,13 +1,15 @@
 """"What will the network do with this packet?" through any layer.
 
 An engine turns a message (or a whole packet) into an action set and, where it has one, the
-path of states through the tables. `filters` evaluates the rules directly, `ir` runs the
-reference interpreter; the back ends register their own engines (`xdp`, `p4`) in ENGINES.
+path of states through the tables. Two engines are the reference semantics and live here:
+`FilterEngine` evaluates the rules as written, `IrEngine` runs the reference interpreter on
+the Pipeline IR. Every back end brings its own (backends/registry.py lists them by name);
+this module imports none of them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Iterable, Protocol
 
 from .compile import Compiled
 from .filter_eval import FilterEvaluator
@@ -36,7 +38,9 @@ class Engine(Protocol):
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]: ...
 
 
-class _FilterEngine:
+class FilterEngine:
+    """The rules evaluated directly (the meaning every compiled form must keep)."""
+
     def __init__(self, c: Compiled) -> None:
         self.e = FilterEvaluator(c.rules, c.lowered)
 
@@ -44,7 +48,9 @@ class _FilterEngine:
         return self.e.run(values, now_us), None
 
 
-class _IrEngine:
+class IrEngine:
+    """The reference interpreter on the Pipeline IR, with the path of states."""
+
     def __init__(self, c: Compiled) -> None:
         self.i = PipelineInterpreter(c.pipeline)
 
@@ -53,32 +59,7 @@ class _IrEngine:
         return v.actions, v.path
 
 
-class _P4Engine:
-    """The switch: the P4 back end's entries executed with P4 match semantics."""
-
-    def __init__(self, c: Compiled) -> None:
-        from .backends.p4_entries import p4_tables
-        from .backends.p4_interp import EntryInterpreter
-        self.c = c
-        self.sw = EntryInterpreter(p4_tables(c.pipeline, c.spec))
-
-    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
-        v = self.sw.run(values, now_us)
-        calls = tuple((x.split("(")[0], tuple(a for a in x[x.index("(") + 1:-1].split(",") if a))
-                      for x in v.calls)
-        group = next((g for g, ps in self.c.pipeline.groups.items() if tuple(ps) == v.ports), None)
-        path = [Step(table, before, 0, after, what) for table, before, after, what in v.trace
-                if what != "miss" or before != after]
-        return ActionSet(v.ports, group, v.drop, calls), path
-
-
-# The data plane registers "xdp" (dataplane/explain_engine.py): the compiler does not import it.
-ENGINES: dict[str, Callable[[Compiled], Engine]] = {"filters": _FilterEngine, "ir": _IrEngine,
-                                                    "p4": _P4Engine}
-
-
-def explain_values(c: Compiled, messages: Iterable[dict[str, int]], via: str = "ir") -> list[Explained]:
-    engine = ENGINES[via](c)
+def explain_values(c: Compiled, messages: Iterable[dict[str, int]], engine: Engine) -> list[Explained]:
     out = []
     for i, values in enumerate(messages):
         actions, path = engine.run(values, 0)
@@ -86,12 +67,10 @@ def explain_values(c: Compiled, messages: Iterable[dict[str, int]], via: str = "
     return out
 
 
-def explain_packets(c: Compiled, packets: Iterable[tuple[int, bytes]], via: str = "ir",
-                    engine: object | None = None) -> tuple[list[Explained], list[PacketNote]]:
+def explain_packets(c: Compiled, packets: Iterable[tuple[int, bytes]],
+                    engine: Engine) -> tuple[list[Explained], list[PacketNote]]:
     """Packets are (timestamp_ns, bytes); messages not subscribed to by type are shown with a
-    note, and decoder complaints are returned per packet. `engine`: one made by the caller
-    (who wants more of it afterwards), else ENGINES[via]."""
-    engine = engine or ENGINES[via](c)
+    note, and decoder complaints are returned per packet."""
     out: list[Explained] = []
     notes: list[PacketNote] = []
     whole = getattr(engine, "run_packet", None)      # engines that take the frame itself

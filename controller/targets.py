@@ -1,5 +1,6 @@
 """Where a device's tables go: an XDP host's agent (HTTP, token), or a P4 switch's directory of
-entry files (program, simple_switch_CLI, P4Runtime JSON, bfrt_python), replaced atomically."""
+the P4 back end's files (program, simple_switch_CLI, P4Runtime JSON, bfrt_python, P4Info),
+replaced atomically."""
 from __future__ import annotations
 
 import json
@@ -11,9 +12,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from camus.compiler.backends.p4_entries import (bfrt_python, check_program_fit, p4_tables, p4runtime_json,
-                                                simple_switch_cli)
-from camus.compiler.backends.p4_program import P4Options, p4info, program_text
+from camus.compiler.backends.base import TargetOptions
+from camus.compiler.backends.registry import backend
 
 from .devices import DeviceTables
 
@@ -54,15 +54,9 @@ class SwitchDirTarget:
     arch: str = "v1model"
 
     def push(self, device: str, tables: DeviceTables) -> str:
-        c = tables.compiled
-        check_program_fit(c.pipeline, c.spec, self.arch)
-        t = p4_tables(c.pipeline, c.spec)
-        files = {"camus.p4": program_text(c.spec, P4Options(arch=self.arch)),
-                 "entries.cli": simple_switch_cli(t),
-                 "entries.p4rt.json": json.dumps(p4runtime_json(t), indent=1) + "\n",
-                 "entries.bfrt.py": bfrt_python(t, f"camus_{c.spec.name}"),
-                 "p4info.json": json.dumps(p4info(c.spec, P4Options(arch=self.arch)), indent=1) + "\n",
-                 "rules.txt": tables.rules, "digest": tables.digest + "\n"}
+        # the same files as `compile --target p4 -o DIR`; over the switch budget nothing is written
+        art = backend("p4").build(tables.compiled, TargetOptions(arch=self.arch))
+        files = {**art.files, "rules.txt": tables.rules, "digest": tables.digest + "\n"}
         self.root.mkdir(parents=True, exist_ok=True)
         version = Path(tempfile.mkdtemp(prefix=f".{device}-{tables.digest}-", dir=self.root))
         for name, text in files.items():
@@ -74,4 +68,4 @@ class SwitchDirTarget:
         for old in self.root.glob(f".{device}-*"):
             if old != version and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
-        return f"{len(t.entries)} entries"
+        return art.summary.splitlines()[0] if art.summary else "written"

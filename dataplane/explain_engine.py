@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from camus.compiler.backends.ebpf_tables import map_contents
 from camus.compiler.compile import Compiled
-from camus.compiler.explain import ENGINES
 from camus.compiler.interpreter import Step
 from camus.compiler.packets import build_packet, decode_packet
 from camus.compiler.pipeline import ActionSet
@@ -94,6 +93,3 @@ class XdpEngine:
             run = self.prog.output_packet(frame, bit, sum(1 << i for i in keep))
             out.copies.append(PortCopy(port, keep, None if run.retval == TC_ACT_SHOT else run.packet))
         return out
-
-
-ENGINES.setdefault("xdp", XdpEngine)      # importing the data plane adds its layer to explain

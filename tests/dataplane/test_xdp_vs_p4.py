@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-import camus.dataplane.explain_engine  # noqa: F401  (registers --via xdp)
 from camus.bench.workloads import itch_messages, itch_rules, symbols
 from camus.compiler.backends.p4_entries import check_program_fit
 from camus.compiler.compile import compile_rules
+from camus.compiler.backends.registry import engine
 from camus.compiler.explain import explain_packets
 from camus.compiler.packets import build_packet, message_from_text
 from camus.compiler.spec_parser import load_spec
@@ -39,8 +39,8 @@ def test_switch_entries_and_xdp_program_deliver_alike(rules: str) -> None:
     c = compile_rules(spec, text)
     check_program_fit(c.pipeline, spec)
     frames = _frames(spec, seed=len(text), n=120)
-    xdp, _ = explain_packets(c, frames, via="xdp")
-    sw, _ = explain_packets(c, frames, via="p4")
+    xdp, _ = explain_packets(c, frames, engine("xdp", c))
+    sw, _ = explain_packets(c, frames, engine("p4", c))
     assert len(xdp) == len(sw) > 120
     delivered = 0
     for a, b in zip(xdp, sw):

@@ -1,10 +1,12 @@
-"""The compiled tables in the simplest form a userspace broker can run: per table and state, a
-sorted list of disjoint intervals [lo, hi] -> next state, plus a default for the gaps.
+"""The userspace back end: the compiled tables in the simplest form a userspace broker can run:
+per table and state, a sorted list of disjoint intervals [lo, hi] -> next state, plus a default
+for the gaps.
 
 Exact values are [v, v], an exact table's `any` entry is the default, nested LPM prefixes are cut
 into the elementary intervals where the longest prefix wins. Both userspace brokers (Python and
 C) execute these, so they run the same compiled tables as camus-xdp. A text file carries them to
-the C broker (`write_flat`).
+the C broker (`write_flat`); the benchmark's brokers (bench/py_broker.py, bench/c/broker.c)
+load it, and `explain --via userspace` runs messages through it.
 """
 from __future__ import annotations
 
@@ -12,12 +14,17 @@ import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
-from camus.compiler.pipeline import FieldTable, Pipeline
-from camus.compiler.spec import Spec
+from ..compile import Compiled
+from ..explain import Engine
+from ..interpreter import Step
+from ..packets import encode_message
+from ..pipeline import ActionSet, FieldTable, Pipeline
+from ..spec import Spec
+from .base import Artefacts, Backend, BackendError, TargetOptions
 
 
-class FlatError(ValueError):
-    pass
+class FlatError(BackendError):
+    """The rule set or spec is outside what the flat userspace tables can carry."""
 
 
 @dataclass
@@ -117,11 +124,13 @@ def flat_tables(p: Pipeline, spec: Spec) -> FlatTables:
         if found is None or found[1].width != 8 or found[1].offset % 8:
             raise FlatError("the message type must be a byte of the message")
         mtype = (found[1].offset // 8, spec.message_type[1])
+    if any(not isinstance(x, int) for a in p.leaves.values() for x in a.ports):
+        raise FlatError("the userspace brokers forward to numbered ports only")
     leaves = {s: tuple(int(x) for x in a.ports) for s, a in p.leaves.items() if a.ports}
     return FlatTables(p.root, tables, leaves, spec.message_bytes, mtype)
 
 
-def write_flat(ft: FlatTables, path: Path) -> Path:
+def flat_text(ft: FlatTables) -> str:
     """The text form the C broker reads (see bench/c/broker.c)."""
     lines = ["camus-flat 1", f"root {ft.root}", f"msgbytes {ft.msg_bytes}",
              f"mtype {ft.mtype[0]} {ft.mtype[1]}" if ft.mtype else "mtype -1 0", f"tables {len(ft.tables)}"]
@@ -133,7 +142,11 @@ def write_flat(ft: FlatTables, path: Path) -> Path:
     lines.append(f"leaves {len(ft.leaves)}")
     for s, ports in sorted(ft.leaves.items()):
         lines.append(f"leaf {s} {len(ports)} " + " ".join(map(str, ports)))
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def write_flat(ft: FlatTables, path: Path) -> Path:
+    path.write_text(flat_text(ft))
     return path
 
 
@@ -159,3 +172,33 @@ def read_flat(path: Path) -> FlatTables:
         parts = next(it).split()
         leaves[int(parts[1])] = tuple(int(x) for x in parts[3:])
     return FlatTables(root, tables, leaves, msg_bytes, None if mt_off < 0 else (mt_off, mt_val))
+
+
+class FlatEngine:
+    """Messages classified the way the userspace brokers do it: encoded to bytes, then looked
+    up table by table in the flat intervals (ports only: the brokers forward, nothing more)."""
+
+    def __init__(self, c: Compiled) -> None:
+        self.c = c
+        self.ft = flat_tables(c.pipeline, c.spec)
+        self.groups = {tuple(ps): g for g, ps in c.pipeline.groups.items()}
+
+    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
+        ports = self.ft.classify(encode_message(self.c.spec, values))
+        return ActionSet(ports, self.groups.get(ports) if len(ports) > 1 else None), None
+
+
+class UserspaceBackend(Backend):
+    name = "userspace"
+    help = "flat interval tables for a userspace broker (the benchmark's C and Python brokers)"
+    explain_as = "userspace"
+
+    def build(self, c: Compiled, options: TargetOptions) -> Artefacts:
+        ft = flat_tables(c.pipeline, c.spec)
+        text = flat_text(ft)
+        spans = sum(len(st.spans) for t in ft.tables for st in t.states.values())
+        return Artefacts(c, {"flat_tables.txt": text}, text,
+                         f"  userspace tables: {len(ft.tables)} tables, {spans} intervals, {len(ft.leaves)} leaves")
+
+    def engine(self, c: Compiled) -> Engine:
+        return FlatEngine(c)

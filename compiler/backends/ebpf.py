@@ -1,0 +1,28 @@
+"""The XDP/TC back end: the C program specialised from the spec and the map contents that
+realise the tables; its explain engine is the real program in this kernel (root)."""
+from __future__ import annotations
+
+from ..compile import Compiled
+from ..explain import Engine
+from .base import Artefacts, Backend, TargetOptions
+from .ebpf_program import program_text
+from .ebpf_tables import map_contents
+
+
+class EbpfBackend(Backend):
+    name = "ebpf"
+    help = "the XDP/TC program (C) and its BPF map contents"
+    explain_as = "xdp"
+
+    def build(self, c: Compiled, options: TargetOptions) -> Artefacts:
+        source = program_text(c.spec)
+        contents = map_contents(c.pipeline, c.spec)
+        summary = (f"  XDP maps: {len(contents.desc)} state descriptors, {len(contents.exact)} exact, "
+                   f"{len(contents.bounds)} range bounds, {len(contents.lpm)} LPM, {len(contents.leaf)} leaves; "
+                   f"{len(contents.ports)} ports")
+        return Artefacts(c, {"camus_xdp.c": source}, source, summary)
+
+    def engine(self, c: Compiled) -> Engine:
+        # the kernel side lives in the data plane (BCC, BPF_PROG_TEST_RUN): imported on use only
+        from camus.dataplane.explain_engine import XdpEngine
+        return XdpEngine(c)

@@ -1,0 +1,83 @@
+"""The P4 back end: the P4_16 program (v1model or TNA) from the spec, and the entries,
+multicast groups and P4Info that realise the tables, checked against a switch budget
+(recompiling with coarser alpha when asked to fit)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from ..compile import Compiled, compile_rules
+from ..explain import Engine
+from ..interpreter import Step
+from ..pipeline import ActionSet
+from .base import Artefacts, Backend, BackendError, TargetOptions
+from .p4_budget import Budget, over_budget, render_resources, switch_resources
+from .p4_entries import bfrt_python, check_program_fit, p4_tables, p4runtime_json, simple_switch_cli
+from .p4_interp import EntryInterpreter
+from .p4_program import P4Options, p4info, program_text
+
+ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
+
+
+class P4Engine:
+    """The switch: the P4 back end's entries executed with P4 match semantics."""
+
+    def __init__(self, c: Compiled) -> None:
+        self.c = c
+        self.sw = EntryInterpreter(p4_tables(c.pipeline, c.spec))
+
+    def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
+        v = self.sw.run(values, now_us)
+        calls = tuple((x.split("(")[0], tuple(a for a in x[x.index("(") + 1:-1].split(",") if a))
+                      for x in v.calls)
+        group = next((g for g, ps in self.c.pipeline.groups.items() if tuple(ps) == v.ports), None)
+        path = [Step(table, before, 0, after, what) for table, before, after, what in v.trace
+                if what != "miss" or before != after]
+        return ActionSet(v.ports, group, v.drop, calls), path
+
+
+class P4Backend(Backend):
+    name = "p4"
+    help = ("switch program (camus.p4), entries for simple_switch_CLI, P4Runtime and bfrt, "
+            "P4Info and multicast groups")
+    explain_as = "p4"
+
+    def build(self, c: Compiled, options: TargetOptions) -> Artefacts:
+        try:
+            budget = Budget.load(options.budget_file) if options.budget_file else Budget()
+        except (ValueError, TypeError, OSError) as exc:
+            raise BackendError(str(exc)) from None
+        p4opts = P4Options(arch=options.arch)
+        alpha = c.options.alpha
+        tries = [alpha] + ([a for a in ALPHA_STEPS if a > alpha] if options.fit_alpha else [])
+        for a in tries:
+            if a != alpha:
+                options.notice(f"over the switch budget; retrying with --alpha {a}")
+                c = compile_rules(c.spec, c.source.text, c.source.name, dataclasses.replace(c.options, alpha=a))
+            check_program_fit(c.pipeline, c.spec, options.arch)
+            program = program_text(c.spec, p4opts)
+            tables = p4_tables(c.pipeline, c.spec)
+            report = switch_resources(tables)
+            over = over_budget(report, budget)
+            if not over:
+                break
+        else:
+            raise BackendError("the entries do not fit the switch budget (nothing written):\n  " + "\n  ".join(over)
+                               + ("" if options.fit_alpha else
+                                  "\n  try --fit-alpha (coarser constants) or a larger --budget"))
+        files = {
+            "camus.p4": program,
+            "entries.cli": simple_switch_cli(tables),
+            "entries.p4rt.json": json.dumps(p4runtime_json(tables), indent=1) + "\n",
+            "entries.bfrt.py": bfrt_python(tables, f"camus_{c.spec.name}"),
+            "p4info.json": json.dumps(p4info(c.spec, p4opts), indent=1) + "\n",
+            "calls.json": json.dumps({str(k): list(v) for k, v in sorted(tables.calls.items())}, indent=1) + "\n",
+            "switch_resources.json": json.dumps(report, indent=1) + "\n",
+        }
+        summary = render_resources(report, budget, tables.order)
+        if a != alpha:
+            summary += f"\n  fitted with --alpha {a}"
+        return Artefacts(c, files, program, summary)
+
+    def engine(self, c: Compiled) -> Engine:
+        return P4Engine(c)
