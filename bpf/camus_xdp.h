@@ -1,5 +1,6 @@
 /* camus-xdp: map layouts shared by the XDP program and user space (dataplane/maps.py mirrors
- * these structs with ctypes; a test checks the sizes agree).
+ * these structs with ctypes; tests/dataplane/test_layout.py compiles this header and checks
+ * every size, field offset and shared constant against the Python side).
  *
  * Every table of the Pipeline IR is data, so the program depends only on the spec:
  *   desc[state]      what a state does: which variable it tests and how (exact/range/lpm)

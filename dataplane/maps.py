@@ -16,45 +16,54 @@ BPF_ANY = 0
 
 
 class Desc(ctypes.Structure):
+    c_struct = "camus_desc"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("kind", ctypes.c_uint8), ("var", ctypes.c_uint8), ("bits", ctypes.c_uint8),
                 ("pad", ctypes.c_uint8), ("default_next", ctypes.c_uint32), ("base", ctypes.c_uint32),
                 ("count", ctypes.c_uint32), ("mult", ctypes.c_uint64)]
 
 
 class Slot(ctypes.Structure):
+    c_struct = "camus_slot"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("value", ctypes.c_uint64), ("next", ctypes.c_uint32), ("used", ctypes.c_uint32),
                 ("nd", Desc)]                 # the next state's desc, copied (bpf/camus_xdp.h)
 
 
 class Bound(ctypes.Structure):
+    c_struct = "camus_bound"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("keys", ctypes.c_uint64 * 8), ("vals", ctypes.c_uint32 * 8), ("nkeys", ctypes.c_uint32),
                 ("leaf", ctypes.c_uint32)]
 
 
 class RNode(ctypes.Structure):
+    c_struct = "camus_rnode"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("split", ctypes.c_uint64), ("below", ctypes.c_uint32), ("above", ctypes.c_uint32)]
 
 
 class RSub(ctypes.Structure):
+    c_struct = "camus_rsub"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("lo", ctypes.c_uint64), ("base", ctypes.c_uint32), ("last", ctypes.c_uint32),
                 ("shift", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
 
 
 class LpmKey(ctypes.Structure):
+    c_struct = "camus_lpm_key"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("prefixlen", ctypes.c_uint32), ("data", ctypes.c_uint8 * 12)]
 
 
 class Leaf(ctypes.Structure):
+    c_struct = "camus_leaf"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("group", ctypes.c_uint32)]
 
 
 class PortCfg(ctypes.Structure):
+    c_struct = "camus_port"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("kind", ctypes.c_uint32), ("ifindex", ctypes.c_uint32), ("mac", ctypes.c_uint8 * 6),
                 ("src_mac", ctypes.c_uint8 * 6), ("ip", ctypes.c_uint32), ("udp_port", ctypes.c_uint16),
                 ("pad", ctypes.c_uint16)]
 
 
 class SvarCfg(ctypes.Structure):
+    c_struct = "camus_svar_cfg"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("window_ns", ctypes.c_uint64), ("fn", ctypes.c_uint32), ("field", ctypes.c_uint32)]
 
 

@@ -12,9 +12,10 @@ from ..interpreter import Step
 from ..pipeline import ActionSet
 from .base import Artefacts, Backend, BackendError, TargetOptions
 from .p4_budget import Budget, over_budget, render_resources, switch_resources
-from .p4_entries import bfrt_python, check_program_fit, p4_tables, p4runtime_json, simple_switch_cli
+from .p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, p4runtime_json, simple_switch_cli
 from .p4_interp import EntryInterpreter
-from .p4_program import P4Options, p4info, program_text
+from .p4_program import program_text
+from .p4_schema import P4Options, p4_schema, p4info
 
 ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
 
@@ -57,6 +58,7 @@ class P4Backend(Backend):
             check_program_fit(c.pipeline, c.spec, options.arch)
             program = program_text(c.spec, p4opts)
             tables = p4_tables(c.pipeline, c.spec)
+            check_entries(tables, p4_schema(c.spec, p4opts))
             report = switch_resources(tables)
             over = over_budget(report, budget)
             if not over:

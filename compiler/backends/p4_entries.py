@@ -1,11 +1,9 @@
 """P4 back end, dynamic part: the Pipeline IR as switch table entries and multicast groups.
 
-Table layout (the P4 program declares the same tables; `meta.state` carries the state id):
-  t_<field>          key (meta.state: exact, <field>: exact | range | lpm) -> set_state(next)
-  t_<field>_any      key (meta.state: exact) -> set_state(next), applied when t_<field> misses
-                     (the per-state default of exact tables: SRAM instead of TCAM)
-  t_<field>_code     compressed fields: raw value -> code (exact or range), before t_<field>
-  t_leaf             key (meta.state: exact) -> set_mgid(g) | set_port(p) | drop_msg() | <custom>
+The tables are the ones `p4_schema` declares (the program declares the same ones); every entry
+is checked against that declaration (`check_entries`) before anything is written. One more
+kind exists only for the entry interpreter: t_<field>_code, compressed fields' raw value ->
+code (the program refuses compression, `check_program_fit`).
 Range entries carry a priority; P4Runtime says higher wins, simple_switch_CLI says lower wins:
 `Entry.priority` follows P4Runtime and `cli_priority` converts.
 """
@@ -15,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..pipeline import FieldTable, Pipeline
-from ..spec import MatchKind, QueryField, Spec
+from ..spec import Spec
 from .emit import BackendError
+from .p4_schema import (STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, P4Schema,
+                        action_params, key_kind, p4_schema, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24
-STATE_KEY_BITS = 32      # meta.state in the switch program
 RECIRC_SESSION = 250     # the program's clone/mirror session for the rest of a batch
 RECIRC_PORT = 0          # bmv2: the clone is recirculated in egress, the port is never used
 
@@ -69,13 +68,6 @@ class P4Tables:
         return out
 
 
-def key_kind(q: QueryField) -> str:
-    """The key kind the static P4 program declares for a query field: its pragma decides, so one
-    program serves every rule set. query_field / query_field_range -> range (which also holds
-    exact values as [v, v] and string prefixes); exact -> exact; lpm -> lpm."""
-    return {MatchKind.EXACT: "exact", MatchKind.LPM: "lpm"}.get(q.kind, "range")
-
-
 def declared_kind(spec: Spec | None, t: FieldTable) -> str:
     """A table's key kind: the program's for a query field, else (no spec) the IR's."""
     if spec is None or t.field is None:
@@ -98,18 +90,6 @@ def check_program_fit(p: Pipeline, spec: Spec, arch: str = "v1model") -> None:
                            "Tofino allows once per register: use --arch v1model or an XDP host for them")
     if p.state_vars:
         _state_layout(p, spec)          # raises when the windows or functions do not fit
-
-
-UPDATE_SLOTS = 4          # state variables one message may update (t_update0..3)
-SVAR_STAGES = 4           # state-variable tests one message may pass through (t_svar0..3)
-SVAR_KEY = "svar"         # the loaded aggregate, the key of the t_svar<i> tables
-SVAR_BITS = 64
-
-
-def window_shift(window_us: int) -> int | None:
-    """The switch numbers windows with a shift (no division in a match-action pipeline):
-    log2 of the window when it is a power of two microseconds, else None."""
-    return window_us.bit_length() - 1 if window_us > 0 and window_us & (window_us - 1) == 0 else None
 
 
 @dataclass(frozen=True)
@@ -216,10 +196,6 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     if any(e.table == "t_leaf_calls" for e in out.entries):
         out.order.append("t_leaf_calls")
     return out
-
-
-def update_action(counter: str, field: str) -> str:
-    return f"update_{counter}_{field.replace('.', '_')}"
 
 
 def _state_entries(p: Pipeline, spec: Spec, layout: StateLayout, out: P4Tables) -> None:
@@ -335,9 +311,7 @@ def bfrt_python(tables: P4Tables, program: str = "camus") -> str:
                 args += [f"{name}={m.value}", f"{name}_mask={m.arg}"]
         if e.priority:
             args.append(f"MATCH_PRIORITY={e.cli_priority}")
-        params = {"set_state": ("next",), "set_mgid": ("mgid",), "set_port": ("port",),
-                  "call": ("call_id",), "set_code": ("code",)}.get(e.action, ())
-        args += [f"{k}={v}" for k, v in zip(params, e.params)]
+        args += [f"{k}={v}" for k, v in zip(action_params(e.action), e.params)]
         lines.append(f"ig.{e.table}.add_with_{e.action}({', '.join(args)})")
     for node, (gid, ports) in enumerate(sorted(tables.groups.items()), start=1):
         lines.append(f"bfrt.pre.node.entry(MULTICAST_NODE_ID={node}, MULTICAST_RID=1, MULTICAST_LAG_ID=[], "
@@ -350,15 +324,11 @@ def bfrt_python(tables: P4Tables, program: str = "camus") -> str:
 
 def tables_from_p4runtime(doc: list[dict[str, Any]], spec: Spec) -> P4Tables:
     """The inverse of `p4runtime_json`, for a switch (or its simulation) loading its entries:
-    table order and key widths come from the spec's program (p4_program.p4info)."""
-    from .p4_program import p4info
+    table order and key widths come from the spec's program (p4_schema)."""
     out = P4Tables()
-    info = p4info(spec)
-    for t in info["tables"]:
-        if t["name"] != "t_root":
-            out.order.append(t["name"])
-        for k in t["key"]:
-            out.widths[k["name"]] = k["bitwidth"]
+    schema = p4_schema(spec)
+    out.order = [t.name for t in schema.tables if t.name != "t_root"]
+    out.widths = schema.key_widths()
     for e in doc:
         if "multicast_group_id" in e:
             out.groups[int(e["multicast_group_id"])] = tuple(r["egress_port"] for r in e["replicas"])
@@ -379,3 +349,40 @@ def tables_from_p4runtime(doc: list[dict[str, Any]], spec: Spec) -> P4Tables:
         out.entries.append(P4Entry(e["table"], tuple(matches), e["action_name"], tuple(e.get("action_params", ())),
                                    int(e.get("priority", 0))))
     return out
+
+
+_KEY_OK = {"exact": ("exact",), "range": ("range",), "lpm": ("lpm",), "ternary": ("ternary",)}
+
+
+def check_entries(tables: P4Tables, schema: P4Schema) -> None:
+    """Every entry against the table it names: declared table, keys in order with their match
+    kinds, values within the key's bits, an action the table has, its parameters and their
+    bits, a priority exactly where a range key needs one. Raises BackendError on the first
+    mismatch (a bug in the back end; nothing is written)."""
+    for e in tables.entries:
+        t = schema.table(e.table)
+        if t is None:
+            raise BackendError(f"entry for {e.table}, which the program does not declare: {e}")
+        if [m.field for m in e.matches] != [k.name for k in t.keys]:
+            raise BackendError(f"{e.table}: keys {[m.field for m in e.matches]} do not match the declared "
+                               f"{[k.name for k in t.keys]}")
+        for m, k in zip(e.matches, t.keys):
+            if m.kind not in _KEY_OK[k.match]:
+                raise BackendError(f"{e.table}: a {m.kind} match on the {k.match} key {k.name}")
+            top = (1 << k.bits) - 1
+            if not 0 <= m.value <= top or (m.kind == "range" and not m.value <= m.arg <= top) \
+                    or (m.kind == "lpm" and not 0 <= m.arg <= k.bits):
+                raise BackendError(f"{e.table}: {m} does not fit the {k.bits}-bit key {k.name}")
+        if e.action not in t.actions:
+            raise BackendError(f"{e.table}: action {e.action} is not one of {', '.join(t.actions)}")
+        params = schema.actions[e.action].params
+        if len(e.params) != len(params):
+            raise BackendError(f"{e.table}: {e.action} takes {len(params)} parameter(s), the entry has {len(e.params)}")
+        for v, (pname, bits) in zip(e.params, params):
+            if not isinstance(v, int) or not 0 <= v < (1 << bits):
+                raise BackendError(f"{e.table}: {e.action}({pname}={v!r}) does not fit {bits} bits")
+        needs_priority = any(k.match == "range" for k in t.keys)
+        if needs_priority != bool(e.priority):
+            raise BackendError(f"{e.table}: {'missing' if needs_priority else 'unexpected'} priority in {e}")
+    if not 0 <= tables.root < (1 << STATE_KEY_BITS):
+        raise BackendError(f"root state {tables.root} does not fit meta.state")

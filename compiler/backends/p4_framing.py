@@ -7,14 +7,10 @@ fill the templates' FRAMING_TYPES, INGRESS_TAIL and EGRESS_APPLY slots.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..spec import Spec
 from .emit import Emitter
 from .p4_layout import Layout, field_name, field_slice
-
-if TYPE_CHECKING:
-    from .p4_program import P4Options
+from .p4_schema import P4Options
 
 
 def _names(spec: Spec, lay: Layout) -> tuple[str, str, str, str, str, str, str]:
@@ -36,7 +32,7 @@ def _drop_classified(eg: Emitter, lay: Layout, names: tuple, headers: list[str])
     eg(f"hdr.{udp}.{udp_csum} = 0;")
 
 
-def v1model_framed(spec: Spec, lay: Layout, opts: "P4Options") -> dict[str, str]:
+def v1model_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
     f, n, ip, udp, ip_len, udp_len, udp_csum = _names(spec, lay)
     ihl = field_slice(lay.ip, 4, 4, "IPv4 IHL")
     l2 = (lay.eth.type.width + (lay.vlan.type.width if lay.vlan else 0)) // 8
@@ -68,7 +64,7 @@ def v1model_framed(spec: Spec, lay: Layout, opts: "P4Options") -> dict[str, str]
             "EGRESS_APPLY": eg.text().rstrip("\n")}
 
 
-def tna_framed(spec: Spec, lay: Layout, opts: "P4Options") -> dict[str, str]:
+def tna_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
     f, n, ip, udp, ip_len, udp_len, udp_csum = _names(spec, lay)
     msg_bits = spec.message_bytes * 8
     types = ("header camus_len_t {\n    bit<16> len;        // MoldUDP64 length prefix of the message that follows\n}\n\n"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .p4_entries import SVAR_KEY, Match, P4Entry, P4Tables, window_shift
+from .p4_entries import Match, P4Entry, P4Tables
+from .p4_schema import SVAR_KEY, window_shift
 
 MASK64 = (1 << 64) - 1
 

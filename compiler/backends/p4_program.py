@@ -1,8 +1,9 @@
 """P4 back end, static part: the P4_16 program for a spec (v1model for bmv2, TNA for Tofino).
 
-Like the XDP program, it depends on the spec only: one table per query field (the key kind from
-the field's pragma), the leaf table, multicast by group id; rules arrive as entries
-(`p4_entries`). The fixed scaffolding lives in templates under `p4/` (`{{NAME}}` slots); this
+Like the XDP program, it depends on the spec only: the tables are declared once as data in
+`p4_schema` (one per query field, the key kind from the field's pragma, window stages, the leaf
+tables), and this module writes those declarations and their apply sequence as P4; rules
+arrive as entries (`p4_entries`). The fixed scaffolding lives in templates under `p4/` (`{{NAME}}` slots); this
 module fills the slots: header types, parser states, tables, the apply sequence, emits.
 
 Standard headers are found by layout, not by name: the IPv4 TTL is the byte at offset 8 whatever
@@ -10,35 +11,16 @@ the spec calls it, read through a bit slice when the spec declares a wider field
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..spec import QueryField, Spec
+from ..spec import Spec
 from .emit import BackendError, Emitter
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_layout import Layout, field_name, field_slice, layout_of
-from .p4_entries import SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, key_kind, update_action, window_shift
+from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, p4_schema, update_action,
+                        updatable_fields, window_counters, window_shift)
 
 P4_DIR = Path(__file__).resolve().parent.parent.parent / "p4"
-ARCHS = ("v1model", "tna")
-
-
-@dataclass(frozen=True)
-class P4Options:
-    arch: str = "v1model"
-    table_size: int = 65536        # `size` of each field table (the budget decides what fits)
-    leaf_size: int = 65536
-    tna_max_rest: int = 15         # TNA: messages after the first that egress can prune (parsed)
-    skip_bytes: int = 256          # v1model: largest message of another length carried along
-
-
-def _ident(path: str) -> str:
-    return path.replace(".", "_")
-
-
-def field_tables(spec: Spec) -> list[tuple[QueryField, str]]:
-    """(query field, declared key kind) in the program's (the spec's) order."""
-    return [(q, key_kind(q)) for q in spec.query_fields]
 
 
 # -- slot fillers ---------------------------------------------------------------------------------
@@ -198,70 +180,60 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
     return e.text().rstrip("\n")
 
 
-STATE_KEY = 'meta.camus.state : exact @name("meta.state");'
-
-
-def _declare(decl: Emitter, name: str, actions: str, size: int, field_key: str | None = None,
-             default: str = "NoAction();") -> None:
-    """A table keyed on the state (and one more key when given), with its actions and size."""
-    with decl.block(f"table {name}"):
-        if field_key is None:
-            decl(f"key = {{ {STATE_KEY} }}")
-        else:
+def _declare(decl: Emitter, t: TableDecl) -> None:
+    """One table of the schema as a P4 declaration."""
+    with decl.block(f"table {t.name}"):
+        keys = [f'{k.expr} : {k.match} @name("{k.name}");' for k in t.keys]
+        if len(keys) == 1:
+            decl(f"key = {{ {keys[0]} }}")
+        elif keys:
             with decl.block("key ="):
-                decl(STATE_KEY)
-                decl(field_key)
-        decl(f"actions = {{ {actions} }}")
-        decl(f"default_action = {default}")
-        decl(f"size = {size};")
+                for k in keys:
+                    decl(k)
+        decl(f"actions = {{ {' '.join(a + ';' for a in t.actions)} }}")
+        decl(f"default_action = {t.default}")
+        decl(f"size = {t.size};")
 
 
-def _tables(spec: Spec, opts: P4Options) -> tuple[str, str]:
-    """Table declarations and their apply sequence (one table per query field, then leaves)."""
+def _apply(seq: Emitter, t: TableDecl) -> None:
+    if t.fallback:
+        with seq.block(f"if (!{t.name}.apply().hit)"):
+            seq(f"{t.fallback}.apply();")
+    else:
+        seq(f"{t.name}.apply();")
+
+
+def _tables(spec: Spec, schema: P4Schema) -> tuple[str, str]:
+    """Table declarations (the window registers and actions just before their tables) and the
+    apply sequence, both from the schema."""
     decl, seq = Emitter(), Emitter()
     decl.depth, seq.depth = 1, 3
-    with decl.block("table t_root"):
-        decl("actions = { set_state; }")
-        decl("default_action = set_state(0);   // replaced with the rule set's root state")
-        decl("size = 1;")
-    for q, kind in field_tables(spec):
-        base = f"t_{_ident(q.path)}"
-        key = f"hdr.{q.instance}.{q.name}"
-        _declare(decl, base, "set_state; NoAction;", opts.table_size, f'{key} : {kind} @name("{q.path}");',
-                 "NoAction();   // a state this table does not test passes through")
-        if kind != "lpm":
-            _declare(decl, f"{base}_any", "set_state; NoAction;", opts.table_size)
-            with seq.block(f"if (!{base}.apply().hit)"):
-                seq(f"{base}_any.apply();")
-        else:
-            seq(f"{base}.apply();")
-    if opts.arch == "v1model":
-        _state_tables(spec, opts, decl, seq)
-    _declare(decl, "t_leaf", "set_mgid; set_port; drop_msg; NoAction;", opts.leaf_size,
-             default="NoAction();   // no subscriber: not delivered")
-    _declare(decl, "t_leaf_calls", "call; NoAction;", opts.leaf_size)
-    seq("t_leaf.apply();")
-    seq("t_leaf_calls.apply();")
+    stateful_done = False
+    for t in schema.tables:
+        if t.name.startswith(("t_update", "t_svar", "t_leaf")) and not stateful_done:
+            if schema.arch == "v1model":
+                _window_registers(spec, decl)
+            stateful_done = True
+        _declare(decl, t)
+    for t in schema.apply_order():
+        _apply(seq, t)
     return decl.text().rstrip("\n"), seq.text().rstrip("\n")
 
 
-def _state_tables(spec: Spec, opts: P4Options, decl: Emitter, seq: Emitter) -> None:
-    """query_counter windows: registers per counter (window number, count, sum), update slots
-    after the header tables, then state-variable stages (load the aggregate, match it)."""
-    counters = [c for c in spec.counters if window_shift(c.window_us) is not None]
+def _window_registers(spec: Spec, decl: Emitter) -> None:
+    """query_counter windows: registers per counter (window number, count, sum) and the actions
+    that update and load them (the tables that call them are the schema's)."""
+    counters = window_counters(spec, "v1model")
     for c in spec.counters:
         if c not in counters:
             decl(f"// query_counter {c.name}: {c.window_us} us is not a power of two; the switch numbers")
             decl("// windows with a shift, so rules using it are refused (the XDP target takes them)")
-    if not counters:
-        return
-    updatable = [q for q in spec.query_fields if q.width <= 64]
     for c in counters:
         shift = window_shift(c.window_us)
         decl(f"register<bit<32>>({c.size}) r_{c.name}_window;   // window number = now_us >> {shift}")
         decl(f"register<bit<64>>({c.size}) r_{c.name}_count;")
         decl(f"register<bit<64>>({c.size}) r_{c.name}_sum;")
-        for q in updatable:
+        for q in updatable_fields(spec):
             with decl.block(f"action {update_action(c.name, q.path)}(bit<32> index)"):
                 decl(f"bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> {shift});")
                 decl("bit<32> window; bit<64> count; bit<64> sum;")
@@ -278,17 +250,6 @@ def _state_tables(spec: Spec, opts: P4Options, decl: Emitter, seq: Emitter) -> N
                 decl(f"r_{c.name}_window.read(window, index);")
                 decl(f"r_{c.name}_{fn}.read(value, index);")
                 decl(f"meta.camus.{SVAR_KEY} = window == now ? value : 0;")
-    updates = " ".join(f"{update_action(c.name, q.path)};" for c in counters for q in updatable)
-    loads = " ".join(f"load_{c.name}_{fn};" for c in counters for fn in ("count", "sum"))
-    for k in range(UPDATE_SLOTS):
-        _declare(decl, f"t_update{k}", f"{updates} NoAction;", opts.table_size)
-        seq(f"t_update{k}.apply();")
-    for i in range(SVAR_STAGES):
-        _declare(decl, f"t_svar{i}_load", f"{loads} NoAction;", opts.table_size)
-        _declare(decl, f"t_svar{i}", "set_state; NoAction;", opts.table_size,
-                 f'meta.camus.{SVAR_KEY} : range @name("{SVAR_KEY}");')
-        seq(f"t_svar{i}_load.apply();")
-        seq(f"t_svar{i}.apply();")
 
 
 def _emits(spec: Spec, lay: Layout, arch: str, opts: P4Options) -> str:
@@ -305,7 +266,7 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     if opts.arch not in ARCHS:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
     lay = layout_of(spec)
-    decl, seq = _tables(spec, opts)
+    decl, seq = _tables(spec, p4_schema(spec, opts))
     slots = {
         "SPEC": spec.name,
         "CONSTANTS": _constants(spec, lay),
@@ -340,44 +301,3 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         left = text[text.index("{{"):].split("}}")[0] + "}}"
         raise BackendError(f"template {template} has an unfilled slot {left}")
     return text
-
-
-def p4info(spec: Spec, opts: P4Options = P4Options()) -> dict:
-    """A P4Info-style description of the program's subscription tables: keys (name, bits, match
-    kind), actions (parameters and bits) and sizes; what a controller needs to write entries."""
-    actions = {"set_state": [["next", 32]], "set_mgid": [["mgid", 16]], "set_port": [["port", 9]],
-               "drop_msg": [], "call": [["call_id", 16]], "NoAction": []}
-    state_key = {"name": "meta.state", "bitwidth": 32, "match_type": "exact"}
-    tables = [{"name": "t_root", "key": [], "actions": ["set_state"], "size": 1,
-               "default_action": "set_state"}]
-    for q, kind in field_tables(spec):
-        base = f"t_{_ident(q.path)}"
-        tables.append({"name": base, "key": [state_key, {"name": q.path, "bitwidth": q.width, "match_type": kind}],
-                       "actions": ["set_state", "NoAction"], "size": opts.table_size})
-        if kind != "lpm":
-            tables.append({"name": f"{base}_any", "key": [state_key], "actions": ["set_state", "NoAction"],
-                           "size": opts.table_size})
-    counters = [c for c in spec.counters if window_shift(c.window_us) is not None] if opts.arch == "v1model" else []
-    if counters:
-        updatable = [q for q in spec.query_fields if q.width <= 64]
-        for c in counters:
-            for q in updatable:
-                actions[update_action(c.name, q.path)] = [["index", 32]]
-            for fn in ("count", "sum"):
-                actions[f"load_{c.name}_{fn}"] = [["index", 32]]
-        for k in range(UPDATE_SLOTS):
-            tables.append({"name": f"t_update{k}", "key": [state_key], "size": opts.table_size,
-                           "actions": [update_action(c.name, q.path) for c in counters for q in updatable] + ["NoAction"]})
-        for i in range(SVAR_STAGES):
-            tables.append({"name": f"t_svar{i}_load", "key": [state_key], "size": opts.table_size,
-                           "actions": [f"load_{c.name}_{fn}" for c in counters for fn in ("count", "sum")] + ["NoAction"]})
-            tables.append({"name": f"t_svar{i}", "key": [state_key, {"name": SVAR_KEY, "bitwidth": SVAR_BITS,
-                                                                      "match_type": "range"}],
-                           "actions": ["set_state", "NoAction"], "size": opts.table_size})
-    tables.append({"name": "t_leaf", "key": [state_key], "actions": ["set_mgid", "set_port", "drop_msg", "NoAction"],
-                   "size": opts.leaf_size})
-    tables.append({"name": "t_leaf_calls", "key": [state_key], "actions": ["call", "NoAction"],
-                   "size": opts.leaf_size})
-    return {"program": f"camus_{spec.name}", "arch": opts.arch, "tables": tables,
-            "actions": [{"name": n, "params": [{"name": p, "bitwidth": w} for p, w in ps]}
-                        for n, ps in actions.items()]}

@@ -50,3 +50,33 @@ def test_priority_conventions_and_formats() -> None:
     assert any("priority" in e for e in doc) and any("multicast_group_id" in e for e in doc)
     rows = switch_resources(t)["tables"]["t_int_report_hop_latency"]["tcam_rows"]
     assert rows >= sum(1 for e in t.entries if e.table == "t_int_report_hop_latency")
+
+
+def test_every_entry_is_checked_against_the_declared_tables() -> None:
+    """The schema is the one declaration: an entry naming another table, key, kind, action,
+    parameter count or a value too wide for its key is refused."""
+    import dataclasses
+
+    import pytest
+
+    from camus.compiler.backends.emit import BackendError
+    from camus.compiler.backends.p4_entries import Match, check_entries
+    from camus.compiler.backends.p4_schema import p4_schema
+    from camus.compiler.compile import compile_files
+    from tests.conftest import APPS
+
+    c = compile_files(APPS / "itch" / "itch.p4", APPS / "itch" / "rules.txt")
+    schema = p4_schema(c.spec)
+    tables = p4_tables(c.pipeline, c.spec)
+    check_entries(tables, schema)
+    e = next(x for x in tables.entries if x.table == "t_add_order_price")
+    bad = [dataclasses.replace(e, table="t_nowhere"),
+           dataclasses.replace(e, matches=e.matches[:1]),
+           dataclasses.replace(e, matches=(e.matches[0], Match(e.matches[1].field, "exact", 5))),
+           dataclasses.replace(e, matches=(e.matches[0], Match(e.matches[1].field, "range", 0, 1 << 40))),
+           dataclasses.replace(e, action="set_mgid"),
+           dataclasses.replace(e, params=()),
+           dataclasses.replace(e, priority=0)]
+    for b in bad:
+        with pytest.raises(BackendError):
+            check_entries(dataclasses.replace(tables, entries=[b]), schema)

@@ -17,10 +17,11 @@ from camus.bench.workloads import itch_rules
 from camus.cli import main
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4_budget import Budget, over_budget, switch_resources
-from camus.compiler.backends.p4_entries import (bfrt_python, check_program_fit, p4_tables, p4runtime_json,
+from camus.compiler.backends.p4_entries import (bfrt_python, check_entries, check_program_fit, p4_tables, p4runtime_json,
                                                 simple_switch_cli, tables_from_p4runtime)
 from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_program import P4Options, p4info, program_text
+from camus.compiler.backends.p4_program import program_text
+from camus.compiler.backends.p4_schema import P4Options, p4_schema, p4info
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.interpreter import PipelineInterpreter
 from camus.compiler.packets import message_from_text
@@ -108,7 +109,9 @@ def test_shipped_entries_fit_the_program(app: str, arch: str) -> None:
             check_program_fit(c.pipeline, c.spec, arch)
         return
     check_program_fit(c.pipeline, c.spec, arch)
-    check_entries_fit_program(program_text(c.spec, opts), p4info(c.spec, opts), p4_tables(c.pipeline, c.spec))
+    tables = p4_tables(c.pipeline, c.spec)
+    check_entries_fit_program(program_text(c.spec, opts), p4info(c.spec, opts), tables)
+    check_entries(tables, p4_schema(c.spec, opts))
 
 
 @settings(max_examples=40, deadline=None)
@@ -120,6 +123,7 @@ def test_random_itch_rule_sets_fit_one_program_and_agree_with_the_ir(n: int, see
     check_program_fit(c.pipeline, spec)
     tables = p4_tables(c.pipeline, spec)
     check_entries_fit_program(program_text(spec), p4info(spec), tables)
+    check_entries(tables, p4_schema(spec))
     sw, ir = EntryInterpreter(tables), PipelineInterpreter(c.pipeline)
     loaded = EntryInterpreter(tables_from_p4runtime(json.loads(json.dumps(p4runtime_json(tables))), spec))
     import random
@@ -241,6 +245,7 @@ def test_switch_windows_count_like_the_ir() -> None:
     check_program_fit(c.pipeline, spec)
     tables = p4_tables(c.pipeline, spec)
     check_entries_fit_program(program_text(spec), p4info(spec), tables)
+    check_entries(tables, p4_schema(spec))
     sw, ir = EntryInterpreter(tables), PipelineInterpreter(c.pipeline)
     import random
     rng = random.Random(7)

@@ -1,0 +1,181 @@
+"""The switch's tables declared once, as data: names, keys (P4 expression, P4Runtime name,
+bits, match kind), actions with their parameters, sizes and defaults, and the order they apply.
+
+Everything P4 reads this: the program generator declares and applies these tables
+(p4_program), P4Info is this description (p4info), the entry generator names these tables
+and actions (p4_entries), every entry is checked against it before anything is written
+(`check_entries`), and loaders of P4Runtime entries take key widths from it. The schema depends
+on the spec only, like the program: one program serves every rule set.
+
+Table layout (`meta.state` carries the state id):
+  t_root             no key; default action set_state(root) starts the walk
+  t_<field>          key (meta.state: exact, <field>: exact | range | lpm) -> set_state(next)
+  t_<field>_any      key (meta.state: exact) -> set_state(next), applied when t_<field> misses
+                     (the per-state default of exact and range tables: SRAM instead of TCAM)
+  t_update<k>        v1model with windows: key (meta.state) -> update_<counter>_<field>(index)
+  t_svar<i>_load     key (meta.state) -> load_<counter>_<fn>(index): the aggregate into meta
+  t_svar<i>          key (meta.state, svar: range) -> set_state(next)
+  t_leaf             key (meta.state: exact) -> set_mgid(g) | set_port(p) | drop_msg()
+  t_leaf_calls       key (meta.state: exact) -> call(id): custom actions, listed in calls.json
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..spec import MatchKind, QueryField, Spec
+
+STATE_KEY_BITS = 32      # meta.state in the switch program
+UPDATE_SLOTS = 4         # state variables one message may update (t_update0..3)
+SVAR_STAGES = 4          # state-variable tests one message may pass through (t_svar0..3)
+SVAR_KEY = "svar"        # the loaded aggregate, the key of the t_svar<i> tables
+SVAR_BITS = 64
+ARCHS = ("v1model", "tna")
+
+
+@dataclass(frozen=True)
+class P4Options:
+    arch: str = "v1model"
+    table_size: int = 65536        # `size` of each field table (the budget decides what fits)
+    leaf_size: int = 65536
+    tna_max_rest: int = 15         # TNA: messages after the first that egress can prune (parsed)
+    skip_bytes: int = 256          # v1model: largest message of another length carried along
+
+
+@dataclass(frozen=True)
+class KeyDecl:
+    name: str          # P4Runtime name (@name): "meta.state", "add_order.price", "svar"
+    expr: str          # the P4 expression matched: "meta.camus.state", "hdr.add_order.price"
+    bits: int
+    match: str         # exact | range | lpm
+
+
+@dataclass(frozen=True)
+class ActionDecl:
+    name: str
+    params: tuple[tuple[str, int], ...] = ()      # (name, bits)
+
+
+@dataclass(frozen=True)
+class TableDecl:
+    name: str
+    keys: tuple[KeyDecl, ...]
+    actions: tuple[str, ...]
+    size: int
+    default: str = "NoAction();"                  # the P4 default_action, with a comment if any
+    fallback: str | None = None                   # applied when this table misses (t_<field>_any)
+
+
+@dataclass(frozen=True)
+class P4Schema:
+    arch: str
+    tables: tuple[TableDecl, ...]                 # in pipeline order
+    actions: dict[str, ActionDecl] = field(default_factory=dict)
+
+    def table(self, name: str) -> TableDecl | None:
+        return next((t for t in self.tables if t.name == name), None)
+
+    def apply_order(self) -> list[TableDecl]:
+        """Tables applied in sequence (a fallback is applied by its owner, on a miss)."""
+        fallbacks = {t.fallback for t in self.tables if t.fallback}
+        return [t for t in self.tables if t.name != "t_root" and t.name not in fallbacks]
+
+    def key_widths(self) -> dict[str, int]:
+        return {k.name: k.bits for t in self.tables for k in t.keys}
+
+
+def ident(path: str) -> str:
+    return path.replace(".", "_")
+
+
+def key_kind(q: QueryField) -> str:
+    """The key kind the static P4 program declares for a query field: its pragma decides, so one
+    program serves every rule set. query_field / query_field_range -> range (which also holds
+    exact values as [v, v] and string prefixes); exact -> exact; lpm -> lpm."""
+    return {MatchKind.EXACT: "exact", MatchKind.LPM: "lpm"}.get(q.kind, "range")
+
+
+def window_shift(window_us: int) -> int | None:
+    """The switch numbers windows with a shift (no division in a match-action pipeline):
+    log2 of the window when it is a power of two microseconds, else None."""
+    return window_us.bit_length() - 1 if window_us > 0 and window_us & (window_us - 1) == 0 else None
+
+
+def update_action(counter: str, field_path: str) -> str:
+    return f"update_{counter}_{field_path.replace('.', '_')}"
+
+
+def window_counters(spec: Spec, arch: str) -> list:
+    """The query_counters the switch program keeps registers for (v1model, power-of-two windows)."""
+    if arch != "v1model":
+        return []
+    return [c for c in spec.counters if window_shift(c.window_us) is not None]
+
+
+def updatable_fields(spec: Spec) -> list[QueryField]:
+    return [q for q in spec.query_fields if q.width <= 64]
+
+
+STATE = KeyDecl("meta.state", "meta.camus.state", STATE_KEY_BITS, "exact")
+BASE_ACTIONS = (ActionDecl("set_state", (("next", 32),)), ActionDecl("set_mgid", (("mgid", 16),)),
+                ActionDecl("set_port", (("port", 9),)), ActionDecl("drop_msg"),
+                ActionDecl("call", (("call_id", 16),)), ActionDecl("NoAction"))
+
+
+def action_params(action: str) -> tuple[str, ...]:
+    """Parameter names of an action the entries may name (window actions take a register index)."""
+    base = {a.name: a for a in BASE_ACTIONS}.get(action)
+    if base is not None:
+        return tuple(p for p, _ in base.params)
+    if action.startswith(("update_", "load_")):
+        return ("index",)
+    return {"set_code": ("code",)}.get(action, ())
+
+
+def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
+    actions = {a.name: a for a in BASE_ACTIONS}
+    tables = [TableDecl("t_root", (), ("set_state",), 1,
+                        "set_state(0);   // replaced with the rule set's root state")]
+    for q in spec.query_fields:
+        kind = key_kind(q)
+        base = f"t_{ident(q.path)}"
+        any_name = f"{base}_any" if kind != "lpm" else None
+        tables.append(TableDecl(base, (STATE, KeyDecl(q.path, f"hdr.{q.instance}.{q.name}", q.width, kind)),
+                                ("set_state", "NoAction"), opts.table_size,
+                                "NoAction();   // a state this table does not test passes through", any_name))
+        if any_name:
+            tables.append(TableDecl(any_name, (STATE,), ("set_state", "NoAction"), opts.table_size))
+    counters = window_counters(spec, opts.arch)
+    if counters:
+        updates = [update_action(c.name, q.path) for c in counters for q in updatable_fields(spec)]
+        loads = [f"load_{c.name}_{fn}" for c in counters for fn in ("count", "sum")]
+        for c in counters:                         # P4Info lists them counter by counter
+            for name in [update_action(c.name, q.path) for q in updatable_fields(spec)] + \
+                    [f"load_{c.name}_{fn}" for fn in ("count", "sum")]:
+                actions[name] = ActionDecl(name, (("index", 32),))
+        for k in range(UPDATE_SLOTS):
+            tables.append(TableDecl(f"t_update{k}", (STATE,), (*updates, "NoAction"), opts.table_size))
+        svar = KeyDecl(SVAR_KEY, f"meta.camus.{SVAR_KEY}", SVAR_BITS, "range")
+        for i in range(SVAR_STAGES):
+            tables.append(TableDecl(f"t_svar{i}_load", (STATE,), (*loads, "NoAction"), opts.table_size))
+            tables.append(TableDecl(f"t_svar{i}", (STATE, svar), ("set_state", "NoAction"), opts.table_size))
+    tables.append(TableDecl("t_leaf", (STATE,), ("set_mgid", "set_port", "drop_msg", "NoAction"), opts.leaf_size,
+                            "NoAction();   // no subscriber: not delivered"))
+    tables.append(TableDecl("t_leaf_calls", (STATE,), ("call", "NoAction"), opts.leaf_size))
+    return P4Schema(opts.arch, tuple(tables), actions)
+
+
+def p4info(spec: Spec, opts: P4Options = P4Options()) -> dict:
+    """A P4Info-style description of the program's subscription tables: keys (name, bits, match
+    kind), actions (parameters and bits) and sizes; what a controller needs to write entries."""
+    schema = p4_schema(spec, opts)
+    tables = []
+    for t in schema.tables:
+        row: dict = {"name": t.name,
+                     "key": [{"name": k.name, "bitwidth": k.bits, "match_type": k.match} for k in t.keys],
+                     "actions": list(t.actions), "size": t.size}
+        if t.name == "t_root":
+            row["default_action"] = "set_state"
+        tables.append(row)
+    return {"program": f"camus_{spec.name}", "arch": opts.arch, "tables": tables,
+            "actions": [{"name": a.name, "params": [{"name": p, "bitwidth": w} for p, w in a.params]}
+                        for a in schema.actions.values()]}

@@ -1,0 +1,63 @@
+"""The one layout shared by the kernel and user space: bpf/camus_xdp.h compiled by the C
+compiler, against the ctypes mirrors and constants on the Python side (sizes, every field's
+offset, the shared #defines). No root needed: it compiles and runs a small C program."""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import pytest
+
+from camus.compiler.backends import ebpf_program, ebpf_tables
+from camus.dataplane import maps
+from tests.conftest import ROOT
+
+STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
+           maps.SvarCfg]
+CONSTANTS = {
+    "CAMUS_PORT_WORDS": ebpf_tables.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_tables.MAX_PROBE,
+    "CAMUS_FANOUT": ebpf_tables.FANOUT, "CAMUS_RADIX_SUB": ebpf_tables.RADIX_SUB,
+    "CAMUS_STATE_FINAL": ebpf_tables.STATE_FINAL, "CAMUS_STATE_MASK": ebpf_tables.STATE_MASK,
+    "CAMUS_KIND_EXACT": ebpf_tables.KIND["exact"], "CAMUS_KIND_RANGE": ebpf_tables.KIND["range"],
+    "CAMUS_KIND_LPM": ebpf_tables.KIND["lpm"], "CAMUS_KIND_RADIX": ebpf_tables.KIND["radix"],
+    "CAMUS_CFG_ROOT": maps.CFG_ROOT, "CAMUS_CFG_MALFORMED": maps.CFG_MALFORMED, "CAMUS_CFG_RECORD": maps.CFG_RECORD,
+    "CAMUS_CFG_NSVARS": maps.CFG_NSVARS, "CAMUS_CFG_REDIRECT": maps.CFG_REDIRECT, "CAMUS_CFG_TC": maps.CFG_TC,
+    **{f"CAMUS_STAT_{n}": i for i, n in enumerate(("PACKETS", "OTHER", "MALFORMED", "MESSAGES", "NO_MATCH",
+                                                   "EXPLICIT", "DELIVER", "LOCAL", "REDIRECT"))},
+}
+
+
+def _c_layout(tmp_path) -> dict[str, int]:
+    cc = shutil.which("cc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <linux/types.h>",
+             '#include "camus_xdp.h"', "int main(void) {"]
+    for s in STRUCTS:
+        lines.append(f'printf("{s.c_struct} %zu\\n", sizeof(struct {s.c_struct}));')
+        for name, _ in s._fields_:
+            lines.append(f'printf("{s.c_struct}.{name} %zu\\n", offsetof(struct {s.c_struct}, {name}));')
+    for name in CONSTANTS:
+        lines.append(f'printf("{name} %llu\\n", (unsigned long long)({name}));')
+    lines += ["return 0;", "}"]
+    src = tmp_path / "layout.c"
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "layout"
+    built = subprocess.run([cc, "-I", str(ROOT / "bpf"), "-o", str(exe), str(src)], capture_output=True, text=True)
+    if built.returncode and "linux/types.h" in built.stderr:
+        pytest.skip("no kernel UAPI headers (linux-libc-dev)")
+    assert built.returncode == 0, built.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
+
+
+def test_ctypes_mirrors_and_constants_match_the_header(tmp_path) -> None:
+    c = _c_layout(tmp_path)
+    for s in STRUCTS:
+        assert ctypes.sizeof(s) == c[s.c_struct], s.c_struct
+        for name, _ in s._fields_:
+            assert getattr(s, name).offset == c[f"{s.c_struct}.{name}"], f"{s.c_struct}.{name}"
+    for name, value in CONSTANTS.items():
+        assert value == c[name], name
+    assert ebpf_program.BPF_DIR.joinpath("camus_xdp.h").exists()
