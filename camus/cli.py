@@ -53,6 +53,7 @@ def main() -> None:
 
     \b
     Try:  camus-xdp demo
+          camus-xdp apps                       (the shipped examples and their paths)
           camus-xdp compile apps/itch/itch.p4 apps/itch/rules.txt -o out/
           camus-xdp explain apps/itch/itch.p4 apps/itch/rules.txt --message 'stock=GOOGL price=60'
     """
@@ -201,6 +202,14 @@ def _text(c: Compiled, r: Explained) -> str:
     acts = ", ".join(r.actions.names()) or "none (dropped: nobody subscribed)"
     lines.append(f"  actions: {acts}" + (f"  [multicast group {r.actions.group}]" if r.actions.group else ""))
     return "\n".join(lines)
+
+
+@main.command()
+def apps() -> None:
+    """List the shipped example applications: name, spec and rules (paths to compile them)."""
+    from camus.data import shipped_apps
+    for name, (spec_path, rules_path) in shipped_apps().items():
+        click.echo(f"{name:<14} {spec_path}  {rules_path}")
 
 
 @main.command()

@@ -20,9 +20,9 @@ from camus.compiler.filter_eval import outcome
 from camus.compiler.packets import build_packet, message_from_text
 from camus.compiler.render import format_message
 from camus.compiler.resources import render_report, resource_report
-from camus.dataplane import explain_engine  # noqa: F401  (registers --via xdp)
+from camus.data import apps_dir
 
-APPS = Path(__file__).resolve().parent.parent / "apps"
+APPS = apps_dir()
 
 
 def run_demo(n_messages: int, seed: int) -> int:
@@ -100,7 +100,7 @@ def run_lab_demo(n_messages: int, seed: int) -> int:
     camus-xdp, which delivers to three subscribers; prints what each one received."""
     import tempfile
 
-    from camus.bench.lab import Lab, mold_order_refs
+    from camus.dataplane.lab import Lab, mold_order_refs
     from camus.compiler.interpreter import PipelineInterpreter
     from camus.dataplane import runtime
 

@@ -8,12 +8,11 @@ never reloads it. Output is deterministic (golden-tested).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 
 from ..spec import QueryField, Role, Spec
 from .emit import BackendError, Emitter
 
-BPF_DIR = Path(__file__).resolve().parent.parent.parent / "bpf"
 
 
 RADIX_LEVELS = 4      # radix range tables: bucket lookups before a range test gives up
@@ -132,9 +131,10 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
 def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     """The complete C source BCC compiles (what `camus-xdp compile --target ebpf --emit` prints)."""
     lim = limits or EbpfLimits()
-    shared = (BPF_DIR / "camus_xdp.h").read_text()
-    main = (BPF_DIR / "camus_xdp.c").read_text()
-    tc = (BPF_DIR / "camus_tc.c").read_text()
+    bpf = files("camus.bpf")                    # bpf/, shipped as package data
+    shared = bpf.joinpath("camus_xdp.h").read_text()
+    main = bpf.joinpath("camus_xdp.c").read_text()
+    tc = bpf.joinpath("camus_tc.c").read_text()
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)
                 .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim))
                 .replace("/*@CAMUS_TC_C@*/", tc))

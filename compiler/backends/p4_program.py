@@ -11,7 +11,7 @@ the spec calls it, read through a bit slice when the spec declares a wider field
 """
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 
 from ..spec import Spec
 from .emit import BackendError, Emitter
@@ -20,7 +20,6 @@ from .p4_layout import Layout, field_name, field_slice, layout_of
 from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, p4_schema, update_action,
                         updatable_fields, window_counters, window_shift)
 
-P4_DIR = Path(__file__).resolve().parent.parent.parent / "p4"
 
 
 # -- slot fillers ---------------------------------------------------------------------------------
@@ -294,7 +293,7 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     else:
         slots.update(tna_framed(spec, lay, opts))
     template = f"{opts.arch}.p4"
-    text = (P4_DIR / template).read_text()
+    text = files("camus.p4").joinpath(template).read_text()   # p4/, shipped as package data
     for k, v in slots.items():
         text = text.replace("{{" + k + "}}", v)
     if "{{" in text:

@@ -45,7 +45,7 @@ def test_all_brokers_small_run(spark, tmp_path: Path) -> None:
 def test_leftovers_of_an_earlier_lab_are_removed() -> None:
     """A crashed run with more subscribers left namespaces and links behind: the next lab with
     the same prefix finds them by name and removes them, and removes its own on exit."""
-    from camus.bench.lab import Lab, sh
+    from camus.dataplane.lab import Lab, sh
     sh("ip", "netns", "add", "camus-left-s7")
     sh("ip", "link", "add", "camus-le-s7b", "type", "veth", "peer", "name", "camus-le-s7", "netns", "camus-left-s7")
     with Lab("camus-left", subscribers=1):

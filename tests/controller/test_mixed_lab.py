@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from camus.bench.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Lab, mold_order_refs, sh
+from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Lab, mold_order_refs, sh
 from camus.compiler.packets import build_packet, message_from_text
 from camus.compiler.spec_parser import load_spec
 from camus.controller.client import SubscriptionClient

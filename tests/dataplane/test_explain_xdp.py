@@ -33,7 +33,7 @@ def test_explain_via_xdp_matches_the_ir_on_a_batched_frame() -> None:
 def test_explain_via_xdp_prints_each_ports_pruned_packet() -> None:
     from camus.compiler.compile import compile_files
     from camus.compiler.interpreter import PipelineInterpreter
-    from camus.bench.lab import mold_order_refs
+    from camus.dataplane.lab import mold_order_refs
     from camus.compiler.packets import decode_packet
     spec = load_spec(SPEC)
     interp = PipelineInterpreter(compile_files(SPEC, RULES).pipeline)

@@ -16,7 +16,7 @@ from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.interpreter import PipelineInterpreter
 from camus.compiler.packets import build_packet, decode_packet, message_from_text, udp_checksum_v6
 from camus.compiler.spec_parser import load_spec
-from camus.bench.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, mold_order_refs
+from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, mold_order_refs
 from camus.dataplane import runtime
 from camus.dataplane.reference import expected_rule_counts
 from tests.conftest import APPS

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from camus.compiler.backends import ebpf_program, ebpf_tables
+from camus.compiler.backends import ebpf_tables
 from camus.dataplane import maps
 from tests.conftest import ROOT
 
@@ -60,4 +60,3 @@ def test_ctypes_mirrors_and_constants_match_the_header(tmp_path) -> None:
             assert getattr(s, name).offset == c[f"{s.c_struct}.{name}"], f"{s.c_struct}.{name}"
     for name, value in CONSTANTS.items():
         assert value == c[name], name
-    assert ebpf_program.BPF_DIR.joinpath("camus_xdp.h").exists()

@@ -1,4 +1,5 @@
-"""A namespace/veth lab: a publisher, a broker interface in this namespace, N subscribers.
+"""The namespace lab (product code: the demo, the lab tests and the benchmark use it): a
+publisher, a broker interface in this namespace, N subscribers, over network namespaces and veths.
 
     with Lab("camus-demo", subscribers=3) as lab:
         ...attach camus-xdp to lab.broker with lab.write_ports(path)...

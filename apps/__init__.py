@@ -1,0 +1,1 @@
+"""The shipped applications: spec + rules per folder (package data: camus.apps)."""
