@@ -34,7 +34,7 @@ def run_demo(n_messages: int, seed: int) -> int:
     stocks = ["GOOGL", "AAPL", "MSFT", "NVDA", "NVAX", "TSLA", "JUNK", "IBM", "ORCL"]
     rng = random.Random(seed)
     msgs = itch_messages(n_messages, seed, stocks)
-    frames = []
+    frames: list[tuple[int, bytes]] = []
     i = 0
     while i < len(msgs):
         k = min(rng.randint(1, 12), len(msgs) - i)

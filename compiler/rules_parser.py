@@ -339,7 +339,12 @@ def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceT
     rules: list[Rule] = []
     errors: list[CompileError] = []
     matches = list(_SIMPLE.finditer(text))
-    blank = _BLANK.match
+    def blank(text: str, start: int, end: int | None = None) -> int:
+        """Where the blank lines and comments from `start` end (the pattern always matches)."""
+        m = _BLANK.match(text, start, len(text) if end is None else end)
+        assert m is not None
+        return m.end()
+
     pos = 0                      # everything before pos is parsed
     i = 0
     n = len(matches)
@@ -347,17 +352,17 @@ def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceT
         m = matches[i] if i < n else None
         gap_end = m.start() if m is not None else len(text)
         rule = None
-        if blank(text, pos, gap_end).end() == gap_end and m is not None:
+        if blank(text, pos, gap_end) == gap_end and m is not None:
             rule = _fast_rule(m, len(rules))
             if rule is not None:
                 rules.append(rule)
                 pos = m.end()
                 i += 1
                 continue
-        if m is None and blank(text, pos).end() == len(text):
+        if m is None and blank(text, pos) == len(text):
             break
         # General parser from pos; a rule left unfinished swallows the following lines.
-        end = m.end() if (m is not None and rule is None and blank(text, pos, gap_end).end() == gap_end) else gap_end
+        end = m.end() if (m is not None and rule is None and blank(text, pos, gap_end) == gap_end) else gap_end
         j = i + 1 if end != gap_end else i
         while True:
             try:

@@ -189,9 +189,8 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
         if action.ports or action.drop or action.calls or action.updates or action.rules:
             leaves[nid] = action
 
-    state_vars = [StateVarInfo(k, v.state.fn, v.state.field.path,
-                               v.state.counter.name, v.state.counter.window_us)
-                  for k, v in enumerate(x for x in lowered.variables if x.state)]
+    state_vars = [StateVarInfo(k, sv.fn, sv.field.path, sv.counter.name, sv.counter.window_us)
+                  for k, sv in enumerate(lowered.state_vars)]
     updates = _state_updates(builder, nodes, len(lowered.spec.query_fields)) if state_vars else {}
     return Pipeline(lowered.spec.name, root, tables, leaves, groups, state_vars, updates,
                     lowered.user_rule_count)

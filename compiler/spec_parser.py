@@ -120,7 +120,7 @@ class _SpecReader:
         nxt = self.peek()
         if nxt is not None and nxt.text == "(":
             self.next()
-            depth, cur = 1, []
+            depth, cur = 1, list[str]()
             while True:
                 t = self.next("')'")
                 if t.text == "(":
@@ -130,7 +130,8 @@ class _SpecReader:
                     if depth == 0:
                         break
                 if t.text == "," and depth == 1:
-                    args.append(" ".join(cur)); cur = []
+                    args.append(" ".join(cur))
+                    cur = []
                 else:
                     cur.append(t.text)
             if cur:
@@ -278,8 +279,11 @@ class _SpecReader:
                 self.annotation(tok)
                 continue
             if tok.text == "bit":      # plain metadata member: bit<N> name;
-                self.expect("<"); self.next(); self.expect(">")
-                self.next("a member name"); self.expect(";")
+                self.expect("<")
+                self.next()
+                self.expect(">")
+                self.next("a member name")
+                self.expect(";")
                 continue
             inst = self.next("a member name")
             self.expect(";")

@@ -125,7 +125,7 @@ class Controller:
         sub.expires = self.clock() + sub.ttl
         return sub
 
-    def list(self, host: str) -> list[dict]:
+    def subscriptions_of(self, host: str) -> list[dict]:
         now = self.clock()
         return [s.view(now) for s in self.subs.values() if s.host == host]
 

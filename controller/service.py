@@ -83,7 +83,7 @@ async def add(request: web.Request) -> web.Response:
 
 async def listing(request: web.Request) -> web.Response:
     host = _host(request)
-    return web.json_response({"host": host, "subscriptions": request.app[CONTROLLER].list(host)})
+    return web.json_response({"host": host, "subscriptions": request.app[CONTROLLER].subscriptions_of(host)})
 
 
 async def refresh(request: web.Request) -> web.Response:

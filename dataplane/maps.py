@@ -104,7 +104,7 @@ class MapSet:
     def from_pins(cls, directory: Path) -> "MapSet":
         lib = _libbpf()
         lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
-        fds = {}
+        fds: dict[str, int] = {}
         for name in MAP_NAMES:
             fd = lib.bpf_obj_get(str(directory / name).encode())
             if fd < 0:

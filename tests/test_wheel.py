@@ -22,7 +22,8 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def test_wheel_installs_and_compiles_from_a_fresh_venv(tmp_path) -> None:
-    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True)
+    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=ROOT, capture_output=True)
     if tracked.returncode:
         pytest.skip("not a git checkout")
     src = tmp_path / "src"

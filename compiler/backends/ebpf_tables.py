@@ -30,7 +30,8 @@ class CapacityError(BackendError):
 @dataclass
 class MapContents:
     root: int
-    desc: dict[int, tuple[int, int, int, int, int, int, int]] = field(default_factory=dict)  # kind, var, bits, default, base, count, mult
+    # state -> (kind, var, bits, default, base, count, mult)
+    desc: dict[int, tuple[int, int, int, int, int, int, int]] = field(default_factory=dict)
     exact: dict[tuple[int, int], int] = field(default_factory=dict)                 # (state, value) -> next
     xslots: dict[int, tuple[int, int]] = field(default_factory=dict)                # slot -> (value, next)
     bounds: list[tuple[tuple, tuple, int, int]] = field(default_factory=list)       # tree nodes: keys, vals, nkeys, leaf
@@ -285,14 +286,14 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
                 out.desc[s] = (KIND["exact"], var, bits, defaults.get(s, 0), base, 0, mult)
                 out.xslot_count = base + len(slots)
         elif t.kind == "range":
-            per_state: dict[int, list[tuple[int, int, int]]] = {s: [] for s in t.states}
+            spans: dict[int, list[tuple[int, int, int]]] = {s: [] for s in t.states}
             for s, m, n in entries:
-                per_state[s].append((m[1], m[2], n))
+                spans[s].append((m[1], m[2], n))
             top = (1 << t.field_width) - 1
-            for s in sorted(per_state):
+            for s in sorted(spans):
                 slice_: list[tuple[int, int]] = []
                 pos = 0
-                for lo, hi, n in sorted(per_state[s]):
+                for lo, hi, n in sorted(spans[s]):
                     if lo > pos:
                         _put(slice_, pos, 0)             # a gap: nobody subscribed
                     _put(slice_, lo, n)

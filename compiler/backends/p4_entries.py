@@ -181,18 +181,18 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     out.order.append("t_leaf")
     call_ids: dict[tuple[str, ...], int] = {}
     for s, a in sorted(p.leaves.items()):
-        st = (Match("meta.state", "exact", s),)
+        leaf_key = (Match("meta.state", "exact", s),)
         if a.drop and not a.ports:
-            out.entries.append(P4Entry("t_leaf", st, "drop_msg"))
+            out.entries.append(P4Entry("t_leaf", leaf_key, "drop_msg"))
         elif a.group is not None:
-            out.entries.append(P4Entry("t_leaf", st, "set_mgid", (a.group,)))
+            out.entries.append(P4Entry("t_leaf", leaf_key, "set_mgid", (a.group,)))
         elif a.ports:
-            out.entries.append(P4Entry("t_leaf", st, "set_port", (a.ports[0],)))
+            out.entries.append(P4Entry("t_leaf", leaf_key, "set_port", (a.ports[0],)))
         if a.calls:      # custom actions: one id per distinct list of calls, listed in calls.json
             texts = tuple(f"{name}({','.join(args)})" for name, args in a.calls)
             call_id = call_ids.setdefault(texts, len(call_ids) + 1)
             out.calls[call_id] = texts
-            out.entries.append(P4Entry("t_leaf_calls", st, "call", (call_id,)))
+            out.entries.append(P4Entry("t_leaf_calls", leaf_key, "call", (call_id,)))
     if any(e.table == "t_leaf_calls" for e in out.entries):
         out.order.append("t_leaf_calls")
     return out
@@ -267,7 +267,7 @@ def p4runtime_json(tables: P4Tables) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"table": "t_root", "default_action": True, "action_name": "set_state",
                                   "action_params": [tables.root]}]
     for e in tables.entries:
-        match = {}
+        match: dict[str, Any] = {}
         for m in e.matches:
             if m.kind == "exact":
                 match[m.field] = m.value
@@ -277,7 +277,7 @@ def p4runtime_json(tables: P4Tables) -> list[dict[str, Any]]:
                 match[m.field] = [m.value, m.arg]
             else:
                 match[m.field] = {"value": m.value, "mask": m.arg}
-        entry = {"table": e.table, "match": match, "action_name": e.action,
+        entry: dict[str, Any] = {"table": e.table, "match": match, "action_name": e.action,
                  "action_params": list(e.params)}
         if e.priority:
             entry["priority"] = e.priority

@@ -164,8 +164,11 @@ def read_flat(path: Path) -> FlatTables:
         states = {}
         for _ in range(int(n)):
             _, s, default, k = next(it).split()
-            spans = [tuple(map(int, next(it).split())) for _ in range(int(k))]
-            states[int(s)] = FlatState([sp[0] for sp in spans], spans, int(default))   # type: ignore[misc]
+            spans: list[tuple[int, int, int]] = []
+            for _ in range(int(k)):
+                lo, hi, nxt = map(int, next(it).split())
+                spans.append((lo, hi, nxt))
+            states[int(s)] = FlatState([sp[0] for sp in spans], spans, int(default))
         tables.append(FlatTable("", int(off), int(size), states))
     leaves = {}
     for _ in range(int(next(it).split()[1])):

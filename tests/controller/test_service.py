@@ -9,7 +9,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from camus.compiler.spec_parser import load_spec
@@ -108,7 +107,7 @@ def test_ttl_lapses_unless_refreshed() -> None:
     ctl.refresh("h1_0", b.id)
     ctl.clock.t += 2
     assert ctl.expire() == [a.id]
-    assert [s["id"] for s in ctl.list("h1_0")] == [b.id] and not ctl.list("h0_0")
+    assert [s["id"] for s in ctl.subscriptions_of("h1_0")] == [b.id] and not ctl.subscriptions_of("h0_0")
     assert 1 not in ctl.routing.filters["leaf0"] and ctl.routing.filters["leaf1"][1] == ("stock == AAPL",)
 
 
