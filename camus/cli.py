@@ -30,12 +30,19 @@ def _options(f):
     f = click.option("--compress", "compress_max", type=click.IntRange(min=0), default=0,
                      show_default=True,
                      help="Compress fields with at most N distinct values to small codes (0: off).")(f)
+    f = click.option("--strategy", type=click.Choice(["auto", "bdd", "bitvector"]), default="auto",
+                     show_default=True,
+                     help="Table strategy: the decision diagram (compact when an equality field splits "
+                          "the rules; what switches run), bit vectors (linear in the filters, for many "
+                          "attributes; XDP and the reference interpreter), or auto: a cost estimate picks "
+                          "(the p4 target always gets the diagram).")(f)
     return f
 
 
-def _compile(spec: str, rules: str, order: str, alpha: int, compress_max: int) -> Compiled:
+def _compile(spec: str, rules: str, order: str, alpha: int, compress_max: int, strategy: str = "auto") -> Compiled:
     try:
-        return compile_files(spec, rules, CompileOptions(order=order, alpha=alpha, compress_max=compress_max))
+        return compile_files(spec, rules, CompileOptions(order=order, alpha=alpha, compress_max=compress_max,
+                                                         strategy=strategy))
     except (CompileErrors, CompileError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
@@ -79,7 +86,8 @@ def main() -> None:
                    "until they fit; over-delivers, never under-delivers.")
 @_options
 def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None, arch: str,
-            budget_file: str | None, fit_alpha: bool, order: str, alpha: int, compress_max: int) -> None:
+            budget_file: str | None, fit_alpha: bool, order: str, alpha: int, compress_max: int,
+            strategy: str) -> None:
     """Compile RULES against the message-format SPEC into staged tables.
 
     Prints a resource summary (entries per table, multicast groups, bits of state). A file
@@ -90,7 +98,9 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     (simple_switch_CLI), entries.p4rt.json (P4Runtime, higher priority wins), entries.bfrt.py
     (Tofino bfrt_python), p4info.json, calls.json. Over the switch budget nothing is written.
     """
-    c = _compile(spec, rules, order, alpha, compress_max)
+    if target == "p4" and strategy == "auto":
+        strategy = "bdd"                                # what a switch pipeline can run
+    c = _compile(spec, rules, order, alpha, compress_max, strategy)
     options = TargetOptions(arch=arch, budget_file=budget_file, fit_alpha=fit_alpha,
                             notice=lambda m: click.echo(m, err=True))
     try:
@@ -144,11 +154,14 @@ def check(spec: str, rules: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per message.")
 @_options
 def explain(spec: str, rules: str, messages: tuple[str, ...], packets: tuple[str, ...],
-            pcap: str | None, via: str, as_json: bool, order: str, alpha: int, compress_max: int) -> None:
+            pcap: str | None, via: str, as_json: bool, order: str, alpha: int, compress_max: int,
+            strategy: str) -> None:
     """Show what happens to each message: its actions, ports and path through the tables."""
     if sum(bool(x) for x in (messages, packets, pcap)) != 1:
         raise click.UsageError("give exactly one of --message, --packet or --pcap")
-    c = _compile(spec, rules, order, alpha, compress_max)
+    if via in ("p4", "userspace") and strategy == "auto":
+        strategy = "bdd"                                # those layers run the diagram's tables
+    c = _compile(spec, rules, order, alpha, compress_max, strategy)
     notes, outputs = [], []
     try:
         engine = explain_layers()[via](c)

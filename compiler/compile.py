@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .approx import discretise
+from .bitvector import build_bitvector
 from .diagram import DiagramBuilder, DiagramTooLarge
 from .dnf import DnfTooLarge, Term, to_dnf
 from .errors import CompileError, CompileErrors, Position
@@ -20,6 +21,7 @@ from .rules_ast import Rule
 from .rules_parser import SourceText, parse_rules
 from .slicing import slice_pipeline
 from .spec import Spec
+from .strategy import choose
 
 
 @dataclass
@@ -32,6 +34,7 @@ class CompileOptions:
     dnf_limit: int = 4096        # conjunctions one rule may expand to
     count_rules: int = 0         # >0: the first N rules get their own counters (leaves say
                                  # which of them matched; keeps apart states that differ only there)
+    strategy: str = "auto"       # auto | bdd | bitvector (compiler/strategy.py decides auto)
 
 
 @dataclass
@@ -108,6 +111,20 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
     t3 = time.perf_counter()
     order = variable_order(lowered, terms, opts.order)
     builder = builder or DiagramBuilder(widths, opts.max_nodes)
+    strategy, _ = choose(lowered, terms, order, opts.strategy)
+    if strategy == "bitvector":
+        if lowered.state_vars:
+            raise CompileErrors([CompileError(
+                "the bit-vector strategy has no state functions (count/sum/avg)", Position(source, 1, 1),
+                "--strategy bdd (or auto) for rules with windows")])
+        t4 = time.perf_counter()
+        stage, leaves = build_bitvector(lowered, terms)
+        pipeline = Pipeline(spec.name, 0, [], leaves, {}, rule_count=lowered.user_rule_count, bitvector=stage)
+        t5 = time.perf_counter()
+        pipeline.validate()
+        return Compiled(spec, rules, src, lowered, builder, 0, order, pipeline, {
+            "parse": t1 - t0, "lower": t2 - t1, "dnf": t3 - t2, "choose": t4 - t3, "bitvector": t5 - t4,
+            "validate": time.perf_counter() - t5}, opts)
     try:
         root = builder.build(terms, order)
     except DiagramTooLarge as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from .bitvector import union_actions
 from .packets import decode_packet
 from .pipeline import ActionSet, FieldTable, Pipeline
 from .spec import Spec
@@ -110,6 +111,8 @@ class PipelineInterpreter:
         self.store = StateStore([v.window_us for v in pipeline.state_vars])
 
     def run(self, values: dict[str, int], now_us: int = 0) -> Verdict:
+        if self.p.bitvector is not None:
+            return self._run_bitvector(values)
         state = self.p.root
         path: list[Step] = []
         for idx in self.header_tables:
@@ -130,6 +133,17 @@ class PipelineInterpreter:
                 path.append(Step(idx.t.name, state, key, nxt, how))
                 state = nxt
         return Verdict(self.p.leaves.get(state, NO_ACTIONS), state, path, updates)
+
+    def _run_bitvector(self, values: dict[str, int]) -> Verdict:
+        """The bit-vector stage: one interval per field, bitmaps ANDed, matching terms' actions
+        united. The path shows, per field, the interval (as `state`) and its bitmap (`next`)."""
+        bv = self.p.bitvector
+        assert bv is not None
+        matched, steps = bv.matching(values)
+        path = [Step(name, interval, key, bitmap, f"interval {interval}: {bin(bv.bitmaps[bitmap]).count('1')} terms")
+                for name, key, interval, bitmap in steps]
+        actions = union_actions(bv, matched, self.p.leaves)
+        return Verdict(actions, 0, path)
 
     def run_packet(self, spec: Spec, data: bytes, now_us: int = 0) -> tuple[list[Verdict], str | None]:
         """Verdicts for each message of a raw packet, and the decoder's complaint if any."""

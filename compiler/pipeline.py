@@ -18,6 +18,7 @@ entry against it, so a back end can trust what it reads.
 """
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,85 @@ class ActionSet:
 
 
 @dataclass
+class BitvectorField:
+    name: str                      # query-field path
+    var: int                       # variable index (the spec's query-field order)
+    field_width: int
+    starts: list[int]              # elementary interval starts, ascending; starts[0] == 0
+    bitmaps: list[int]             # per interval: index into BitvectorStage.bitmaps
+
+    def interval(self, key: int) -> int:
+        return bisect.bisect_right(self.starts, key) - 1
+
+
+@dataclass
+class BitvectorStage:
+    """A bit-vector classifier (compiler/bitvector.py): per field, elementary intervals ->
+    bitmap of the DNF terms that hold there; AND over fields; matching terms' leaves OR-ed."""
+    terms: int                                  # bits: one per DNF term
+    fields: list[BitvectorField]                # fields some term constrains, in spec order
+    bitmaps: list[int]                          # distinct bitmaps (bit t: term t holds)
+    term_leaf: list[int]                        # per term: its leaf (Pipeline.leaves) = its actions
+    all_terms: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.all_terms = (1 << self.terms) - 1
+
+    @property
+    def words(self) -> int:
+        """64-bit words per bitmap."""
+        return max(1, (self.terms + 63) // 64)
+
+    @property
+    def interval_count(self) -> int:
+        return sum(len(f.starts) for f in self.fields)
+
+    @property
+    def memory_bytes(self) -> int:
+        """Map memory on a host: the bitmaps, the interval tables and one leaf id per term."""
+        return len(self.bitmaps) * self.words * 8 + self.interval_count * 12 + self.terms * 4
+
+    def matching(self, values: dict[str, int]) -> tuple[int, list[tuple[str, int, int, int]]]:
+        """The bitmap of matching terms, and per field (name, key, interval, bitmap id)."""
+        acc = self.all_terms
+        path = []
+        for f in self.fields:
+            key = values[f.name]
+            i = f.interval(key)
+            b = f.bitmaps[i]
+            acc &= self.bitmaps[b]
+            path.append((f.name, key, i, b))
+        return acc, path
+
+    def validate(self, leaves: set[int]) -> None:
+        for f in self.fields:
+            if not f.starts or f.starts[0] != 0 or any(a >= b for a, b in zip(f.starts, f.starts[1:])):
+                raise ValueError(f"bit-vector field {f.name}: interval starts must ascend from 0")
+            if f.starts[-1] >= 1 << f.field_width:
+                raise ValueError(f"bit-vector field {f.name}: a start is wider than {f.field_width} bits")
+            if len(f.bitmaps) != len(f.starts) or any(not 0 <= b < len(self.bitmaps) for b in f.bitmaps):
+                raise ValueError(f"bit-vector field {f.name}: every interval needs a known bitmap")
+        if any(not 0 <= b <= self.all_terms for b in self.bitmaps):
+            raise ValueError(f"a bitmap is wider than the {self.terms} terms")
+        if len(self.term_leaf) != self.terms or any(x not in leaves for x in self.term_leaf):
+            raise ValueError("every bit-vector term needs a leaf")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"terms": self.terms,
+                "fields": [{"name": f.name, "var": f.var, "field_width": f.field_width,
+                            "starts": f.starts, "bitmaps": f.bitmaps} for f in self.fields],
+                "bitmaps": [format(b, "x") for b in self.bitmaps],
+                "term_leaf": self.term_leaf}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "BitvectorStage":
+        return cls(doc["terms"],
+                   [BitvectorField(f["name"], f["var"], f["field_width"], list(f["starts"]), list(f["bitmaps"]))
+                    for f in doc["fields"]],
+                   [int(b, 16) for b in doc["bitmaps"]], list(doc["term_leaf"]))
+
+
+@dataclass
 class StateVarInfo:
     id: int
     fn: str
@@ -121,6 +201,7 @@ class Pipeline:
     state_vars: list[StateVarInfo] = field(default_factory=list)
     state_updates: dict[int, tuple[int, ...]] = field(default_factory=dict)
     rule_count: int = 0
+    bitvector: BitvectorStage | None = None     # set: the classifier is this stage, not tables
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -136,6 +217,8 @@ class Pipeline:
 
     @property
     def entry_count(self) -> int:
+        if self.bitvector is not None:              # one entry per (field, interval)
+            return self.bitvector.interval_count
         return sum(len(t.entries) for t in self.tables)
 
     # -- checking ----------------------------------------------------------------------------
@@ -195,6 +278,10 @@ class Pipeline:
         for s, a in self.leaves.items():
             if a.group is not None and tuple(self.groups.get(a.group, ())) != tuple(a.ports):
                 raise ValueError(f"leaf {s}: group {a.group} does not hold its ports")
+        if self.bitvector is not None:
+            if self.tables or self.state_vars:
+                raise ValueError("a bit-vector pipeline has no state tables and no state variables")
+            self.bitvector.validate(set(self.leaves))
 
     # -- JSON -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -221,7 +308,7 @@ class Pipeline:
             "groups": {str(g): list(p) for g, p in sorted(self.groups.items())},
             "state_vars": [vars(v) for v in self.state_vars],
             "state_updates": {str(s): list(u) for s, u in sorted(self.state_updates.items())},
-        }
+        } | ({"bitvector": self.bitvector.to_json()} if self.bitvector is not None else {})
 
     def dumps(self) -> str:
         """Indented JSON with one table entry, code, leaf or group per line (reviewable diffs)."""
@@ -242,6 +329,11 @@ class Pipeline:
                 t["compression"]["codes"] = compact(t["compression"]["codes"])
         for section in ("leaves", "groups"):
             doc[section] = {k: compact([v])[0] for k, v in doc[section].items()}
+        if "bitvector" in doc:                      # one row per field, bitmap and term list
+            bv = doc["bitvector"]
+            bv["fields"] = compact(bv["fields"])
+            bv["bitmaps"] = compact(bv["bitmaps"])
+            bv["term_leaf"] = compact([bv["term_leaf"]])[0]
         text = json.dumps(doc, indent=1)
         for key, row in rows.items():
             text = text.replace(f'"{key}"', row, 1)
@@ -276,4 +368,5 @@ class Pipeline:
                    {int(g): tuple(p) for g, p in doc["groups"].items()},
                    [StateVarInfo(**v) for v in doc.get("state_vars", [])],
                    {int(s): tuple(u) for s, u in doc.get("state_updates", {}).items()},
-                   doc.get("rules", 0))
+                   doc.get("rules", 0),
+                   BitvectorStage.from_json(doc["bitvector"]) if doc.get("bitvector") else None)

@@ -19,7 +19,14 @@ def resource_report(p: Pipeline) -> dict[str, Any]:
                 "code_bits": t.compression.width, "domain_entries": len(t.compression.codes)},
         })
     domain = sum(len(t.compression.codes) for t in p.tables if t.compression)
+    bv = p.bitvector
+    if bv is not None:                             # one interval table per constrained field
+        tables = [{"table": f.name, "kind": "bitvector", "states": 1, "entries": len(f.starts),
+                   "key_bits": f.field_width, "compressed": None} for f in bv.fields]
     return {
+        "strategy": "bitvector" if bv is not None else "bdd",
+        "bitvector": None if bv is None else {"terms": bv.terms, "bitmaps": len(bv.bitmaps), "words": bv.words,
+                                              "memory_bytes": bv.memory_bytes},
         "rules": p.rule_count,
         "tables": tables,
         "entries": p.entry_count,                  # match entries in the field tables
@@ -46,6 +53,11 @@ def render_report(r: dict[str, Any]) -> str:
                     f"{t['compressed']['domain_entries']} domain entries)")
         lines.append(f"  {t['table']:<{width}}  {t['kind']:<5}  {t['states']:>6}  {t['entries']:>7}  "
                      f"{t['key_bits']:>8}{comp}")
-    lines.append(f"  leaf table: {r['leaf_entries']} entries; state id: {r['state_bits']} bits; "
-                 f"state variables: {r['state_vars']} ({r['register_bits']} register bits)")
+    if r.get("bitvector"):
+        b = r["bitvector"]
+        lines.append(f"  bit-vector stage: {b['terms']} terms, {b['bitmaps']} distinct bitmaps of {b['words']} "
+                     f"words, {b['memory_bytes'] / 1024:.0f} KiB of maps; {r['leaf_entries']} distinct actions")
+    else:
+        lines.append(f"  leaf table: {r['leaf_entries']} entries; state id: {r['state_bits']} bits; "
+                     f"state variables: {r['state_vars']} ({r['register_bits']} register bits)")
     return "\n".join(lines)

@@ -78,6 +78,9 @@ def declared_kind(spec: Spec | None, t: FieldTable) -> str:
 
 def check_program_fit(p: Pipeline, spec: Spec, arch: str = "v1model") -> None:
     """Raise BackendError when the IR needs something the static switch program does not have."""
+    if p.bitvector is not None:
+        raise BackendError("this rule set compiled to the bit-vector stage (XDP hosts run it); a switch runs "
+                           "the decision diagram: compile with --strategy bdd (--fit-alpha to fit the budget)")
     order = [q.path for q in spec.query_fields]
     seen = [t.field for t in p.tables if t.field is not None]
     if seen != sorted(seen, key=order.index):

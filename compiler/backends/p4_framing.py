@@ -38,7 +38,7 @@ def v1model_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
     l2 = (lay.eth.type.width + (lay.vlan.type.width if lay.vlan else 0)) // 8
     types = (f"header camus_len_t {{\n    bit<16> len;        // MoldUDP64 length prefix of the message that follows\n}}\n\n"
              f"header camus_skip_t {{\n    varbit<{opts.skip_bytes * 8}> bytes;"
-             "   // a message of another length: carried, never classified\n}}")
+             "   // a message of another length: carried, never classified\n}")
     tail = Emitter()
     tail.depth = 2
     with tail.block(f"if (hdr.{f}.{n} > 1)"):

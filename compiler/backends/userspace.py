@@ -103,6 +103,8 @@ def _flatten(t: FieldTable, state: int, entries: list) -> FlatState:
 def flat_tables(p: Pipeline, spec: Spec) -> FlatTables:
     if p.state_vars:
         raise FlatError("the userspace brokers run stateless rule sets (no count/sum/avg)")
+    if p.bitvector is not None:
+        raise FlatError("the userspace brokers run the decision diagram's tables: compile with --strategy bdd")
     msg = spec.message_instance
     if msg is None:
         raise FlatError("the spec has no message header")
