@@ -203,6 +203,8 @@ int camus_tc_in(struct __sk_buff *skb) {
     pk->local_keep = 0;
     for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {      /* XDP kept states; copies need ports */
         __u32 state = i < pk->nmsgs ? pk->msg_state[i] : 0;      /* later slots: stale */
+        if (state == CAMUS_STATE_BV)
+            continue;                      /* XDP wrote its ports and counted its rules */
         struct camus_leaf *l = leaf.lookup(&state);
         count_delivered(state, l);
         #pragma unroll

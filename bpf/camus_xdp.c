@@ -247,6 +247,8 @@ struct camus_scratch {
     __u32 empty;                /* framed messages that go nowhere (skipped or no ports) */
     __u32 nsvars;               /* state variables in use */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
+    __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];   /* bit-vector stage: each message's
+                                                                ports (no leaf state holds them) */
     struct camus_desc root_desc;            /* the root's descriptor, copied once per packet */
 };
 BPF_PERCPU_ARRAY(scratch, struct camus_scratch, 1);
@@ -280,6 +282,8 @@ static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
 }
 BPF_PROG_ARRAY(progs, 1);       /* [0]: camus_msg */
 
+/*@CAMUS_BV_H@*/
+
 /* One message: classify, merge its ports into the packet's, record it if asked. Only the final
  * state is kept per message (in the scratch: no ring lookup per message); TC, which alone
  * needs per-message ports to prune copies, reads them from leaf[] for delivering packets. */
@@ -289,29 +293,45 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     s->acc.group ^= (__u32)s->v[0];
     return;
 #endif
-    __u32 state = classify(s->root, s->root_desc.kind ? &s->root_desc : 0, s->v, s->nsvars);
-    struct camus_leaf *l = leaf.lookup(&state);
-    if (!l)
-        return;
+    struct camus_bv_out got = {};
+    __u32 state;
+    if (s->root_desc.kind == CAMUS_KIND_BV) {
+        state = CAMUS_STATE_BV;                  /* the matching terms' leaves, united */
+        if (!bv_classify(&s->root_desc, s->root, s->v, &got))
+            got.flags = 0;                       /* maps inconsistent: deliver nothing */
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            s->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)][w] = got.ports[w];
+    } else {
+        state = classify(s->root, s->root_desc.kind ? &s->root_desc : 0, s->v, s->nsvars);
+        struct camus_leaf *l = leaf.lookup(&state);
+        if (!l)
+            return;
+        got.flags = l->flags;
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            got.ports[w] = l->ports[w];
+    }
     s->msg_state[index & (CAMUS_MAX_MSGS_RING - 1)] = state;
-    __u32 flags = l->flags;
+    __u32 flags = got.flags;
     #pragma unroll
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-        s->acc.ports[w] |= l->ports[w];
+        s->acc.ports[w] |= got.ports[w];
     s->empty += ((flags / CAMUS_LEAF_PORTS) & 1) ^ 1;
     s->acc.flags |= flags;
     if (flags & CAMUS_LEAF_DROP) {
         count(CAMUS_STAT_EXPLICIT);
-        count_hit(state);                   /* TC counts every other matched message */
+        if (state != CAMUS_STATE_BV)
+            count_hit(state);               /* TC counts every other matched message */
     }
     if (s->record) {
         struct camus_result *r = results.lookup(&index);
         if (r) {
             r->state = state;
-            r->flags = l->flags;
+            r->flags = flags;
             #pragma unroll
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-                r->ports[w] = l->ports[w];
+                r->ports[w] = got.ports[w];
         }
     }
 }
@@ -392,6 +412,8 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->ports[w] = s->acc.ports[w];
         __builtin_memcpy(pk->msg_state, s->msg_state, sizeof(pk->msg_state));   /* TC reads nmsgs */
+        if (s->root_desc.kind == CAMUS_KIND_BV)     /* no leaf state holds these messages' ports */
+            __builtin_memcpy(pk->msg_ports, s->msg_ports, sizeof(pk->msg_ports));
     }
     __u32 seq = s->seq;
     s->seq = seq + 1;

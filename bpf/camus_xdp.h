@@ -27,6 +27,7 @@
 #define CAMUS_KIND_RANGE 2
 #define CAMUS_KIND_LPM   3
 #define CAMUS_KIND_RADIX 4   /* range test through bucketed splits (the usual range kind) */
+#define CAMUS_KIND_BV    5   /* the root of a bit-vector stage (camus_bv.h) */
 
 #define CAMUS_PORT_WORDS 4   /* 256 logical ports per broker */
 
@@ -132,6 +133,22 @@ struct camus_svar_cfg {
     __u64 window_ns;
     __u32 fn;                /* 0 count, 1 sum, 2 avg */
     __u32 field;             /* which query field feeds it */
+};
+
+/* Bit-vector stage (compiler/bitvector.py; the kernel side is bpf/camus_bv.h). The root's
+ * descriptor has kind CAMUS_KIND_BV: count = 64-bit words per bitmap,
+ * base = first bitmap in bv_bits[], default_next = the state id standing for bitmap 0 (the
+ * fields' range tables lead to bitmap ids through state ids, so a bank shift moves them too),
+ * mult = segment bank << 32 | segments. Field i's interval table is state root+1+i. */
+#define CAMUS_STATE_BV 0x3FFFFFFFU   /* a message's "state" when the bit-vector stage classified it */
+
+struct camus_bv_seg {        /* terms of one leaf inside one word of the matched-terms bitmap */
+    __u64 mask;
+    __u64 ports[CAMUS_PORT_WORDS];   /* the leaf's ports and flags, inline: no lookup per segment */
+    __u32 word;
+    __u32 flags;
+    __u32 leaf;              /* the leaf state holding these terms' actions */
+    __u32 pad;
 };
 
 struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */

@@ -41,6 +41,13 @@ def _mask(bits: list[int], nbytes: int) -> int:
 def build_bitvector(lowered: Lowered,
                     terms: list[tuple[Term, frozenset[Atom]]]) -> tuple[BitvectorStage, dict[int, ActionSet]]:
     """The stage for these DNF terms, and the leaves (1, 2, ...) holding the terms' actions."""
+    # Terms sorted by their actions: each leaf then owns one run of bits, and a data plane can
+    # unite the matching terms' actions run by run (bpf/camus_bv.h) instead of bit by bit.
+    leaf_of: dict[frozenset[Atom], int] = {}
+    keyed = [(leaf_of.setdefault(normalise_atoms(atoms), len(leaf_of) + 1), cons, atoms) for cons, atoms in terms]
+    keyed.sort(key=lambda x: x[0])
+    term_leaf = [leaf for leaf, _, _ in keyed]
+    terms = [(cons, atoms) for _, cons, atoms in keyed]
     n = len(terms)
     nbytes = max(1, (n + 7) // 8)
     header_vars = [v for v in lowered.variables if v.state is None]
@@ -86,8 +93,6 @@ def build_bitvector(lowered: Lowered,
         fields.append(BitvectorField(v.field.path, v.index, v.width, starts, ids))
     if not bitmaps:
         intern((1 << n) - 1)
-    leaf_of: dict[frozenset[Atom], int] = {}
-    term_leaf = [leaf_of.setdefault(normalise_atoms(atoms), len(leaf_of) + 1) for _, atoms in terms]
     leaves = {leaf: atoms_action(atoms) for atoms, leaf in leaf_of.items()}
     return BitvectorStage(n, fields, bitmaps, term_leaf), leaves
 

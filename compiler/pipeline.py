@@ -166,6 +166,8 @@ class BitvectorStage:
             raise ValueError(f"a bitmap is wider than the {self.terms} terms")
         if len(self.term_leaf) != self.terms or any(x not in leaves for x in self.term_leaf):
             raise ValueError("every bit-vector term needs a leaf")
+        if any(a > b for a, b in zip(self.term_leaf, self.term_leaf[1:])):
+            raise ValueError("bit-vector terms must be sorted by leaf (one run of bits per leaf)")
 
     def to_json(self) -> dict[str, Any]:
         return {"terms": self.terms,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf_bitvector import STATE_BV
+from camus.compiler.backends.ebpf_tables import LEAF_DROP, map_contents
 from camus.compiler.compile import Compiled
 from camus.compiler.interpreter import Step
 from camus.compiler.packets import build_packet, decode_packet
@@ -74,9 +75,17 @@ class XdpEngine:
         return self._per_message(got)
 
     def _per_message(self, got: PacketResult) -> list[tuple[ActionSet, list[Step] | None]]:
-        return [(self.c.pipeline.leaves.get(state, ActionSet()),
+        return [(self._actions(state, flags, words),
                  [Step("xdp", self.c.pipeline.root, 0, state, f"kernel verdict {got.verdict}")])
-                for state, _, _ in got.messages]
+                for state, flags, words in got.messages]
+
+    def _actions(self, state: int, flags: int, words: tuple[int, ...]) -> ActionSet:
+        if state != STATE_BV:
+            return self.c.pipeline.leaves.get(state, ActionSet())
+        # the bit-vector stage: the kernel united the matching terms' ports and flags itself
+        ports = self.contents.ports_of(words)
+        group = next((g for g, ps in self.c.pipeline.groups.items() if tuple(ps) == ports), None)
+        return ActionSet(ports, group, bool(flags & LEAF_DROP))
 
     def output(self, packet: int, frame: bytes) -> FrameOutput:
         """The verdict and, per port, the copy TC would send (pruned to that port's messages)."""

@@ -62,6 +62,12 @@ class PortCfg(ctypes.Structure):
                 ("pad", ctypes.c_uint16)]
 
 
+class BvSeg(ctypes.Structure):
+    c_struct = "camus_bv_seg"             # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("mask", ctypes.c_uint64), ("ports", ctypes.c_uint64 * PORT_WORDS), ("word", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
 class SvarCfg(ctypes.Structure):
     c_struct = "camus_svar_cfg"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("window_ns", ctypes.c_uint64), ("fn", ctypes.c_uint32), ("field", ctypes.c_uint32)]
@@ -69,7 +75,7 @@ class SvarCfg(ctypes.Structure):
 
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm", "leaf", "updates", "svars",
              "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
-             "tc_progs", "tx_ports", "leaf_hits")
+             "tc_progs", "tx_ports", "leaf_hits", "bv_bits", "bv_segs", "bv_acc")
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC = 0, 1, 2, 3, 4, 5
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
               "local", "redirected")
@@ -200,6 +206,14 @@ class MapSet:
             self.update("leaf", ctypes.c_uint32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*words), flags, group))
         for s, mask in c.updates.items():
             self.update("updates", ctypes.c_uint32(s), ctypes.c_uint64(mask))
+        if c.bv_bits:
+            bits_t = ctypes.c_uint64 * c.bv_words
+            for k, words in c.bv_bits.items():
+                self.update("bv_bits", ctypes.c_uint32(k), bits_t(*words))
+            segs = (BvSeg * c.bv_max_segs)()
+            for j, (mask, word, leaf, ports, flags) in enumerate(c.bv_segs):
+                segs[j] = BvSeg(mask, (ctypes.c_uint64 * PORT_WORDS)(*ports), word, flags, leaf, 0)
+            self.update("bv_segs", ctypes.c_uint32(c.bv_segs_base), segs)
         for k, (window_ns, fn, fld) in enumerate(c.svar_cfg):
             self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld))
         self.cfg(CFG_NSVARS, len(c.svar_cfg))

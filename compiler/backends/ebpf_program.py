@@ -29,6 +29,10 @@ class EbpfLimits:
     max_lpm: int = 1 << 16
     max_updates: int = 1 << 12
     max_svars: int = 16
+    bv_words: int = 256           # bit-vector stage: 64-bit words per bitmap (terms / 64), a power of two
+    max_bv_bitmaps: int = 4096    # distinct bitmaps (bv_words * 8 bytes each)
+    max_bv_segs: int = 2048       # runs of terms with one leaf within one word (one map value per bank);
+                                  # 4096 passes the verifier's 8192-jump limit
     parse_only: bool = False      # benchmark floor: parse and read fields, classify nothing, drop
 
     @property
@@ -72,6 +76,10 @@ def n_svars(spec: Spec, limits: EbpfLimits) -> int:
 
 
 def generate_header(spec: Spec, limits: EbpfLimits) -> str:
+    for name in ("bv_words", "max_bv_segs"):
+        n = getattr(limits, name)
+        if n < 1 or n & (n - 1):
+            raise BackendError(f"{name} must be a power of two (is {n})")
     if not 1 <= limits.max_msgs <= 16:
         raise BackendError("messages per packet must be 1..16 (one tail call each; 16-bit keep masks)")
     for q in spec.query_fields:
@@ -92,6 +100,8 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_RADIX_LEVELS", RADIX_LEVELS),
                         ("CAMUS_MAX_LPM", limits.max_lpm), ("CAMUS_MAX_UPDATES", limits.max_updates),
                         ("CAMUS_MAX_SVARS", max(1, ns)), ("CAMUS_RANGE_LEVELS", limits.range_levels),
+                        ("CAMUS_BV_WORDS", limits.bv_words), ("CAMUS_MAX_BV_BITMAPS", limits.max_bv_bitmaps),
+                        ("CAMUS_MAX_BV_SEGS", limits.max_bv_segs),
                         ("CAMUS_FRAMING_MOLD", int(spec.framing.kind == "moldudp64")),
                         ("CAMUS_MSG_BYTES", spec.message_bytes),
                         ("CAMUS_PARSE_ONLY", int(limits.parse_only))):
@@ -133,7 +143,7 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     lim = limits or EbpfLimits()
     bpf = files("camus.bpf")                    # bpf/, shipped as package data
     shared = bpf.joinpath("camus_xdp.h").read_text()
-    main = bpf.joinpath("camus_xdp.c").read_text()
+    main = bpf.joinpath("camus_xdp.c").read_text().replace("/*@CAMUS_BV_H@*/", bpf.joinpath("camus_bv.h").read_text())
     tc = bpf.joinpath("camus_tc.c").read_text()
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)
                 .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim))

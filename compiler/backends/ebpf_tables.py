@@ -17,6 +17,7 @@ from .emit import BackendError
 import random
 
 KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4}
+KIND_BV = 5            # bpf/camus_xdp.h CAMUS_KIND_BV (ebpf_bitvector.py)
 MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2}
@@ -48,6 +49,14 @@ class MapContents:
     rnodes_base: int = 0                                                            # first rnodes[] index
     rsub_base: int = 0                                                              # first rsub[] index
     bank: int = 0
+    # the bit-vector stage (ebpf_bitvector.py): bitmaps as words; segments (mask, word, leaf
+    # state, its port words, its flags), all of a bank in one bv_segs value
+    bv_bits: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    bv_segs: list[tuple[int, int, int, tuple[int, ...], int]] = field(default_factory=list)
+    bv_words: int = 0                                                               # words per bv_bits value
+    bv_max_segs: int = 0                                                            # segments per bv_segs value
+    bv_bits_base: int = 0
+    bv_segs_base: int = 0                                                           # the bank's bv_segs index
 
     def port_mask(self, ports: tuple) -> tuple[int, ...]:
         words = [0] * PORT_WORDS
@@ -206,7 +215,8 @@ def _half(lim: EbpfLimits) -> EbpfLimits:
     from dataclasses import replace
     return replace(lim, max_states=lim.max_states // 2, max_exact=lim.max_exact // 2,
                    max_bounds=lim.max_bounds // 2, max_rnodes=lim.max_rnodes // 2, max_rsub=lim.max_rsub // 2,
-                   max_lpm=lim.max_lpm // 2, max_updates=lim.max_updates // 2)
+                   max_lpm=lim.max_lpm // 2, max_updates=lim.max_updates // 2,
+                   max_bv_bitmaps=lim.max_bv_bitmaps // 2)    # segments: one map value per bank
 
 
 def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
@@ -224,10 +234,16 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
                               for keys, vals, n, leaf in c.bounds],
                       rnodes=[(split, st(below), ref(above)) for split, below, above in c.rnodes],
                       rsub=[(lo, base + dr, last, shift) for lo, base, last, shift in c.rsub])
-    moved = {KIND["exact"]: dx, KIND["range"]: db, KIND["radix"]: dr}
+    dbits, dsegs = lim.max_bv_bitmaps // 2, 1
+    moved = {KIND["exact"]: dx, KIND["range"]: db, KIND["radix"]: dr, KIND_BV: dbits}
     for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
         base = base + moved.get(kind, 0)
+        if kind == KIND_BV:                      # first segment << 32 | segments
+            mult = ((mult >> 32) + dsegs) << 32 | (mult & 0xFFFFFFFF)
         out.desc[st(s)] = (kind, var, bits, st(default), base, count, mult)
+    out.bv_bits = {k + dbits: w for k, w in c.bv_bits.items()}
+    out.bv_segs = [(mask, word, st(leaf), ports, flags) for mask, word, leaf, ports, flags in c.bv_segs]
+    out.bv_words, out.bv_max_segs, out.bv_bits_base, out.bv_segs_base = c.bv_words, c.bv_max_segs, dbits, dsegs
     out.exact = {(st(s), v): st(n) for (s, v), n in c.exact.items()}     # (raw ids, no flags)
     out.xslots = {i + dx: (v, st(n)) for i, (v, n) in c.xslots.items()}
     out.lpm = {(plen, st(s), v): st(n) for (plen, s, v), n in c.lpm.items()}
@@ -309,7 +325,10 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
                 value, plen = m[1], m[2]
                 out.lpm[(32 + plen, s, value << (64 - width))] = n
 
-    for s, a in p.leaves.items():
+    if p.bitvector is not None:
+        from .ebpf_bitvector import bitvector_contents
+        bitvector_contents(p, spec, lim, out)
+    for s, a in (p.leaves.items() if p.bitvector is None else ()):
         flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0)
         out.leaf[s] = (out.port_mask(a.ports), flags, a.group or 0)
         if a.rules:

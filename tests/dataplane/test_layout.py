@@ -9,18 +9,19 @@ import subprocess
 
 import pytest
 
-from camus.compiler.backends import ebpf_tables
+from camus.compiler.backends import ebpf_bitvector, ebpf_tables
 from camus.dataplane import maps
 from tests.conftest import ROOT
 
 STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
-           maps.SvarCfg]
+           maps.SvarCfg, maps.BvSeg]
 CONSTANTS = {
     "CAMUS_PORT_WORDS": ebpf_tables.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_tables.MAX_PROBE,
     "CAMUS_FANOUT": ebpf_tables.FANOUT, "CAMUS_RADIX_SUB": ebpf_tables.RADIX_SUB,
     "CAMUS_STATE_FINAL": ebpf_tables.STATE_FINAL, "CAMUS_STATE_MASK": ebpf_tables.STATE_MASK,
     "CAMUS_KIND_EXACT": ebpf_tables.KIND["exact"], "CAMUS_KIND_RANGE": ebpf_tables.KIND["range"],
     "CAMUS_KIND_LPM": ebpf_tables.KIND["lpm"], "CAMUS_KIND_RADIX": ebpf_tables.KIND["radix"],
+    "CAMUS_KIND_BV": ebpf_tables.KIND_BV, "CAMUS_STATE_BV": ebpf_bitvector.STATE_BV,
     "CAMUS_CFG_ROOT": maps.CFG_ROOT, "CAMUS_CFG_MALFORMED": maps.CFG_MALFORMED, "CAMUS_CFG_RECORD": maps.CFG_RECORD,
     "CAMUS_CFG_NSVARS": maps.CFG_NSVARS, "CAMUS_CFG_REDIRECT": maps.CFG_REDIRECT, "CAMUS_CFG_TC": maps.CFG_TC,
     **{f"CAMUS_STAT_{n}": i for i, n in enumerate(("PACKETS", "OTHER", "MALFORMED", "MESSAGES", "NO_MATCH",

@@ -1,0 +1,91 @@
+"""eBPF back end for the bit-vector stage: its map contents (bpf/camus_bv.h runs them).
+
+State ids in a bank: 1 is the root (descriptor kind BV), 2 + i the interval table of query
+field i (every field has one; an unconstrained field one interval holding every term), then one
+id per bitmap (the interval tables' "next states": no descriptor, so they are flagged final),
+then the leaves. Keeping everything in the state-id space lets the usual bank shift move a
+bit-vector table set into the other half of the maps, and the root flip switch to it atomically.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..pipeline import BitvectorStage, Pipeline
+from ..spec import Spec
+from .ebpf_program import EbpfLimits
+
+if TYPE_CHECKING:
+    from .ebpf_tables import MapContents
+
+KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
+STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stage classified
+
+
+def bitmap_words(b: int, words: int) -> tuple[int, ...]:
+    return tuple((b >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words))
+
+
+def segments(bv: BitvectorStage, leaf_state: dict[int, int]) -> list[tuple[int, int, int]]:
+    """(mask, word, leaf) for every run of terms with one leaf, cut at word boundaries."""
+    out: list[tuple[int, int, int]] = []
+    t = 0
+    while t < bv.terms:
+        leaf = bv.term_leaf[t]
+        end = t
+        while end < bv.terms and bv.term_leaf[end] == leaf:
+            end += 1
+        a = t
+        while a < end:
+            w = a // 64
+            b = min(end, (w + 1) * 64)
+            mask = ((1 << (b - a)) - 1) << (a - w * 64)
+            out.append((mask, w, leaf_state[leaf]))
+            a = b
+        t = end
+    return out
+
+
+def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapContents") -> None:
+    """Fill `out` (bank 0 numbering) with the stage of `p`; raises CapacityError when it does
+    not fit the program's limits (before anything live is touched)."""
+    from .ebpf_tables import CapacityError, LEAF_CALL, LEAF_DROP, LEAF_PORTS, _put, _range_desc
+
+    bv = p.bitvector
+    assert bv is not None
+    words = bv.words
+    if words > lim.bv_words:
+        raise CapacityError(f"bit-vector stage: {bv.terms} terms need {words} words per bitmap; the program "
+                            f"holds {lim.bv_words} (attach with larger limits)")
+    nf = len(spec.query_fields)
+    root, first_bitmap = 1, 2 + nf
+    bitmaps = list(bv.bitmaps)
+    ones = len(bitmaps)
+    bitmaps.append(bv.all_terms)                    # for fields no term constrains
+    by_path = {f.name: f for f in bv.fields}
+    for i, q in enumerate(spec.query_fields):
+        f = by_path.get(q.path)
+        slice_: list[tuple[int, int]] = []
+        if f is None:
+            _put(slice_, 0, first_bitmap + ones)
+        else:
+            for start, b in zip(f.starts, f.bitmaps):
+                _put(slice_, start, first_bitmap + b)
+        out.desc[2 + i] = _range_desc(i, slice_, out)
+    first_leaf = first_bitmap + len(bitmaps)
+    leaf_state = {leaf: first_leaf + k for k, leaf in enumerate(sorted(p.leaves))}
+    for leaf, s in leaf_state.items():
+        a = p.leaves[leaf]
+        flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0)
+        out.leaf[s] = (out.port_mask(a.ports), flags, 0)
+        if a.rules:
+            out.leaf_rules[s] = a.rules
+    segs = [(mask, word, leaf, *out.leaf[leaf][:2]) for mask, word, leaf in segments(bv, leaf_state)]
+    out.bv_bits = {k: bitmap_words(b, words) for k, b in enumerate(bitmaps)}
+    out.bv_segs = segs
+    out.bv_words, out.bv_max_segs = lim.bv_words, lim.max_bv_segs
+    out.root = root
+    out.desc[root] = (KIND_BV, 0, 0, first_bitmap, out.bv_bits_base, words, (out.bv_segs_base << 32) | len(segs))
+    for what, have, cap in (("bit-vector bitmaps", len(bitmaps), lim.max_bv_bitmaps),
+                            ("bit-vector segments", len(segs), lim.max_bv_segs)):
+        if have > cap:
+            raise CapacityError(f"{what}: {have} needed, the maps hold {cap}")
