@@ -1,0 +1,126 @@
+"""The bit-vector stage in the kernel: the XDP program, loaded for real and driven with
+BPF_PROG_TEST_RUN, against the rules themselves and the IR interpreter, on random
+multi-attribute rule sets (Hypothesis) and on the 10-attribute Siena-style workload at its
+interval boundaries; a bank flip between a diagram rule set and a bit-vector one."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from camus.bench.workloads import siena_message, siena_rules, siena_schema
+from camus.compiler.backends.ebpf_bitvector import STATE_BV
+from camus.compiler.backends.ebpf_program import EbpfLimits
+from camus.compiler.backends.ebpf_tables import CapacityError, map_contents
+from camus.compiler.compile import CompileOptions, compile_rules
+from camus.compiler.filter_eval import FilterEvaluator, outcome
+from camus.compiler.interpreter import PipelineInterpreter
+from camus.compiler.packets import build_packet, message_from_text
+from camus.compiler.spec_parser import parse_spec
+from camus.dataplane.program import XdpProgram
+from camus.dataplane.reference import expected_verdict
+from tests.compiler.strategies import messages, rule_files
+from tests.dataplane.test_xdp_kernel import SPECS
+
+pytestmark = pytest.mark.bpf
+LIMITS = EbpfLimits(max_msgs=12, max_states=1 << 13, max_exact=1 << 13, max_bounds=1 << 14,
+                    max_lpm=1 << 12, max_updates=256, bv_words=64, max_bv_bitmaps=4096, max_bv_segs=512)
+BV = CompileOptions(strategy="bitvector")
+SIENA = siena_schema(10)
+
+
+@pytest.fixture(scope="module")
+def programs():
+    loaded = {}
+    for name, sd in SPECS.items():
+        spec = parse_spec(sd.text(), f"{name}.p4")
+        loaded[name] = (sd, spec, XdpProgram.load(spec, LIMITS))
+    spec = parse_spec(SIENA.spec_text(), "siena.p4")
+    loaded["siena"] = (None, spec, XdpProgram.load(spec, LIMITS))
+    yield loaded
+    for _, _, prog in loaded.values():
+        prog.close()
+
+
+def check(prog: XdpProgram, compiled, contents, interp, pkt: bytes) -> None:
+    """Verdict as the reference says; every message's ports and drop as the IR's."""
+    want = expected_verdict(compiled.spec, interp, pkt, LIMITS.max_msgs)
+    got = prog.classify(pkt)
+    assert got.verdict == want.verdict, (want.category, pkt.hex())
+    for i, (_, actions) in want.messages.items():
+        state, flags, words = got.messages[i]
+        assert state == STATE_BV
+        assert contents.ports_of(words) == tuple(actions.ports), (i, pkt.hex())
+        assert bool(flags & 1) == actions.drop
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), which=st.sampled_from(sorted(SPECS)), bank=st.sampled_from([0, 1]))
+def test_bitvector_in_the_kernel_matches_rules_and_ir(programs, data, which, bank) -> None:
+    sd, spec, prog = programs[which]
+    rules = data.draw(rule_files(sd), label="rules")
+    compiled = compile_rules(spec, rules, options=BV)
+    interp = PipelineInterpreter(compiled.pipeline)
+    direct = FilterEvaluator(compiled.rules, compiled.lowered)
+    contents = map_contents(compiled.pipeline, spec, LIMITS, bank=bank)
+    prog.write(contents)
+    try:
+        for _ in range(3):
+            batch = data.draw(messages(sd, n=data.draw(st.integers(1, 12 if sd.mold else 1))), label="msgs")
+            for m in batch:                          # the IR is the rules (the kernel is checked against it)
+                assert outcome(interp.run(m).actions) == outcome(direct.run(m))
+            check(prog, compiled, contents, interp, build_packet(spec, batch))
+    finally:
+        prog.remove(contents)
+
+
+@pytest.mark.parametrize("n", [50, 1000, 4000])
+def test_siena_workload_at_every_boundary(programs, n) -> None:
+    _, spec, prog = programs["siena"]
+    compiled = compile_rules(spec, "\n".join(siena_rules(n, SIENA, seed=n)))
+    assert compiled.pipeline.bitvector is not None          # the cost model picks bit vectors
+    interp = PipelineInterpreter(compiled.pipeline)
+    contents = map_contents(compiled.pipeline, spec, LIMITS, bank=1)
+    prog.write(contents)
+    rng = random.Random(n)
+    try:
+        base = message_from_text(spec, siena_message(SIENA, rng))
+        edges = sorted({s + d for f in compiled.pipeline.bitvector.fields if not f.name.endswith(SIENA.str_attrs)
+                        for s in f.starts for d in (-1, 0) if s + d >= 0})
+        name = next(f.name for f in compiled.pipeline.bitvector.fields if not f.name.endswith(SIENA.str_attrs))
+        for v in edges[:200]:                                # interval boundaries of one numeric field
+            check(prog, compiled, contents, interp, build_packet(spec, [{**base, name: v}]))
+        for _ in range(150):
+            check(prog, compiled, contents, interp,
+                  build_packet(spec, [message_from_text(spec, siena_message(SIENA, rng))]))
+    finally:
+        prog.remove(contents)
+
+
+def test_flip_between_diagram_and_bit_vectors(programs) -> None:
+    """A diagram table set in one bank, a bit-vector one in the other: the root flip switches
+    whole table sets, either way round."""
+    _, spec, prog = programs["siena"]
+    rules = "\n".join(siena_rules(12, SIENA, seed=3))
+    rng = random.Random(3)
+    pkts = [build_packet(spec, [message_from_text(spec, siena_message(SIENA, rng))]) for _ in range(60)]
+    for first, second in (("bdd", "bitvector"), ("bitvector", "bdd")):
+        a = compile_rules(spec, rules, options=CompileOptions(strategy=first))
+        b = compile_rules(spec, rules, options=CompileOptions(strategy=second))
+        ca, cb = map_contents(a.pipeline, spec, LIMITS, bank=0), map_contents(b.pipeline, spec, LIMITS, bank=1)
+        prog.write(ca)
+        want = [tuple(sorted(ca.ports_of(m[2]) for m in [prog.classify(p).messages[0]])) for p in pkts]
+        prog.write(cb)                                       # written beside, then the root flips
+        got = [tuple(sorted(cb.ports_of(m[2]) for m in [prog.classify(p).messages[0]])) for p in pkts]
+        prog.remove(ca)
+        assert got == want
+        prog.remove(cb)
+
+
+def test_too_many_terms_are_refused_before_anything_changes(programs) -> None:
+    _, spec, _ = programs["siena"]
+    compiled = compile_rules(spec, "\n".join(siena_rules(64 * 64 + 500, SIENA, seed=1)), options=BV)
+    with pytest.raises(CapacityError, match="words per bitmap"):
+        map_contents(compiled.pipeline, spec, LIMITS, bank=0)
