@@ -21,6 +21,7 @@ BPF_ARRAY(bv_bits, struct camus_bv_bits, CAMUS_MAX_BV_BITMAPS);
  * program (16 fields x 256 words of paths). */
 struct camus_bv_work {
     __u64 w[CAMUS_BV_WORDS];
+    __u32 bid[CAMUS_N_FIELDS];       /* each field's bitmap for this message */
     __u32 words;
     __u32 nsegs;
 };
@@ -43,13 +44,12 @@ static __always_inline __u32 bv_index(__u32 i, __u32 n) {
     return i & (n - 1);
 }
 
-static __always_inline struct camus_bv_bits *bv_field_bits(struct camus_desc *root, __u32 s, __u64 *v) {
+static __always_inline __u32 bv_field_bitmap(struct camus_desc *root, __u32 s, __u64 *v) {
     struct camus_desc *d = desc.lookup(&s);
     if (!d)
-        return 0;
+        return CAMUS_MAX_BV_BITMAPS;              /* no such bitmap: the lookup below fails */
     __u32 nxt = step(d, s, v[d->var & (CAMUS_VAR_SLOTS - 1)]);
-    __u32 bid = root->base + ((nxt & CAMUS_STATE_MASK) - (root->default_next & CAMUS_STATE_MASK));
-    return bv_bits.lookup(&bid);
+    return root->base + ((nxt & CAMUS_STATE_MASK) - (root->default_next & CAMUS_STATE_MASK));
 }
 
 /* Returns 1 when classified (out filled), 0 when the maps are inconsistent (nobody). */
@@ -59,25 +59,35 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     struct camus_bv_work *acc = bv_acc.lookup(&zero);
     if (!acc)
         return 0;
-    /* Field by field (a loop the verifier walks once per field, not an unrolled copy of the
-     * range lookup per field): every query field has an interval table (the back end gives an
-     * unconstrained field one interval holding every term), so all of them are ANDed. */
+    /* 1. Each field's interval -> its bitmap id (a loop the verifier walks once per field, not
+     * an unrolled copy of the range lookup per field). Every query field has an interval table
+     * (the back end gives an unconstrained field one interval holding every term). */
     __u32 first = (root_state & CAMUS_STATE_MASK) + 1;
     acc->words = root->count;
     acc->nsegs = (__u32)root->mult;
     #pragma nounroll
+    for (int i = 0; i < CAMUS_N_FIELDS; i++)
+        acc->bid[i] = bv_field_bitmap(root, first + i, v);
+    /* 2. The bitmaps themselves (constant indices: the pointers stay known to the verifier). */
+    struct camus_bv_bits *f[CAMUS_N_FIELDS];
+    #pragma unroll
     for (int i = 0; i < CAMUS_N_FIELDS; i++) {
-        struct camus_bv_bits *b = bv_field_bits(root, first + i, v);
-        if (!b)
+        __u32 bid = acc->bid[i];
+        f[i] = bv_bits.lookup(&bid);
+        if (!f[i])
             return 0;
-        __u64 keep = 0 - (__u64)(i != 0);       /* field 0 starts the AND */
-        #pragma nounroll
-        for (int w = 0; w < CAMUS_BV_WORDS; w++) {
-            if (w >= *(volatile __u32 *)&acc->words)
-                break;
-            __u32 k = bv_index(w, CAMUS_BV_WORDS);
-            acc->w[k] = ((acc->w[k] & keep) | ~keep) & b->w[k];
-        }
+    }
+    /* 3. One pass over the words, every field ANDed in registers. */
+    #pragma nounroll
+    for (int w = 0; w < CAMUS_BV_WORDS; w++) {
+        if (w >= *(volatile __u32 *)&acc->words)
+            break;
+        __u32 k = bv_index(w, CAMUS_BV_WORDS);
+        __u64 a = f[0]->w[k];
+        #pragma unroll
+        for (int i = 1; i < CAMUS_N_FIELDS; i++)
+            a &= f[i]->w[k];
+        acc->w[k] = a;
     }
     /* One pass over the segments, branch-free inside (the verifier walks every iteration):
      * a matching segment's ports and flags are OR-ed in under an all-ones mask. */
