@@ -114,3 +114,62 @@ def itch_messages(n: int, seed: int = 1, stocks: list[str] | None = None,
     return [{"stock": rng.choice(names), "price": rng.randint(1, price_max),
              "shares": rng.randint(1, 5000), "buy_sell_indicator": rng.choice("BS")}
             for _ in range(n)]
+
+
+# -- sensor events: a second multi-attribute workload, written as an IoT user would ----------
+
+SENSOR_SPEC = """header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+header ipv4_t { bit<8> vihl; bit<8> tos; bit<16> len; bit<16> id; bit<16> frag; bit<8> ttl; bit<8> proto;
+                bit<16> csum; bit<32> src; bit<32> dst; }
+header udp_t { bit<16> sport; bit<16> dport; bit<16> len; bit<16> csum; }
+header reading_t {
+    bit<16> site;
+    bit<8>  kind;
+    bit<8>  alarm;
+    bit<32> temperature;
+    bit<32> humidity;
+    bit<32> pressure;
+    bit<16> battery;
+    bit<16> zone;
+}
+struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; reading_t reading; }
+@pragma udp_port(9200)
+@pragma query_field(reading.site)
+@pragma query_field(reading.kind)
+@pragma query_field(reading.alarm)
+@pragma query_field(reading.temperature)
+@pragma query_field(reading.humidity)
+@pragma query_field(reading.pressure)
+@pragma query_field(reading.battery)
+@pragma query_field(reading.zone)
+"""
+
+# attribute -> (low, high) of the values rules and readings use
+SENSOR_RANGES = {"site": (0, 500), "kind": (0, 11), "alarm": (0, 3), "temperature": (0, 12000),
+                 "humidity": (0, 1000), "pressure": (90000, 110000), "battery": (0, 100), "zone": (0, 64)}
+
+
+def sensor_rules(n: int, seed: int = 1, n_hosts: int = 32) -> list[str]:
+    """Filters over 8 reading attributes: 1-5 constraints with == != < <= > >=, a fifth of the
+    filters with one `or` between two constraints; site and kind mostly by equality."""
+    rng = random.Random(seed)
+    names = list(SENSOR_RANGES)
+    out = []
+
+    def constraint(a: str) -> str:
+        lo, hi = SENSOR_RANGES[a]
+        op = (rng.choices(["==", "!="], [85, 15])[0] if a in ("site", "kind", "alarm")
+              else rng.choice(["==", "!=", "<", "<=", ">", ">="]))
+        return f"{a} {op} {rng.randint(lo, hi)}"
+
+    for _ in range(n):
+        chosen = rng.sample(names, rng.randint(1, 5))
+        parts = [constraint(a) for a in chosen]
+        if len(parts) >= 2 and rng.random() < 0.2:
+            parts[0:2] = [f"({parts[0]} or {parts[1]})"]
+        out.append(" and ".join(parts) + f" : fwd({rng.randint(1, n_hosts)})")
+    return out
+
+
+def sensor_message(rng: random.Random) -> str:
+    return " ".join(f"{a}={rng.randint(lo, hi)}" for a, (lo, hi) in SENSOR_RANGES.items())

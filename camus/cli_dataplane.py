@@ -140,4 +140,7 @@ def register(main: click.Group) -> None:
             gone = "" if runtime.interface_exists(inst.iface) else "  [interface gone: run `detach` to clean up]"
             click.echo(f"{inst.iface}: {inst.mode} XDP, {len(inst.rule_lines)} rules from {inst.rules}, "
                        f"bank {inst.bank}, root state {inst.root}{gone}")
+            lim = inst.limits()
+            click.echo(f"  capacity: {lim.max_states // 2} states per bank; bit-vector stage {64 * lim.bv_words} "
+                       f"terms, {lim.max_bv_bitmaps // 2} bitmaps and {lim.max_bv_segs} segments per bank")
 

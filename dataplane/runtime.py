@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from camus.compiler.backends.ebpf_bitvector import sized_limits
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf_tables import MapContents, map_contents
@@ -47,6 +48,14 @@ class Installed:
     leaf_rules: dict[str, list[int]] = field(default_factory=dict)  # live leaf state -> counted rules
     rule_base: dict[str, int] = field(default_factory=dict)     # counts carried over updates, by text
     count_rules: int = 0                                        # CompileOptions.count_rules at attach
+    bv_capacity: list[int] = field(default_factory=list)        # bv_words, max_bv_bitmaps, max_bv_segs
+
+    def limits(self) -> EbpfLimits:
+        """The limits the loaded program was built with (map capacities)."""
+        if not self.bv_capacity:
+            return EbpfLimits()
+        words, bitmaps, segs = self.bv_capacity
+        return EbpfLimits(bv_words=words, max_bv_bitmaps=bitmaps, max_bv_segs=segs)
 
     @property
     def pins(self) -> Path:
@@ -179,6 +188,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         raise DataplaneError(f"{iface} already has camus-xdp attached: use `update` or `detach`")
     bits, specs = _port_specs(ports_path)
     try:
+        # map capacity from the rule set (with headroom for updates) unless given
+        limits = limits or sized_limits(compiled.pipeline, EbpfLimits())
         contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=0)
     except BackendError as exc:
         raise DataplaneError(str(exc)) from exc
@@ -213,7 +224,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         inst = Installed(iface, mode, str(Path(spec_path).resolve()), str(Path(rules_path).resolve()),
                          0, contents.root, _rule_lines(compiled), _keys(contents),
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
-                         {}, compiled.options.count_rules)
+                         {}, compiled.options.count_rules,
+                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs])
         _save(inst)
         return inst
     except BaseException as exc:
@@ -296,7 +308,7 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     new_bank = 1 - inst.bank
     bits, _ = _port_specs(inst.ports)
     try:     # capacity and port checks: before anything live is touched
-        contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=new_bank)
+        contents = map_contents(compiled.pipeline, compiled.spec, limits or inst.limits(), bits, bank=new_bank)
     except BackendError as exc:
         raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
     maps = MapSet.from_pins(inst.pins)

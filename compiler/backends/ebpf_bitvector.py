@@ -21,6 +21,36 @@ KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
 STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stage classified
 
 
+MAX_WORDS = 256             # the verifier's limit on the word loop (16,384 terms)
+MAX_SEGS = 2048             # ... and on the segment loop
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def sized_limits(p: Pipeline, base: EbpfLimits) -> EbpfLimits:
+    """`base` with the bit-vector capacities grown to hold `p` twice over (updates may grow the
+    rule set; both banks), within what the verifier accepts. Raises CapacityError when the
+    stage cannot fit an XDP host at all."""
+    from dataclasses import replace
+
+    from .ebpf_tables import CapacityError
+    bv = p.bitvector
+    if bv is None:
+        return base
+    if bv.words > MAX_WORDS:
+        raise CapacityError(f"bit-vector stage: {bv.terms} terms; an XDP host classifies at most {64 * MAX_WORDS} "
+                            f"with this stage (split the subscriptions across hosts, or group them)")
+    segs = bv.words + len(p.leaves)
+    if segs > MAX_SEGS:
+        raise CapacityError(f"bit-vector stage: {segs} segments (words + distinct actions); the program holds "
+                            f"{MAX_SEGS}")
+    return replace(base, bv_words=max(base.bv_words, min(MAX_WORDS, _pow2(2 * bv.words))),
+                   max_bv_bitmaps=max(base.max_bv_bitmaps, _pow2(4 * (len(bv.bitmaps) + 1))),
+                   max_bv_segs=max(base.max_bv_segs, min(MAX_SEGS, _pow2(2 * segs))))
+
+
 def bitmap_words(b: int, words: int) -> tuple[int, ...]:
     return tuple((b >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words))
 

@@ -29,10 +29,11 @@ class EbpfLimits:
     max_lpm: int = 1 << 16
     max_updates: int = 1 << 12
     max_svars: int = 16
-    bv_words: int = 256           # bit-vector stage: 64-bit words per bitmap (terms / 64), a power of two
-    max_bv_bitmaps: int = 4096    # distinct bitmaps (bv_words * 8 bytes each)
-    max_bv_segs: int = 2048       # runs of terms with one leaf within one word (one map value per bank);
-                                  # 4096 passes the verifier's 8192-jump limit
+    # The bit-vector stage's capacity (attach sizes it from the rule set: ebpf_bitvector.sized_limits)
+    bv_words: int = 64            # 64-bit words per bitmap (terms / 64), a power of two, at most 256
+    max_bv_bitmaps: int = 2048    # distinct bitmaps, both banks (bv_words * 8 bytes each)
+    max_bv_segs: int = 1024       # runs of terms with one leaf within one word (one map value per bank);
+                                  # at most 2048: 4096 passes the verifier's 8192-jump limit
     parse_only: bool = False      # benchmark floor: parse and read fields, classify nothing, drop
 
     @property

@@ -143,3 +143,39 @@ def test_detach_without_state_file_removes_leftover_pins(lab) -> None:
     assert not (runtime.PIN_ROOT / BRK).exists()
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
     runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")   # usable again
+
+
+def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -> None:
+    """Sensor filters over 8 attributes (the cost model picks the bit-vector stage) attached to
+    a real veth; updates swap between bit-vector and diagram table sets; a rule set beyond the
+    attached capacity is refused and the old tables keep serving."""
+    from camus.bench.workloads import SENSOR_SPEC, sensor_rules
+    from camus.compiler.interpreter import PipelineInterpreter
+    from camus.compiler.spec_parser import parse_spec
+    from camus.dataplane.program import DataplaneError
+    spec = parse_spec(SENSOR_SPEC, "sensors.p4")
+    mac = bytes.fromhex(sh("cat", f"/sys/class/net/{BRK}/address").stdout.strip().replace(":", ""))
+    rules = "\n".join(sensor_rules(40, seed=4)) + "\n"
+    compiled = compile_rules(spec, rules)
+    assert compiled.pipeline.bitvector is not None
+    runtime.attach(BRK, compiled, "sensors.p4", "sensors.txt", "native")
+    interp = PipelineInterpreter(compiled.pipeline)
+    import random
+    rng = random.Random(4)
+    from camus.bench.workloads import sensor_message
+    values = [message_from_text(spec, sensor_message(rng)) for _ in range(40)]
+    frames = [build_packet(spec, [v], dst_mac=mac, src_ip="10.77.0.1", dst_ip="10.77.0.2", sequence=i)
+              for i, v in enumerate(values)]
+    want = [bool(interp.run(v).actions.ports) for v in values]
+    assert any(want) and not all(want)
+    assert received(frames) == want
+    runtime.update(BRK, compile_rules(spec, "temperature > 6000 and humidity < 500 : fwd(1)\n",
+                                      options=CompileOptions(strategy="bdd")), "hot.txt")
+    assert received(frames) == [v["reading.temperature"] > 6000 and v["reading.humidity"] < 500 for v in values]
+    runtime.update(BRK, compiled, "sensors.txt")
+    assert received(frames) == want
+    huge = compile_rules(spec, "\n".join(sensor_rules(40_000, seed=5)))
+    with pytest.raises(DataplaneError, match="old tables keep serving"):
+        runtime.update(BRK, huge, "huge.txt")
+    assert received(frames) == want
+    assert "bit-vector stage" in CliRunner().invoke(main, ["status"], catch_exceptions=False).output
