@@ -22,7 +22,7 @@ from camus.compiler.spec_parser import parse_spec
 from camus.dataplane.program import XdpProgram
 from camus.dataplane.reference import expected_verdict
 from tests.compiler.strategies import messages, rule_files
-from tests.dataplane.test_xdp_kernel import SPECS
+from tests.dataplane.test_xdp_kernel import SPECS, load_random_spec_programs
 
 pytestmark = pytest.mark.bpf
 LIMITS = EbpfLimits(max_msgs=12, max_states=1 << 13, max_exact=1 << 13, max_bounds=1 << 14,
@@ -33,10 +33,7 @@ SIENA = siena_schema(10)
 
 @pytest.fixture(scope="module")
 def programs():
-    loaded = {}
-    for name, sd in SPECS.items():
-        spec = parse_spec(sd.text(), f"{name}.p4")
-        loaded[name] = (sd, spec, XdpProgram.load(spec, LIMITS))
+    loaded = load_random_spec_programs(LIMITS)
     spec = parse_spec(SIENA.spec_text(), "siena.p4")
     loaded["siena"] = (None, spec, XdpProgram.load(spec, LIMITS))
     yield loaded

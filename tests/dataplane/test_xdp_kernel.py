@@ -41,12 +41,18 @@ for name, sd in list(SPECS.items()):   # string pools are derived like the strat
                                  sd.counter, sd.mold)
 
 
-@pytest.fixture(scope="module")
-def programs():
+def load_random_spec_programs(limits: EbpfLimits) -> dict:
+    """name -> (spec definition, spec, loaded program) for every spec of SPECS."""
     loaded = {}
     for name, sd in SPECS.items():
         spec = parse_spec(sd.text(), f"{name}.p4")
-        loaded[name] = (sd, spec, XdpProgram.load(spec, LIMITS))
+        loaded[name] = (sd, spec, XdpProgram.load(spec, limits))
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def programs():
+    loaded = load_random_spec_programs(LIMITS)
     loaded["itch"] = (None, load_spec(APPS / "itch" / "itch.p4"), XdpProgram.load(load_spec(APPS / "itch" / "itch.p4"), LIMITS))
     yield loaded
     for _, _, prog in loaded.values():
