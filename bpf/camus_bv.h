@@ -4,7 +4,7 @@
  * "next states" stand for bitmap ids), then the fields' bitmaps ANDed word by word into the
  * per-CPU bv_acc, then one pass over the segments (runs of terms with the same leaf, terms
  * sorted by leaf at compile time) ORs the leaves of the matching terms (their ports and flags
- * are copied into the segments). Per-rule hit counters are not kept for this stage. Work per message:
+ * are copied into the segments), counting the per-rule hits of leaves that have counters. Work per message:
  * fields lookups + fields x words loads + segments (words + leaves) checks. Every loop has a
  * constant bound (CAMUS_BV_WORDS, CAMUS_MAX_BV_SEGS); the sizes in use come from the root's
  * descriptor, so a new rule set never reloads the program. Every query field has a table
@@ -96,7 +96,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     if (!segs)
         return 0;
     __u64 p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-    __u32 flags = 0;
+    __u32 flags = 0, last = 0;
     #pragma nounroll
     for (int j = 0; j < CAMUS_MAX_BV_SEGS; j++) {
         if (j >= *(volatile __u32 *)&acc->nsegs)
@@ -108,6 +108,12 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         p2 |= sg->ports[2] & sel;
         p3 |= sg->ports[3] & sel;
         flags |= sg->flags & (__u32)sel;
+        /* Per-rule counters: a matching leaf once per message (its segments are adjacent). */
+        __u32 leaf_id = sg->leaf;
+        __u64 fresh = sel & (0 - (__u64)nonzero(leaf_id ^ last));
+        last = (last & ~(__u32)sel) | (leaf_id & (__u32)sel);
+        if (fresh & sg->flags & CAMUS_LEAF_COUNTED)
+            count_hit(leaf_id);
     }
     out->ports[0] = p0;
     out->ports[1] = p1;

@@ -34,6 +34,7 @@
 #define CAMUS_LEAF_DROP  1   /* an explicit drop rule matched */
 #define CAMUS_LEAF_CALL  2   /* custom actions: handed to the host stack */
 #define CAMUS_LEAF_PORTS 4   /* at least one port (saves OR-ing the words per message) */
+#define CAMUS_LEAF_COUNTED 8 /* bit-vector segments: the leaf has per-rule counters (XDP counts it) */
 
 /* stats[] indices */
 #define CAMUS_STAT_PACKETS      0   /* packets seen */

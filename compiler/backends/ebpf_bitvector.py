@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .ebpf_tables import MapContents
 
 KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
+LEAF_COUNTED = 8            # bpf/camus_xdp.h CAMUS_LEAF_COUNTED
 STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stage classified
 
 
@@ -109,7 +110,8 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapConten
         out.leaf[s] = (out.port_mask(a.ports), flags, 0)
         if a.rules:
             out.leaf_rules[s] = a.rules
-    segs = [(mask, word, leaf, *out.leaf[leaf][:2]) for mask, word, leaf in segments(bv, leaf_state)]
+    segs = [(mask, word, leaf, out.leaf[leaf][0], out.leaf[leaf][1] | (LEAF_COUNTED if leaf in out.leaf_rules else 0))
+            for mask, word, leaf in segments(bv, leaf_state)]
     out.bv_bits = {k: bitmap_words(b, words) for k, b in enumerate(bitmaps)}
     out.bv_segs = segs
     out.bv_words, out.bv_max_segs = lim.bv_words, lim.max_bv_segs

@@ -156,7 +156,7 @@ def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -
     spec = parse_spec(SENSOR_SPEC, "sensors.p4")
     mac = bytes.fromhex(sh("cat", f"/sys/class/net/{BRK}/address").stdout.strip().replace(":", ""))
     rules = "\n".join(sensor_rules(40, seed=4)) + "\n"
-    compiled = compile_rules(spec, rules)
+    compiled = compile_rules(spec, rules, options=CompileOptions(count_rules=64))
     assert compiled.pipeline.bitvector is not None
     runtime.attach(BRK, compiled, "sensors.p4", "sensors.txt", "native")
     interp = PipelineInterpreter(compiled.pipeline)
@@ -169,6 +169,9 @@ def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -
     want = [bool(interp.run(v).actions.ports) for v in values]
     assert any(want) and not all(want)
     assert received(frames) == want
+    # per-rule counters: the kernel counts each matching rule once per message
+    lines = [ln.strip() for ln in rules.splitlines() if ln.strip()]
+    assert runtime.rule_counts(BRK) == expected_rule_counts(spec, lines, frames)
     runtime.update(BRK, compile_rules(spec, "temperature > 6000 and humidity < 500 : fwd(1)\n",
                                       options=CompileOptions(strategy="bdd")), "hot.txt")
     assert received(frames) == [v["reading.temperature"] > 6000 and v["reading.humidity"] < 500 for v in values]
