@@ -139,7 +139,7 @@ class Runner:
 
     def compile(self, subscriptions: int, subscribers: int, feed) -> tuple[object, Path, Path, dict[int, list[str]]]:
         from camus.compiler.compile import compile_rules
-        from camus.compiler.spec_parser import load_spec
+        from camus.compiler.language.spec_parser import load_spec
         from camus.compiler.backends.userspace import flat_tables, write_flat
         rules = rules_for(subscriptions, subscribers, seed=self.cfg.seed)
         d = self.out / "inputs" / f"n{subscribers}-m{subscriptions}"

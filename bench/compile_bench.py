@@ -34,8 +34,8 @@ WORKLOADS = ("itch", "siena", "sensors")
 def workload(name: str, n: int, seed: int):
     """(spec, rule text, a message generator) for a workload."""
     from camus.bench import workloads as w
-    from camus.compiler.packets import message_from_text
-    from camus.compiler.spec_parser import load_spec, parse_spec
+    from camus.compiler.codec.packets import message_from_text
+    from camus.compiler.language.spec_parser import load_spec, parse_spec
     if name == "itch":
         spec = load_spec(SPEC)
         syms = w.symbols(100)
@@ -55,7 +55,7 @@ def xdp_ns(spec, compiled, make_message) -> dict:
     from camus.compiler.backends.ebpf_bitvector import sized_limits
     from camus.compiler.backends.ebpf_program import EbpfLimits
     from camus.compiler.backends.ebpf_tables import map_contents
-    from camus.compiler.packets import build_packet
+    from camus.compiler.codec.packets import build_packet
     from camus.dataplane.program import XdpProgram
     from camus.compiler.backends.ebpf_tables import CapacityError
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
@@ -79,7 +79,7 @@ def xdp_ns(spec, compiled, make_message) -> dict:
 
 def measure(name: str, n: int, seed: int, with_xdp: bool) -> dict:
     from camus.compiler.compile import compile_rules
-    from camus.compiler.resources import resource_report
+    from camus.compiler.ir.resources import resource_report
     spec, text, make_message = workload(name, n, seed)
     t0 = time.perf_counter()
     c = compile_rules(spec, text + "\n", f"{name}-{n}")

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from camus.compiler.packets import mold_messages, udp_frame
+from camus.compiler.codec.packets import mold_messages, udp_frame
 
 from .workloads import symbols
 
@@ -129,7 +129,7 @@ def int_reports(n: int, seed: int = 1, switches: int = 16) -> list[dict[str, int
 
 def siena_events(n: int, spec, seed: int = 1, n_attrs: int = 6) -> list[dict[str, int]]:
     """Siena-style attribute events in the value ranges of `workloads.siena_rules`."""
-    from camus.compiler.packets import message_from_text
+    from camus.compiler.codec.packets import message_from_text
     from .workloads import siena_message, siena_schema
     schema, rng = siena_schema(n_attrs, seed=2), random.Random(seed)
     return [message_from_text(spec, siena_message(schema, rng)) for _ in range(n)]
@@ -139,7 +139,7 @@ def write_spec_frames(spec, messages: list[dict[str, int]], path: Path, *, src_i
                       src_mac: bytes, dst_mac: bytes, per_packet: int = 1) -> Path:
     """Any spec's messages as the C sender's frame file (no timestamp stamping: these formats
     carry no send-time field)."""
-    from camus.compiler.packets import build_packet
+    from camus.compiler.codec.packets import build_packet
     with path.open("wb") as f:
         step = per_packet if spec.framing.kind == "moldudp64" else 1
         for i in range(0, len(messages), step):

@@ -23,7 +23,7 @@ def main() -> int:
     from camus.compiler.backends.p4_budget import Budget, over_budget, switch_resources
     from camus.compiler.backends.p4_entries import p4_tables
     from camus.compiler.compile import compile_rules
-    from camus.compiler.spec_parser import load_spec
+    from camus.compiler.language.spec_parser import load_spec
 
     spec = load_spec(SPEC)
     figures = {}

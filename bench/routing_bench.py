@@ -31,7 +31,7 @@ def itch_subscriptions(hosts: list[str], per_host: int, seed: int, symbols: int 
 
 def messages(n: int, seed: int, spec, symbols: int = 100) -> list[dict[str, int]]:
     from camus.bench.workloads import symbols as syms
-    from camus.compiler.packets import message_from_text
+    from camus.compiler.codec.packets import message_from_text
     rng = random.Random(seed)
     names = syms(symbols)
     return [message_from_text(spec, f"stock={rng.choice(names)} price={rng.randint(1, 1000)}") for _ in range(n)]
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.per_host, args.messages, args.nodes, args.graph_messages = 25, 100, 300, 40
-    from camus.compiler.spec_parser import load_spec
+    from camus.compiler.language.spec_parser import load_spec
     spec = load_spec(SPEC)
     t0 = time.perf_counter()
     fat = fat_tree_part(args, spec)

@@ -23,8 +23,8 @@ def compile_partition(spec_text: str, alpha: int):
     """A mapPartitions function: (device, rules) -> (device, report, seconds)."""
     def run(rows):
         from camus.compiler.compile import CompileOptions, compile_rules
-        from camus.compiler.resources import resource_report
-        from camus.compiler.spec_parser import parse_spec
+        from camus.compiler.ir.resources import resource_report
+        from camus.compiler.language.spec_parser import parse_spec
         spec = parse_spec(spec_text, "spec.p4")
         for device, rules in rows:
             t0 = time.perf_counter()

@@ -24,7 +24,7 @@ SIZES = (10, 1000, 100_000)
 
 
 def packets(spec, n_msgs: int, count: int, seed: int, syms: list[str], **addresses) -> list[bytes]:
-    from camus.compiler.packets import build_packet, message_from_text
+    from camus.compiler.codec.packets import build_packet, message_from_text
     rng = random.Random(seed)
     out = []
     for _ in range(count):
@@ -107,7 +107,7 @@ def main() -> int:
     from camus.compiler.backends.ebpf_program import EbpfLimits
     from camus.compiler.backends.ebpf_tables import KIND, map_contents
     from camus.compiler.compile import compile_rules
-    from camus.compiler.spec_parser import load_spec
+    from camus.compiler.language.spec_parser import load_spec
     from camus.dataplane.maps import CFG_TC
     from camus.dataplane.program import DataplaneError, XdpProgram
 

@@ -70,7 +70,7 @@ def run_load(args: argparse.Namespace) -> None:
     from camus.bench.workloads import itch_rules
     from camus.compiler.backends.ebpf_tables import map_contents
     from camus.compiler.compile import compile_rules
-    from camus.compiler.spec_parser import load_spec
+    from camus.compiler.language.spec_parser import load_spec
     from camus.dataplane.program import XdpProgram
     from xdp_bench import packets
     spec = load_spec(ROOT / "apps" / "itch" / "itch.p4")

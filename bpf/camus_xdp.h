@@ -136,7 +136,7 @@ struct camus_svar_cfg {
     __u32 field;             /* which query field feeds it */
 };
 
-/* Bit-vector stage (compiler/bitvector.py; the kernel side is bpf/camus_bv.h). The root's
+/* Bit-vector stage (compiler/structure/bitvector.py; the kernel side is bpf/camus_bv.h). The root's
  * descriptor has kind CAMUS_KIND_BV: count = 64-bit words per bitmap,
  * base = first bitmap in bv_bits[], default_next = the state id standing for bitmap 0 (the
  * fields' range tables lead to bitmap ids through state ids, so a bank shift moves them too),

@@ -11,12 +11,12 @@ import click
 from camus.compiler.backends.base import BackendError, TargetOptions
 from camus.compiler.backends.registry import BACKENDS, backend, explain_layers
 from camus.compiler.compile import Compiled, CompileOptions, compile_files
-from camus.compiler.errors import CompileError, CompileErrors
-from camus.compiler.explain import Explained, explain_packets, explain_values
-from camus.compiler.packets import message_from_text
-from camus.compiler.pcap import PcapError, read_pcap
-from camus.compiler.render import format_message, format_value
-from camus.compiler.resources import render_report, resource_report
+from camus.compiler.language.errors import CompileError, CompileErrors
+from camus.compiler.semantics.explain import Explained, explain_packets, explain_values
+from camus.compiler.codec.packets import message_from_text
+from camus.compiler.codec.pcap import PcapError, read_pcap
+from camus.compiler.codec.render import format_message, format_value
+from camus.compiler.ir.resources import render_report, resource_report
 from camus.dataplane.program import DataplaneError
 
 TARGET_HELP = "What to produce: " + "; ".join(f"{n}: {b.help}" for n, b in BACKENDS.items()) + "."

@@ -41,8 +41,8 @@ def register(main: click.Group) -> None:
         from pathlib import Path
         from aiohttp import web
         from camus.compiler.compile import CompileOptions
-        from camus.compiler.errors import CompileErrors
-        from camus.compiler.spec_parser import load_spec
+        from camus.compiler.language.errors import CompileErrors
+        from camus.compiler.language.spec_parser import load_spec
         from camus.controller.core import Controller
         from camus.controller.service import load_tokens, make_app
         from camus.controller.targets import AgentTarget, SwitchDirTarget

@@ -7,8 +7,8 @@ import time
 import click
 
 from camus.compiler.compile import CompileOptions, compile_files
-from camus.compiler.errors import CompileError, CompileErrors
-from camus.compiler.resources import resource_report
+from camus.compiler.language.errors import CompileError, CompileErrors
+from camus.compiler.ir.resources import resource_report
 
 MODES = ("native", "generic")
 

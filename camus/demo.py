@@ -15,11 +15,11 @@ import click
 from camus.bench.workloads import itch_messages
 from camus.compiler.compile import CompileOptions, compile_files
 from camus.compiler.backends.registry import engine
-from camus.compiler.explain import explain_packets
-from camus.compiler.filter_eval import outcome
-from camus.compiler.packets import build_packet, message_from_text
-from camus.compiler.render import format_message
-from camus.compiler.resources import render_report, resource_report
+from camus.compiler.semantics.explain import explain_packets
+from camus.compiler.semantics.filter_eval import outcome
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.codec.render import format_message
+from camus.compiler.ir.resources import render_report, resource_report
 from camus.data import apps_dir
 
 APPS = apps_dir()
@@ -101,7 +101,7 @@ def run_lab_demo(n_messages: int, seed: int) -> int:
     import tempfile
 
     from camus.dataplane.lab import Lab, mold_order_refs
-    from camus.compiler.interpreter import PipelineInterpreter
+    from camus.compiler.semantics.interpreter import PipelineInterpreter
     from camus.dataplane import runtime
 
     spec_path, rules_path = APPS / "itch" / "itch.p4", APPS / "itch" / "rules.txt"

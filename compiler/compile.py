@@ -10,18 +10,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .approx import discretise
-from .bitvector import build_bitvector
-from .diagram import DiagramBuilder, DiagramTooLarge
-from .dnf import DnfTooLarge, Term, to_dnf
-from .errors import CompileError, CompileErrors, Position
-from .lowering import Atom, Lowered, lower_rules
-from .pipeline import Pipeline
-from .rules_ast import Rule
-from .rules_parser import SourceText, parse_rules
-from .slicing import slice_pipeline
-from .spec import Spec
-from .strategy import choose
+from .logic.approx import discretise
+from .structure.bitvector import build_bitvector
+from .structure.diagram import DiagramBuilder, DiagramTooLarge
+from .logic.dnf import DnfTooLarge, Term, to_dnf
+from .language.errors import CompileError, CompileErrors, Position
+from .logic.lowering import Atom, Lowered, lower_rules
+from .ir.pipeline import Pipeline
+from .language.rules_ast import Rule
+from .language.rules_parser import SourceText, parse_rules
+from .structure.slicing import slice_pipeline
+from .language.spec import Spec
+from .structure.strategy import choose
 
 
 @dataclass
@@ -142,7 +142,7 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
 
 def compile_files(spec_path: str | Path, rules_path: str | Path,
                   options: CompileOptions | None = None) -> Compiled:
-    from .spec_parser import load_spec
+    from .language.spec_parser import load_spec
     spec = load_spec(spec_path)
     p = Path(rules_path)
     try:

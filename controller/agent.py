@@ -35,7 +35,7 @@ class Agent:
     def apply(self, rules: str, digest: str) -> str:
         """Compile and install; raises ValueError (bad rules) or RuntimeError (data plane)."""
         from camus.compiler.compile import CompileOptions, compile_files
-        from camus.compiler.errors import CompileError, CompileErrors
+        from camus.compiler.language.errors import CompileError, CompileErrors
         from camus.dataplane import runtime
         path = self.workdir / f"rules-{digest}.txt"
         path.write_text(rules)

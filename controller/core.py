@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from camus.compiler.compile import CompileOptions, compile_rules
-from camus.compiler.errors import CompileError, CompileErrors
-from camus.compiler.spec import Spec
+from camus.compiler.language.errors import CompileError, CompileErrors
+from camus.compiler.language.spec import Spec
 
 from .devices import DeviceCompiler, DeviceTables
 from .routing import Routing, route

@@ -8,8 +8,8 @@ import hashlib
 from dataclasses import dataclass, field
 
 from camus.compiler.compile import Compiled, CompileOptions, compile_rules
-from camus.compiler.resources import resource_report
-from camus.compiler.spec import Spec
+from camus.compiler.ir.resources import resource_report
+from camus.compiler.language.spec import Spec
 
 from .routing import Routing
 

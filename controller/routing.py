@@ -17,7 +17,7 @@ of filters (the port matches a message when any of them does) or MATCH_ALL.
 * Exactness at the last hop: a port's filters for the hosts it reaches without another
   filtering device on the way (its *last-hop hosts*) are kept exact: never widened by alpha,
   state functions kept. For every other host beyond the port, an earlier hop, the filter is
-  its stateless cover (compiler/cover.py): windows are counted at the last hop only, as in
+  its stateless cover (compiler/language/cover.py): windows are counted at the last hop only, as in
   Camus, and counting them upstream too would count only what earlier hops let through.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import networkx as nx
 
-from camus.compiler.cover import stateless_cover
+from camus.compiler.language.cover import stateless_cover
 
 from .topology import FILTERING, Topology, TopologyError
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from camus.compiler.compile import Compiled, compile_rules
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.spec import Spec
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.language.spec import Spec
 
 from .devices import DeviceTables
 from .routing import Routing

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from camus.compiler.backends.p4_entries import tables_from_p4runtime
 from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.packets import decode_packet, mold_messages, udp_frame
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.codec.packets import decode_packet, mold_messages, udp_frame
+from camus.compiler.language.spec_parser import load_spec
 
 ETH_P_ALL = 3
 PACKET_OUTGOING = 4

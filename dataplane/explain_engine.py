@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from camus.compiler.backends.ebpf_bitvector import STATE_BV
 from camus.compiler.backends.ebpf_tables import LEAF_DROP, map_contents
 from camus.compiler.compile import Compiled
-from camus.compiler.interpreter import Step
-from camus.compiler.packets import build_packet, decode_packet
-from camus.compiler.pipeline import ActionSet
+from camus.compiler.semantics.interpreter import Step
+from camus.compiler.codec.packets import build_packet, decode_packet
+from camus.compiler.ir.pipeline import ActionSet
 
 from .program import PacketResult, XdpProgram
 

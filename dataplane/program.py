@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from camus.compiler.backends.ebpf_program import EbpfLimits, program_text
 from camus.compiler.backends.ebpf_tables import MapContents
-from camus.compiler.spec import Spec
+from camus.compiler.language.spec import Spec
 
 from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, MapSet
 from .testrun import TestRun, skb_context, test_run

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.packets import decode_packet
-from camus.compiler.pipeline import ActionSet
-from camus.compiler.spec import Spec
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.codec.packets import decode_packet
+from camus.compiler.ir.pipeline import ActionSet
+from camus.compiler.language.spec import Spec
 
 
 @dataclass

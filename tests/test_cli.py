@@ -5,9 +5,9 @@ import json
 from click.testing import CliRunner
 
 from camus.cli import main
-from camus.compiler.packets import build_packet, message_from_text
-from camus.compiler.pcap import write_pcap
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.codec.pcap import write_pcap
+from camus.compiler.language.spec_parser import load_spec
 from tests.conftest import APPS
 
 SPEC, RULES = str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt")

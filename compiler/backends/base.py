@@ -15,7 +15,7 @@ from .emit import BackendError
 
 if TYPE_CHECKING:
     from ..compile import Compiled
-    from ..explain import Engine
+    from ..semantics.explain import Engine
 
 
 def _quiet(message: str) -> None:

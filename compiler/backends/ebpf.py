@@ -3,7 +3,7 @@ realise the tables; its explain engine is the real program in this kernel (root)
 from __future__ import annotations
 
 from ..compile import Compiled
-from ..explain import Engine
+from ..semantics.explain import Engine
 from .base import Artefacts, Backend, TargetOptions
 from .ebpf_program import program_text
 from .ebpf_tables import map_contents

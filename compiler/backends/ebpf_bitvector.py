@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..pipeline import BitvectorStage, Pipeline
-from ..spec import Spec
+from ..ir.pipeline import BitvectorStage, Pipeline
+from ..language.spec import Spec
 from .ebpf_program import EbpfLimits
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib.resources import files
 
-from ..spec import QueryField, Role, Spec
+from ..language.spec import QueryField, Role, Spec
 from .emit import BackendError, Emitter
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..pipeline import Pipeline
-from ..slicing import sort_ports
-from ..spec import Spec
+from ..ir.pipeline import Pipeline
+from ..structure.slicing import sort_ports
+from ..language.spec import Spec
 from .ebpf_program import RADIX_LEVELS, EbpfLimits, n_svars
 from .emit import BackendError
 

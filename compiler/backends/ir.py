@@ -3,7 +3,7 @@ interpreter as its explain engine."""
 from __future__ import annotations
 
 from ..compile import Compiled
-from ..explain import Engine, IrEngine
+from ..semantics.explain import Engine, IrEngine
 from .base import Artefacts, Backend, TargetOptions
 
 

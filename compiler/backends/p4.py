@@ -7,9 +7,9 @@ import dataclasses
 import json
 
 from ..compile import Compiled, compile_rules
-from ..explain import Engine
-from ..interpreter import Step
-from ..pipeline import ActionSet
+from ..semantics.explain import Engine
+from ..semantics.interpreter import Step
+from ..ir.pipeline import ActionSet
 from .base import Artefacts, Backend, BackendError, TargetOptions
 from .p4_budget import Budget, over_budget, render_resources, switch_resources
 from .p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, p4runtime_json, simple_switch_cli

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..intervals import to_prefixes
+from ..logic.intervals import to_prefixes
 from .p4_entries import P4Tables
 
 SRAM_WORD_BITS = 128

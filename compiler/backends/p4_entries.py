@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..pipeline import FieldTable, Pipeline
-from ..spec import Spec
+from ..ir.pipeline import FieldTable, Pipeline
+from ..language.spec import Spec
 from .emit import BackendError
 from .p4_schema import (STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, P4Schema,
                         action_params, key_kind, p4_schema, update_action, window_shift)

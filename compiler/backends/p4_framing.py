@@ -7,7 +7,7 @@ fill the templates' FRAMING_TYPES, INGRESS_TAIL and EGRESS_APPLY slots.
 """
 from __future__ import annotations
 
-from ..spec import Spec
+from ..language.spec import Spec
 from .emit import Emitter
 from .p4_layout import Layout, field_name, field_slice
 from .p4_schema import P4Options

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec import HeaderInstance, Role, Spec
+from ..language.spec import HeaderInstance, Role, Spec
 from .emit import BackendError
 
 

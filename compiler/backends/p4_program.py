@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-from ..spec import Spec
+from ..language.spec import Spec
 from .emit import BackendError, Emitter
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_layout import Layout, field_name, field_slice, layout_of

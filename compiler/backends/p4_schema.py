@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..spec import MatchKind, QueryField, Spec
+from ..language.spec import MatchKind, QueryField, Spec
 
 STATE_KEY_BITS = 32      # meta.state in the switch program
 UPDATE_SLOTS = 4         # state variables one message may update (t_update0..3)

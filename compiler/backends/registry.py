@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..compile import Compiled
-from ..explain import Engine, FilterEngine
+from ..semantics.explain import Engine, FilterEngine
 from .base import Backend
 from .ebpf import EbpfBackend
 from .ir import IrBackend

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..compile import Compiled
-from ..explain import Engine
-from ..interpreter import Step
-from ..packets import encode_message
-from ..pipeline import ActionSet, FieldTable, Pipeline
-from ..spec import Spec
+from ..semantics.explain import Engine
+from ..semantics.interpreter import Step
+from ..codec.packets import encode_message
+from ..ir.pipeline import ActionSet, FieldTable, Pipeline
+from ..language.spec import Spec
 from .base import Artefacts, Backend, BackendError, TargetOptions
 
 

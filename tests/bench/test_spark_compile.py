@@ -5,8 +5,8 @@ import pytest
 
 from camus.bench.routing_bench import itch_subscriptions
 from camus.bench.spark_compile import compile_on_spark
-from camus.compiler.resources import resource_report
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.ir.resources import resource_report
+from camus.compiler.language.spec_parser import load_spec
 from camus.controller.devices import DeviceCompiler
 from camus.controller.routing import route
 from camus.controller.topology import random_graph

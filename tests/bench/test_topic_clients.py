@@ -44,8 +44,8 @@ def test_mold_payload_round_trip() -> None:
 def test_int_and_siena_feeds_decode_back(tmp_path) -> None:
     import struct
     from camus.bench.feeds import int_reports, siena_events, write_spec_frames
-    from camus.compiler.packets import decode_packet
-    from camus.compiler.spec_parser import load_spec
+    from camus.compiler.codec.packets import decode_packet
+    from camus.compiler.language.spec_parser import load_spec
     from tests.conftest import APPS
     for app, make in (("int", lambda s: int_reports(40, 3)), ("siena", lambda s: siena_events(40, s, 3))):
         spec = load_spec(APPS / app / f"{app}.p4")

@@ -6,10 +6,10 @@ from collections import Counter
 
 from camus.bench.workloads import itch_rules, siena_message, siena_rules, siena_schema, symbols
 from camus.compiler.compile import compile_rules
-from camus.compiler.filter_eval import FilterEvaluator, outcome
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.packets import message_from_text
-from camus.compiler.spec_parser import parse_spec
+from camus.compiler.semantics.filter_eval import FilterEvaluator, outcome
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.codec.packets import message_from_text
+from camus.compiler.language.spec_parser import parse_spec
 
 ITCH_RULE = re.compile(r"stock == (\w+) and price > (\d+) : fwd\((\d+)\)")
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from camus.compiler.backends.base import Backend, BackendError, TargetOptions
 from camus.compiler.backends.registry import BACKENDS, backend, engine, explain_layers
 from camus.compiler.compile import compile_rules
-from camus.compiler.filter_eval import FilterEvaluator, outcome
-from camus.compiler.spec_parser import load_spec, parse_spec
+from camus.compiler.semantics.filter_eval import FilterEvaluator, outcome
+from camus.compiler.language.spec_parser import load_spec, parse_spec
 from tests.conftest import APPS
 
 from .strategies import messages, random_specs, rule_files

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from camus.bench.workloads import itch_rules
 from camus.compiler.compile import compile_rules
-from camus.compiler.diagram import EMPTY_LEAF, Branch, DiagramBuilder
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.structure.diagram import EMPTY_LEAF, Branch, DiagramBuilder
+from camus.compiler.language.spec_parser import load_spec
 from tests.conftest import APPS
 
 ITCH = load_spec(APPS / "itch" / "itch.p4")

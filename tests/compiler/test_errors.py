@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from camus.compiler.compile import CompileOptions, compile_rules
-from camus.compiler.errors import CompileErrors
-from camus.compiler.spec_parser import parse_spec
+from camus.compiler.language.errors import CompileErrors
+from camus.compiler.language.spec_parser import parse_spec
 
 SPEC = """
 header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }

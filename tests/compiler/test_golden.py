@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from camus.compiler.compile import CompileOptions, compile_files
-from camus.compiler.resources import render_report, resource_report
+from camus.compiler.ir.resources import render_report, resource_report
 from tests.conftest import APPS
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -48,6 +48,6 @@ def test_output_is_deterministic_across_runs() -> None:
 def test_generated_xdp_header_matches_golden(app: str, update_goldens: bool) -> None:
     """The spec-specific C (field reads, feed port, framing) is reviewed like the IR."""
     from camus.compiler.backends.ebpf_program import EbpfLimits, generate_header
-    from camus.compiler.spec_parser import load_spec
+    from camus.compiler.language.spec_parser import load_spec
     check_golden(f"{app}_camus_gen.h", generate_header(load_spec(APPS / app / f"{app}.p4"), EbpfLimits()),
                  update_goldens)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from camus.compiler.intervals import complement, contains, intersect, normalise, prefix_interval, to_prefixes
+from camus.compiler.logic.intervals import complement, contains, intersect, normalise, prefix_interval, to_prefixes
 
 W = 6
 spans = st.lists(st.tuples(st.integers(0, 63), st.integers(0, 63)).map(lambda t: (min(t), max(t))), max_size=5)

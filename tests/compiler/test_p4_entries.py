@@ -10,8 +10,8 @@ from camus.compiler.backends.p4_budget import switch_resources
 from camus.compiler.backends.p4_entries import p4_tables, p4runtime_json, simple_switch_cli
 from camus.compiler.backends.p4_interp import EntryInterpreter
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.spec_parser import parse_spec
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.language.spec_parser import parse_spec
 from tests.conftest import APPS
 
 from .strategies import messages, random_specs, rule_files

@@ -23,9 +23,9 @@ from camus.compiler.backends.p4_interp import EntryInterpreter
 from camus.compiler.backends.p4_program import program_text
 from camus.compiler.backends.p4_schema import P4Options, p4_schema, p4info
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.packets import message_from_text
-from camus.compiler.spec_parser import load_spec, parse_spec
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.codec.packets import message_from_text
+from camus.compiler.language.spec_parser import load_spec, parse_spec
 from tests.compiler.test_golden import check_golden
 from tests.conftest import APPS
 
@@ -230,7 +230,7 @@ def test_original_camus_spec_compiles_to_the_same_tables() -> None:
 
 
 def test_p4_14_spec_errors_have_positions() -> None:
-    from camus.compiler.errors import CompileErrors
+    from camus.compiler.language.errors import CompileErrors
     with pytest.raises(CompileErrors, match=r"<spec>:2:\d+: error: field 'x' needs a fixed width"):
         parse_spec("header_type h_t {\n fields { x : *; }\n}\nheader h_t h;\n@pragma query_field(h.x)\n")
 

@@ -5,11 +5,11 @@ import struct
 
 import pytest
 
-from camus.compiler.interpreter import PipelineInterpreter
+from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.compile import compile_files
-from camus.compiler.packets import build_packet, decode_packet, message_from_text
-from camus.compiler.pcap import PcapError, read_pcap, write_pcap
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.codec.packets import build_packet, decode_packet, message_from_text
+from camus.compiler.codec.pcap import PcapError, read_pcap, write_pcap
+from camus.compiler.language.spec_parser import load_spec
 from tests.conftest import APPS
 
 ITCH = load_spec(APPS / "itch" / "itch.p4")

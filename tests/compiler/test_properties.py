@@ -7,12 +7,12 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.compiler.bdd import BinaryBdd
+from tests.compiler.binary_bdd import BinaryBdd
 from camus.compiler.compile import CompileOptions, compile_rules
-from camus.compiler.filter_eval import FilterEvaluator, atoms_to_actions, outcome
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.pipeline import Pipeline
-from camus.compiler.spec_parser import parse_spec
+from camus.compiler.semantics.filter_eval import FilterEvaluator, atoms_to_actions, outcome
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.ir.pipeline import Pipeline
+from camus.compiler.language.spec_parser import parse_spec
 
 from .strategies import messages, random_specs, rule_files
 
@@ -101,7 +101,7 @@ def test_bitvector_stage_agrees_with_the_rules(data) -> None:
 
 def test_cost_model_keeps_itch_on_the_diagram_and_many_attributes_on_bit_vectors() -> None:
     from camus.bench.workloads import itch_rules, siena_rules, siena_schema
-    from camus.compiler.spec_parser import load_spec
+    from camus.compiler.language.spec_parser import load_spec
     from tests.conftest import APPS
     itch = compile_rules(load_spec(APPS / "itch" / "itch.p4"), "\n".join(itch_rules(2000, 1)))
     assert itch.pipeline.bitvector is None

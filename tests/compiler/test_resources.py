@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from camus.compiler.compile import CompileOptions, compile_files
-from camus.compiler.resources import render_report, resource_report
+from camus.compiler.ir.resources import render_report, resource_report
 from tests.conftest import APPS
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.compiler.rules_ast import And, Attr, Not, Or, TrueFilter
-from camus.compiler.rules_parser import SourceText, _Parser, parse_rules
+from camus.compiler.language.rules_ast import And, Attr, Not, Or, TrueFilter
+from camus.compiler.language.rules_parser import SourceText, _Parser, parse_rules
 
 
 def general(text: str):

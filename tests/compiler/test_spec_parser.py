@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from camus.compiler.spec import MatchKind, Role
-from camus.compiler.spec_parser import load_spec, parse_spec
+from camus.compiler.language.spec import MatchKind, Role
+from camus.compiler.language.spec_parser import load_spec, parse_spec
 from tests.conftest import APPS
 
 

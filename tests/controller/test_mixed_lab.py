@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Lab, mold_order_refs, sh
-from camus.compiler.packets import build_packet, message_from_text
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.language.spec_parser import load_spec
 from camus.controller.client import SubscriptionClient
 from tests.conftest import APPS
 
@@ -157,7 +157,7 @@ def test_mixed_xdp_and_switch_deliveries_follow_the_api(mixed: Lab) -> None:
 
     def expected(h: str, active: dict[str, str]) -> set[int]:
         from camus.compiler.compile import compile_rules
-        from camus.compiler.interpreter import PipelineInterpreter
+        from camus.compiler.semantics.interpreter import PipelineInterpreter
         if h not in active:
             return set()
         interp = PipelineInterpreter(compile_rules(spec, f"{active[h]} : fwd(1)").pipeline)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from camus.compiler.compile import CompileOptions
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.language.spec_parser import load_spec
 from camus.controller.devices import DeviceCompiler, memory_per_layer
 from camus.controller.routing import MATCH_ALL, route, spanning_tree
 from camus.controller.simulate import HostWants, Simulator, check
@@ -96,7 +96,7 @@ def _subs(t: Topology, rng: random.Random, pool: list[str] = POOL) -> dict[str, 
 
 
 def _message(rng: random.Random) -> dict[str, int]:
-    from camus.compiler.packets import message_from_text
+    from camus.compiler.codec.packets import message_from_text
     return message_from_text(SPEC, f"stock={rng.choice(STOCKS)} price={rng.randint(0, 1000)} "
                                    f"shares={rng.randint(0, 2000)} buy_sell_indicator={ord(rng.choice('BS'))}")
 
@@ -120,8 +120,8 @@ def _run(t: Topology, policy: str, seed: int, alpha: int = 1, messages: int = 25
 
 
 def _assert_state_only_at_last_hops(routing) -> None:
-    from camus.compiler.cover import has_state
-    from camus.compiler.rules_parser import parse_rules
+    from camus.compiler.language.cover import has_state
+    from camus.compiler.language.rules_parser import parse_rules
     for d, ports in routing.filters.items():
         for p, fs in ports.items():
             for f in fs:

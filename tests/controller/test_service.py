@@ -11,7 +11,7 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.language.spec_parser import load_spec
 from camus.controller.core import Controller
 from camus.controller.service import make_app
 from camus.controller.targets import SwitchDirTarget

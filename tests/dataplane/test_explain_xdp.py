@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from camus.cli import main
-from camus.compiler.packets import build_packet, message_from_text
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.language.spec_parser import load_spec
 from tests.conftest import APPS
 
 pytestmark = pytest.mark.bpf
@@ -32,9 +32,9 @@ def test_explain_via_xdp_matches_the_ir_on_a_batched_frame() -> None:
 
 def test_explain_via_xdp_prints_each_ports_pruned_packet() -> None:
     from camus.compiler.compile import compile_files
-    from camus.compiler.interpreter import PipelineInterpreter
+    from camus.compiler.semantics.interpreter import PipelineInterpreter
     from camus.dataplane.lab import mold_order_refs
-    from camus.compiler.packets import decode_packet
+    from camus.compiler.codec.packets import decode_packet
     spec = load_spec(SPEC)
     interp = PipelineInterpreter(compile_files(SPEC, RULES).pipeline)
     texts = ["stock=GOOGL price=2000000", "stock=IBM", "stock=AAPL", "stock=JUNK", "stock=TSLA buy_sell_indicator='S'"]

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from camus.compiler.compile import CompileOptions, compile_rules
-from camus.compiler.packets import build_packet, message_from_text
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.language.spec_parser import load_spec
 from camus.cli import main
 from camus.dataplane import runtime
 from camus.dataplane.reference import expected_rule_counts
@@ -150,8 +150,8 @@ def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -
     a real veth; updates swap between bit-vector and diagram table sets; a rule set beyond the
     attached capacity is refused and the old tables keep serving."""
     from camus.bench.workloads import SENSOR_SPEC, sensor_rules
-    from camus.compiler.interpreter import PipelineInterpreter
-    from camus.compiler.spec_parser import parse_spec
+    from camus.compiler.semantics.interpreter import PipelineInterpreter
+    from camus.compiler.language.spec_parser import parse_spec
     from camus.dataplane.program import DataplaneError
     spec = parse_spec(SENSOR_SPEC, "sensors.p4")
     mac = bytes.fromhex(sh("cat", f"/sys/class/net/{BRK}/address").stdout.strip().replace(":", ""))

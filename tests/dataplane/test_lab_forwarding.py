@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from camus.compiler.compile import CompileOptions, compile_rules
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.packets import build_packet, decode_packet, message_from_text, udp_checksum_v6
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.codec.packets import build_packet, decode_packet, message_from_text, udp_checksum_v6
+from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, mold_order_refs
 from camus.dataplane import runtime
 from camus.dataplane.reference import expected_rule_counts

@@ -7,7 +7,7 @@ from camus.bench.workloads import siena_rules, siena_schema
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.ebpf_tables import STATE_FINAL, STATE_MASK, MapContents, map_contents
 from camus.compiler.compile import compile_files, compile_rules
-from camus.compiler.spec_parser import parse_spec
+from camus.compiler.language.spec_parser import parse_spec
 from tests.compiler.test_golden import check_golden
 from tests.conftest import APPS
 

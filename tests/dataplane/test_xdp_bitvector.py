@@ -15,10 +15,10 @@ from camus.compiler.backends.ebpf_bitvector import STATE_BV
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.ebpf_tables import CapacityError, map_contents
 from camus.compiler.compile import CompileOptions, compile_rules
-from camus.compiler.filter_eval import FilterEvaluator, outcome
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.packets import build_packet, message_from_text
-from camus.compiler.spec_parser import parse_spec
+from camus.compiler.semantics.filter_eval import FilterEvaluator, outcome
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.language.spec_parser import parse_spec
 from camus.dataplane.program import XdpProgram
 from camus.dataplane.reference import expected_verdict
 from tests.compiler.strategies import messages, rule_files

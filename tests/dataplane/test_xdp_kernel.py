@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.ebpf_tables import map_contents
 from camus.compiler.compile import compile_files, compile_rules
-from camus.compiler.interpreter import PipelineInterpreter
-from camus.compiler.packets import build_packet, message_from_text
-from camus.compiler.spec_parser import load_spec, parse_spec
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.language.spec_parser import load_spec, parse_spec
 from camus.dataplane.program import XdpProgram
 from camus.dataplane.reference import expected_verdict
 from tests.compiler.strategies import FieldDef, RandomSpec, messages, rule_files

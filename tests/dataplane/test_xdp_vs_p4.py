@@ -11,9 +11,9 @@ from camus.bench.workloads import itch_messages, itch_rules, symbols
 from camus.compiler.backends.p4_entries import check_program_fit
 from camus.compiler.compile import compile_rules
 from camus.compiler.backends.registry import engine
-from camus.compiler.explain import explain_packets
-from camus.compiler.packets import build_packet, message_from_text
-from camus.compiler.spec_parser import load_spec
+from camus.compiler.semantics.explain import explain_packets
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.language.spec_parser import load_spec
 from tests.conftest import APPS
 
 pytestmark = pytest.mark.bpf

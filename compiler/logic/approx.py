@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .intervals import normalise
 from .lowering import Formula, Lowered, LoweredRule, Variable
-from .spec import MatchKind
+from ..language.spec import MatchKind
 
 
 def _widen(iset: tuple, alpha: int, width: int) -> tuple:

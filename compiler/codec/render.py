@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from .spec import QueryField, Spec
+from ..language.spec import QueryField, Spec
 
 
 def format_value(spec: Spec, q: QueryField, value: int) -> str:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from .bitvector import union_actions
-from .packets import decode_packet
-from .pipeline import ActionSet, FieldTable, Pipeline
-from .spec import Spec
+from ..structure.bitvector import union_actions
+from ..codec.packets import decode_packet
+from ..ir.pipeline import ActionSet, FieldTable, Pipeline
+from ..language.spec import Spec
 from .state_store import StateStore
 
 NO_ACTIONS = ActionSet()

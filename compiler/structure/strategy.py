@@ -14,8 +14,8 @@ the terms, the diagram is built; otherwise the bit-vector stage (linear by const
 """
 from __future__ import annotations
 
-from .dnf import Term
-from .lowering import Atom, Lowered
+from ..logic.dnf import Term
+from ..logic.lowering import Atom, Lowered
 
 CAP = 1 << 62
 

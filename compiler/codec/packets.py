@@ -11,7 +11,7 @@ import ipaddress
 import struct
 from dataclasses import dataclass, field
 
-from .spec import QueryField, Role, Spec
+from ..language.spec import QueryField, Role, Spec
 
 ETH_IPV4, ETH_IPV6, ETH_VLAN, ETH_QINQ = 0x0800, 0x86DD, 0x8100, 0x88A8
 IPPROTO_UDP = 17

@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .dnf import Term
-from .lowering import Atom
+from ..logic.dnf import Term
+from ..logic.lowering import Atom
 
 EMPTY_LEAF = 0   # the leaf with no actions: "nobody subscribed", i.e. drop
 

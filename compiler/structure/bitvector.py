@@ -22,9 +22,9 @@ reference interpreter runs it, and back ends that cannot carry it say so.
 from __future__ import annotations
 
 from .diagram import normalise_atoms
-from .dnf import Term
-from .lowering import Atom, Lowered
-from .pipeline import ActionSet, BitvectorField, BitvectorStage
+from ..logic.dnf import Term
+from ..logic.lowering import Atom, Lowered
+from ..ir.pipeline import ActionSet, BitvectorField, BitvectorStage
 from .slicing import sort_ports
 
 STRATEGIES = ("auto", "bdd", "bitvector")

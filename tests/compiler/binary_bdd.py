@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .diagram import Branch, DiagramBuilder, Leaf
-from .slicing import _exact_shape
+from camus.compiler.structure.diagram import Branch, DiagramBuilder, Leaf
+from camus.compiler.structure.slicing import _exact_shape
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ predicates read the current window.
 """
 from __future__ import annotations
 
-from .diagram import normalise_atoms
-from .intervals import contains
-from .lowering import STATE_WIDTH, Atom, Formula, Lowered
-from .pipeline import ActionSet
-from .rules_ast import And, Filter, Not, Rel, Rule, StateFn, TrueFilter
-from .slicing import sort_ports
-from .spec import MatchKind
+from ..structure.diagram import normalise_atoms
+from ..logic.intervals import contains
+from ..logic.lowering import STATE_WIDTH, Atom, Formula, Lowered
+from ..ir.pipeline import ActionSet
+from ..language.rules_ast import And, Filter, Not, Rel, Rule, StateFn, TrueFilter
+from ..structure.slicing import sort_ports
+from ..language.spec import MatchKind
 from .state_store import StateStore
 
 

@@ -12,9 +12,9 @@ import bisect
 from collections import Counter
 
 from .diagram import EMPTY_LEAF, Branch, DiagramBuilder, Leaf
-from .lowering import Lowered
-from .pipeline import ActionSet, Compression, Entry, FieldTable, Pipeline, StateVarInfo
-from .spec import MatchKind
+from ..logic.lowering import Lowered
+from ..ir.pipeline import ActionSet, Compression, Entry, FieldTable, Pipeline, StateVarInfo
+from ..language.spec import MatchKind
 
 
 def port_key(p: object) -> tuple:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from .errors import CompileError, CompileErrors
+from ..language.errors import CompileError, CompileErrors
 from .intervals import IntervalSet, complement, normalise, prefix_interval
-from .rules_ast import Action, And, Attr, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
-from .rules_parser import SourceText
-from .spec import Counter, MatchKind, QueryField, Spec
+from ..language.rules_ast import Action, And, Attr, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
+from ..language.rules_parser import SourceText
+from ..language.spec import Counter, MatchKind, QueryField, Spec
 
 STATE_WIDTH = 64   # aggregates are unsigned 64-bit values
 

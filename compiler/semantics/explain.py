@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-from .compile import Compiled
+from ..compile import Compiled
 from .filter_eval import FilterEvaluator
 from .interpreter import PipelineInterpreter, Step
-from .packets import decode_packet
-from .pipeline import ActionSet
+from ..codec.packets import decode_packet
+from ..ir.pipeline import ActionSet
 
 
 @dataclass
