@@ -25,4 +25,5 @@ class EbpfBackend(Backend):
     def engine(self, c: Compiled) -> Engine:
         # the kernel side lives in the data plane (BCC, BPF_PROG_TEST_RUN): imported on use only
         from camus.dataplane.explain_engine import XdpEngine
-        return XdpEngine(c)
+        engine: Engine = XdpEngine(c)
+        return engine

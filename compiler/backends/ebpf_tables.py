@@ -6,9 +6,11 @@ nothing.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
-from ..ir.pipeline import Pipeline
+from ..ir.pipeline import Entry, FieldTable, MatchSpec, Pipeline
 from ..structure.slicing import sort_ports
 from ..language.spec import Spec
 from .ebpf_program import RADIX_LEVELS, EbpfLimits, n_svars
@@ -35,7 +37,8 @@ class MapContents:
     desc: dict[int, tuple[int, int, int, int, int, int, int]] = field(default_factory=dict)
     exact: dict[tuple[int, int], int] = field(default_factory=dict)                 # (state, value) -> next
     xslots: dict[int, tuple[int, int]] = field(default_factory=dict)                # slot -> (value, next)
-    bounds: list[tuple[tuple, tuple, int, int]] = field(default_factory=list)       # tree nodes: keys, vals, nkeys, leaf
+    # search-tree nodes: keys, vals, nkeys, leaf
+    bounds: list[tuple[tuple[Any, ...], tuple[Any, ...], int, int]] = field(default_factory=list)
     rnodes: list[tuple[int, int, int]] = field(default_factory=list)                # radix buckets: split, below, above
     rsub: list[tuple[int, int, int, int]] = field(default_factory=list)             # radix sub-tables: lo, base, last, shift
     lpm: dict[tuple[int, int, int], int] = field(default_factory=dict)              # (plen, state, value<<) -> next
@@ -58,7 +61,7 @@ class MapContents:
     bv_bits_base: int = 0
     bv_segs_base: int = 0                                                           # the bank's bv_segs index
 
-    def port_mask(self, ports: tuple) -> tuple[int, ...]:
+    def port_mask(self, ports: tuple[Any, ...]) -> tuple[int, ...]:
         words = [0] * PORT_WORDS
         index = {p: i for i, p in enumerate(self.ports)}
         for p in ports:
@@ -66,7 +69,7 @@ class MapContents:
             words[i // 64] |= 1 << (i % 64)
         return tuple(words)
 
-    def ports_of(self, words: tuple[int, ...]) -> tuple:
+    def ports_of(self, words: tuple[int, ...]) -> tuple[Any, ...]:
         return tuple(p for i, p in enumerate(self.ports) if words[i // 64] >> (i % 64) & 1)
 
 
@@ -156,7 +159,7 @@ def _range_desc(var: int, slice_: list[tuple[int, int]], out: "MapContents") -> 
     return (KIND["range"], var, 0, 0, root, levels, 0)
 
 
-def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list]:
+def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list[Any]]:
     """An open-addressing table for one state's exact entries: size 2**bits (load <= 1/2) and
     an odd multiplier under which no key is more than MAX_PROBE slots from its hash. Seeded by
     the state id, so the same entries always give the same table."""
@@ -167,7 +170,7 @@ def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list]:
     while True:
         for _ in range(32):
             mult = rng.getrandbits(64) | 1
-            slots: list = [None] * (1 << bits)
+            slots: list[Any] = [None] * (1 << bits)
             ok = True
             for value, nxt in sorted(entries.items()):
                 h = ((value * mult) & 0xFFFFFFFFFFFFFFFF) >> (64 - bits)
@@ -186,7 +189,7 @@ def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list]:
             raise CapacityError(f"state {state}: cannot place {len(entries)} exact entries")
 
 
-def _decompress(t, entries):
+def _decompress(t: FieldTable, entries: list[Entry]) -> list[tuple[int, MatchSpec, int]]:
     """Back ends read raw values: undo low-resolution domain codes (exact or range)."""
     if t.compression is None:
         return [(e.state, e.match, e.next) for e in entries]

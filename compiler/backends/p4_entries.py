@@ -40,7 +40,7 @@ class P4Entry:
     table: str
     matches: tuple[Match, ...]
     action: str
-    params: tuple = ()
+    params: tuple[Any, ...] = ()
     priority: int = 0         # P4Runtime convention: higher wins (0: table needs none)
 
     @property
@@ -53,7 +53,7 @@ class P4Entry:
 class P4Tables:
     root: int = 0                                               # meta.state when parsing ends
     entries: list[P4Entry] = field(default_factory=list)
-    groups: dict[int, tuple] = field(default_factory=dict)      # mgid -> ports
+    groups: dict[int, tuple[Any, ...]] = field(default_factory=dict)      # mgid -> ports
     order: list[str] = field(default_factory=list)              # tables in pipeline order
     widths: dict[str, int] = field(default_factory=dict)        # key field -> bits
     calls: dict[int, tuple[str, ...]] = field(default_factory=dict)   # call id -> custom actions

@@ -7,6 +7,8 @@ fill the templates' FRAMING_TYPES, INGRESS_TAIL and EGRESS_APPLY slots.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..language.spec import Spec
 from .emit import Emitter
 from .p4_layout import Layout, field_name, field_slice
@@ -21,7 +23,7 @@ def _names(spec: Spec, lay: Layout) -> tuple[str, str, str, str, str, str, str]:
             field_name(lay.udp, 32, 16, "UDP length"), field_name(lay.udp, 48, 16, "UDP checksum"))
 
 
-def _drop_classified(eg: Emitter, lay: Layout, names: tuple, headers: list[str]) -> None:
+def _drop_classified(eg: Emitter, lay: Layout, names: tuple[Any, ...], headers: list[str]) -> None:
     """Egress statements removing the classified message (`gone` bytes) from the batch."""
     f, n, ip, udp, ip_len, udp_len, udp_csum = names
     for h in headers:

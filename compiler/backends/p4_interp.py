@@ -8,6 +8,8 @@ miss runs the default action (no change). `t_<f>_any` applies only when `t_<f>` 
 """
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 from .p4_entries import Match, P4Entry, P4Tables
@@ -22,9 +24,9 @@ class AmbiguousMatch(AssertionError):
 
 @dataclass
 class P4Verdict:
-    ports: tuple
+    ports: tuple[Any, ...]
     drop: bool
-    calls: tuple
+    calls: tuple[Any, ...]
     trace: list[tuple[str, int, int, str]]          # table, state before, state after, what happened
 
 
@@ -93,9 +95,9 @@ class EntryInterpreter:
                 fields[key] = 0                        # the default action of a _code table
         trace: list[tuple[str, int, int, str]] = []
         missed: set[str] = set()
-        ports: tuple = ()
+        ports: tuple[Any, ...] = ()
         drop = False
-        calls: tuple = ()
+        calls: tuple[Any, ...] = ()
         for table in self.t.order:
             if table.endswith("_any") and table[:-4] not in missed:
                 continue

@@ -20,6 +20,8 @@ Table layout (`meta.state` carries the state id):
 """
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 from ..language.spec import MatchKind, QueryField, Spec
@@ -104,7 +106,7 @@ def update_action(counter: str, field_path: str) -> str:
     return f"update_{counter}_{field_path.replace('.', '_')}"
 
 
-def window_counters(spec: Spec, arch: str) -> list:
+def window_counters(spec: Spec, arch: str) -> list[Any]:
     """The query_counters the switch program keeps registers for (v1model, power-of-two windows)."""
     if arch != "v1model":
         return []
@@ -164,13 +166,13 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
     return P4Schema(opts.arch, tuple(tables), actions)
 
 
-def p4info(spec: Spec, opts: P4Options = P4Options()) -> dict:
+def p4info(spec: Spec, opts: P4Options = P4Options()) -> dict[str, Any]:
     """A P4Info-style description of the program's subscription tables: keys (name, bits, match
     kind), actions (parameters and bits) and sizes; what a controller needs to write entries."""
     schema = p4_schema(spec, opts)
     tables = []
     for t in schema.tables:
-        row: dict = {"name": t.name,
+        row: dict[str, Any] = {"name": t.name,
                      "key": [{"name": k.name, "bitwidth": k.bits, "match_type": k.match} for k in t.keys],
                      "actions": list(t.actions), "size": t.size}
         if t.name == "t_root":

@@ -10,6 +10,8 @@ load it, and `explain --via userspace` runs messages through it.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import bisect
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +68,7 @@ class FlatTables:
         return self.leaves.get(state, ())
 
 
-def _flatten(t: FieldTable, state: int, entries: list) -> FlatState:
+def _flatten(t: FieldTable, state: int, entries: list[Any]) -> FlatState:
     default = 0
     spans: list[tuple[int, int, int]] = []
     prefixes: list[tuple[int, int, int, int]] = []          # (lo, hi, plen, next)
@@ -115,7 +117,7 @@ def flat_tables(p: Pipeline, spec: Spec) -> FlatTables:
         q = spec.query_field(t.field or "")
         if q is None or q.instance != msg.name or q.offset % 8 or q.width % 8 or q.width > 64:
             raise FlatError(f"{t.name}: the userspace brokers read byte-aligned message fields of up to 64 bits")
-        by_state: dict[int, list] = {}
+        by_state: dict[int, list[Any]] = {}
         for e in t.entries:
             by_state.setdefault(e.state, []).append(e)
         states = {s: _flatten(t, s, by_state.get(s, [])) for s in t.states}

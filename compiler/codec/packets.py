@@ -232,7 +232,7 @@ def udp_frame(payload: bytes, port: int, *, src_ip: str = "10.0.0.1", dst_ip: st
 def _ones_sum(data: bytes) -> int:
     if len(data) % 2:
         data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    s: int = sum(struct.unpack(f"!{len(data) // 2}H", data))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return s
@@ -247,7 +247,7 @@ def udp_checksum_v6(src: bytes, dst: bytes, udp: bytes) -> int:
 
 
 def _ip_checksum(header: bytes) -> int:
-    s = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    s: int = sum(struct.unpack(f"!{len(header) // 2}H", header))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return ~s & 0xFFFF

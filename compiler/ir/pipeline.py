@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-MatchSpec = tuple  # ("exact", v) | ("range", lo, hi) | ("lpm", v, plen) | ("any",)
+MatchSpec = tuple[Any, ...]  # ("exact", v) | ("range", lo, hi) | ("lpm", v, plen) | ("any",)
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,10 @@ class FieldTable:
 
 @dataclass
 class ActionSet:
-    ports: tuple = ()                   # ints or names, sorted
+    ports: tuple[Any, ...] = ()                   # ints or names, sorted
     group: int | None = None            # multicast group when more than one port
     drop: bool = False                  # an explicit drop rule matched
-    calls: tuple = ()                   # ((name, (args...)), ...) custom actions
+    calls: tuple[Any, ...] = ()                   # ((name, (args...)), ...) custom actions
     updates: tuple[int, ...] = ()       # internal: state variables updated on this path
     rules: tuple[int, ...] = ()         # counted rules (CompileOptions.count_rules) that matched
 
@@ -199,7 +199,7 @@ class Pipeline:
     root: int
     tables: list[FieldTable]
     leaves: dict[int, ActionSet]
-    groups: dict[int, tuple]
+    groups: dict[int, tuple[Any, ...]]
     state_vars: list[StateVarInfo] = field(default_factory=list)
     state_updates: dict[int, tuple[int, ...]] = field(default_factory=dict)
     rule_count: int = 0
@@ -239,7 +239,7 @@ class Pipeline:
                 if s in owner:
                     raise ValueError(f"state {s} belongs to both {owner[s]} and {schema.name}")
                 owner[s] = schema.name
-            seen: dict[tuple, int] = {}
+            seen: dict[tuple[Any, ...], int] = {}
             ranges: dict[int, list[tuple[int, int]]] = {}
             for e in t.entries:
                 where = f"{schema.name} entry {e}"
@@ -317,7 +317,7 @@ class Pipeline:
         doc = self.to_json()
         rows: dict[str, str] = {}
 
-        def compact(items: list) -> list[str]:
+        def compact(items: list[Any]) -> list[str]:
             keys = []
             for item in items:
                 key = f"@@{len(rows)}@@"

@@ -16,6 +16,8 @@ million-rule file parses in seconds.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import bisect
 import ipaddress
 import re
@@ -301,7 +303,7 @@ def _fast_const(text: str, off: int) -> Const | None:
     return Const("word", text, None, text, off)
 
 
-def _fast_rule(m: re.Match, index: int) -> Rule | None:
+def _fast_rule(m: re.Match[str], index: int) -> Rule | None:
     """The tree of one line matched by _SIMPLE, or None to leave it to the general parser."""
     g = m.groups()
     rels = []
@@ -322,7 +324,7 @@ def _fast_rule(m: re.Match, index: int) -> Rule | None:
             break
         if name.lower() in _KEYWORDS:
             return None
-        args: tuple = ()
+        args: tuple[Any, ...] = ()
         if g[k + 1]:
             a0 = m.start(k + 2)
             args = tuple(_fast_const(a.group(), a0 + a.start()) for a in _ARG_RE.finditer(g[k + 1]))

@@ -4,12 +4,14 @@ alpha so fewer distinct boundaries reach the tables. Each literal's interval set
 the price is over-delivery, never under-delivery. Applies to numeric range fields only."""
 from __future__ import annotations
 
+from typing import Any
+
 from .intervals import normalise
 from .lowering import Formula, Lowered, LoweredRule, Variable
 from ..language.spec import MatchKind
 
 
-def _widen(iset: tuple, alpha: int, width: int) -> tuple:
+def _widen(iset: tuple[Any, ...], alpha: int, width: int) -> tuple[Any, ...]:
     top = (1 << width) - 1
     out = []
     for lo, hi in iset:

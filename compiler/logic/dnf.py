@@ -6,6 +6,8 @@ set is its whole domain is left unconstrained.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .intervals import IntervalSet, intersect
 
 Term = dict[int, IntervalSet]
@@ -15,7 +17,7 @@ class DnfTooLarge(Exception):
     pass
 
 
-def to_dnf(formula: tuple, widths: list[int], limit: int = 4096) -> list[Term]:
+def to_dnf(formula: tuple[Any, ...], widths: list[int], limit: int = 4096) -> list[Term]:
     tag = formula[0]
     if tag == "true":
         return [{}]

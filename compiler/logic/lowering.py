@@ -9,7 +9,7 @@ reported at the position of the offending token; any error rejects the whole fil
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 from ..language.errors import CompileError, CompileErrors
 from .intervals import IntervalSet, complement, normalise, prefix_interval
@@ -20,12 +20,12 @@ from ..language.spec import Counter, MatchKind, QueryField, Spec
 STATE_WIDTH = 64   # aggregates are unsigned 64-bit values
 
 # Negation-free formulas: ("lit", var, iset) | ("and", (f, ...)) | ("or", (f, ...)) | ("true",)
-Formula = tuple
+Formula = tuple[Any, ...]
 TRUE: Formula = ("true",)
 FALSE: Formula = ("or", ())
 
 # Action atoms: ("fwd", port) | ("drop",) | ("call", name, (arg, ...)) | ("update", state_var)
-Atom = tuple
+Atom = tuple[Any, ...]
 Port = Union[int, str]
 
 
@@ -77,11 +77,11 @@ class _Lowerer:
     def __init__(self, spec: Spec, src: SourceText) -> None:
         self.spec, self.src = spec, src
         self.field_var = {q.path: i for i, q in enumerate(spec.query_fields)}
-        self.state_vars: dict[tuple, int] = {}
+        self.state_vars: dict[tuple[Any, ...], int] = {}
         self.state_list: list[StateVar] = []
         self._resolved: dict[str, QueryField] = {}
-        self._lit_cache: dict[tuple, IntervalSet] = {}
-        self._atom_cache: dict[tuple, frozenset[Atom]] = {}
+        self._lit_cache: dict[tuple[Any, ...], IntervalSet] = {}
+        self._atom_cache: dict[tuple[Any, ...], frozenset[Atom]] = {}
 
     # -- names -----------------------------------------------------------------------------
     def resolve(self, attr: Attr) -> QueryField:

@@ -8,17 +8,19 @@ predicates read the current window.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..structure.diagram import normalise_atoms
 from ..logic.intervals import contains
 from ..logic.lowering import STATE_WIDTH, Atom, Formula, Lowered
 from ..ir.pipeline import ActionSet
 from ..language.rules_ast import And, Filter, Not, Rel, Rule, StateFn, TrueFilter
 from ..structure.slicing import sort_ports
-from ..language.spec import MatchKind
+from ..language.spec import MatchKind, QueryField
 from .state_store import StateStore
 
 
-def outcome(a: ActionSet) -> tuple:
+def outcome(a: ActionSet) -> tuple[Any, ...]:
     """What a delivery decision means to the outside: ports, explicit drop, custom calls."""
     return (tuple(a.ports), a.drop, tuple(a.calls))
 
@@ -37,7 +39,7 @@ def eval_formula(f: Formula, values: list[int]) -> bool:
         return all(eval_formula(a, values) for a in f[1])
     if tag == "or":
         return any(eval_formula(a, values) for a in f[1])
-    return tag == "true"
+    return bool(tag == "true")
 
 
 class FilterEvaluator:
@@ -49,9 +51,9 @@ class FilterEvaluator:
         self.state_vars = lowered.state_vars
         self.store = StateStore([s.counter.window_us for s in self.state_vars])
         self.paths = [q.path for q in lowered.spec.query_fields]
-        self._sets: dict[int, tuple] = {}
+        self._sets: dict[int, tuple[Any, ...]] = {}
 
-    def _rel(self, rel: Rel, value: int, width: int, kind: MatchKind, label: str, q=None) -> bool:
+    def _rel(self, rel: Rel, value: int, width: int, kind: MatchKind, label: str, q: QueryField | None = None) -> bool:
         iset = self._sets.get(id(rel))
         if iset is None:
             iset = self._sets[id(rel)] = self.lw.literal_set(rel, q, width, kind, label, False)
@@ -70,7 +72,7 @@ class FilterEvaluator:
             return not self._eval(f.arg, values, states, now_us)
         if isinstance(f, TrueFilter):
             return True
-        results = [self._eval(a, values, states, now_us) for a in f.args]  # type: ignore[union-attr]
+        results = [self._eval(a, values, states, now_us) for a in f.args]
         return all(results) if isinstance(f, And) else any(results)
 
     def update_state(self, values: dict[str, int], now_us: int) -> tuple[int, ...]:

@@ -21,6 +21,8 @@ reference interpreter runs it, and back ends that cannot carry it say so.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .diagram import normalise_atoms
 from ..logic.dnf import Term
 from ..logic.lowering import Atom, Lowered
@@ -106,8 +108,8 @@ def atoms_action(atoms: frozenset[Atom]) -> ActionSet:
 def union_actions(stage: BitvectorStage, matched: int, leaves: dict[int, ActionSet]) -> ActionSet:
     """What the matching terms deliver together, as one leaf of the diagram would: ports,
     calls and counted rules united; an explicit drop wins over forwarding."""
-    ports: set = set()
-    calls: set = set()
+    ports: set[Any] = set()
+    calls: set[Any] = set()
     rules: set[int] = set()
     drop = False
     seen: set[int] = set()

@@ -19,6 +19,8 @@ across compilations with the same builder, so incremental updates can reuse them
 """
 from __future__ import annotations
 
+from typing import Any
+
 import random
 from dataclasses import dataclass
 
@@ -90,7 +92,7 @@ class DiagramBuilder:
         terms it satisfies. `order` lists variables from first tested to last."""
         level_of = {v: i for i, v in enumerate(order)}
         self._order = order
-        self._cons: list[dict[int, tuple]] = []
+        self._cons: list[dict[int, tuple[Any, ...]]] = []
         self._last: list[int] = []
         self._atoms: list[frozenset[Atom]] = []
         keys: list[int] = []

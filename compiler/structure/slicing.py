@@ -8,6 +8,8 @@ sets of two or more ports become multicast groups.
 """
 from __future__ import annotations
 
+from typing import Any, Collection
+
 import bisect
 from collections import Counter
 
@@ -17,11 +19,11 @@ from ..ir.pipeline import ActionSet, Compression, Entry, FieldTable, Pipeline, S
 from ..language.spec import MatchKind
 
 
-def port_key(p: object) -> tuple:
+def port_key(p: object) -> tuple[Any, ...]:
     return (isinstance(p, str), p)
 
 
-def sort_ports(ports) -> tuple:
+def sort_ports(ports: Collection[Any]) -> tuple[Any, ...]:
     """Numbered ports first (numerically), then named ones (alphabetically)."""
     nums = [p for p in ports if type(p) is int]
     if len(nums) == len(ports):
@@ -42,24 +44,26 @@ def reachable(builder: DiagramBuilder, root: int) -> list[int]:
     return sorted(seen)
 
 
-def _exact_shape(edges: tuple) -> int | None:
+def _exact_shape(edges: tuple[Any, ...]) -> int | None:
     """The default child if the edges are points plus one default, else None."""
     rest = {c for lo, hi, c in edges if lo != hi}
     if len(rest) > 1:
         return None
     if rest:
-        return rest.pop()
-    return Counter(c for _, _, c in edges).most_common(1)[0][0]
+        only: int = rest.pop()
+        return only
+    common: int = Counter(c for _, _, c in edges).most_common(1)[0][0]
+    return common
 
 
-def _exact_entries(state: int, edges: tuple, default: int) -> list[Entry]:
+def _exact_entries(state: int, edges: tuple[Any, ...], default: int) -> list[Entry]:
     out = [Entry(state, ("exact", lo), c) for lo, hi, c in edges if lo == hi and c != default]
     if default != EMPTY_LEAF:
         out.append(Entry(state, ("any",), default))
     return out
 
 
-def _lpm_entries(state: int, edges: tuple, width: int) -> list[Entry]:
+def _lpm_entries(state: int, edges: tuple[Any, ...], width: int) -> list[Entry]:
     """Longest-prefix entries equivalent to the edges: each prefix node whose range is mostly
     one child takes that child, so only the exceptions need longer prefixes."""
     starts = [lo for lo, _, _ in edges]
@@ -162,8 +166,8 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
         tables.append(table)
 
     # Leaves and multicast groups.
-    port_sets: set[tuple] = set()
-    parts: dict[int, tuple] = {}
+    port_sets: set[tuple[Any, ...]] = set()
+    parts: dict[int, tuple[Any, ...]] = {}
     for nid in leaf_ids:
         atoms = builder.nodes[nid].atoms  # type: ignore[union-attr]
         fwd = [a[1] for a in atoms if a[0] == "fwd"]
