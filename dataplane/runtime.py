@@ -59,11 +59,26 @@ class Installed:
 
     @property
     def pins(self) -> Path:
-        return PIN_ROOT / self.iface
+        return pin_dir(self.iface)
+
+
+def valid_iface(iface: str) -> str:
+    """The interface name, checked by the kernel's rules (dev_valid_name): 1-15 bytes, not '.'
+    or '..', no '/', ':' or whitespace. Every path under PIN_ROOT and STATE_ROOT is built from
+    a checked name, so no name can reach outside /sys/fs/bpf/camus."""
+    if (not iface or len(iface.encode()) > 15 or iface in (".", "..")
+            or any(c in iface for c in "/:") or any(c.isspace() for c in iface) or "\0" in iface):
+        raise DataplaneError(f"{iface!r} is not a valid interface name (1-15 characters, no '/', ':' or spaces)")
+    return iface
+
+
+def pin_dir(iface: str) -> Path:
+    """Where an interface's maps and programs are pinned (only ever below PIN_ROOT)."""
+    return PIN_ROOT / valid_iface(iface)
 
 
 def _state_path(iface: str) -> Path:
-    return STATE_ROOT / f"{iface}.json"
+    return STATE_ROOT / f"{valid_iface(iface)}.json"
 
 
 def _keys(c: MapContents) -> dict[str, list]:
@@ -184,7 +199,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
            xdp_redirect: bool = False) -> Installed:
     require_root()
     _ifindex(iface)
-    if _state_path(iface).exists() or (PIN_ROOT / iface).exists():
+    if _state_path(iface).exists() or pin_dir(iface).exists():
         raise DataplaneError(f"{iface} already has camus-xdp attached: use `update` or `detach`")
     bits, specs = _port_specs(ports_path)
     try:
@@ -213,12 +228,12 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                                  "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
         attached = True
         maps = prog.maps
-        maps.pin(PIN_ROOT / iface)
+        maps.pin(pin_dir(iface))
         lib = maps.lib
         for name, fn in (("prog_xdp", prog.fn), ("prog_msg", None)):
             fd = fn.fd if fn is not None else prog.bpf.funcs[b"camus_msg"].fd
-            if lib.bpf_obj_pin(fd, str(PIN_ROOT / iface / name).encode()) < 0:
-                raise DataplaneError(f"could not pin {name} under {PIN_ROOT / iface}")
+            if lib.bpf_obj_pin(fd, str(pin_dir(iface) / name).encode()) < 0:
+                raise DataplaneError(f"could not pin {name} under {pin_dir(iface)}")
         maps.clear_leaf_hits(sorted(contents.leaf))
         counted, leaf_rules = _counted(compiled, contents)
         inst = Installed(iface, mode, str(Path(spec_path).resolve()), str(Path(rules_path).resolve()),
@@ -232,7 +247,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         if attached:                                  # nothing half-installed after a failure
             _remove_xdp(iface, mode)
         _del_clsact(clsact)
-        shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
+        shutil.rmtree(pin_dir(iface), ignore_errors=True)
         _state_path(iface).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise DataplaneError(f"attach failed, nothing was left installed: {exc}") from exc
@@ -257,7 +272,7 @@ def interface_exists(iface: str) -> bool:
 def detach(iface: str) -> str:
     """Remove everything attach installed; returns a note when there was less to remove."""
     require_root()
-    if not _state_path(iface).exists() and (PIN_ROOT / iface).exists():
+    if not _state_path(iface).exists() and pin_dir(iface).exists():
         # Pins without a state file (/run was cleared): remove what is left, whatever the mode.
         if interface_exists(iface):
             for mode in XDP_FLAGS:
@@ -265,7 +280,7 @@ def detach(iface: str) -> str:
                     _remove_xdp(iface, mode)
                 except Exception:
                     pass
-        shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
+        shutil.rmtree(pin_dir(iface), ignore_errors=True)
         return f"{iface}: no state file; removed the leftover pins and XDP program"
     inst = load_installed(iface)
     note = ""
@@ -277,7 +292,7 @@ def detach(iface: str) -> str:
     else:     # the attachment went with the interface; what is left is ours to clean up
         note = f"{iface} no longer exists; removed its pinned maps and state"
     _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
-    shutil.rmtree(PIN_ROOT / iface, ignore_errors=True)
+    shutil.rmtree(pin_dir(iface), ignore_errors=True)
     _state_path(iface).unlink(missing_ok=True)
     return note
 
