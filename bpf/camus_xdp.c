@@ -246,6 +246,7 @@ struct camus_scratch {
     __u32 skipped;              /* framed messages of other types (not classified) */
     __u32 empty;                /* framed messages that go nowhere (skipped or no ports) */
     __u32 nsvars;               /* state variables in use */
+    __u32 uend;                 /* from the packet start: where the UDP datagram ends */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];   /* bit-vector stage: each message's
                                                                 ports (no leaf state holds them) */
@@ -453,8 +454,8 @@ int camus_msg(struct xdp_md *ctx) {
     if (lenp + 2 > end)
         return malformed();                 /* the count promised more messages */
     __u32 len = bpf_ntohs(*(__u16 *)lenp);
-    if (len > 0x3FFF)
-        return malformed();
+    if (len > 0x3FFF || off + 2 + len > s->uend)
+        return malformed();                 /* runs past the datagram (or the MTU) */
     len &= 0x3FFF;
     void *msg = lenp + 2;
     if (msg + len > end)
@@ -497,6 +498,7 @@ int camus_xdp(struct xdp_md *ctx) {
         l3 += 4;
     }
     void *l4;
+    __u32 ip_end;                             /* where the IP packet ends, by its length field */
     if (proto == bpf_htons(ETH_P_IP)) {
         struct iphdr *ip = l3;
         if ((void *)(ip + 1) > end || ip->version != 4 || ip->ihl < 5)
@@ -506,11 +508,13 @@ int camus_xdp(struct xdp_md *ctx) {
         if (ip->protocol != IPPROTO_UDP)
             goto other;
         l4 = l3 + ip->ihl * 4;
+        ip_end = (__u32)(l3 - data) + bpf_ntohs(ip->tot_len);
     } else if (proto == bpf_htons(ETH_P_IPV6)) {
         struct ipv6hdr *ip6 = l3;
         if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
             goto other;
         l4 = ip6 + 1;
+        ip_end = (__u32)(l4 - data) + bpf_ntohs(ip6->payload_len);
     } else {
         goto other;
     }
@@ -519,6 +523,11 @@ int camus_xdp(struct xdp_md *ctx) {
         goto other;
     if (!CAMUS_UDP_PORT_OK(bpf_ntohs(udp->dest)))
         goto other;
+    /* The lengths must agree with the frame: the messages end where the datagram does (not at
+     * the frame's end: Ethernet pads short frames), and a lying length is a malformed packet. */
+    __u32 l4_off = (__u32)(l4 - data), ulen = bpf_ntohs(udp->len);
+    if (ulen < 8 || l4_off + ulen > ip_end || ip_end > (__u32)(end - data))
+        return malformed();
 
     struct camus_scratch *s = get_scratch();
     if (!s)
@@ -534,16 +543,20 @@ int camus_xdp(struct xdp_md *ctx) {
     s->skipped = 0;
     s->empty = 0;
     s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
+    s->uend = l4_off + ulen;
     if (!camus_packet_fields(s->v, data, l3, l4, end))
         goto other;
     void *payload = udp + 1;
 
 #if CAMUS_FRAMING_MOLD
-    if (payload + 20 > end)
+    __u32 first = l4_off + 8 + 20;            /* the first message's length prefix */
+    if (payload + 20 > end || first > s->uend)
         return malformed();
     __u16 nmsgs = bpf_ntohs(*(__u16 *)(payload + 18));
+    if ((__u32)nmsgs * 2 > s->uend - first)
+        return malformed();                   /* not even room for the length prefixes */
     if (nmsgs > CAMUS_MAX_MSGS) {
-        count(CAMUS_STAT_OTHER);              /* more than we classify: the stack handles it */
+        count(CAMUS_STAT_OVERFLOW);           /* more than we classify: the stack gets the batch */
         return XDP_PASS;
     }
     s->nmsgs = nmsgs;
@@ -555,7 +568,7 @@ int camus_xdp(struct xdp_md *ctx) {
     return malformed();                        /* tail call failed: not loaded properly */
 #else
     void *msg = payload;
-    if (msg + CAMUS_MSG_BYTES > end)
+    if (msg + CAMUS_MSG_BYTES > end || l4_off + 8 + CAMUS_MSG_BYTES > s->uend)
         return malformed();
     s->nmsgs = 1;
     if (CAMUS_MSG_TYPE_OK(msg)) {

@@ -46,6 +46,7 @@
 #define CAMUS_STAT_DELIVER      6   /* packets with at least one subscribed port */
 #define CAMUS_STAT_LOCAL        7   /* packets trimmed for this host's stack */
 #define CAMUS_STAT_REDIRECT     8   /* packets sent straight from XDP to their one port */
+#define CAMUS_STAT_OVERFLOW     9   /* batches of more messages than classified: to the stack */
 #define CAMUS_STAT_MAX          12
 
 /* cfg[] indices */

@@ -78,7 +78,7 @@ MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm"
              "tc_progs", "tx_ports", "leaf_hits", "bv_bits", "bv_segs", "bv_acc")
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC = 0, 1, 2, 3, 4, 5
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
-              "local", "redirected")
+              "local", "redirected", "overflow")
 
 
 class MapError(OSError):

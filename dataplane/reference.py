@@ -4,7 +4,10 @@ The kernel tests compare the loaded program with this, packet by packet:
   * not feed traffic (not IP/UDP, another port, fragments, truncated L2-L4) -> XDP_PASS
   * feed traffic whose framing is broken (truncated, lying counts or lengths) -> the malformed
     policy (drop by default); no message of it is delivered
-  * more messages than the program classifies -> XDP_PASS (the host stack handles it)
+  * IP and UDP lengths that disagree with the frame, or a message count the payload cannot
+    hold (two bytes of length prefix each) -> malformed
+  * more messages than the program classifies -> XDP_PASS (the host stack handles the whole
+    batch; counted as `overflow`)
   * otherwise each message gets its IR verdict; nobody subscribed to any -> XDP_DROP,
     else the packet goes on to replication (XDP_PASS until the forwarding stage lands)
 """
@@ -30,6 +33,8 @@ def expected_verdict(spec: Spec, interp: PipelineInterpreter, data: bytes, max_m
     d = decode_packet(spec, data)
     if not d.feed:
         return Expected("XDP_PASS", "other", {})
+    if d.error is not None and (d.impossible_count or d.count == 0):
+        return Expected("XDP_PASS" if malformed_pass else "XDP_DROP", "malformed", {})
     if spec.framing.kind != "none" and d.count > max_msgs:
         return Expected("XDP_PASS", "overflow", {})
     if d.error is not None:

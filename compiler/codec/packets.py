@@ -33,6 +33,7 @@ class DecodedPacket:
     offsets: dict[str, int] = field(default_factory=dict)   # header instance -> byte offset
     feed: bool = False            # it is addressed to the feed: errors past this are malformations
     count: int = 0                # messages the framing announced
+    impossible_count: bool = False   # more messages announced than the payload has bytes for
 
 
 def read_bits(data: bytes, bit_offset: int, width: int) -> int:
@@ -84,6 +85,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
             return out
         if Role.IPV4 in roles:
             out.offsets[roles[Role.IPV4]] = off
+        ip_end = off + struct.unpack_from("!H", data, off + 2)[0]     # IPv4 total length
         off += ihl
     elif etype == ETH_IPV6:
         if len(data) < off + 40:
@@ -94,6 +96,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
             return out
         if Role.IPV6 in roles:
             out.offsets[roles[Role.IPV6]] = off
+        ip_end = off + 40 + struct.unpack_from("!H", data, off + 4)[0]   # IPv6 payload length
         off += 40
     else:
         out.error = f"not IP (EtherType 0x{etype:04x})"
@@ -107,8 +110,15 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
         return out
     if Role.UDP in roles:
         out.offsets[roles[Role.UDP]] = off
-    off += 8
     out.feed = True
+    # The lengths must agree with the frame (the data plane checks the same): the messages end
+    # where the UDP datagram does, not at the end of the frame (Ethernet pads short frames).
+    udp_len = struct.unpack_from("!H", data, off + 4)[0]
+    if udp_len < 8 or off + udp_len > ip_end or ip_end > len(data):
+        out.error = f"lengths disagree: UDP {udp_len} bytes at {off}, IP ends at {ip_end}, frame {len(data)} bytes"
+        return out
+    limit = off + udp_len                       # end of the UDP payload
+    off += 8
     packet_fields = [q for q in spec.query_fields if q.role is not Role.MESSAGE]
     msg_fields = [q for q in spec.query_fields if q.role is Role.MESSAGE]
     pkt_values: dict[str, int] = {}
@@ -135,13 +145,13 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
         out.count = 1
         if msg_inst is None:
             out.messages.append(Message(0, pkt_values, off, 0))
-        elif len(data) < off + msg_len:
+        elif limit < off + msg_len:
             out.error = "truncated message"
         else:
             out.messages.append(message_at(0, off, msg_len))
         return out
     fr = spec.framing
-    if len(data) < off + fr.header_bytes:
+    if limit < off + fr.header_bytes:
         out.error = "truncated MoldUDP64 header"
         return out
     if msg_inst is not None:
@@ -149,13 +159,17 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     count = struct.unpack_from("!H", data, off + fr.count_offset)[0]
     out.count = count
     pos = off + fr.header_bytes
+    if count * fr.length_bytes > limit - pos:   # cannot hold that many length prefixes
+        out.error = f"message count says {count}; {limit - pos} bytes cannot hold them"
+        out.impossible_count = True
+        return out
     for i in range(count):
-        if len(data) < pos + fr.length_bytes:
+        if limit < pos + fr.length_bytes:
             out.error = f"message count says {count}, packet holds {i}"
             return out
         length = int.from_bytes(data[pos:pos + fr.length_bytes], "big")
         start = pos + fr.length_bytes
-        if len(data) < start + length:
+        if limit < start + length:
             out.error = f"message {i} length {length} runs past the packet"
             return out
         if length >= msg_len:

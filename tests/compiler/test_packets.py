@@ -38,9 +38,8 @@ def test_truncation_at_every_byte_never_misdelivers() -> None:
     for cut in range(len(pkt)):
         got = decode_packet(ITCH, pkt[:cut])          # never raises
         assert got.error is not None
-        assert [m.values for m in got.messages] == sent[:len(got.messages)]
-        whole = (cut - 62) // 38 if cut >= 62 else 0
-        assert len(got.messages) == max(0, whole)
+        # a cut frame is shorter than its IP and UDP lengths say: malformed as a whole
+        assert got.messages == []
 
 
 def _edit(pkt: bytes, off: int, data: bytes) -> bytes:

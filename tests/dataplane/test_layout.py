@@ -26,7 +26,7 @@ CONSTANTS = {
     "CAMUS_CFG_ROOT": maps.CFG_ROOT, "CAMUS_CFG_MALFORMED": maps.CFG_MALFORMED, "CAMUS_CFG_RECORD": maps.CFG_RECORD,
     "CAMUS_CFG_NSVARS": maps.CFG_NSVARS, "CAMUS_CFG_REDIRECT": maps.CFG_REDIRECT, "CAMUS_CFG_TC": maps.CFG_TC,
     **{f"CAMUS_STAT_{n}": i for i, n in enumerate(("PACKETS", "OTHER", "MALFORMED", "MESSAGES", "NO_MATCH",
-                                                   "EXPLICIT", "DELIVER", "LOCAL", "REDIRECT"))},
+                                                   "EXPLICIT", "DELIVER", "LOCAL", "REDIRECT", "OVERFLOW"))},
 }
 
 
