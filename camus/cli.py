@@ -30,12 +30,13 @@ def _options(f):
     f = click.option("--compress", "compress_max", type=click.IntRange(min=0), default=0,
                      show_default=True,
                      help="Compress fields with at most N distinct values to small codes (0: off).")(f)
-    f = click.option("--strategy", type=click.Choice(["auto", "bdd", "bitvector"]), default="auto",
+    f = click.option("--strategy", type=click.Choice(["auto", "bdd", "bitvector", "switch"]), default="auto",
                      show_default=True,
                      help="Table strategy: the decision diagram (compact when an equality field splits "
                           "the rules; what switches run), bit vectors (linear in the filters, for many "
-                          "attributes; XDP and the reference interpreter), or auto: a cost estimate picks "
-                          "(the p4 target always gets the diagram).")(f)
+                          "attributes; XDP and the reference interpreter), switch (the diagram as a cover "
+                          "that fits a switch: see --fit), or auto: a cost estimate picks (the p4 target "
+                          "gets the diagram).")(f)
     return f
 
 
@@ -84,9 +85,13 @@ def main() -> None:
 @click.option("--fit-alpha", is_flag=True,
               help="P4: when the entries exceed the budget, retry with coarser alpha (2, 5, 10, 20, ...) "
                    "until they fit; over-delivers, never under-delivers.")
+@click.option("--fit", is_flag=True,
+              help="P4: make the rule set fit the switch: a covering approximation that stops testing the "
+                   "fields that multiply the tables out (multi-attribute filters), then coarser alpha; "
+                   "over-delivers, never under-delivers (the XDP host behind the switch filters exactly).")
 @_options
 def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None, arch: str,
-            budget_file: str | None, fit_alpha: bool, order: str, alpha: int, compress_max: int,
+            budget_file: str | None, fit_alpha: bool, fit: bool, order: str, alpha: int, compress_max: int,
             strategy: str) -> None:
     """Compile RULES against the message-format SPEC into staged tables.
 
@@ -99,7 +104,8 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     (Tofino bfrt_python), p4info.json, calls.json. Over the switch budget nothing is written.
     """
     if target == "p4" and strategy == "auto":
-        strategy = "bdd"                                # what a switch pipeline can run
+        strategy = "switch" if fit else "bdd"           # what a switch pipeline can run
+    fit_alpha = fit_alpha or fit
     c = _compile(spec, rules, order, alpha, compress_max, strategy)
     options = TargetOptions(arch=arch, budget_file=budget_file, fit_alpha=fit_alpha,
                             notice=lambda m: click.echo(m, err=True))

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .logic.approx import discretise
+from .logic.approx import cover_without, discretise
 from .structure.bitvector import build_bitvector
 from .structure.diagram import DiagramBuilder, DiagramTooLarge
 from .logic.dnf import DnfTooLarge, Term, to_dnf
@@ -21,6 +21,7 @@ from .language.rules_ast import Rule
 from .language.rules_parser import SourceText, parse_rules
 from .structure.slicing import slice_pipeline
 from .language.spec import Spec
+from .structure.fit import cover_fields
 from .structure.strategy import choose
 
 
@@ -34,7 +35,9 @@ class CompileOptions:
     dnf_limit: int = 4096        # conjunctions one rule may expand to
     count_rules: int = 0         # >0: the first N rules get their own counters (leaves say
                                  # which of them matched; keeps apart states that differ only there)
-    strategy: str = "auto"       # auto | bdd | bitvector (compiler/strategy.py decides auto)
+    strategy: str = "auto"       # auto | bdd | bitvector (structure/strategy.py decides auto) |
+                                 # switch: the diagram, fields dropped until it fits switch_entries
+    switch_entries: int = 100_000  # strategy switch: diagram size the cover must fit
 
 
 @dataclass
@@ -111,7 +114,13 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
     t3 = time.perf_counter()
     order = variable_order(lowered, terms, opts.order)
     builder = builder or DiagramBuilder(widths, opts.max_nodes)
-    strategy, _ = choose(lowered, terms, order, opts.strategy)
+    covered: frozenset[str] = frozenset()
+    if opts.strategy == "switch":                   # a covering approximation a switch can hold
+        covered = cover_fields(lowered, terms, order, opts.switch_entries)
+        if covered:
+            lowered = cover_without(lowered, covered)
+            terms = [(t, r.atoms) for r in lowered.rules for t in to_dnf(r.formula, widths, opts.dnf_limit)]
+    strategy, _ = choose(lowered, terms, order, "bdd" if opts.strategy == "switch" else opts.strategy)
     if strategy == "bitvector":
         if lowered.state_vars:
             raise CompileErrors([CompileError(
@@ -133,6 +142,7 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
             Position(source, 1, 1), "--order heuristic, --alpha N, or a smaller rule set")]) from None
     t4 = time.perf_counter()
     pipeline = slice_pipeline(lowered, builder, root, order, opts.compress_max)
+    pipeline.covers_without = tuple(sorted(covered))
     t5 = time.perf_counter()
     pipeline.validate()
     return Compiled(spec, rules, src, lowered, builder, root, order, pipeline, {

@@ -45,12 +45,15 @@ class DeviceCompiler:
         out = {}
         for d in sorted(routing.filters):
             rules, exact = routing.device_rule_set(d)
-            # alpha widens only what a later filtering hop narrows again: last-hop rules stay exact
-            options = dataclasses.replace(self.options, exact_rules=exact)
+            # alpha widens only what a later filtering hop narrows again: last-hop rules stay exact;
+            # a switch gets the diagram, as a cover when the exact one would not fit
+            kind = routing.topology.kind(d)
+            options = dataclasses.replace(self.options, exact_rules=exact,
+                                          strategy="switch" if kind == "p4" else self.options.strategy)
             h = digest(rules + repr(sorted(exact)) if self.options.alpha > 1 else rules)
             cached = self.cache.get(d)
             if cached is None or cached.digest != h:
-                cached = DeviceTables(d, routing.topology.kind(d), rules, h,
+                cached = DeviceTables(d, kind, rules, h,
                                       compile_rules(self.spec, rules, f"<{d}>", options))
                 self.cache[d] = cached
                 self.compiled_last.append(d)

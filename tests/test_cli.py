@@ -59,7 +59,7 @@ def test_explain_packets_and_pcap(tmp_path) -> None:
     write_pcap(pcap, [(0, pkt), (1000, pkt[:50])])
     r = run("explain", SPEC, RULES, "--pcap", str(pcap), "--json")
     out = [json.loads(x) for x in r.output.splitlines()]
-    assert out[0] == {"packet": 1, "error": "truncated MoldUDP64 header"} and len(out) == 3
+    assert out[0]["packet"] == 1 and out[0]["error"].startswith("lengths disagree") and len(out) == 3
 
 
 def test_explain_usage_errors() -> None:

@@ -204,6 +204,7 @@ class Pipeline:
     state_updates: dict[int, tuple[int, ...]] = field(default_factory=dict)
     rule_count: int = 0
     bitvector: BitvectorStage | None = None     # set: the classifier is this stage, not tables
+    covers_without: tuple[str, ...] = ()        # a cover: these fields are not tested (over-delivers)
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -310,7 +311,8 @@ class Pipeline:
             "groups": {str(g): list(p) for g, p in sorted(self.groups.items())},
             "state_vars": [vars(v) for v in self.state_vars],
             "state_updates": {str(s): list(u) for s, u in sorted(self.state_updates.items())},
-        } | ({"bitvector": self.bitvector.to_json()} if self.bitvector is not None else {})
+        } | ({"bitvector": self.bitvector.to_json()} if self.bitvector is not None else {}) \
+          | ({"covers_without": list(self.covers_without)} if self.covers_without else {})
 
     def dumps(self) -> str:
         """Indented JSON with one table entry, code, leaf or group per line (reviewable diffs)."""
@@ -371,4 +373,5 @@ class Pipeline:
                    [StateVarInfo(**v) for v in doc.get("state_vars", [])],
                    {int(s): tuple(u) for s, u in doc.get("state_updates", {}).items()},
                    doc.get("rules", 0),
-                   BitvectorStage.from_json(doc["bitvector"]) if doc.get("bitvector") else None)
+                   BitvectorStage.from_json(doc["bitvector"]) if doc.get("bitvector") else None,
+                   tuple(doc.get("covers_without", ())))

@@ -59,7 +59,7 @@ def choose(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], order: l
            requested: str) -> tuple[str, int]:
     """(strategy, estimate): `requested` unless it is auto; state functions need the diagram."""
     if requested not in ("auto", "bdd", "bitvector"):
-        raise ValueError(f"unknown strategy {requested!r} (auto, bdd or bitvector)")
+        raise ValueError(f"unknown strategy {requested!r} (auto, bdd, bitvector or switch)")
     has_state = any(v.state is not None for v in lowered.variables)
     estimate = bdd_estimate(terms, [v for v in order if lowered.variables[v].state is None],
                             bdd_budget(len(terms)))

@@ -108,3 +108,18 @@ def test_cost_model_keeps_itch_on_the_diagram_and_many_attributes_on_bit_vectors
     schema = siena_schema(10)
     siena = compile_rules(parse_spec(schema.spec_text(), "siena.p4"), "\n".join(siena_rules(300, schema, seed=2)))
     assert siena.pipeline.bitvector is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), budget=st.sampled_from([1, 20, 200]))
+def test_switch_cover_never_under_delivers(data, budget: int) -> None:
+    """The switch strategy with a tiny entry budget (fields left out of forwarding rules, drop
+    rules left out): every port the rules select is still selected."""
+    spec, rules, msgs = _case(data)
+    exact = PipelineInterpreter(compile_rules(spec, rules).pipeline)
+    c = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=budget))
+    assert c.pipeline.bitvector is None
+    cover = PipelineInterpreter(c.pipeline)
+    for m in msgs:
+        a, b = exact.run(m).actions, cover.run(m).actions
+        assert set(a.ports) <= set(b.ports), (rules, m, c.pipeline.covers_without)
