@@ -7,12 +7,23 @@ import time
 
 import click
 
+from camus.controller.routing import POLICIES
+
 
 def _listen(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit():
         raise click.BadParameter("HOST:PORT, e.g. 127.0.0.1:9000")
     return host, int(port)
+
+
+def _secret(path: str | None, env: str) -> str:
+    """A secret from a file (first line) or the environment: never from argv, which ps shows."""
+    import os
+    if path:
+        with open(path) as f:
+            return f.readline().strip()
+    return os.environ.get(env, "").strip()
 
 
 def register(main: click.Group) -> None:
@@ -25,17 +36,23 @@ def register(main: click.Group) -> None:
                   help="Topology file (YAML/JSON): devices with kind p4|xdp|plain|host, links with ports; "
                        "xdp devices carry `agent: URL`.")
     @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
-    @click.option("--policy", type=click.Choice(["mr", "tr", "mst", "mst++"]), default="mr", show_default=True,
+    @click.option("--policy", type=click.Choice(list(POLICIES)), default="mr", show_default=True,
                   help="mr/tr: hierarchical (Algorithm 1); mst/mst++: spanning tree of a general graph.")
     @click.option("--alpha", type=click.IntRange(1), default=1, show_default=True)
     @click.option("--listen", default="127.0.0.1:9000", show_default=True, help="HOST:PORT of the HTTP API.")
     @click.option("--tokens", "tokens_path", required=True, type=click.Path(exists=True, dir_okay=False),
                   help="YAML 'token: host' lines: who may subscribe for which host.")
-    @click.option("--agent-token", default="", help="Token the controller presents to host agents.")
+    @click.option("--agent-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+                  envvar="CAMUS_AGENT_TOKEN_FILE",
+                  help="File holding the token the controller presents to host agents (not on the command "
+                       "line: it would show in ps). $CAMUS_AGENT_TOKEN also works.")
+    @click.option("--db", "db_path", default="camus-controller.db", show_default=True,
+                  help="SQLite file keeping subscriptions across restarts (ids are never reused).")
     @click.option("--switch-dir", type=click.Path(file_okay=False), default="switches", show_default=True,
                   help="Where each P4 switch's program and entries are written (DIR/<switch>/).")
     @click.option("--default-ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
-    def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token, switch_dir, default_ttl) -> None:
+    def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
+              default_ttl) -> None:
         """Serve the subscription API; push tables to agents and switch directories."""
         import logging
         from pathlib import Path
@@ -55,13 +72,15 @@ def register(main: click.Group) -> None:
         except (TopologyError, ValueError, CompileErrors) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
+        agent_token = _secret(agent_token_file, "CAMUS_AGENT_TOKEN")
         targets = {}
         for d in topo.devices:
             if topo.kind(d) == "xdp" and topo.attr(d, "agent"):
                 targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "")
             elif topo.kind(d) == "p4":
                 targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
-        ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets)
+        from camus.controller.store import SubscriptionStore
+        ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets, store=SubscriptionStore(db_path))
         host, port = _listen(listen)
         click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
                    f"http://{host}:{port}/v1/", err=True)
@@ -72,13 +91,20 @@ def register(main: click.Group) -> None:
     @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
     @click.option("--ports", "ports_path", type=click.Path(exists=True, dir_okay=False), default=None)
     @click.option("--listen", default="127.0.0.1:9100", show_default=True)
-    @click.option("--token", required=True, help="Bearer token the controller must present.")
+    @click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+                  envvar="CAMUS_AGENT_TOKEN_FILE",
+                  help="File holding the bearer token the controller must present ($CAMUS_AGENT_TOKEN also "
+                       "works; never on the command line, where ps shows it).")
     @click.option("--mode", type=click.Choice(["native", "generic"]), default="native", show_default=True)
-    def agent(iface, spec, ports_path, listen, token, mode) -> None:
+    def agent(iface, spec, ports_path, listen, token_file, mode) -> None:
         """Host agent: apply the controller's tables to IFACE atomically (root)."""
         from aiohttp import web
         from camus.controller.agent import Agent, make_agent_app
         host, port = _listen(listen)
+        token = _secret(token_file, "CAMUS_AGENT_TOKEN")
+        if not token:
+            click.echo("error: give the agent token with --token-file or $CAMUS_AGENT_TOKEN", err=True)
+            sys.exit(2)
         a = Agent(iface, spec, token, ports_path, mode)
         click.echo(f"agent for {iface} on http://{host}:{port}/v1/", err=True)
         web.run_app(make_agent_app(a), host=host, port=port, print=None)

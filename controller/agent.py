@@ -55,7 +55,15 @@ class Agent:
         except Exception as exc:                     # the data plane says why; old tables stay
             raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
         self.digest, self.applied = digest, self.applied + 1
+        for old in self.workdir.glob("rules-*.txt"):     # only the live rule file is kept
+            if old != path:
+                old.unlink(missing_ok=True)
         return summary
+
+    def close(self) -> None:
+        """Remove the agent's working directory (on exit)."""
+        import shutil
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def make_agent_app(agent: Agent) -> web.Application:
@@ -89,6 +97,10 @@ def make_agent_app(agent: Agent) -> web.Application:
         return web.json_response({"iface": agent.iface, "digest": agent.digest, "applied": agent.applied,
                                   "last_error": agent.last_error})
 
+    async def cleanup(app: web.Application) -> None:
+        agent.close()
+
     app = web.Application()
     app.add_routes([web.post("/v1/tables", tables), web.get("/v1/status", status)])
+    app.on_cleanup.append(cleanup)
     return app

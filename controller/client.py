@@ -24,6 +24,7 @@ class SubscriptionClient:
     def __init__(self, url: str, token: str, timeout: float = 10.0) -> None:
         self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
         self._keepers: dict[str, threading.Event] = {}
+        self._renamed: dict[str, str] = {}          # original id -> id after a resubscription
 
     def _call(self, method: str, path: str, body: dict | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -48,8 +49,13 @@ class SubscriptionClient:
         return self._call("POST", f"/v1/subscriptions/{sub_id}/refresh", {} if ttl is None else {"ttl": ttl})
 
     def unsubscribe(self, sub_id: str) -> dict:
+        current = self.current_id(sub_id)
         self.stop_keep_alive(sub_id)
-        return self._call("DELETE", f"/v1/subscriptions/{sub_id}")
+        return self._call("DELETE", f"/v1/subscriptions/{current}")
+
+    def current_id(self, sub_id: str) -> str:
+        """The id a kept-alive subscription has now (a resubscription gives it a new one)."""
+        return self._renamed.get(sub_id, sub_id)
 
     def subscriptions(self) -> list[dict]:
         return self._call("GET", "/v1/subscriptions")["subscriptions"]
@@ -58,16 +64,25 @@ class SubscriptionClient:
         return self._call("GET", "/v1/status")
 
     def keep_alive(self, sub_id: str, every: float | None = None) -> None:
-        """Refresh in the background (at a third of the TTL) until unsubscribe/stop_keep_alive."""
-        ttl = next(s["ttl"] for s in self.subscriptions() if s["id"] == sub_id)
+        """Refresh in the background (at a third of the TTL) until unsubscribe/stop_keep_alive.
+        A 404 (the subscription lapsed while the controller was away) subscribes again with the
+        same filter and TTL; `current_id` follows the new id."""
+        sub = next(s for s in self.subscriptions() if s["id"] == sub_id)
+        ttl, filter_text = sub["ttl"], sub["filter"]
         stop = threading.Event()
         self._keepers[sub_id] = stop
 
         def loop() -> None:
             while not stop.wait(every or ttl / 3):
                 try:
-                    self.refresh(sub_id)
-                except (ServiceError, OSError):
+                    self.refresh(self.current_id(sub_id))
+                except ServiceError as exc:
+                    if exc.status == 404:
+                        try:
+                            self._renamed[sub_id] = self.subscribe(filter_text, ttl)["id"]
+                        except (ServiceError, OSError):
+                            pass
+                except OSError:
                     pass
 
         threading.Thread(target=loop, daemon=True).start()

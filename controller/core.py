@@ -23,6 +23,7 @@ from camus.compiler.language.spec import Spec
 
 from .devices import DeviceCompiler, DeviceTables
 from .routing import Routing, route
+from .store import SubscriptionStore
 from .topology import Topology
 
 
@@ -74,10 +75,18 @@ class Controller:
     devices: dict[str, DeviceState] = field(default_factory=dict)
     tables: dict[str, DeviceTables] = field(default_factory=dict)
     routing: Routing | None = None
+    store: SubscriptionStore | None = None          # persisted subscriptions (restarts lose none)
+    wall: Callable[[], float] = time.time           # the store's clock (expiry survives restarts)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
         self.compiler = DeviceCompiler(self.spec, self.options)
+        if self.store is not None:                  # back from a restart: every live subscription
+            now, wall = self.clock(), self.wall()
+            for r in self.store.live(wall):
+                if r.host in self.topology.hosts:
+                    self.subs[f"s{r.id}"] = Subscription(f"s{r.id}", r.host, r.filter, r.ttl,
+                                                         now + (r.expires_wall - wall))
         self.recompute()
 
     # -- subscriptions ---------------------------------------------------------------------
@@ -100,7 +109,11 @@ class Controller:
             raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
         text = self.validate(filter_text)
         now = self.clock()
-        sub = Subscription(f"s{next(self._ids)}", host, text, ttl, now + ttl)
+        if self.store is not None:                   # ids from the database: never reused
+            sub_id = f"s{self.store.add(host, text, ttl, self.wall() + ttl)}"
+        else:
+            sub_id = f"s{next(self._ids)}"
+        sub = Subscription(sub_id, host, text, ttl, now + ttl)
         self.subs[sub.id] = sub
         self.recompute()
         return sub
@@ -114,6 +127,8 @@ class Controller:
     def remove(self, host: str, sub_id: str) -> None:
         self._own(host, sub_id)
         del self.subs[sub_id]
+        if self.store is not None:
+            self.store.remove([int(sub_id[1:])])
         self.recompute()
 
     def refresh(self, host: str, sub_id: str, ttl: float | None = None) -> Subscription:
@@ -123,6 +138,8 @@ class Controller:
                 raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
             sub.ttl = ttl
         sub.expires = self.clock() + sub.ttl
+        if self.store is not None:
+            self.store.refresh(int(sub_id[1:]), sub.ttl, self.wall() + sub.ttl)
         return sub
 
     def subscriptions_of(self, host: str) -> list[dict]:
@@ -134,6 +151,8 @@ class Controller:
         gone = [i for i, s in self.subs.items() if s.expires <= now]
         for i in gone:
             del self.subs[i]
+        if gone and self.store is not None:
+            self.store.remove([int(i[1:]) for i in gone])
         if gone:
             self.recompute()
         return gone

@@ -13,37 +13,32 @@ lapsed subscriptions and pushes pending device tables, retrying failures.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
-from pathlib import Path
+import math
 
 from aiohttp import web
 
 from .core import Controller, SubscriptionError
+from .tokens import TokenBook, load_tokens
 
 log = logging.getLogger("camus.controller")
 TICK_S = 0.1
 CONTROLLER = web.AppKey("controller", Controller)
-TOKENS = web.AppKey("tokens", dict)
+TOKENS = web.AppKey("tokens", TokenBook)
 DEFAULT_TTL = web.AppKey("default_ttl", float)
 LOCK = web.AppKey("lock", asyncio.Lock)
 WAKE = web.AppKey("wake", asyncio.Event)
 TASK = web.AppKey("task", asyncio.Task)
 
 
-def load_tokens(path: str | Path) -> dict[str, str]:
-    import yaml
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
-        raise ValueError(f"{path}: expected 'token: host' lines")
-    return {str(k): str(v) for k, v in data.items()}
+__all__ = ["load_tokens", "make_app"]
 
 
 def _host(request: web.Request) -> str:
     auth = request.headers.get("Authorization", "")
     token = auth[7:] if auth.startswith("Bearer ") else ""
-    host = next((h for t, h in request.app[TOKENS].items() if hmac.compare_digest(t, token)), None) if token else None
+    host = request.app[TOKENS].host(token) if token else None
     if host is None:
         raise web.HTTPUnauthorized(text=json.dumps({"error": "missing or unknown token"}),
                                    content_type="application/json")
@@ -56,13 +51,22 @@ def _fail(exc: SubscriptionError) -> web.Response:
 
 async def _body(request: web.Request) -> dict:
     try:
-        data = await request.json() if request.can_read_body else {}
-    except json.JSONDecodeError:
-        raise web.HTTPBadRequest(text=json.dumps({"error": "body is not JSON"}), content_type="application/json")
+        raw = await request.read() if request.can_read_body else b""
+        data = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise web.HTTPBadRequest(text=json.dumps({"error": "body is not JSON (UTF-8)"}),
+                                 content_type="application/json")
     if not isinstance(data, dict):
         raise web.HTTPBadRequest(text=json.dumps({"error": "body must be a JSON object"}),
                                  content_type="application/json")
     return data
+
+
+def _ttl(value: object) -> float:
+    """A TTL from a request body: a finite number of seconds (bools and strings are refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SubscriptionError("ttl must be a number of seconds")
+    return float(value)
 
 
 async def add(request: web.Request) -> web.Response:
@@ -70,13 +74,13 @@ async def add(request: web.Request) -> web.Response:
     data = await _body(request)
     c: Controller = request.app[CONTROLLER]
     try:
-        ttl = float(data.get("ttl", request.app[DEFAULT_TTL]))
+        ttl = _ttl(data.get("ttl", request.app[DEFAULT_TTL]))
+        if not isinstance(data.get("filter", ""), str):
+            raise SubscriptionError("filter must be a string, e.g. 'stock == GOOGL and price > 50'")
         async with request.app[LOCK]:
             sub = c.add(host, str(data.get("filter", "")), ttl)
     except SubscriptionError as exc:
         return _fail(exc)
-    except (TypeError, ValueError):
-        return web.json_response({"error": "ttl must be a number of seconds"}, status=400)
     request.app[WAKE].set()
     return web.json_response(sub.view(c.clock()), status=201)
 
@@ -92,7 +96,7 @@ async def refresh(request: web.Request) -> web.Response:
     c: Controller = request.app[CONTROLLER]
     try:
         async with request.app[LOCK]:
-            sub = c.refresh(host, request.match_info["id"], float(data["ttl"]) if "ttl" in data else None)
+            sub = c.refresh(host, request.match_info["id"], _ttl(data["ttl"]) if "ttl" in data else None)
     except SubscriptionError as exc:
         return _fail(exc)
     return web.json_response(sub.view(c.clock()))
@@ -146,9 +150,10 @@ async def _stop(app: web.Application) -> None:
         pass
 
 
-def make_app(controller: Controller, tokens: dict[str, str], default_ttl: float = 30.0) -> web.Application:
+def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default_ttl: float = 30.0) -> web.Application:
     app = web.Application()
-    app[CONTROLLER], app[TOKENS], app[DEFAULT_TTL] = controller, tokens, default_ttl
+    book = tokens if isinstance(tokens, TokenBook) else TokenBook(tokens)
+    app[CONTROLLER], app[TOKENS], app[DEFAULT_TTL] = controller, book, default_ttl
     app[LOCK], app[WAKE] = asyncio.Lock(), asyncio.Event()
     app.add_routes([web.post("/v1/subscriptions", add), web.get("/v1/subscriptions", listing),
                     web.post("/v1/subscriptions/{id}/refresh", refresh),

@@ -67,13 +67,16 @@ def mixed(tmp_path: Path):
         (tmp_path / "topo.yaml").write_text(yaml.safe_dump(topo))
         (tmp_path / "tokens.yaml").write_text(yaml.safe_dump(TOKENS))
         exe = str(Path(sys.executable).parent / "camus-xdp")
+        (tmp_path / "agent.token").write_text("agent-tok\n")
         try:
             procs.append(subprocess.Popen([exe, "agent", lab.broker, "--spec", str(SPEC), "--ports", str(ports),
-                                           "--listen", AGENT, "--token", "agent-tok"], stderr=subprocess.PIPE))
+                                           "--listen", AGENT, "--token-file", str(tmp_path / "agent.token")],
+                                          stderr=subprocess.PIPE))
             procs.append(subprocess.Popen([exe, "controller", "serve", "--topology", str(tmp_path / "topo.yaml"),
                                            "--spec", str(SPEC), "--policy", "mst", "--tokens",
                                            str(tmp_path / "tokens.yaml"), "--switch-dir", str(tmp_path / "sw"),
-                                           "--listen", CTL, "--agent-token", "agent-tok"], stderr=subprocess.PIPE))
+                                           "--listen", CTL, "--agent-token-file", str(tmp_path / "agent.token"),
+                                           "--db", str(tmp_path / "ctl.db")], stderr=subprocess.PIPE))
             sw = subprocess.Popen(["ip", "netns", "exec", sw_ns, sys.executable, "-m", "camus.controller.softswitch",
                                    "--dir", str(tmp_path / "sw" / "sw"), "--spec", str(SPEC), "--port",
                                    f"3={lab.sub_if(3, False)}", "--port", "1=swp1", "--port", "2=swp2"],

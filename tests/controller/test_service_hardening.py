@@ -1,0 +1,128 @@
+"""The subscription service against hostile and unlucky clients: any request (random methods,
+paths, bodies, tokens: Hypothesis) gets a 4xx with a message, never a 500; tokens are kept only
+as salted hashes; subscriptions survive a controller restart (SQLite) and ids are never reused;
+a kept-alive client resubscribes when its subscription is gone."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from camus.controller.client import SubscriptionClient
+from camus.controller.core import Controller
+from camus.controller.service import make_app
+from camus.controller.store import SubscriptionStore
+from camus.controller.tokens import TokenBook, hash_token
+from camus.controller.topology import leaf_spine
+from tests.controller.test_service import SPEC, TOKENS, FakeClock, Recorder
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                   max_size=3), max_leaves=6)
+BODIES = st.one_of(
+    st.binary(max_size=60),
+    JSONISH.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries({}, optional={"filter": JSONISH | st.sampled_from(["stock == GOOGL", "price >", ""]),
+                                        "ttl": JSONISH | st.sampled_from([1, 0, -5, 1e300, "abc", None])}
+                          ).map(lambda d: json.dumps(d).encode()))
+TOKEN_TEXT = (st.sampled_from(["tok-a", "tok-b", "nope", "", "tök-ä", "tok-a ", "ф"])
+              | st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), max_size=12))
+
+
+def _controller():
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    rec = Recorder()
+    return Controller(t, SPEC, "mr", targets={d: rec for d in t.devices}, clock=FakeClock())
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(requests=st.lists(st.tuples(st.sampled_from(["GET", "POST", "DELETE", "PUT"]),
+                                   st.sampled_from(["/v1/subscriptions", "/v1/subscriptions/s1/refresh",
+                                                    "/v1/subscriptions/s1", "/v1/subscriptions/zz/refresh",
+                                                    "/v1/status", "/v1/subscriptions/s999999999999999999"]),
+                                   BODIES, TOKEN_TEXT), min_size=1, max_size=6))
+def test_every_request_gets_a_4xx_or_success_never_a_500(requests) -> None:
+    ctl = _controller()
+
+    async def go():
+        async with TestClient(TestServer(make_app(ctl, TOKENS))) as c:
+            for method, path, body, token in requests:
+                header = "Bearer " + token.encode("utf-8").decode("latin-1")     # non-ASCII tokens too
+                r = await c.request(method, path, data=body, headers={"Authorization": header})
+                assert r.status < 500, (method, path, body, token, r.status, await r.text())
+                if r.status >= 400 and r.status != 405:
+                    assert "error" in json.loads(await r.text())
+    asyncio.run(go())
+
+
+def test_tokens_are_kept_only_as_salted_hashes() -> None:
+    book = TokenBook({"secret-a": "h1", hash_token("secret-b"): "h2"})
+    assert book.host("secret-a") == "h1" and book.host("secret-b") == "h2"
+    assert book.host("secret") is None and book.host("ä") is None and book.host("") is None
+    assert "secret-a" not in repr(vars(book)) and all(len(e.digest) == 32 for e in book._entries)
+    assert hash_token("x", b"\0" * 16) == hash_token("x", b"\0" * 16) != hash_token("x")
+
+
+def test_subscriptions_survive_a_restart_and_ids_are_never_reused(tmp_path) -> None:
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    wall = [10_000.0]
+    db = tmp_path / "ctl.db"
+    first = Controller(t, SPEC, "mr", store=SubscriptionStore(db), clock=lambda: 0.0, wall=lambda: wall[0])
+    a = first.add("h0_0", "stock == GOOGL", 60)
+    b = first.add("h1_0", "stock == AAPL", 60)
+    first.remove("h1_0", b.id)
+    tables_before = {d: t.digest for d, t in first.tables.items()}
+    wall[0] += 30                                   # restart half way through the TTL
+    second = Controller(t, SPEC, "mr", store=SubscriptionStore(db), clock=lambda: 500.0, wall=lambda: wall[0])
+    assert set(second.subs) == {a.id} and second.subs[a.id].filter == "stock == GOOGL"
+    assert abs(second.subs[a.id].expires - 530.0) < 1e-6          # what was left of its TTL
+    assert {d: t.digest for d, t in second.tables.items()} == tables_before   # the same tables, not empty
+    c = second.add("h1_0", "stock == MSFT", 60)
+    assert int(c.id[1:]) > int(b.id[1:])                          # never an old id again
+    wall[0] += 100                                                # everything lapsed while down
+    third = Controller(t, SPEC, "mr", store=SubscriptionStore(db), clock=lambda: 0.0, wall=lambda: wall[0])
+    assert not third.subs
+
+
+def test_kept_alive_client_resubscribes_when_its_subscription_is_gone() -> None:
+    ctl = Controller(leaf_spine(leaves=2, spines=1, hosts_per_leaf=1), SPEC, "mr")
+    app = make_app(ctl, TOKENS)
+
+    async def go():
+        server = TestServer(app)
+        await server.start_server()
+        url = str(server.make_url("/")).rstrip("/")
+        client = SubscriptionClient(url, "tok-a")
+        loop = asyncio.get_running_loop()
+        sub = await loop.run_in_executor(None, client.subscribe, "stock == GOOGL", 3.0)
+        await loop.run_in_executor(None, client.keep_alive, sub["id"], 0.2)
+        ctl.subs.clear()                               # as if the controller had lost it
+        deadline = time.monotonic() + 5
+        while client.current_id(sub["id"]) == sub["id"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        new_id = client.current_id(sub["id"])
+        assert new_id != sub["id"] and ctl.subs[new_id].filter == "stock == GOOGL"
+        await loop.run_in_executor(None, client.unsubscribe, sub["id"])
+        assert not ctl.subs
+        await server.close()
+    asyncio.run(go())
+
+
+def test_bad_ttls_and_non_ascii_tokens_are_4xx() -> None:
+    ctl = _controller()
+
+    async def go():
+        async with TestClient(TestServer(make_app(ctl, TOKENS))) as c:
+            auth = {"Authorization": "Bearer tok-a"}
+            r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "ttl": 10}, headers=auth)
+            sid = (await r.json())["id"]
+            for ttl in ("abc", None, True, [1], -1):
+                r = await c.post(f"/v1/subscriptions/{sid}/refresh", json={"ttl": ttl}, headers=auth)
+                assert r.status == 400, ttl
+            r = await c.get("/v1/subscriptions", headers={"Authorization": "Bearer " + "tök".encode().decode("latin-1")})
+            assert r.status == 401
+    asyncio.run(go())
