@@ -10,7 +10,9 @@ set. Anything that fails before the flip leaves the old tables serving untouched
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import time
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf_tables import MapContents, map_contents
 from camus.compiler.compile import Compiled
 
-from .maps import CFG_REDIRECT, CFG_TC, MapSet
+from .maps import CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .program import DataplaneError, XdpProgram, require_root
 
 PIN_ROOT = Path("/sys/fs/bpf/camus")
@@ -30,6 +32,13 @@ STATE_ROOT = Path("/run/camus")
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
 XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
 GRACE_S = 0.05     # in-flight packets finish within an RCU grace period; generous margin
+FAULT_ENV = "CAMUS_FAULT"   # crash tests: `CAMUS_FAULT=update:flipped` kills -9 the process there
+
+
+def _fault(step: str) -> None:
+    """Fault injection for the crash tests: SIGKILL this process at `step` when asked to."""
+    if os.environ.get(FAULT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -49,6 +58,9 @@ class Installed:
     rule_base: dict[str, int] = field(default_factory=dict)     # counts carried over updates, by text
     count_rules: int = 0                                        # CompileOptions.count_rules at attach
     bv_capacity: list[int] = field(default_factory=list)        # bv_words, max_bv_bitmaps, max_bv_segs
+    # an update in flight (the intent journal, saved before its first map write): the new set's
+    # root, bank, keys and rules; a crash leaves it here and the next command finishes or undoes it
+    pending: dict | None = None
 
     def limits(self) -> EbpfLimits:
         """The limits the loaded program was built with (map capacities)."""
@@ -227,6 +239,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
                                  "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
         attached = True
+        _fault("attach:xdp")
         maps = prog.maps
         maps.pin(pin_dir(iface))
         lib = maps.lib
@@ -241,6 +254,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
                          [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs])
+        _fault("attach:pinned")
         _save(inst)
         return inst
     except BaseException as exc:
@@ -261,6 +275,28 @@ def _remove_xdp(iface: str, mode: str) -> None:
     BPF.remove_xdp(iface.encode(), XDP_FLAGS.get(mode, 0))
 
 
+def _remove_ours_by_name(iface: str) -> list[str]:
+    """Remove an XDP program named camus_xdp and TC filters named camus_tc_* from `iface`."""
+    import subprocess
+    removed = []
+    link = subprocess.run(["ip", "-d", "link", "show", "dev", iface], capture_output=True, text=True).stdout
+    if "name camus_xdp" in link:
+        for mode in XDP_FLAGS:
+            try:
+                _remove_xdp(iface, mode)
+            except Exception:
+                pass
+        removed.append("XDP program")
+    for direction in ("ingress", "egress"):
+        shown = subprocess.run(["tc", "filter", "show", "dev", iface, direction], capture_output=True, text=True).stdout
+        for line in shown.splitlines():
+            if "camus_tc_" in line and " pref " in line:
+                pref = line.split(" pref ")[1].split()[0]
+                subprocess.run(["tc", "filter", "del", "dev", iface, direction, "pref", pref], capture_output=True)
+                removed.append(f"TC {direction} filter")
+    return removed
+
+
 def interface_exists(iface: str) -> bool:
     try:
         socket.if_nametoindex(iface)
@@ -272,6 +308,13 @@ def interface_exists(iface: str) -> bool:
 def detach(iface: str) -> str:
     """Remove everything attach installed; returns a note when there was less to remove."""
     require_root()
+    if not _state_path(iface).exists() and not pin_dir(iface).exists():
+        # A crash between attaching XDP and pinning: nothing recorded, but our program (and
+        # TC filters) may be on the interface. Found by program name, removed; nothing else.
+        removed = _remove_ours_by_name(iface) if interface_exists(iface) else []
+        if removed:
+            return f"{iface}: no state file or pins; removed camus-xdp's {', '.join(removed)} found on it"
+        raise DataplaneError(f"camus-xdp is not attached to {iface}")
     if not _state_path(iface).exists() and pin_dir(iface).exists():
         # Pins without a state file (/run was cleared): remove what is left, whatever the mode.
         if interface_exists(iface):
@@ -315,35 +358,68 @@ class UpdateReport:
     seconds: float
 
 
+def recover(inst: Installed, maps: MapSet) -> str:
+    """Finish or undo an update a crash interrupted, from the journal and the live root (the
+    pinned maps are the truth): flipped -> the new set is live and the old one is removed;
+    not flipped -> whatever was written of the new set is removed. Returns what it did."""
+    p = inst.pending
+    if not p:
+        return ""
+    live = maps.cfg(CFG_ROOT)
+    if live == p["root"]:
+        maps.remove(_contents_from_keys(inst.keys))
+        inst.bank, inst.root, inst.keys = p["bank"], p["root"], p["keys"]
+        inst.rules, inst.rule_lines = p["rules"], p["rule_lines"]
+        inst.counted, inst.leaf_rules, inst.rule_base = p["counted"], p["leaf_rules"], {}
+        note = f"{inst.iface}: finished an interrupted update (its tables were live)"
+    else:
+        maps.remove(_contents_from_keys(p["keys"]))
+        note = f"{inst.iface}: undid an interrupted update (the old tables kept serving)"
+    inst.pending = None
+    _save(inst)
+    return note
+
+
 def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits | None = None) -> UpdateReport:
-    """Swap the rules of an attached interface atomically (see the module docstring)."""
+    """Swap the rules of an attached interface atomically (see the module docstring). The
+    intent is journaled in the state file before the first write, so a crash at any point
+    leaves something `recover` can finish or undo."""
     require_root()
     inst = load_installed(iface)
     t0 = time.perf_counter()
-    new_bank = 1 - inst.bank
     bits, _ = _port_specs(inst.ports)
-    try:     # capacity and port checks: before anything live is touched
-        contents = map_contents(compiled.pipeline, compiled.spec, limits or inst.limits(), bits, bank=new_bank)
-    except BackendError as exc:
-        raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
     maps = MapSet.from_pins(inst.pins)
-    counted, leaf_rules = _counted(compiled, contents)
     try:
+        recover(inst, maps)
+        new_bank = 1 - inst.bank
+        try:     # capacity and port checks: before anything live is touched
+            contents = map_contents(compiled.pipeline, compiled.spec, limits or inst.limits(), bits, bank=new_bank)
+        except BackendError as exc:
+            raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
+        counted, leaf_rules = _counted(compiled, contents)
+        lines = _rule_lines(compiled)
+        inst.pending = {"bank": new_bank, "root": contents.root, "keys": _keys(contents),
+                        "rules": str(Path(rules_path).resolve()), "rule_lines": lines,
+                        "counted": counted, "leaf_rules": leaf_rules}
+        _save(inst)
+        _fault("update:journaled")
         maps.clear_leaf_hits(sorted(contents.leaf))
         maps.write(contents)                   # ends with the root flip
+        _fault("update:flipped")
         time.sleep(GRACE_S)
         old = _rule_totals(maps, inst)         # the old tables are quiet now: their final counts
         carried = {text: old[i] + inst.rule_base.get(text, 0) for i, text in enumerate(inst.counted)}
         maps.remove(_contents_from_keys(inst.keys))
+        _fault("update:cleaned")
     finally:
         maps.close()
     inst.counted, inst.leaf_rules = counted, leaf_rules
     inst.rule_base = {text: carried[text] for text in counted if text in carried}
-    lines = _rule_lines(compiled)
     report = UpdateReport(sorted(set(lines) - set(inst.rule_lines)), sorted(set(inst.rule_lines) - set(lines)),
                           len(inst.keys["desc"]), len(contents.desc), time.perf_counter() - t0)
     inst.bank, inst.root, inst.keys, inst.rule_lines = new_bank, contents.root, _keys(contents), lines
     inst.rules = str(Path(rules_path).resolve())
+    inst.pending = None
     _save(inst)
     return report
 
