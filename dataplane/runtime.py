@@ -334,9 +334,12 @@ def detach(iface: str) -> str:
             raise DataplaneError(f"could not remove XDP from {iface}: {exc}") from exc
     else:     # the attachment went with the interface; what is left is ours to clean up
         note = f"{iface} no longer exists; removed its pinned maps and state"
+    _fault("detach:xdp")
     _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
+    _fault("detach:tc")
     shutil.rmtree(pin_dir(iface), ignore_errors=True)
-    _state_path(iface).unlink(missing_ok=True)
+    _fault("detach:pins")
+    _state_path(iface).unlink(missing_ok=True)      # last: until then a detach can start over
     return note
 
 

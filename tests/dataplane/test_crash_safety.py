@@ -101,3 +101,19 @@ def test_attach_killed_then_detach_cleans_up(lab, tmp_path, step: str) -> None: 
     assert not runtime.pin_dir(BRK).exists() and not runtime._state_path(BRK).exists()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
     assert received(_frames()) == WANT["a"]
+
+
+@pytest.mark.parametrize("step", ["detach:xdp", "detach:tc", "detach:pins"])
+def test_detach_killed_at_every_step_then_detach_again(lab, tmp_path, step: str) -> None:  # noqa: F811
+    spec = load_spec(SPEC_PATH)
+    ports = tmp_path / "ports.yaml"
+    ports.write_text(f"1: {{iface: {BRK}}}\n")                # TC on the interface too
+    runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native",
+                   ports_path=str(ports))
+    _killed(f"from camus.dataplane import runtime; runtime.detach({BRK!r})", step)
+    runtime.detach(BRK)                                       # starts over and finishes
+    link = sh("ip", "-d", "link", "show", BRK).stdout
+    assert "prog/xdp" not in link and "camus_tc" not in sh("tc", "filter", "show", "dev", BRK, "ingress").stdout
+    assert not runtime.pin_dir(BRK).exists() and not runtime._state_path(BRK).exists()
+    runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
+    assert received(_frames()) == WANT["a"]
