@@ -80,7 +80,8 @@ def register(main: click.Group) -> None:
             elif topo.kind(d) == "p4":
                 targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
         from camus.controller.store import SubscriptionStore
-        ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets, store=SubscriptionStore(db_path))
+        ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets, store=SubscriptionStore(db_path),
+                         restart_hold_s=default_ttl)
         host, port = _listen(listen)
         click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
                    f"http://{host}:{port}/v1/", err=True)

@@ -29,6 +29,7 @@ class Agent:
     mode: str = "native"
     digest: str = ""
     applied: int = 0
+    rules: int = 0                  # rules in the tables it holds (the controller's restart hold reads it)
     last_error: str = ""
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="camus-agent-")))
 
@@ -55,6 +56,7 @@ class Agent:
         except Exception as exc:                     # the data plane says why; old tables stay
             raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
         self.digest, self.applied = digest, self.applied + 1
+        self.rules = sum(1 for line in rules.splitlines() if line.strip())
         for old in self.workdir.glob("rules-*.txt"):     # only the live rule file is kept
             if old != path:
                 old.unlink(missing_ok=True)
@@ -95,7 +97,7 @@ def make_agent_app(agent: Agent) -> web.Application:
     async def status(request: web.Request) -> web.Response:
         authorised(request)
         return web.json_response({"iface": agent.iface, "digest": agent.digest, "applied": agent.applied,
-                                  "last_error": agent.last_error})
+                                  "rules": agent.rules, "last_error": agent.last_error})
 
     async def cleanup(app: web.Application) -> None:
         agent.close()

@@ -39,6 +39,13 @@ class PushTarget(Protocol):
     def push(self, device: str, tables: DeviceTables) -> str: ...     # raises on failure
 
 
+def _held(target: object, device: str) -> tuple[str, int] | None:
+    """(digest, rules) a device holds now, when its target can tell."""
+    current = getattr(target, "current", None)
+    got = current(device) if current is not None else None
+    return (got.digest, got.rules) if got is not None else None
+
+
 @dataclass
 class Subscription:
     id: str
@@ -76,6 +83,7 @@ class Controller:
     tables: dict[str, DeviceTables] = field(default_factory=dict)
     routing: Routing | None = None
     store: SubscriptionStore | None = None          # persisted subscriptions (restarts lose none)
+    restart_hold_s: float = 0.0                     # after a restart: no smaller tables for this long
     wall: Callable[[], float] = time.time           # the store's clock (expiry survives restarts)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
@@ -88,6 +96,19 @@ class Controller:
                     self.subs[f"s{r.id}"] = Subscription(f"s{r.id}", r.host, r.filter, r.ttl,
                                                          now + (r.expires_wall - wall))
         self.recompute()
+        # After a restart the devices keep the tables they had. Those that already hold what
+        # we computed need no push; for one TTL nobody gets fewer rules than it holds (a lost
+        # database, or clients that have not resubscribed yet, must not turn subscribers dark).
+        restarted = self.store is not None and self.store.used()
+        self.hold_until = self.clock() + (self.restart_hold_s if restarted else 0.0)
+        self.holding: dict[str, int] = {}
+        if restarted:
+            for d, t in self.targets.items():
+                held = _held(t, d)
+                if held is not None and d in self.devices:
+                    if held[0] == self.devices[d].desired:
+                        self.devices[d].applied = held[0]
+                    self.holding[d] = held[1]
 
     # -- subscriptions ---------------------------------------------------------------------
     def validate(self, filter_text: str) -> str:
@@ -176,10 +197,17 @@ class Controller:
                 changed.append(d)
         return changed
 
+    def held_back(self, device: str) -> bool:
+        """Within the restart hold: would this push leave the device with fewer rules?"""
+        if self.clock() >= self.hold_until or device not in self.holding or device not in self.tables:
+            return False
+        return self.tables[device].rules.count("\n") < self.holding[device]
+
     def pending(self) -> list[str]:
         now = self.clock()
         return [d for d, st in sorted(self.devices.items())
-                if st.desired != st.applied and d in self.targets and st.next_try <= now]
+                if st.desired != st.applied and d in self.targets and st.next_try <= now
+                and not self.held_back(d)]
 
     def push_one(self, device: str) -> bool:
         """Push the device's desired tables once; on failure back off (0.2 s doubling to 5 s)."""

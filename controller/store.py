@@ -43,5 +43,10 @@ class SubscriptionStore:
         rows = self.db.execute("SELECT id, host, filter, ttl, expires FROM subscriptions ORDER BY id").fetchall()
         return [StoredSubscription(*r) for r in rows]
 
+    def used(self) -> bool:
+        """Whether this database ever held a subscription (a start on it is a restart)."""
+        row = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'subscriptions'").fetchone()
+        return bool(row and row[0])
+
     def close(self) -> None:
         self.db.close()

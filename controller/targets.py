@@ -22,12 +22,30 @@ class PushError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class Held:
+    """What a device holds now, as far as its target can tell: digest and rule count."""
+    digest: str
+    rules: int
+
+
 @dataclass
 class AgentTarget:
     """POST the device's rules to its host agent, which compiles and swaps them atomically."""
     url: str
     token: str
     timeout: float = 10.0
+
+    def current(self, device: str) -> Held | None:
+        """The agent's tables now (None when it cannot be asked)."""
+        req = urllib.request.Request(self.url.rstrip("/") + "/v1/status",
+                                     headers={"Authorization": f"Bearer {self.token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                doc = json.loads(resp.read() or b"{}")
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        return Held(str(doc.get("digest", "")), int(doc.get("rules", 0)))
 
     def push(self, device: str, tables: DeviceTables) -> str:
         body = json.dumps({"device": device, "rules": tables.rules, "digest": tables.digest}).encode()
@@ -52,6 +70,14 @@ class SwitchDirTarget:
     DIR/<device> at it in one rename: a reader sees the old set or the new set, never a mix."""
     root: Path
     arch: str = "v1model"
+
+    def current(self, device: str) -> Held | None:
+        d = self.root / device
+        try:
+            rules = (d / "rules.txt").read_text()
+            return Held((d / "digest").read_text().strip(), sum(1 for x in rules.splitlines() if x.strip()))
+        except OSError:
+            return None
 
     def push(self, device: str, tables: DeviceTables) -> str:
         # the same files as `compile --target p4 -o DIR`; over the switch budget nothing is written

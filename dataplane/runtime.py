@@ -233,6 +233,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
             for out in sorted({s.iface for s in specs.values() if s.iface}):
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
+        _fault("attach:tc")
         try:
             prog.bpf.attach_xdp(iface.encode(), prog.fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
         except Exception as exc:
@@ -316,13 +317,15 @@ def detach(iface: str) -> str:
             return f"{iface}: no state file or pins; removed camus-xdp's {', '.join(removed)} found on it"
         raise DataplaneError(f"camus-xdp is not attached to {iface}")
     if not _state_path(iface).exists() and pin_dir(iface).exists():
-        # Pins without a state file (/run was cleared): remove what is left, whatever the mode.
+        # Pins without a state file (/run was cleared, or a crash before it was written):
+        # remove what is left, whatever the mode, our TC filters included.
         if interface_exists(iface):
             for mode in XDP_FLAGS:
                 try:
                     _remove_xdp(iface, mode)
                 except Exception:
                     pass
+            _remove_ours_by_name(iface)
         shutil.rmtree(pin_dir(iface), ignore_errors=True)
         return f"{iface}: no state file; removed the leftover pins and XDP program"
     inst = load_installed(iface)

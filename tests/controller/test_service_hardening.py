@@ -126,3 +126,40 @@ def test_bad_ttls_and_non_ascii_tokens_are_4xx() -> None:
             r = await c.get("/v1/subscriptions", headers={"Authorization": "Bearer " + "tök".encode().decode("latin-1")})
             assert r.status == 401
     asyncio.run(go())
+
+
+class HoldingTarget(Recorder):
+    """A push target that also says what the device holds now (digest, rule count)."""
+
+    def __init__(self, held: dict[str, tuple[str, int]]) -> None:
+        super().__init__()
+        self.held = held
+
+    def current(self, device):
+        from camus.controller.targets import Held
+        h = self.held.get(device)
+        return Held(*h) if h else None
+
+
+def test_after_a_restart_no_device_gets_fewer_rules_for_one_ttl(tmp_path) -> None:
+    """The database lost its rows (or clients have not resubscribed yet): for one TTL after the
+    restart no device is pushed fewer rules than it holds; devices already holding the computed
+    tables are not pushed at all; after the TTL the controller's view wins."""
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    db = tmp_path / "ctl.db"
+    before = Controller(t, SPEC, "mr", store=SubscriptionStore(db), clock=FakeClock())
+    before.add("h0_0", "stock == GOOGL", 60)
+    held = {d: (tb.digest, tb.rules.count("\n")) for d, tb in before.tables.items()}
+    before.store.db.execute("DELETE FROM subscriptions")         # lost while the controller was down
+    clock = FakeClock()
+    target = HoldingTarget(held)
+    after = Controller(t, SPEC, "mr", targets={d: target for d in t.devices}, clock=clock,
+                       store=SubscriptionStore(db), restart_hold_s=30.0)
+    shrinking = {d for d in t.devices if after.tables[d].rules.count("\n") < held[d][1]}
+    assert shrinking and not set(after.pending()) & shrinking     # held back
+    assert not set(after.pending()) & {d for d in t.devices if after.tables[d].digest == held[d][0]}
+    after.add("h0_0", "stock == GOOGL", 60)                      # the client resubscribes
+    assert after.pending() == [] or all(after.tables[d].rules.count("\n") >= held[d][1] for d in after.pending())
+    clock.t += 31
+    after.remove("h0_0", next(iter(after.subs)))
+    assert set(after.pending()) >= shrinking                      # after one TTL the controller's view wins

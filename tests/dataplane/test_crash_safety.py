@@ -87,16 +87,20 @@ def test_update_killed_at_every_step(lab, tmp_path, step: str) -> None:  # noqa:
     assert live == set(inst.keys["desc"]) and not idle       # only c's tables, nothing of a, b or the crash
 
 
-@pytest.mark.parametrize("step", ["attach:xdp", "attach:pinned"])
+@pytest.mark.parametrize("step", ["attach:tc", "attach:xdp", "attach:pinned"])
 def test_attach_killed_then_detach_cleans_up(lab, tmp_path, step: str) -> None:  # noqa: F811
     spec = load_spec(SPEC_PATH)
+    ports = tmp_path / "ports.yaml"
+    ports.write_text(f"1: {{iface: {BRK}}}\n")                # TC filters too
     code = ("from camus.dataplane import runtime; from camus.compiler.compile import compile_files; "
             f"runtime.attach({BRK!r}, compile_files({str(SPEC_PATH)!r}, {_write(tmp_path, 'a')!r}), "
-            f"{str(SPEC_PATH)!r}, {_write(tmp_path, 'a')!r}, 'native')")
+            f"{str(SPEC_PATH)!r}, {_write(tmp_path, 'a')!r}, 'native', ports_path={str(ports)!r})")
     _killed(code, step)
-    assert "prog/xdp" in sh("ip", "-d", "link", "show", BRK).stdout     # the crash left it attached
+    left = sh("ip", "-d", "link", "show", BRK).stdout + sh("tc", "filter", "show", "dev", BRK, "ingress").stdout
+    assert ("prog/xdp" in left) == (step != "attach:tc") and "camus_tc_in" in left   # what the crash left
     note = runtime.detach(BRK)
     assert "removed" in note
+    assert "camus_tc" not in sh("tc", "filter", "show", "dev", BRK, "ingress").stdout
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
     assert not runtime.pin_dir(BRK).exists() and not runtime._state_path(BRK).exists()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
