@@ -128,15 +128,17 @@ def _round(lab: Lab, seed: int) -> tuple[dict[str, set[int]], dict[int, str]]:
     caps = _captures(lab, 2.5)
     subprocess.run(["ip", "netns", "exec", lab.pub_ns, sys.executable, "-c", SENDER_SCRIPT, lab.pub_if, "0.002"],
                    input=" ".join(f.hex() for f in frames), text=True, check=True)
-    got = {}
-    for h, p in caps.items():
-        out, _ = p.communicate(timeout=10)
-        refs: set[int] = set()
-        for pkt in (bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])):
-            if len(pkt) > 42 and pkt[12:14] == b"\x08\x00" and pkt[23] == 17:
-                refs.update(mold_order_refs(pkt[42:]))
-        got[h] = refs
-    return got, stock_of
+    return {h: _received_refs(p, 10) for h, p in caps.items()}, stock_of
+
+
+def _received_refs(capture: subprocess.Popen, timeout: float) -> set[int]:
+    """The order reference numbers in the IPv4/UDP frames a capture process saw."""
+    out, _ = capture.communicate(timeout=timeout)
+    refs: set[int] = set()
+    for pkt in (bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])):
+        if len(pkt) > 42 and pkt[12:14] == b"\x08\x00" and pkt[23] == 17:
+            refs.update(mold_order_refs(pkt[42:]))
+    return refs
 
 
 def _in_sync(ctl: SubscriptionClient, timeout: float = 3.0) -> float:
@@ -269,11 +271,7 @@ def test_controller_restart_with_10k_subscriptions_loses_nothing_under_traffic(m
     assert after == digests                                  # the same tables, not empty ones
     sender.wait(timeout=30)
     for h, p in caps.items():
-        out, _ = p.communicate(timeout=20)
-        refs: set[int] = set()
-        for pkt in (bytes.fromhex(x) for x in json.loads(out.strip().splitlines()[-1])):
-            if len(pkt) > 42 and pkt[12:14] == b"\x08\x00" and pkt[23] == 17:
-                refs.update(mold_order_refs(pkt[42:]))
+        refs = _received_refs(p, 20)
         interp = PipelineInterpreter(compile_rules(spec, "\n".join(f"{f} : fwd(1)" for f in filters[h])).pipeline)
         want = {r for r, v in values.items() if interp.run(v).actions.ports}
         assert want and want <= refs, (h, sorted(want - refs))
