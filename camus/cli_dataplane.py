@@ -34,13 +34,20 @@ def register(main: click.Group) -> None:
 
     @main.command()
     @click.argument("iface")
-    @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False), help="Message-format spec.")
-    @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False), help="Subscription rules.")
-    @click.option("--mode", type=click.Choice(MODES), default="native", show_default=True,
-                  help="native: in the driver (veth, most NICs); generic: any interface, slower.")
+    @click.option("--spec", type=click.Path(exists=True, dir_okay=False), default=None,
+                  help="Message-format spec (default: the config file's).")
+    @click.option("--rules", type=click.Path(exists=True, dir_okay=False), default=None,
+                  help="Subscription rules (default: the config file's).")
+    @click.option("--mode", type=click.Choice(MODES), default=None,
+                  help="native: in the driver (veth, most NICs); generic: any interface, slower "
+                       "(default: the config file's, else native).")
     @click.option("--ports", type=click.Path(exists=True, dir_okay=False), default=None,
                   help="ports.yaml: where each fwd() port's copies go (interface, subscriber endpoint "
-                       "or local). Without it, delivering packets go to this host's stack.")
+                       "or local). Without it (and none in the config file), delivering packets go to "
+                       "this host's stack.")
+    @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                  help="Attach configuration (default /etc/camus-xdp/config.yaml or $CAMUS_XDP_CONFIG; "
+                       "created with the shipped ITCH example on first use).")
     @click.option("--xdp-redirect", is_flag=True,
                   help="Send packets whose messages all go to one interface port straight from XDP "
                        "(XDP_REDIRECT, no skb). The receiving device must accept XDP frames (veth: "
@@ -49,14 +56,30 @@ def register(main: click.Group) -> None:
                   help="Give the first N rules their own match counters (`stats` shows them). Each "
                        "counted rule may keep apart table states that would otherwise merge; 0 turns "
                        "them off for the smallest tables.")
-    def attach(iface: str, spec: str, rules: str, mode: str, ports: str | None, xdp_redirect: bool,
-               count_rules: int) -> None:
+    def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, ports: str | None,
+               config_file: str | None, xdp_redirect: bool, count_rules: int) -> None:
         """Turn IFACE into an edge broker's ingress: classify the feed, drop what nobody wants.
 
+        `sudo camus-xdp attach eth0` alone takes spec, rules, ports and mode from the config
+        file (created with the shipped ITCH example on first use); options override it.
         Traffic that is not the spec's feed (ARP, SSH, other UDP) passes untouched. Maps are
         pinned under /sys/fs/bpf/camus/IFACE; `update` swaps rules without reloading.
         """
+        from pathlib import Path
+
+        from camus.config import ConfigError, load_config
         from camus.dataplane import runtime
+        if spec is None or rules is None or mode is None:
+            try:
+                cfg = load_config(Path(config_file) if config_file else None)
+            except (ConfigError, OSError) as exc:
+                _fail(exc)
+            if cfg.created:
+                click.echo(f"created {cfg.path} (the shipped ITCH example; edit it to choose your spec, "
+                           "rules and ports)", err=True)
+            spec, rules = spec or cfg.spec, rules or cfg.rules
+            ports, mode = ports or cfg.ports, mode or cfg.mode
+        assert spec is not None and rules is not None and mode is not None
         c = _compile_for(spec, rules, count_rules)
         try:
             inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect)

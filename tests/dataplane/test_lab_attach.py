@@ -182,3 +182,17 @@ def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -
         runtime.update(BRK, huge, "huge.txt")
     assert received(frames) == want
     assert "bit-vector stage" in CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+
+
+def test_attach_with_no_options_uses_the_config_file(lab, tmp_path, monkeypatch) -> None:
+    config = tmp_path / "camus" / "config.yaml"
+    monkeypatch.setenv("CAMUS_XDP_CONFIG", str(config))
+    r = CliRunner().invoke(main, ["attach", BRK], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert config.exists() and "attached to" in r.output
+    assert runtime.load_installed(BRK).spec.endswith("itch.p4")
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    mac = bytes.fromhex(sh("cat", f"/sys/class/net/{BRK}/address").stdout.strip().replace(":", ""))
+    frames = [build_packet(spec, [message_from_text(spec, t)], dst_mac=mac, src_ip="10.77.0.1", dst_ip="10.77.0.2")
+              for t in ("stock=GOOGL price=60", "stock=IBM price=5")]
+    assert received(frames) == [True, False]
