@@ -1,7 +1,7 @@
 /* camus-xdp: the bit-vector stage in the kernel (included by camus_xdp.c).
  *
- * One lookup per constrained field (its interval table is an ordinary range/radix table whose
- * "next states" stand for bitmap ids), then the fields' bitmaps ANDed word by word into the
+ * One interval lookup per query field (an ordinary range/radix table whose "next states" stand
+ * for bitmap ids; an unconstrained field has one interval), then the fields' bitmaps ANDed into the
  * per-CPU bv_acc, then one pass over the segments (runs of terms with the same leaf, terms
  * sorted by leaf at compile time) ORs the leaves of the matching terms (their ports and flags
  * are copied into the segments), counting the per-rule hits of leaves that have counters. Work per message:

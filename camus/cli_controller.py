@@ -61,7 +61,8 @@ def register(main: click.Group) -> None:
         from camus.compiler.language.errors import CompileErrors
         from camus.compiler.language.spec_parser import load_spec
         from camus.controller.core import Controller
-        from camus.controller.service import load_tokens, make_app
+        from camus.controller.service import make_app
+        from camus.controller.tokens import load_tokens
         from camus.controller.targets import AgentTarget, SwitchDirTarget
         from camus.controller.topology import Topology, TopologyError
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

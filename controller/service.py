@@ -20,7 +20,7 @@ import math
 from aiohttp import web
 
 from .core import Controller, SubscriptionError
-from .tokens import TokenBook, load_tokens
+from .tokens import TokenBook
 
 log = logging.getLogger("camus.controller")
 TICK_S = 0.1
@@ -30,9 +30,6 @@ DEFAULT_TTL = web.AppKey("default_ttl", float)
 LOCK = web.AppKey("lock", asyncio.Lock)
 WAKE = web.AppKey("wake", asyncio.Event)
 TASK = web.AppKey("task", asyncio.Task)
-
-
-__all__ = ["load_tokens", "make_app"]
 
 
 def _host(request: web.Request) -> str:

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from ..ir.pipeline import Entry, FieldTable, MatchSpec, Pipeline
 from ..structure.slicing import sort_ports
 from ..language.spec import Spec
+from .ebpf_bitvector import KIND_BV
 from .ebpf_program import RADIX_LEVELS, EbpfLimits, n_svars
 from .emit import BackendError
 
 import random
 
 KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4}
-KIND_BV = 5            # bpf/camus_xdp.h CAMUS_KIND_BV (ebpf_bitvector.py)
 MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2}
@@ -241,7 +241,7 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
     moved = {KIND["exact"]: dx, KIND["range"]: db, KIND["radix"]: dr, KIND_BV: dbits}
     for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
         base = base + moved.get(kind, 0)
-        if kind == KIND_BV:                      # first segment << 32 | segments
+        if kind == KIND_BV:                      # segment bank << 32 | segments
             mult = ((mult >> 32) + dsegs) << 32 | (mult & 0xFFFFFFFF)
         out.desc[st(s)] = (kind, var, bits, st(default), base, count, mult)
     out.bv_bits = {k + dbits: w for k, w in c.bv_bits.items()}
