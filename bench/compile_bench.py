@@ -60,7 +60,8 @@ def xdp_ns(spec, compiled, make_message) -> dict:
     from camus.compiler.backends.ebpf_tables import CapacityError
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     try:
-        lim = sized_limits(compiled.pipeline, EbpfLimits(max_states=1 << 20, max_exact=1 << 20))
+        lim = sized_limits(compiled.pipeline, EbpfLimits(max_states=1 << 20, max_exact=1 << 20),
+                           len(spec.query_fields))
     except CapacityError as exc:
         return {"xdp_ns": None, "floor_ns": None, "xdp_note": str(exc)}
     prog, floor = XdpProgram.load(spec, lim), XdpProgram.load(spec, EbpfLimits(parse_only=True))

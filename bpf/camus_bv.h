@@ -15,17 +15,22 @@ struct camus_bv_bits {
 };
 BPF_ARRAY(bv_bits, struct camus_bv_bits, CAMUS_MAX_BV_BITMAPS);
 
-/* The per-CPU work area: the matched-terms bitmap and the loop limits, read back from memory
- * in every iteration: a limit held in a register would be narrowed by each loop exit, and
- * the verifier would then follow every exit point separately through the rest of the
- * program (16 fields x 256 words of paths). */
+/* The per-CPU work area: each field's bitmap id and the loop's cursor and limit, read back
+ * from memory in every iteration: a value held in a register would be narrowed by each loop
+ * exit, and the verifier would then follow every exit point separately through the rest of
+ * the program. */
 struct camus_bv_work {
-    __u64 w[CAMUS_BV_WORDS];
+#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
+    __u64 w[CAMUS_BV_WORDS];         /* the fields beyond CAMUS_BV_LOOP_FIELDS, ANDed per word */
+#endif
     __u32 bid[CAMUS_N_FIELDS];       /* each field's bitmap for this message */
-    __u32 words;
+    __u32 j;                         /* the next segment */
     __u32 nsegs;
+    __u32 words;
+    __u64 zero;                      /* 0, read back as a value the verifier does not know */
 };
-struct camus_bv_segs {           /* one bank's segments in one value: no lookup per segment */
+struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
+    struct camus_desc fd[CAMUS_N_FIELDS];      /* field i's interval table (copy of desc[root+1+i]) */
     struct camus_bv_seg s[CAMUS_MAX_BV_SEGS];
 };
 BPF_ARRAY(bv_segs, struct camus_bv_segs, 2);
@@ -44,10 +49,7 @@ static __always_inline __u32 bv_index(__u32 i, __u32 n) {
     return i & (n - 1);
 }
 
-static __always_inline __u32 bv_field_bitmap(struct camus_desc *root, __u32 s, __u64 *v) {
-    struct camus_desc *d = desc.lookup(&s);
-    if (!d)
-        return CAMUS_MAX_BV_BITMAPS;              /* no such bitmap: the lookup below fails */
+static __always_inline __u32 bv_field_bitmap(struct camus_desc *root, struct camus_desc *d, __u32 s, __u64 *v) {
     __u32 nxt = step(d, s, v[d->var & (CAMUS_VAR_SLOTS - 1)]);
     return root->base + ((nxt & CAMUS_STATE_MASK) - (root->default_next & CAMUS_STATE_MASK));
 }
@@ -62,12 +64,16 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     /* 1. Each field's interval -> its bitmap id (a loop the verifier walks once per field, not
      * an unrolled copy of the range lookup per field). Every query field has an interval table
      * (the back end gives an unconstrained field one interval holding every term). */
+    __u32 bank = (__u32)(root->mult >> 32);
+    struct camus_bv_segs *segs = bv_segs.lookup(&bank);
+    if (!segs)
+        return 0;
     __u32 first = (root_state & CAMUS_STATE_MASK) + 1;
-    acc->words = root->count;
     acc->nsegs = (__u32)root->mult;
+    acc->j = 0;
     #pragma nounroll
     for (int i = 0; i < CAMUS_N_FIELDS; i++)
-        acc->bid[i] = bv_field_bitmap(root, first + i, v);
+        acc->bid[i] = bv_field_bitmap(root, &segs->fd[i], first + i, v);
     /* 2. The bitmaps themselves (constant indices: the pointers stay known to the verifier). */
     struct camus_bv_bits *f[CAMUS_N_FIELDS];
     #pragma unroll
@@ -77,49 +83,66 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         if (!f[i])
             return 0;
     }
-    /* 3. One pass over the words, every field ANDed in registers. */
+#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
+    /* Many fields: those beyond the loop's share are ANDed once per word first (the verifier
+     * walks the segment loop CAMUS_MAX_BV_SEGS times; this one CAMUS_BV_WORDS times). */
+    acc->words = root->count;
     #pragma nounroll
     for (int w = 0; w < CAMUS_BV_WORDS; w++) {
         if (w >= *(volatile __u32 *)&acc->words)
             break;
         __u32 k = bv_index(w, CAMUS_BV_WORDS);
-        __u64 a = f[0]->w[k];
+        __u64 a = f[CAMUS_BV_LOOP_FIELDS]->w[k];
         #pragma unroll
-        for (int i = 1; i < CAMUS_N_FIELDS; i++)
+        for (int i = CAMUS_BV_LOOP_FIELDS + 1; i < CAMUS_N_FIELDS; i++)
             a &= f[i]->w[k];
         acc->w[k] = a;
     }
-    /* One pass over the segments, branch-free inside (the verifier walks every iteration):
-     * a matching segment's ports and flags are OR-ed in under an all-ones mask. */
-    __u32 bank = (__u32)(root->mult >> 32);
-    struct camus_bv_segs *segs = bv_segs.lookup(&bank);
-    if (!segs)
-        return 0;
-    __u64 p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-    __u32 flags = 0, last = 0;
+#endif
+    /* 3. Leaf by leaf (segments are sorted by leaf, then word): a segment's terms match where
+     * every field's bitmap has their bits; the first matching segment of a leaf unites the
+     * leaf's ports and flags and skips the leaf's other segments (`next`), so a leaf that
+     * matches early costs one word, not all of its words. The cursor and its limit are loaded
+     * from memory (values the verifier knows nothing about, so loop exits do not narrow them
+     * into separate states); the branch on a match lets the CPU start the next segment before
+     * this one's AND is known. */
+    /* The results start as zeros the verifier cannot see as zeros, so a matched and an
+     * unmatched iteration leave alike states (unknown values) and it prunes one of them at
+     * the loop head instead of walking both through every later iteration. */
+    acc->zero = 0;
+    #pragma unroll
+    for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+        out->ports[w] = *(volatile __u64 *)&acc->zero;
+    out->flags = (__u32)*(volatile __u64 *)&acc->zero;
+    __u32 j = *(volatile __u32 *)&acc->j;
+    __u32 nsegs = *(volatile __u32 *)&acc->nsegs;
     #pragma nounroll
-    for (int j = 0; j < CAMUS_MAX_BV_SEGS; j++) {
-        if (j >= *(volatile __u32 *)&acc->nsegs)
+    for (int it = 0; it < CAMUS_MAX_BV_SEGS; it++) {
+        if (j >= nsegs)
             break;
         struct camus_bv_seg *sg = &segs->s[bv_index(j, CAMUS_MAX_BV_SEGS)];
-        __u64 sel = 0 - (__u64)nonzero(acc->w[sg->word & (CAMUS_BV_WORDS - 1)] & sg->mask);
-        p0 |= sg->ports[0] & sel;
-        p1 |= sg->ports[1] & sel;
-        p2 |= sg->ports[2] & sel;
-        p3 |= sg->ports[3] & sel;
-        flags |= sg->flags & (__u32)sel;
-        /* Per-rule counters: a matching leaf once per message (its segments are adjacent). */
-        __u32 leaf_id = sg->leaf;
-        __u64 fresh = sel & (0 - (__u64)nonzero(leaf_id ^ last));
-        last = (last & ~(__u32)sel) | (leaf_id & (__u32)sel);
-        if (fresh & sg->flags & CAMUS_LEAF_COUNTED)
-            count_hit(leaf_id);
+        __u32 k = bv_index(sg->word, CAMUS_BV_WORDS);
+        __u64 a = sg->mask;
+        #pragma unroll
+        for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
+            a &= f[i]->w[k];
+#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
+        a &= acc->w[k];
+#endif
+        /* Both ways j is masked to the same range, so the verifier's states at the loop head
+         * stay alike however many segments were skipped (nsegs <= CAMUS_MAX_BV_SEGS). */
+        if (!a) {
+            j = bv_index(j + 1, 2 * CAMUS_MAX_BV_SEGS);
+            continue;
+        }
+        #pragma unroll          /* in memory, not registers: a match is rare, a segment not */
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            out->ports[w] |= sg->ports[w];
+        out->flags |= sg->flags;
+        j = bv_index(sg->next, 2 * CAMUS_MAX_BV_SEGS);
+        if (sg->flags & CAMUS_LEAF_COUNTED)     /* a matching leaf once per message */
+            count_hit(sg->leaf);
     }
-    out->ports[0] = p0;
-    out->ports[1] = p1;
-    out->ports[2] = p2;
-    out->ports[3] = p3;
-    out->flags = flags;
     if (out->flags & CAMUS_LEAF_DROP) {  /* an explicit drop wins over forwarding */
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)

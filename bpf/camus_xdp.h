@@ -150,7 +150,7 @@ struct camus_bv_seg {        /* terms of one leaf inside one word of the matched
     __u32 word;
     __u32 flags;
     __u32 leaf;              /* the leaf state holding these terms' actions */
-    __u32 pad;
+    __u32 next;              /* the first segment of the next leaf (skipped to once this one matched) */
 };
 
 struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */

@@ -65,7 +65,14 @@ class PortCfg(ctypes.Structure):
 class BvSeg(ctypes.Structure):
     c_struct = "camus_bv_seg"             # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("mask", ctypes.c_uint64), ("ports", ctypes.c_uint64 * PORT_WORDS), ("word", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+                ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32), ("next", ctypes.c_uint32)]
+
+
+def bv_stage_value(fields: int, max_segs: int) -> type[ctypes.Structure]:
+    """struct camus_bv_segs (bpf/camus_bv.h) for a program with these limits."""
+    class BvStage(ctypes.Structure):
+        _fields_ = [("fd", Desc * fields), ("s", BvSeg * max_segs)]
+    return BvStage
 
 
 class SvarCfg(ctypes.Structure):
@@ -210,9 +217,12 @@ class MapSet:
             bits_t = ctypes.c_uint64 * c.bv_words
             for k, words in c.bv_bits.items():
                 self.update("bv_bits", ctypes.c_uint32(k), bits_t(*words))
-            segs = (BvSeg * c.bv_max_segs)()
-            for j, (mask, word, leaf, ports, flags) in enumerate(c.bv_segs):
-                segs[j] = BvSeg(mask, (ctypes.c_uint64 * PORT_WORDS)(*ports), word, flags, leaf, 0)
+            segs = bv_stage_value(c.bv_fields, c.bv_max_segs)()
+            for i in range(c.bv_fields):            # the fields' interval tables, inline
+                kind, var, bits, default, base, count, mult = c.desc[c.root + 1 + i]
+                segs.fd[i] = Desc(kind, var, bits, 0, default, base, count, mult)
+            for j, (mask, word, leaf, ports, flags, nxt) in enumerate(c.bv_segs):
+                segs.s[j] = BvSeg(mask, (ctypes.c_uint64 * PORT_WORDS)(*ports), word, flags, leaf, nxt)
             self.update("bv_segs", ctypes.c_uint32(c.bv_segs_base), segs)
         for k, (window_ns, fn, fld) in enumerate(c.svar_cfg):
             self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld))

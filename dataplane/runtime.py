@@ -216,7 +216,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     bits, specs = _port_specs(ports_path)
     try:
         # map capacity from the rule set (with headroom for updates) unless given
-        limits = limits or sized_limits(compiled.pipeline, EbpfLimits())
+        limits = limits or sized_limits(compiled.pipeline, EbpfLimits(), len(compiled.spec.query_fields))
         contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=0)
     except BackendError as exc:
         raise DataplaneError(str(exc)) from exc

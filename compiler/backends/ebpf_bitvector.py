@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..ir.pipeline import BitvectorStage, Pipeline
 from ..language.spec import Spec
-from .ebpf_program import EbpfLimits
+from .ebpf_program import EbpfLimits, max_bv_segs_for
 
 if TYPE_CHECKING:
     from .ebpf_tables import MapContents
@@ -23,17 +23,16 @@ STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stag
 
 
 MAX_WORDS = 256             # the verifier's limit on the word loop (16,384 terms)
-MAX_SEGS = 2048             # ... and on the segment loop
 
 
 def _pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def sized_limits(p: Pipeline, base: EbpfLimits) -> EbpfLimits:
+def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
     """`base` with the bit-vector capacities grown to hold `p` twice over (updates may grow the
-    rule set; both banks), within what the verifier accepts. Raises CapacityError when the
-    stage cannot fit an XDP host at all."""
+    rule set; both banks), within what the verifier accepts for a program with `fields` query
+    fields. Raises CapacityError when the stage cannot fit an XDP host at all."""
     from dataclasses import replace
 
     from .ebpf_tables import CapacityError
@@ -44,12 +43,13 @@ def sized_limits(p: Pipeline, base: EbpfLimits) -> EbpfLimits:
         raise CapacityError(f"bit-vector stage: {bv.terms} terms; an XDP host classifies at most {64 * MAX_WORDS} "
                             f"with this stage (split the subscriptions across hosts, or group them)")
     segs = bv.words + len(p.leaves)
-    if segs > MAX_SEGS:
-        raise CapacityError(f"bit-vector stage: {segs} segments (words + distinct actions); the program holds "
-                            f"{MAX_SEGS}")
+    max_segs = max_bv_segs_for(fields)
+    if segs > max_segs:
+        raise CapacityError(f"bit-vector stage: {segs} segments (words + distinct actions); a program with "
+                            f"{fields} query fields holds {max_segs}")
     return replace(base, bv_words=max(base.bv_words, min(MAX_WORDS, _pow2(2 * bv.words))),
                    max_bv_bitmaps=max(base.max_bv_bitmaps, _pow2(4 * (len(bv.bitmaps) + 1))),
-                   max_bv_segs=max(base.max_bv_segs, min(MAX_SEGS, _pow2(2 * segs))))
+                   max_bv_segs=max(base.max_bv_segs, min(max_segs, _pow2(2 * segs))))
 
 
 def bitmap_words(b: int, words: int) -> tuple[int, ...]:
@@ -57,7 +57,8 @@ def bitmap_words(b: int, words: int) -> tuple[int, ...]:
 
 
 def segments(bv: BitvectorStage, leaf_state: dict[int, int]) -> list[tuple[int, int, int]]:
-    """(mask, word, leaf) for every run of terms with one leaf, cut at word boundaries."""
+    """(mask, word, leaf) for every run of terms with one leaf, cut at word boundaries (grouped
+    by leaf: terms are sorted by leaf)."""
     out: list[tuple[int, int, int]] = []
     t = 0
     while t < bv.terms:
@@ -73,6 +74,15 @@ def segments(bv: BitvectorStage, leaf_state: dict[int, int]) -> list[tuple[int, 
             out.append((mask, w, leaf_state[leaf]))
             a = b
         t = end
+    return out
+
+
+def next_leaf_starts(seg_leaves: list[int]) -> list[int]:
+    """For segments grouped by leaf: the index of the next leaf's first segment, per segment
+    (the kernel jumps there once a leaf matched: its other segments cannot add anything)."""
+    out = [len(seg_leaves)] * len(seg_leaves)
+    for j in range(len(seg_leaves) - 2, -1, -1):
+        out[j] = j + 1 if seg_leaves[j + 1] != seg_leaves[j] else out[j + 1]
     return out
 
 
@@ -110,11 +120,12 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapConten
         out.leaf[s] = (out.port_mask(a.ports), flags, 0)
         if a.rules:
             out.leaf_rules[s] = a.rules
-    segs = [(mask, word, leaf, out.leaf[leaf][0], out.leaf[leaf][1] | (LEAF_COUNTED if leaf in out.leaf_rules else 0))
-            for mask, word, leaf in segments(bv, leaf_state)]
+    runs = segments(bv, leaf_state)
+    segs = [(mask, word, leaf, out.leaf[leaf][0], out.leaf[leaf][1] | (LEAF_COUNTED if leaf in out.leaf_rules else 0),
+             nxt) for (mask, word, leaf), nxt in zip(runs, next_leaf_starts([leaf for _, _, leaf in runs]))]
     out.bv_bits = {k: bitmap_words(b, words) for k, b in enumerate(bitmaps)}
     out.bv_segs = segs
-    out.bv_words, out.bv_max_segs = lim.bv_words, lim.max_bv_segs
+    out.bv_words, out.bv_max_segs, out.bv_fields = lim.bv_words, lim.max_bv_segs, nf
     out.root = root
     out.desc[root] = (KIND_BV, 0, 0, first_bitmap, out.bv_bits_base, words, (out.bv_segs_base << 32) | len(segs))
     for what, have, cap in (("bit-vector bitmaps", len(bitmaps), lim.max_bv_bitmaps),

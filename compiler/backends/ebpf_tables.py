@@ -53,9 +53,11 @@ class MapContents:
     rsub_base: int = 0                                                              # first rsub[] index
     bank: int = 0
     # the bit-vector stage (ebpf_bitvector.py): bitmaps as words; segments (mask, word, leaf
-    # state, its port words, its flags), all of a bank in one bv_segs value
+    # state, its port words, its flags, the next leaf's first segment), all of a bank in one
+    # bv_segs value
     bv_bits: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    bv_segs: list[tuple[int, int, int, tuple[int, ...], int]] = field(default_factory=list)
+    bv_segs: list[tuple[int, int, int, tuple[int, ...], int, int]] = field(default_factory=list)
+    bv_fields: int = 0                                                              # query fields (interval tables)
     bv_words: int = 0                                                               # words per bv_bits value
     bv_max_segs: int = 0                                                            # segments per bv_segs value
     bv_bits_base: int = 0
@@ -245,8 +247,9 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
             mult = ((mult >> 32) + dsegs) << 32 | (mult & 0xFFFFFFFF)
         out.desc[st(s)] = (kind, var, bits, st(default), base, count, mult)
     out.bv_bits = {k + dbits: w for k, w in c.bv_bits.items()}
-    out.bv_segs = [(mask, word, st(leaf), ports, flags) for mask, word, leaf, ports, flags in c.bv_segs]
+    out.bv_segs = [(mask, word, st(leaf), ports, flags, nxt) for mask, word, leaf, ports, flags, nxt in c.bv_segs]
     out.bv_words, out.bv_max_segs, out.bv_bits_base, out.bv_segs_base = c.bv_words, c.bv_max_segs, dbits, dsegs
+    out.bv_fields = c.bv_fields
     out.exact = {(st(s), v): st(n) for (s, v), n in c.exact.items()}     # (raw ids, no flags)
     out.xslots = {i + dx: (v, st(n)) for i, (v, n) in c.xslots.items()}
     out.lpm = {(plen, st(s), v): st(n) for (plen, s, v), n in c.lpm.items()}

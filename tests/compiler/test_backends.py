@@ -4,6 +4,7 @@ and each one's artefacts are deterministic. The kernel back end (xdp) is held to
 cases in tests/dataplane (root)."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,3 +71,20 @@ def test_userspace_refuses_what_it_cannot_carry() -> None:
         assert "stateless" in str(exc)
     else:
         raise AssertionError("stateful rules reached the userspace tables")
+
+
+def test_xdp_program_limits_follow_the_query_fields() -> None:
+    """The verifier's budget: more fields, fewer bit-vector segments; too many fields are
+    refused with a message that says what to do, before any program is built."""
+    from camus.bench.workloads import siena_schema
+    from camus.compiler.backends.emit import BackendError
+    from camus.compiler.backends.ebpf_program import EbpfLimits, MAX_QUERY_FIELDS, max_bv_segs_for, program_text
+    from camus.compiler.language.spec_parser import parse_spec
+    assert max_bv_segs_for(10) == 2048 and max_bv_segs_for(MAX_QUERY_FIELDS) == 1024
+    wide = parse_spec(siena_schema(MAX_QUERY_FIELDS + 1).spec_text(), "wide.p4")
+    with pytest.raises(BackendError, match=f"at most {MAX_QUERY_FIELDS} query fields"):
+        program_text(wide, EbpfLimits())
+    spec16 = parse_spec(siena_schema(16).spec_text(), "s16.p4")
+    with pytest.raises(BackendError, match="holds at most 1024"):
+        program_text(spec16, EbpfLimits(max_bv_segs=2048))
+    assert "#define CAMUS_BV_LOOP_FIELDS 10" in program_text(spec16, EbpfLimits())
