@@ -4,6 +4,7 @@ root, --xdp) the XDP program's ns per message, per workload and size.
     python bench/compile_bench.py                                  # ITCH: 1K, 10K, 100K
     python bench/compile_bench.py --workload siena                 # 10 attributes, 1K 10K 100K
     python bench/compile_bench.py --workload sensors -n 1000 -n 10000
+    sudo python bench/compile_bench.py --workload siena --xdp --count-rules 64   # as attach counts
     sudo python bench/compile_bench.py --workload siena --xdp      # + ns/message in the kernel
 
 Workloads (bench/workloads.py): itch (`stock == S and price > P`, the Camus paper's), siena
@@ -78,12 +79,12 @@ def xdp_ns(spec, compiled, make_message) -> dict:
         floor.close()
 
 
-def measure(name: str, n: int, seed: int, with_xdp: bool) -> dict:
-    from camus.compiler.compile import compile_rules
+def measure(name: str, n: int, seed: int, with_xdp: bool, count_rules: int = 0) -> dict:
+    from camus.compiler.compile import CompileOptions, compile_rules
     from camus.compiler.ir.resources import resource_report
     spec, text, make_message = workload(name, n, seed)
     t0 = time.perf_counter()
-    c = compile_rules(spec, text + "\n", f"{name}-{n}")
+    c = compile_rules(spec, text + "\n", f"{name}-{n}", CompileOptions(count_rules=count_rules))
     seconds = time.perf_counter() - t0
     r = resource_report(c.pipeline)
     bv = r["bitvector"]
@@ -106,10 +107,12 @@ def main() -> int:
                     help="subscription count (repeatable; default 1000 10000 100000)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--xdp", action="store_true", help="also measure ns/message in the kernel (root)")
+    ap.add_argument("--count-rules", type=int, default=0, metavar="N",
+                    help="give the first N rules their own counters, as attach does (64 there; default 0)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)   # child process: one size, JSON out
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(measure(args.workload, args.one, args.seed, args.xdp)))
+        print(json.dumps(measure(args.workload, args.one, args.seed, args.xdp, args.count_rules)))
         return 0
     if args.xdp and os.geteuid() != 0:
         print("--xdp needs root (it loads the XDP program)", file=sys.stderr)
@@ -121,7 +124,8 @@ def main() -> int:
     print(f"{'subs':>9} {'strategy':>9} {'entries':>8} {'leaf':>6} {'map KiB':>9} {'seconds':>8} {'peak MB':>8}"
           f"{'  xdp ns  floor ns' if args.xdp else ''}   stages", flush=True)
     for n in sizes:
-        cmd = [sys.executable, __file__, "--workload", args.workload, "--one", str(n), "--seed", str(args.seed)]
+        cmd = [sys.executable, __file__, "--workload", args.workload, "--one", str(n), "--seed", str(args.seed),
+               "--count-rules", str(args.count_rules)]
         out = subprocess.run(cmd + (["--xdp"] if args.xdp else []), capture_output=True, text=True)
         if out.returncode != 0:
             print(out.stderr[-2000:], file=sys.stderr)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..ir.pipeline import BitvectorStage, Pipeline
 from ..language.spec import Spec
-from .ebpf_program import EbpfLimits, max_bv_segs_for
+from .ebpf_program import EbpfLimits, max_bv_segs_for, max_bv_words_for
 
 if TYPE_CHECKING:
     from .ebpf_tables import MapContents
@@ -22,7 +22,7 @@ LEAF_COUNTED = 8            # bpf/camus_xdp.h CAMUS_LEAF_COUNTED
 STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stage classified
 
 
-MAX_WORDS = 256             # the verifier's limit on the word loop (16,384 terms)
+BITMAP_BYTES = 512 << 20    # the most map memory the stage's bitmaps may take on a host
 
 
 def _pow2(n: int) -> int:
@@ -30,25 +30,39 @@ def _pow2(n: int) -> int:
 
 
 def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
-    """`base` with the bit-vector capacities grown to hold `p` twice over (updates may grow the
-    rule set; both banks), within what the verifier accepts for a program with `fields` query
-    fields. Raises CapacityError when the stage cannot fit an XDP host at all."""
+    """`base` with the bit-vector capacities grown to hold `p` with headroom (updates may grow
+    the rule set; both banks), within what the verifier accepts for a program with `fields`
+    query fields and within BITMAP_BYTES of bitmaps. Raises CapacityError when the stage
+    cannot fit an XDP host at all."""
     from dataclasses import replace
 
     from .ebpf_tables import CapacityError
     bv = p.bitvector
     if bv is None:
         return base
-    if bv.words > MAX_WORDS:
-        raise CapacityError(f"bit-vector stage: {bv.terms} terms; an XDP host classifies at most {64 * MAX_WORDS} "
-                            f"with this stage (split the subscriptions across hosts, or group them)")
+    max_words = max_bv_words_for(fields)
+    if bv.words > max_words:
+        raise CapacityError(f"bit-vector stage: {bv.terms} terms; an XDP host with {fields} query fields "
+                            f"classifies at most {64 * max_words} with this stage (split the subscriptions "
+                            f"across hosts, or group them)")
     segs = bv.words + len(p.leaves)
     max_segs = max_bv_segs_for(fields)
     if segs > max_segs:
         raise CapacityError(f"bit-vector stage: {segs} segments (words + distinct actions); a program with "
                             f"{fields} query fields holds {max_segs}")
-    return replace(base, bv_words=max(base.bv_words, min(MAX_WORDS, _pow2(2 * bv.words))),
-                   max_bv_bitmaps=max(base.max_bv_bitmaps, _pow2(4 * (len(bv.bitmaps) + 1))),
+    # room to grow: twice the words while small, a quarter more once large (bitmaps are words long)
+    grown = 2 * bv.words if bv.words <= 128 else bv.words + bv.words // 4
+    words = max(base.bv_words, min(max_words, _pow2(grown)))
+    for headroom in (4, 2):             # both banks, room to grow; else both banks exactly
+        bitmaps = max(base.max_bv_bitmaps, _pow2(headroom * (len(bv.bitmaps) + 1)))
+        if bitmaps * words * 8 <= BITMAP_BYTES:
+            break
+    else:
+        raise CapacityError(f"bit-vector stage: {len(bv.bitmaps)} distinct bitmaps of {words * 8} bytes need "
+                            f"{bitmaps * words * 8 >> 20} MiB of maps in both banks; the limit is "
+                            f"{BITMAP_BYTES >> 20} MiB (fewer distinct constants per field, or split the "
+                            f"subscriptions across hosts)")
+    return replace(base, bv_words=words, max_bv_bitmaps=bitmaps,
                    max_bv_segs=max(base.max_bv_segs, min(max_segs, _pow2(2 * segs))))
 
 

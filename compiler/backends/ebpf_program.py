@@ -31,6 +31,13 @@ def max_bv_segs_for(fields: int) -> int:
     return 2048 if fields <= 12 else 1024
 
 
+def max_bv_words_for(fields: int) -> int:
+    """The longest bitmaps (64-bit words: terms / 64) a program with this many query fields can
+    AND: fields beyond BV_LOOP_FIELDS go through a loop over every word, which the verifier
+    walks CAMUS_BV_WORDS times; without one the words only size the maps."""
+    return 4096 if fields <= BV_LOOP_FIELDS else 256
+
+
 @dataclass(frozen=True)
 class EbpfLimits:
     max_msgs: int = 12            # messages per packet the program classifies (unrolled)
@@ -43,7 +50,8 @@ class EbpfLimits:
     max_updates: int = 1 << 12
     max_svars: int = 16
     # The bit-vector stage's capacity (attach sizes it from the rule set: ebpf_bitvector.sized_limits)
-    bv_words: int = 64            # 64-bit words per bitmap (terms / 64), a power of two, at most 256
+    bv_words: int = 64            # 64-bit words per bitmap (terms / 64), a power of two, at most
+                                  # max_bv_words_for(query fields)
     max_bv_bitmaps: int = 2048    # distinct bitmaps, both banks (bv_words * 8 bytes each)
     max_bv_segs: int = 1024       # runs of terms with one leaf within one word (one map value per bank);
                                   # at most max_bv_segs_for(query fields): the verifier's budget
@@ -107,6 +115,9 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
     if nf > MAX_QUERY_FIELDS:
         raise BackendError(f"the XDP program classifies at most {MAX_QUERY_FIELDS} query fields; spec "
                            f"'{spec.name}' has {nf} (drop the @pragma query_field lines of fields no rule tests)")
+    if limits.bv_words > max_bv_words_for(nf):
+        raise BackendError(f"bit-vector words: {limits.bv_words} asked, a program with {nf} query fields "
+                           f"holds at most {max_bv_words_for(nf)} (the kernel verifier's instruction budget)")
     if limits.max_bv_segs > max_bv_segs_for(nf):
         raise BackendError(f"bit-vector segments: {limits.max_bv_segs} asked, a program with {nf} query fields "
                            f"holds at most {max_bv_segs_for(nf)} (the kernel verifier's instruction budget)")

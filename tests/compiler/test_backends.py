@@ -88,3 +88,26 @@ def test_xdp_program_limits_follow_the_query_fields() -> None:
     with pytest.raises(BackendError, match="holds at most 1024"):
         program_text(spec16, EbpfLimits(max_bv_segs=2048))
     assert "#define CAMUS_BV_LOOP_FIELDS 10" in program_text(spec16, EbpfLimits())
+
+
+def test_bitvector_capacity_is_sized_from_the_rule_set_and_fields() -> None:
+    """20K multi-attribute filters fit a 10-field host (the segment loop ANDs every field);
+    with more fields than the loop holds the word pass bounds the terms, and the refusal says
+    how many fit."""
+    from camus.bench.workloads import siena_rules, siena_schema
+    from camus.compiler.backends.ebpf_bitvector import sized_limits
+    from camus.compiler.backends.ebpf_program import EbpfLimits
+    from camus.compiler.backends.ebpf_tables import CapacityError
+    from camus.compiler.compile import CompileOptions
+    for n, ok in ((10, True), (14, False)):
+        schema = siena_schema(n)
+        spec = parse_spec(schema.spec_text(), "s.p4")
+        c = compile_rules(spec, "\n".join(siena_rules(20_000, schema, seed=2)),
+                          options=CompileOptions(strategy="bitvector"))
+        if ok:
+            lim = sized_limits(c.pipeline, EbpfLimits(), n)
+            assert lim.bv_words >= c.pipeline.bitvector.words and lim.bv_words & (lim.bv_words - 1) == 0
+            assert lim.max_bv_bitmaps * lim.bv_words * 8 <= 512 << 20
+        else:
+            with pytest.raises(CapacityError, match="classifies at most 16384"):
+                sized_limits(c.pipeline, EbpfLimits(), n)

@@ -147,3 +147,28 @@ def test_fields_beyond_the_segment_loop_are_anded_per_word_first() -> None:
                 check(prog, compiled, contents, interp, build_packet(spec, [{**m, name: other[name]}]))
     finally:
         prog.close()
+
+
+def test_twenty_thousand_filters_run_in_the_kernel() -> None:
+    """Past the 256-word bitmaps of the old word loop: 20,000 Siena filters (about 20K terms),
+    limits sized from the rule set as attach does, the kernel against the IR."""
+    from camus.compiler.backends.ebpf_bitvector import sized_limits
+    spec = parse_spec(SIENA.spec_text(), "siena.p4")
+    compiled = compile_rules(spec, "\n".join(siena_rules(20_000, SIENA, seed=9)), options=BV)
+    assert compiled.pipeline.bitvector.words > 256
+    lim = sized_limits(compiled.pipeline, EbpfLimits(max_msgs=1), len(spec.query_fields))
+    prog = XdpProgram.load(spec, lim)
+    try:
+        contents = map_contents(compiled.pipeline, spec, lim, bank=1)
+        prog.write(contents)
+        interp = PipelineInterpreter(compiled.pipeline)
+        rng = random.Random(9)
+        for _ in range(100):
+            pkt = build_packet(spec, [message_from_text(spec, siena_message(SIENA, rng))])
+            want = expected_verdict(spec, interp, pkt, 1)
+            got = prog.classify(pkt)
+            assert got.verdict == want.verdict
+            for i, (_, actions) in want.messages.items():
+                assert contents.ports_of(got.messages[i][2]) == tuple(actions.ports)
+    finally:
+        prog.close()
