@@ -31,6 +31,17 @@ def max_bv_segs_for(fields: int) -> int:
     return 2048 if fields <= 12 else 1024
 
 
+def _no_layout(spec: Spec, instance: str) -> str:
+    """Why a query field's header has no byte layout the program could read."""
+    inst = spec.instances[instance]
+    if inst.layout == "pragma":
+        return (f"header '{instance}' is declared only by query_field pragmas, so its byte layout is unknown: "
+                f"declare `header {instance}_t {{ ... }}` and the header stack in the spec")
+    if inst.role is Role.METADATA:
+        return f"'{instance}' is switch metadata, not in the packet"
+    return f"header '{instance}' is not in the spec's header stack (declare the headers and `struct headers`)"
+
+
 def max_bv_words_for(fields: int) -> int:
     """The longest bitmaps (64-bit words: terms / 64) a program with this many query fields can
     AND: fields beyond BV_LOOP_FIELDS go through a loop over every word, which the verifier
@@ -105,6 +116,8 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
     if not 1 <= limits.max_msgs <= 16:
         raise BackendError("messages per packet must be 1..16 (one tail call each; 16-bit keep masks)")
     for q in spec.query_fields:
+        if q.instance not in spec.stack:     # named by a pragma only: no byte layout to read
+            raise BackendError(f"the XDP back end cannot read {q.path}: {_no_layout(spec, q.instance)}")
         if q.width > 64:
             raise BackendError(f"the XDP back end reads query fields up to 64 bits; {q.path} is {q.width}")
         if q.role in (Role.VLAN, Role.IPV6, Role.FRAMING):

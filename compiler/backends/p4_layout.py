@@ -46,6 +46,10 @@ def layout_of(spec: Spec) -> Layout:
         by_role.setdefault(inst.role, inst)
     if Role.IPV6 in by_role and Role.IPV4 not in by_role:
         raise BackendError("the P4 program parses IPv4 feeds; this spec's feed is IPv6 (the XDP target handles it)")
+    if not spec.stack:
+        raise BackendError("this spec declares no headers (only query_field pragmas, Camus style): a whole P4 "
+                           "program needs the header declarations and `struct headers { ... }` in the spec; "
+                           "`explain --via p4` runs its entries without them")
     missing = [r.value for r in (Role.ETHERNET, Role.IPV4, Role.UDP, Role.MESSAGE) if r not in by_role]
     if missing:
         raise BackendError(f"the P4 program needs ethernet, ipv4, udp and a message header in the spec; "

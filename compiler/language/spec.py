@@ -25,6 +25,8 @@ class Role(str, Enum):
     UDP = "udp"
     FRAMING = "framing"   # the batch header before the messages (MoldUDP64)
     MESSAGE = "message"   # application header: one per message
+    OTHER = "other"       # named by a pragma only (no byte layout here) or a header XDP does not parse
+    METADATA = "metadata" # intrinsic metadata of a switch architecture: not in the packet
 
 
 KNOWN_ROLES = {
@@ -63,6 +65,9 @@ class HeaderInstance:
     name: str
     type: HeaderType
     role: Role
+    # declared: by the spec (byte layout known); builtin: a well-known header's real layout;
+    # pragma: fields only named by query_field pragmas, in pragma order (no byte layout)
+    layout: str = "declared"
 
 
 @dataclass(frozen=True)

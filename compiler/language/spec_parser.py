@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .builtin_headers import BUILTIN, METADATA, builtin_field
 from .errors import CompileError, CompileErrors, Position
 from .spec import (KNOWN_ROLES, MOLDUDP64, NO_FRAMING, Counter, Framing, HeaderField,
                    HeaderInstance, HeaderType, MatchKind, QueryField, Role, Spec)
@@ -424,7 +425,7 @@ def _add_query_field(spec: Spec, p: _Pragma, kind: MatchKind) -> None:
             path = f"{insts[0]}.{fname}"
             found = spec.header_field(path)
     if found is None:
-        raise CompileError(f"unknown field {path!r} in {p.name}", p.pos, "instance.field of a declared header")
+        found = _undeclared_field(spec, path, width, p)
     inst, hf = found
     if width is not None and width != hf.width:
         raise CompileError(f"{path} is declared bit<{hf.width}> but the pragma says {width}", p.pos)
@@ -434,6 +435,42 @@ def _add_query_field(spec: Spec, p: _Pragma, kind: MatchKind) -> None:
         raise CompileError(f"{path} is {hf.width} bits wide; query fields are at most 128", p.pos)
     spec.query_fields.append(QueryField(inst.name, hf.name, hf.width, hf.offset, kind, inst.role,
                                         _infer_vtype(hf, kind)))
+
+
+def _undeclared_field(spec: Spec, path: str, width: int | None,
+                      p: _Pragma) -> tuple[HeaderInstance, HeaderField]:
+    """A field the spec does not declare, Camus style: a well-known header or intrinsic
+    metadata (real layouts, compiler/language/builtin_headers.py), else a field of an
+    application header declared by its pragma alone (with its width; pragma order is field
+    order, and no byte layout is known: the XDP back end refuses such fields)."""
+    head, _, fname = path.rpartition(".")
+    if not head or not fname:
+        raise CompileError(f"{path!r} in {p.name} is not instance.field", p.pos, "e.g. car.lat")
+    if head in spec.instances and spec.instances[head].layout != "pragma":
+        raise CompileError(f"unknown field {path!r} in {p.name}: header {head} has no field {fname}", p.pos,
+                           ", ".join(f.name for f in spec.instances[head].type.fields))
+    if spec.stack and head not in METADATA:       # a spec with its own headers: a typo, not a new header
+        raise CompileError(f"unknown field {path!r} in {p.name}", p.pos,
+                           f"instance.field of a declared header ({', '.join(spec.stack)}) or switch metadata "
+                           f"({', '.join(METADATA)})")
+    if head in BUILTIN and head not in spec.instances:
+        htype, role = BUILTIN[head]
+        hf = builtin_field(htype, fname)
+        if hf is None:
+            raise CompileError(f"unknown field {path!r} in {p.name}: the built-in {htype.name} has no field "
+                               f"{fname}", p.pos, ", ".join(f.name for f in htype.fields if not f.name.startswith("_")))
+        inst = HeaderInstance(head, htype, role or (Role.METADATA if head in METADATA else Role.OTHER), "builtin")
+        spec.instances[head] = inst
+        return inst, hf
+    if width is None:
+        raise CompileError(f"unknown field {path!r} in {p.name}", p.pos,
+                           f"declare its header, or give the field's width: {p.name}({path}, 16)")
+    old = spec.instances.get(head)
+    fields = old.type.fields if old else ()
+    hf = HeaderField(fname, width, sum(f.width for f in fields))
+    inst = HeaderInstance(head, HeaderType(f"{head}_t", fields + (hf,)), Role.OTHER, "pragma")
+    spec.instances[head] = inst
+    return inst, hf
 
 
 _VTYPES = ("int", "string", "ipv4", "ipv6", "mac")

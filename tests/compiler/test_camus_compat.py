@@ -1,0 +1,113 @@
+"""Camus users' own spec files: pragma-only specs, where each field is declared by its pragma
+(with its width) or lives in a well-known header / switch metadata with its real layout. Every
+shape goes through check (compile), explain's layers that need no byte layout (filters, IR, the
+P4 entries' interpreter) with the expected deliveries, and XDP refuses clearly."""
+from __future__ import annotations
+
+import pytest
+
+from camus.compiler.backends.emit import BackendError
+from camus.compiler.backends.ebpf_program import program_text
+from camus.compiler.backends.registry import engine
+from camus.compiler.codec.packets import message_from_text
+from camus.compiler.compile import compile_rules
+from camus.compiler.language.errors import CompileErrors
+from camus.compiler.language.spec_parser import parse_spec
+
+# name: (spec, rules, [(message, expected ports)])
+CORPUS = {
+    "iot_car": ("""@pragma query_field(car.lat, 16)
+@pragma query_field(car.long, 16)
+@pragma query_field(car.speed, 16)
+""", """car.lat > 10 and car.lat < 20 and car.speed > 100 : fwd(36);
+car.long == 7 : fwd(2);""",
+        [("lat=15 speed=120", (36,)), ("lat=15 speed=100", ()), ("lat=20 speed=200", ()),
+         ("lat=11 long=7 speed=101", (2, 36)), ("long=7", (2,))]),
+    "dns": ("""@pragma query_field_exact(dns_q.qname, 64)
+@pragma query_field(dns_q.qtype, 16)
+@pragma query_default_action(notfoundDNS)
+""", """dns_q.qname == "example" and dns_q.qtype == 1 : fwd(1);
+dns_q.qtype == 28 : fwd(2);""",
+        [("qname=example qtype=1", (1,)), ("qname=example qtype=28", (2,)), ("qname=other qtype=1", ())]),
+    "int": ("""@pragma query_field(int_switch.switch_id, 32)
+@pragma query_field(int_q.q_occupancy, 24)
+@pragma query_field(int_hop.hop_latency, 32)
+""", """int_q.q_occupancy > 1000 : fwd(1);
+int_switch.switch_id == 3 and int_hop.hop_latency > 500 : fwd(2);""",
+        [("q_occupancy=2000", (1,)), ("switch_id=3 hop_latency=600", (2,)),
+         ("switch_id=3 hop_latency=500 q_occupancy=1001", (1,)), ("switch_id=4 hop_latency=900", ())]),
+    "itch": ("""@pragma query_field_exact(add_order.stock, 64)
+@pragma query_field(add_order.price, 32)
+""", """add_order.stock == "GOOGL" and add_order.price > 50 : fwd(1);
+add_order.stock == "AAPL" : fwd(2);""",
+        [("stock=GOOGL price=60", (1,)), ("stock=GOOGL price=50", ()), ("stock=AAPL price=1", (2,))]),
+    "ipv4_routing": ("""@pragma query_field_lpm(ipv4.dstAddr)
+@pragma query_field(ipv4.protocol, 8)
+""", """ipv4.dstAddr == 10.0.0.0/8 : fwd(1);
+ipv4.dstAddr == 10.1.0.0/16 and ipv4.protocol == 17 : fwd(2);""",
+        [("dstAddr=10.2.3.4", (1,)), ("dstAddr=10.1.3.4 protocol=17", (1, 2)), ("dstAddr=11.0.0.1", ())]),
+    "ipv6_hicn_metadata": ("""@pragma query_field_lpm(ipv6.dstAddr)
+@pragma query_field_exact(standard_metadata.ingress_port, 9)
+""", """ipv6.dstAddr == ff02:0000:0000:0000:0000:0000:0000:0000/16 : fwd(3);
+ipv6.dstAddr == b001::/16 and standard_metadata.ingress_port == 4 : fwd(4);""",
+        [("dstAddr=ff02::1", (3,)), ("dstAddr=b001::5 ingress_port=4", (4,)), ("dstAddr=b001::5 ingress_port=5", ()),
+         ("dstAddr=fe80::1", ())]),
+    "tna_metadata": ("""@pragma query_field_exact(ig_intr_md.ingress_port, 9)
+@pragma query_field(sensor.value, 32)
+""", """ig_intr_md.ingress_port == 1 and sensor.value > 80 : fwd(5);""",
+        [("ingress_port=1 value=81", (5,)), ("ingress_port=2 value=81", ()), ("ingress_port=1 value=80", ())]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_pragma_only_specs_deliver_as_the_rules_say(name: str) -> None:
+    spec_text, rules, cases = CORPUS[name]
+    spec = parse_spec(spec_text, f"{name}.p4")
+    assert [q.path for q in spec.query_fields] == [line.split("(")[1].split(",")[0].split(")")[0]
+                                                   for line in spec_text.splitlines() if "query_field" in line]
+    c = compile_rules(spec, rules)
+    for via in ("filters", "ir", "p4"):
+        eng = engine(via, c)
+        for text, want in cases:
+            actions, _ = eng.run(message_from_text(spec, text), 0)
+            assert tuple(sorted(actions.ports)) == want, (via, text)
+    with pytest.raises(BackendError, match="the XDP back end cannot read"):
+        program_text(spec)
+
+
+def test_builtin_headers_have_their_real_layouts() -> None:
+    spec = parse_spec("@pragma query_field(ipv4.dst_addr)\n@pragma query_field(udp.dport)\n"
+                      "@pragma query_field(ethernet.etherType, 16)\n", "b.p4")
+    got = {q.path: (q.width, q.offset) for q in spec.query_fields}
+    assert got == {"ipv4.dstAddr": (32, 128), "udp.dstPort": (16, 16), "ethernet.etherType": (16, 96)}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("@pragma query_field(car.lat)\n", "give the field's width"),
+    ("@pragma query_field(ipv4.dstAddr, 16)\n", "declared bit<32> but the pragma says 16"),
+    ("@pragma query_field(ipv4.nosuch, 8)\n", "the built-in ipv4_t has no field nosuch"),
+    ("@pragma query_field(car.lat, 16)\n@pragma query_field(car.lat, 16)\n", "query field twice"),
+])
+def test_pragma_only_mistakes_are_explained_with_their_position(text: str, message: str) -> None:
+    with pytest.raises(CompileErrors) as err:
+        parse_spec(text, "bad.p4")
+    assert message in str(err.value) and "bad.p4:" in str(err.value)
+
+
+def test_a_spec_with_its_own_headers_still_catches_typos_but_takes_metadata() -> None:
+    declared = """header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+header ipv4_t { bit<8> vihl; bit<8> tos; bit<16> len; bit<16> id; bit<16> frag; bit<8> ttl; bit<8> proto;
+                bit<16> csum; bit<32> src; bit<32> dst; }
+header udp_t { bit<16> sport; bit<16> dport; bit<16> len; bit<16> csum; }
+header car_t { bit<16> lat; bit<16> speed; }
+struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; car_t car; }
+@pragma query_field(car.lat)
+"""
+    with pytest.raises(CompileErrors, match="unknown field 'cra.speed'"):
+        parse_spec(declared + "@pragma query_field(cra.speed, 16)\n", "typo.p4")
+    spec = parse_spec(declared + "@pragma query_field_exact(standard_metadata.ingress_port, 9)\n", "meta.p4")
+    c = compile_rules(spec, "car.lat > 5 and standard_metadata.ingress_port == 2 : fwd(1);")
+    actions, _ = engine("ir", c).run(message_from_text(spec, "lat=6 ingress_port=2"), 0)
+    assert actions.ports == (1,)
+    with pytest.raises(BackendError, match="switch metadata"):
+        program_text(spec)
