@@ -1,31 +1,29 @@
 /* camus-xdp: the bit-vector stage in the kernel (included by camus_xdp.c).
  *
  * One interval lookup per query field (an ordinary range/radix table whose "next states" stand
- * for bitmap ids; an unconstrained field has one interval), then the fields' bitmaps ANDed into the
- * per-CPU bv_acc, then one pass over the segments (runs of terms with the same leaf, terms
- * sorted by leaf at compile time) ORs the leaves of the matching terms (their ports and flags
- * are copied into the segments), counting the per-rule hits of leaves that have counters. Work per message:
- * fields lookups + fields x words loads + segments (words + leaves) checks. Every loop has a
- * constant bound (CAMUS_BV_WORDS, CAMUS_MAX_BV_SEGS); the sizes in use come from the root's
- * descriptor, so a new rule set never reloads the program. Every query field has a table
- * (root+1+i for field i), in field order.
+ * for bitmap ids; an unconstrained field has one interval; the tables' descriptors are inline
+ * in the bank's bv_segs value), then the segments (runs of terms with the same leaf inside one
+ * word; terms sorted by leaf at compile time) leaf by leaf: a segment's word ANDed over the
+ * fields and masked; the first matching segment of a leaf ORs in the leaf's ports and flags
+ * (copied into the segments), counts its per-rule hit and jumps past the leaf's other segments.
+ * Work per message: field lookups + (matching leaves + unmatched segments) x fields loads.
+ * Every loop has a constant bound (CAMUS_BV_WORDS, CAMUS_MAX_BV_SEGS); the sizes in use come
+ * from the root's descriptor, so a new rule set never reloads the program. Every query field
+ * has a table (root+1+i for field i), in field order.
  */
 struct camus_bv_bits {
     __u64 w[CAMUS_BV_WORDS];
 };
 BPF_ARRAY(bv_bits, struct camus_bv_bits, CAMUS_MAX_BV_BITMAPS);
 
-/* The per-CPU work area: each field's bitmap id and the loop's cursor and limit, read back
- * from memory in every iteration: a value held in a register would be narrowed by each loop
- * exit, and the verifier would then follow every exit point separately through the rest of
- * the program. */
+/* The per-CPU work area. Values the verifier must see as unknown are read back from here: a
+ * loop bound or cursor held as a known constant would be narrowed by each loop exit, and the
+ * verifier would then follow every exit point separately through the rest of the program. */
 struct camus_bv_work {
 #if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
     __u64 w[CAMUS_BV_WORDS];         /* the fields beyond CAMUS_BV_LOOP_FIELDS, ANDed per word */
 #endif
     __u32 bid[CAMUS_N_FIELDS];       /* each field's bitmap for this message */
-    __u32 j;                         /* the next segment */
-    __u32 nsegs;
     __u32 words;
     __u64 zero;                      /* 0, read back as a value the verifier does not know */
 };
@@ -69,8 +67,6 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     if (!segs)
         return 0;
     __u32 first = (root_state & CAMUS_STATE_MASK) + 1;
-    acc->nsegs = (__u32)root->mult;
-    acc->j = 0;
     #pragma nounroll
     for (int i = 0; i < CAMUS_N_FIELDS; i++)
         acc->bid[i] = bv_field_bitmap(root, &segs->fd[i], first + i, v);
@@ -102,20 +98,20 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     /* 3. Leaf by leaf (segments are sorted by leaf, then word): a segment's terms match where
      * every field's bitmap has their bits; the first matching segment of a leaf unites the
      * leaf's ports and flags and skips the leaf's other segments (`next`), so a leaf that
-     * matches early costs one word, not all of its words. The cursor and its limit are loaded
-     * from memory (values the verifier knows nothing about, so loop exits do not narrow them
-     * into separate states); the branch on a match lets the CPU start the next segment before
-     * this one's AND is known. */
-    /* The results start as zeros the verifier cannot see as zeros, so a matched and an
-     * unmatched iteration leave alike states (unknown values) and it prunes one of them at
-     * the loop head instead of walking both through every later iteration. */
+     * matches early costs one word, not all of its words. The branch on a match lets the CPU
+     * start the next segment before this one's AND is known. The cursor and the results start
+     * from zeros the verifier cannot see as zeros (and the segment count comes from the
+     * descriptor in memory), so a matched and an unmatched iteration leave alike states and
+     * it prunes one of them at the loop head instead of walking both through every later
+     * iteration. */
     acc->zero = 0;
+    __u64 unknown0 = *(volatile __u64 *)&acc->zero;
     #pragma unroll
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-        out->ports[w] = *(volatile __u64 *)&acc->zero;
-    out->flags = (__u32)*(volatile __u64 *)&acc->zero;
-    __u32 j = *(volatile __u32 *)&acc->j;
-    __u32 nsegs = *(volatile __u32 *)&acc->nsegs;
+        out->ports[w] = unknown0;
+    out->flags = (__u32)unknown0;
+    __u32 j = (__u32)unknown0;
+    __u32 nsegs = (__u32)root->mult;
     #pragma nounroll
     for (int it = 0; it < CAMUS_MAX_BV_SEGS; it++) {
         if (j >= nsegs)

@@ -34,18 +34,21 @@ V1MODEL_META = _type("standard_metadata_t", ("ingress_port", 9), ("egress_spec",
 TNA_INGRESS_META = _type("ingress_intrinsic_metadata_t", ("resubmit_flag", 1), ("_pad1", 1),
                          ("packet_version", 2), ("_pad2", 3), ("ingress_port", 9), ("ingress_mac_tstamp", 48))
 
-# instance name -> (layout, role); metadata has no role in the packet
-BUILTIN: dict[str, tuple[HeaderType, Role | None]] = {
+# instance name -> (layout, role): TCP is known but not parsed by the data planes; metadata is
+# not in the packet at all
+BUILTIN: dict[str, tuple[HeaderType, Role]] = {
     "ethernet": (ETHERNET, Role.ETHERNET), "eth": (ETHERNET, Role.ETHERNET),
     "ipv4": (IPV4, Role.IPV4), "ip": (IPV4, Role.IPV4), "ipv6": (IPV6, Role.IPV6),
-    "udp": (UDP, Role.UDP), "tcp": (TCP, None),
-    "standard_metadata": (V1MODEL_META, None), "ig_intr_md": (TNA_INGRESS_META, None),
+    "udp": (UDP, Role.UDP), "tcp": (TCP, Role.OTHER),
+    "standard_metadata": (V1MODEL_META, Role.METADATA), "ig_intr_md": (TNA_INGRESS_META, Role.METADATA),
 }
-METADATA = ("standard_metadata", "ig_intr_md")
+METADATA = tuple(name for name, (_, role) in BUILTIN.items() if role is Role.METADATA)
 
-_SHORT = {"dst": "dstaddr", "src": "srcaddr", "len": "totallen", "proto": "protocol", "tos": "diffserv",
-          "id": "identification", "csum": "hdrchecksum", "sport": "srcport", "dport": "dstport",
-          "type": "ethertype", "ether_type": "ethertype"}
+# short forms -> the fields they may mean, first match in the header wins
+_SHORT = {"dst": ("dstaddr",), "src": ("srcaddr",), "len": ("totallen", "length", "payloadlen"),
+          "proto": ("protocol",), "tos": ("diffserv",), "id": ("identification",),
+          "csum": ("hdrchecksum", "checksum"), "sport": ("srcport",), "dport": ("dstport",),
+          "type": ("ethertype",)}
 
 
 def _norm(name: str) -> str:
@@ -57,10 +60,8 @@ def builtin_field(t: HeaderType, name: str) -> HeaderField | None:
     exact = t.field(name)
     if exact is not None:
         return exact
-    want = _norm(_SHORT.get(name.lower(), name))
-    for f in t.fields:
-        if _norm(f.name) == want:
-            return f
-    if t is UDP and want == "length":
-        return t.field("length")
+    by_norm = {_norm(f.name): f for f in t.fields}
+    for want in (_norm(name),) + _SHORT.get(_norm(name), ()):
+        if want in by_norm:
+            return by_norm[want]
     return None

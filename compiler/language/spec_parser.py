@@ -446,27 +446,27 @@ def _undeclared_field(spec: Spec, path: str, width: int | None,
     head, _, fname = path.rpartition(".")
     if not head or not fname:
         raise CompileError(f"{path!r} in {p.name} is not instance.field", p.pos, "e.g. car.lat")
-    if head in spec.instances and spec.instances[head].layout != "pragma":
+    inst = spec.instances.get(head)
+    if inst is not None and inst.layout == "declared":
         raise CompileError(f"unknown field {path!r} in {p.name}: header {head} has no field {fname}", p.pos,
-                           ", ".join(f.name for f in spec.instances[head].type.fields))
+                           ", ".join(f.name for f in inst.type.fields))
     if spec.stack and head not in METADATA:       # a spec with its own headers: a typo, not a new header
         raise CompileError(f"unknown field {path!r} in {p.name}", p.pos,
                            f"instance.field of a declared header ({', '.join(spec.stack)}) or switch metadata "
                            f"({', '.join(METADATA)})")
-    if head in BUILTIN and head not in spec.instances:
+    if head in BUILTIN:
         htype, role = BUILTIN[head]
         hf = builtin_field(htype, fname)
         if hf is None:
             raise CompileError(f"unknown field {path!r} in {p.name}: the built-in {htype.name} has no field "
                                f"{fname}", p.pos, ", ".join(f.name for f in htype.fields if not f.name.startswith("_")))
-        inst = HeaderInstance(head, htype, role or (Role.METADATA if head in METADATA else Role.OTHER), "builtin")
+        inst = inst or HeaderInstance(head, htype, role, "builtin")
         spec.instances[head] = inst
-        return inst, hf
+        return inst, replace(hf, name=fname)        # the real layout, under the name the rules use
     if width is None:
         raise CompileError(f"unknown field {path!r} in {p.name}", p.pos,
                            f"declare its header, or give the field's width: {p.name}({path}, 16)")
-    old = spec.instances.get(head)
-    fields = old.type.fields if old else ()
+    fields = inst.type.fields if inst else ()
     hf = HeaderField(fname, width, sum(f.width for f in fields))
     inst = HeaderInstance(head, HeaderType(f"{head}_t", fields + (hf,)), Role.OTHER, "pragma")
     spec.instances[head] = inst

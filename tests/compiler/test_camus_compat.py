@@ -79,7 +79,14 @@ def test_builtin_headers_have_their_real_layouts() -> None:
     spec = parse_spec("@pragma query_field(ipv4.dst_addr)\n@pragma query_field(udp.dport)\n"
                       "@pragma query_field(ethernet.etherType, 16)\n", "b.p4")
     got = {q.path: (q.width, q.offset) for q in spec.query_fields}
-    assert got == {"ipv4.dstAddr": (32, 128), "udp.dstPort": (16, 16), "ethernet.etherType": (16, 96)}
+    assert got == {"ipv4.dst_addr": (32, 128), "udp.dport": (16, 16), "ethernet.etherType": (16, 96)}
+    c = compile_rules(spec, "ipv4.dst_addr == 10.0.0.0/8 and udp.dport == 53 : fwd(1);")   # the spec's own names
+    actions, _ = engine("ir", c).run(message_from_text(spec, "dst_addr=10.1.2.3 dport=53"), 0)
+    assert actions.ports == (1,)
+    spec = parse_spec("@pragma query_field(udp.len)\n@pragma query_field(ipv4.len)\n@pragma query_field(ipv4.dst)\n"
+                      "@pragma query_field(ipv4.dstAddr)\n", "aliases.p4")
+    assert [(q.path, q.offset) for q in spec.query_fields] == [("udp.len", 32), ("ipv4.len", 16), ("ipv4.dst", 128),
+                                                               ("ipv4.dstAddr", 128)]
 
 
 @pytest.mark.parametrize("text, message", [
