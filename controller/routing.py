@@ -19,6 +19,12 @@ of filters (the port matches a message when any of them does) or MATCH_ALL.
   state functions kept. For every other host beyond the port, an earlier hop, the filter is
   its stateless cover (compiler/language/cover.py): windows are counted at the last hop only, as in
   Camus, and counting them upstream too would count only what earlier hops let through.
+* A window needs one counter that sees every message: a host behind plain switches that
+  several filtering devices reach as a last hop (a plain region with more than one filtering
+  border) gets its windows from no single device, since each border counts only the messages
+  entering the region through it. Its stateful filters are forwarded by their stateless cover
+  at every border (over-delivery to a host behind a plain switch, never under-delivery); the
+  host's own broker, if any, applies the windows.
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ class Routing:
     designated_up: dict[str, int] = field(default_factory=dict)
     # device -> port -> the filters of that port that are a last hop's: compiled exactly
     exact: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)
+    _borders: dict[str, int] | None = field(default=None, repr=False)
 
     @property
     def hierarchical(self) -> bool:
@@ -82,6 +89,22 @@ class Routing:
                 stack.extend((dst, m) for m in self.flood_hops(dst, src))
         return out
 
+    def window_hosts(self) -> set[str]:
+        """Hosts exactly one filtering device reaches as a last hop: the only hosts whose
+        windows a device can count (it sees every message that may reach them)."""
+        if self._borders is None:
+            borders: dict[str, int] = {}
+            for d in self.topology.devices:
+                if self.topology.kind(d) not in FILTERING:
+                    continue
+                reached: set[str] = set()
+                for m in self.tree[d]:
+                    reached |= self.last_hop_hosts(d, m)
+                for h in reached:
+                    borders[h] = borders.get(h, 0) + 1
+            self._borders = borders
+        return {h for h, n in self._borders.items() if n == 1}
+
     def device_rule_set(self, device: str) -> tuple[str, frozenset[int]]:
         """The device's rule file (one rule per (filter, port); ports merge in the compiler)
         and the indices of the rules that must stay exact (last-hop filters)."""
@@ -101,7 +124,7 @@ class Routing:
     def set_port(self, device: str, port: int, subs: dict[str, list[str]], beyond: set[str],
                  last_hop: set[str]) -> None:
         """A port's filters: last-hop hosts' filters exact, everyone else's stateless cover."""
-        fs, exact = _port_filters(subs, beyond, last_hop)
+        fs, exact = _port_filters(subs, beyond, last_hop, self.window_hosts())
         if fs:
             self.filters.setdefault(device, {})[port] = fs
             self.exact.setdefault(device, {})[port] = exact
@@ -115,14 +138,16 @@ def _cover(f: str) -> str:
     return stateless_cover(f) if _STATE_CALL.search(f) else f
 
 
-def _port_filters(subs: dict[str, list[str]], beyond: set[str],
-                  last_hop: set[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+def _port_filters(subs: dict[str, list[str]], beyond: set[str], last_hop: set[str],
+                  windowed: set[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """Filters of a port towards `beyond`: exact for its last-hop hosts (the stateless cover,
+    still exact, for those whose windows no single device can count), covers for the rest."""
     seen: dict[str, bool] = {}                          # filter -> exact; exact wins a tie
     for h in sorted(beyond):
         for f in subs.get(h, ()):
             f = f.strip()
             if h in last_hop:
-                seen[f] = True
+                seen[f if h in windowed else _cover(f)] = True
             else:
                 seen.setdefault(_cover(f), False)
     return tuple(seen), frozenset(f for f, e in seen.items() if e)

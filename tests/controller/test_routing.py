@@ -7,7 +7,7 @@ import random
 
 import networkx as nx
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from camus.compiler.compile import CompileOptions
@@ -177,6 +177,9 @@ def test_stateful_filters_counted_at_the_last_hop_only(seed: int, policy: str, a
 
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(3, 15), plain=st.floats(0, 0.5))
+# h8_0 sits behind plain switches bordered by two filtering devices (n1, n9): each saw only its
+# side's messages, so counting its window at either withheld messages it wanted
+@example(seed=174, n=11, plain=0.375)
 def test_stateful_filters_on_trees_with_partial_deployment(seed: int, n: int, plain: float) -> None:
     rng = random.Random(seed)
     g = nx.random_labeled_tree(n, seed=seed) if hasattr(nx, "random_labeled_tree") else nx.random_tree(n, seed=seed)
