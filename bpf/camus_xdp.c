@@ -313,6 +313,12 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             got.ports[w] = l->ports[w];
     }
+#ifdef CAMUS_DEFAULT_FLAGS
+    /* query_default_action: a message no rule delivered gets the spec's default (its custom
+     * actions run on the host stack); a leaf that only counts does not deliver either. */
+    if (!(got.flags & (CAMUS_LEAF_PORTS | CAMUS_LEAF_DROP | CAMUS_LEAF_CALL)))
+        got.flags |= CAMUS_DEFAULT_FLAGS;
+#endif
     s->msg_state[index & (CAMUS_MAX_MSGS_RING - 1)] = state;
     __u32 flags = got.flags;
     #pragma unroll

@@ -19,7 +19,7 @@ from .logic.lowering import Atom, Lowered, lower_rules
 from .ir.pipeline import Pipeline
 from .language.rules_ast import Rule
 from .language.rules_parser import SourceText, parse_rules
-from .structure.slicing import slice_pipeline
+from .structure.slicing import default_action, slice_pipeline
 from .language.spec import Spec
 from .structure.fit import cover_fields
 from .structure.strategy import choose
@@ -128,7 +128,8 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
                 "--strategy bdd (or auto) for rules with windows")])
         t4 = time.perf_counter()
         stage, leaves = build_bitvector(lowered, terms)
-        pipeline = Pipeline(spec.name, 0, [], leaves, {}, rule_count=lowered.user_rule_count, bitvector=stage)
+        pipeline = Pipeline(spec.name, 0, [], leaves, {}, rule_count=lowered.user_rule_count, bitvector=stage,
+                            default_action=default_action(spec.default_atoms))
         t5 = time.perf_counter()
         pipeline.validate()
         return Compiled(spec, rules, src, lowered, builder, 0, order, pipeline, {

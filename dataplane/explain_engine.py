@@ -10,7 +10,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from camus.compiler.backends.ebpf_bitvector import STATE_BV
-from camus.compiler.backends.ebpf_tables import LEAF_DROP, map_contents
+from camus.compiler.backends.ebpf_tables import LEAF_DROP, LEAF_CALL, map_contents
 from camus.compiler.compile import Compiled
 from camus.compiler.semantics.interpreter import Step
 from camus.compiler.codec.packets import build_packet, decode_packet
@@ -81,11 +81,17 @@ class XdpEngine:
 
     def _actions(self, state: int, flags: int, words: tuple[int, ...]) -> ActionSet:
         if state != STATE_BV:
-            return self.c.pipeline.leaves.get(state, ActionSet())
-        # the bit-vector stage: the kernel united the matching terms' ports and flags itself
-        ports = self.contents.ports_of(words)
-        group = next((g for g, ps in self.c.pipeline.groups.items() if tuple(ps) == ports), None)
-        return ActionSet(ports, group, bool(flags & LEAF_DROP))
+            a = self.c.pipeline.leaves.get(state, ActionSet())
+        else:   # the bit-vector stage: the kernel united the matching terms' ports and flags itself
+            ports = self.contents.ports_of(words)
+            group = next((g for g, ps in self.c.pipeline.groups.items() if tuple(ps) == ports), None)
+            a = ActionSet(ports, group, bool(flags & LEAF_DROP))
+        d = self.c.pipeline.default_action
+        # query_default_action: the kernel flagged the default's custom actions (a drop default
+        # is what the kernel does with a message nobody takes anyway)
+        if d is not None and not a.delivers and (flags & LEAF_CALL or (d.drop and not d.calls)):
+            return self.c.pipeline.final_actions(a)
+        return a
 
     def output(self, packet: int, frame: bytes) -> FrameOutput:
         """The verdict and, per port, the copy TC would send (pruned to that port's messages)."""

@@ -150,6 +150,11 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_MSG_BYTES", spec.message_bytes),
                         ("CAMUS_PARSE_ONLY", int(limits.parse_only))):
         e(f"#define {name} {value}")
+    if any(a[0] == "fwd" for a in spec.default_atoms):
+        raise BackendError(f"query_default_action({spec.default_action}) forwards; an XDP host applies a "
+                           "default of custom actions (handed to the host stack) or drop only")
+    if any(a[0] == "call" for a in spec.default_atoms):   # a message no rule delivers goes up
+        e(f"#define CAMUS_DEFAULT_FLAGS CAMUS_LEAF_CALL   /* query_default_action({spec.default_action}) */")
     ports = " || ".join(f"(p) == {p}" for p in spec.udp_ports) or "1"
     e(f"#define CAMUS_UDP_PORT_OK(p) ({ports})")
     mtype_field = spec.message_type_field()

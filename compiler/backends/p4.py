@@ -15,6 +15,8 @@ from .p4_budget import Budget, over_budget, render_resources, switch_resources
 from .p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, p4runtime_json, simple_switch_cli
 from .p4_interp import EntryInterpreter
 from .p4_program import program_text
+from .p4_control import control_text
+from .p4_layout import layout_of
 from .p4_schema import P4Options, p4_schema, p4info
 
 ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
@@ -25,6 +27,7 @@ class P4Engine:
 
     def __init__(self, c: Compiled) -> None:
         self.c = c
+        check_program_fit(c.pipeline, c.spec)          # a bit-vector pipeline has no switch entries
         self.sw = EntryInterpreter(p4_tables(c.pipeline, c.spec))
 
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
@@ -49,6 +52,14 @@ class P4Backend(Backend):
         except (ValueError, TypeError, OSError) as exc:
             raise BackendError(str(exc)) from None
         p4opts = P4Options(arch=options.arch)
+        # Camus's mode: a spec without the header stack a whole program parses (pragma-only
+        # fields) gets the control block alone, for the user's own program; others get both.
+        whole: str | None = None
+        try:
+            layout_of(c.spec)
+        except BackendError as exc:
+            whole = str(exc)
+        control = control_text(c.spec, p4opts)
         alpha = c.options.alpha
         tries = [alpha] + ([a for a in ALPHA_STEPS if a > alpha] if options.fit_alpha else [])
         for a in tries:
@@ -56,7 +67,7 @@ class P4Backend(Backend):
                 options.notice(f"over the switch budget; retrying with --alpha {a}")
                 c = compile_rules(c.spec, c.source.text, c.source.name, dataclasses.replace(c.options, alpha=a))
             check_program_fit(c.pipeline, c.spec, options.arch)
-            program = program_text(c.spec, p4opts)
+            program = program_text(c.spec, p4opts) if whole is None else None
             tables = p4_tables(c.pipeline, c.spec)
             check_entries(tables, p4_schema(c.spec, p4opts))
             report = switch_resources(tables)
@@ -68,7 +79,7 @@ class P4Backend(Backend):
                                + ("" if options.fit_alpha else
                                   "\n  try --fit-alpha (coarser constants) or a larger --budget"))
         files = {
-            "camus.p4": program,
+            "camus_control.p4": control,
             "entries.cli": simple_switch_cli(tables),
             "entries.p4rt.json": json.dumps(p4runtime_json(tables), indent=1) + "\n",
             "entries.bfrt.py": bfrt_python(tables, f"camus_{c.spec.name}"),
@@ -76,10 +87,15 @@ class P4Backend(Backend):
             "calls.json": json.dumps({str(k): list(v) for k, v in sorted(tables.calls.items())}, indent=1) + "\n",
             "switch_resources.json": json.dumps(report, indent=1) + "\n",
         }
+        if program is not None:
+            files["camus.p4"] = program
         summary = render_resources(report, budget, tables.order)
+        if program is None:
+            summary += (f"\n  control block only (camus_control.p4, to include in your program): no whole "
+                        f"program because {whole}")
         if a != alpha:
             summary += f"\n  fitted with --alpha {a}"
-        return Artefacts(c, files, program, summary)
+        return Artefacts(c, files, program if program is not None else control, summary)
 
     def engine(self, c: Compiled) -> Engine:
         return P4Engine(c)

@@ -4,7 +4,7 @@ the IR interpreter and the XDP data plane.
 Per message: meta.state starts at the root; tables apply in pipeline order. Exact keys must be
 equal; among matching range/ternary entries the highest P4Runtime priority wins (a tie is an
 error: the switch's choice would be undefined); among LPM entries the longest prefix wins. A
-miss runs the default action (no change). `t_<f>_any` applies only when `t_<f>` missed.
+miss runs the table's default action (no change, or the one the entries set). `t_<f>_any` applies only when `t_<f>` missed.
 """
 from __future__ import annotations
 
@@ -105,8 +105,11 @@ class EntryInterpreter:
             before = state
             if e is None:
                 missed.add(table)
-                trace.append((table, before, state, "miss"))
-                continue
+                if table not in self.t.defaults:
+                    trace.append((table, before, state, "miss"))
+                    continue
+                action, params = self.t.defaults[table]       # the table's default action
+                e = P4Entry(table, (), action, params)
             if e.action == "set_state":
                 state = e.params[0]
             trace.append((table, before, state, f"{e.action}({', '.join(map(str, e.params))})"))

@@ -17,7 +17,7 @@ from ..language.spec import Spec
 from .emit import BackendError, Emitter
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_layout import Layout, field_name, field_slice, layout_of
-from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, p4_schema, update_action,
+from .p4_schema import (ARCHS, SVAR_KEY, field_expr, P4Options, P4Schema, TableDecl, p4_schema, update_action,
                         updatable_fields, window_counters, window_shift)
 
 
@@ -241,7 +241,7 @@ def _window_registers(spec: Spec, decl: Emitter) -> None:
                 decl(f"r_{c.name}_sum.read(sum, index);")
                 decl(f"r_{c.name}_window.write(index, now);")
                 decl(f"r_{c.name}_count.write(index, (window == now ? count : 0) + 1);")
-                decl(f"r_{c.name}_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.{q.path});")
+                decl(f"r_{c.name}_sum.write(index, (window == now ? sum : 0) + (bit<64>){field_expr(q)});")
         for fn in ("count", "sum"):
             with decl.block(f"action load_{c.name}_{fn}(bit<32> index)"):
                 decl(f"bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> {shift});")

@@ -16,6 +16,8 @@ Table layout (`meta.state` carries the state id):
   t_svar<i>_load     key (meta.state) -> load_<counter>_<fn>(index): the aggregate into meta
   t_svar<i>          key (meta.state, svar: range) -> set_state(next)
   t_leaf             key (meta.state: exact) -> set_mgid(g) | set_port(p) | drop_msg()
+                     (| call(1): query_default_action's custom actions; the table's default
+                     action is the spec's query_default_action, where it has one)
   t_leaf_calls       key (meta.state: exact) -> call(id): custom actions, listed in calls.json
 """
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from dataclasses import dataclass, field
 
-from ..language.spec import MatchKind, QueryField, Spec
+from ..language.spec import MatchKind, QueryField, Role, Spec
 
 STATE_KEY_BITS = 32      # meta.state in the switch program
 UPDATE_SLOTS = 4         # state variables one message may update (t_update0..3)
@@ -85,6 +87,14 @@ class P4Schema:
         return {k.name: k.bits for t in self.tables for k in t.keys}
 
 
+def field_expr(q: QueryField) -> str:
+    """The P4 expression of a query field: a header field under `hdr`, or the architecture's
+    intrinsic metadata, which the ingress control receives as a parameter of that name."""
+    if q.role is Role.METADATA:
+        return f"{q.instance}.{q.name}"
+    return f"hdr.{q.instance}.{q.name}"
+
+
 def ident(path: str) -> str:
     return path.replace(".", "_")
 
@@ -133,6 +143,27 @@ def action_params(action: str) -> tuple[str, ...]:
     return {"set_code": ("code",)}.get(action, ())
 
 
+DEFAULT_CALL_ID = 1     # the call id of query_default_action's custom actions (calls.json)
+
+
+def leaf_default(spec: Spec) -> str:
+    """t_leaf's default_action in the program: the spec's query_default_action where the spec
+    alone decides it (a custom action list is call id 1, one port, drop); a multicast group's
+    id depends on the rule set, so that default is written with the entries only."""
+    atoms = spec.default_atoms
+    ports = [a[1] for a in atoms if a[0] == "fwd"]
+    note = f"   // query_default_action({spec.default_action})"
+    if not atoms:
+        return "NoAction();   // no subscriber: not delivered"
+    if any(a[0] == "call" for a in atoms):
+        return f"call({DEFAULT_CALL_ID});{note}"
+    if len(ports) == 1 and isinstance(ports[0], int):
+        return f"set_port({ports[0]});{note}"
+    if ("drop",) in atoms:
+        return f"drop_msg();{note}"
+    return f"NoAction();{note}: its multicast group is set with the entries"
+
+
 def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
     actions = {a.name: a for a in BASE_ACTIONS}
     tables = [TableDecl("t_root", (), ("set_state",), 1,
@@ -141,7 +172,7 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
         kind = key_kind(q)
         base = f"t_{ident(q.path)}"
         any_name = f"{base}_any" if kind != "lpm" else None
-        tables.append(TableDecl(base, (STATE, KeyDecl(q.path, f"hdr.{q.instance}.{q.name}", q.width, kind)),
+        tables.append(TableDecl(base, (STATE, KeyDecl(q.path, field_expr(q), q.width, kind)),
                                 ("set_state", "NoAction"), opts.table_size,
                                 "NoAction();   // a state this table does not test passes through", any_name))
         if any_name:
@@ -160,8 +191,10 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
         for i in range(SVAR_STAGES):
             tables.append(TableDecl(f"t_svar{i}_load", (STATE,), (*loads, "NoAction"), opts.table_size))
             tables.append(TableDecl(f"t_svar{i}", (STATE, svar), ("set_state", "NoAction"), opts.table_size))
-    tables.append(TableDecl("t_leaf", (STATE,), ("set_mgid", "set_port", "drop_msg", "NoAction"), opts.leaf_size,
-                            "NoAction();   // no subscriber: not delivered"))
+    leaf_actions: tuple[str, ...] = ("set_mgid", "set_port", "drop_msg", "NoAction")
+    if any(a[0] == "call" for a in spec.default_atoms):
+        leaf_actions = (*leaf_actions[:-1], "call", "NoAction")
+    tables.append(TableDecl("t_leaf", (STATE,), leaf_actions, opts.leaf_size, leaf_default(spec)))
     tables.append(TableDecl("t_leaf_calls", (STATE,), ("call", "NoAction"), opts.leaf_size))
     return P4Schema(opts.arch, tuple(tables), actions)
 

@@ -107,6 +107,9 @@ def flat_tables(p: Pipeline, spec: Spec) -> FlatTables:
         raise FlatError("the userspace brokers run stateless rule sets (no count/sum/avg)")
     if p.bitvector is not None:
         raise FlatError("the userspace brokers run the decision diagram's tables: compile with --strategy bdd")
+    if p.default_action is not None:
+        raise FlatError("the userspace brokers forward what rules select and nothing else: "
+                        "remove query_default_action from the spec for them")
     msg = spec.message_instance
     if msg is None:
         raise FlatError("the spec has no message header")

@@ -92,6 +92,12 @@ class ActionSet:
             out["rules"] = list(self.rules)
         return out
 
+    @property
+    def delivers(self) -> bool:
+        """Whether a rule decided this message's fate (ports, drop or a custom action); a
+        leaf that only counts or updates windows does not, so the default action applies."""
+        return bool(self.ports or self.drop or self.calls)
+
     def names(self) -> list[str]:
         """Human-readable actions, e.g. ['fwd(1,2)', 'answerDNS(10.0.0.1)']."""
         out = []
@@ -205,6 +211,17 @@ class Pipeline:
     rule_count: int = 0
     bitvector: BitvectorStage | None = None     # set: the classifier is this stage, not tables
     covers_without: tuple[str, ...] = ()        # a cover: these fields are not tested (over-delivers)
+    default_action: ActionSet | None = None     # the spec's query_default_action: what a message
+                                                # no rule delivers gets (the leaf table's default)
+
+    def final_actions(self, reached: ActionSet | None) -> ActionSet:
+        """The actions of a message whose walk ended at `reached` (None: no leaf): the default
+        action where no rule delivered it, keeping the leaf's counters."""
+        a = reached or ActionSet()
+        d = self.default_action
+        if d is None or a.delivers:
+            return a
+        return ActionSet(d.ports, d.group, d.drop, d.calls, a.updates, a.rules)
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -281,6 +298,9 @@ class Pipeline:
         for s, a in self.leaves.items():
             if a.group is not None and tuple(self.groups.get(a.group, ())) != tuple(a.ports):
                 raise ValueError(f"leaf {s}: group {a.group} does not hold its ports")
+        d = self.default_action
+        if d is not None and d.group is not None and tuple(self.groups.get(d.group, ())) != tuple(d.ports):
+            raise ValueError(f"default action: group {d.group} does not hold its ports")
         if self.bitvector is not None:
             if self.tables or self.state_vars:
                 raise ValueError("a bit-vector pipeline has no state tables and no state variables")
@@ -312,7 +332,8 @@ class Pipeline:
             "state_vars": [vars(v) for v in self.state_vars],
             "state_updates": {str(s): list(u) for s, u in sorted(self.state_updates.items())},
         } | ({"bitvector": self.bitvector.to_json()} if self.bitvector is not None else {}) \
-          | ({"covers_without": list(self.covers_without)} if self.covers_without else {})
+          | ({"covers_without": list(self.covers_without)} if self.covers_without else {}) \
+          | ({"default_action": self.default_action.to_json()} if self.default_action is not None else {})
 
     def dumps(self) -> str:
         """Indented JSON with one table entry, code, leaf or group per line (reviewable diffs)."""
@@ -363,15 +384,17 @@ class Pipeline:
                 t.get("state_var"),
                 None if comp is None else Compression(comp["kind"], comp["width"],
                                                       [(match(m), c) for m, c in comp["codes"]])))
-        leaves = {}
-        for s, a in doc["leaves"].items():
-            leaves[int(s)] = ActionSet(tuple(a["ports"]), a.get("group"), a.get("drop", False),
-                                       tuple((n, tuple(x)) for n, x in a.get("calls", [])),
-                                       tuple(a.get("updates", [])), tuple(a.get("rules", [])))
+        def action_set(a: dict[str, Any]) -> ActionSet:
+            return ActionSet(tuple(a["ports"]), a.get("group"), a.get("drop", False),
+                             tuple((n, tuple(x)) for n, x in a.get("calls", [])),
+                             tuple(a.get("updates", [])), tuple(a.get("rules", [])))
+
+        leaves = {int(s): action_set(a) for s, a in doc["leaves"].items()}
         return cls(doc["spec"], doc["root"], tables, leaves,
                    {int(g): tuple(p) for g, p in doc["groups"].items()},
                    [StateVarInfo(**v) for v in doc.get("state_vars", [])],
                    {int(s): tuple(u) for s, u in doc.get("state_updates", {}).items()},
                    doc.get("rules", 0),
                    BitvectorStage.from_json(doc["bitvector"]) if doc.get("bitvector") else None,
-                   tuple(doc.get("covers_without", ())))
+                   tuple(doc.get("covers_without", ())),
+                   action_set(doc["default_action"]) if doc.get("default_action") else None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 
 class MatchKind(str, Enum):
@@ -118,6 +119,10 @@ class Spec:
     udp_ports: tuple[int, ...] = ()       # empty: any UDP port
     message_type: tuple[str, int] | None = None   # (field path, value): which messages count
     string_pad: int = 0x20                # ITCH pads stock symbols with spaces
+    # query_default_action: what a message no rule delivers gets (the leaf table's default);
+    # its action text and atoms (compiler/language/actions.py), empty without one
+    default_action: str = ""
+    default_atoms: frozenset[tuple[Any, ...]] = frozenset()
 
     @property
     def message_instance(self) -> HeaderInstance | None:

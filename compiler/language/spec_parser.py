@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .actions import default_action_atoms
 from .builtin_headers import BUILTIN, METADATA, builtin_field
 from .errors import CompileError, CompileErrors, Position
 from .spec import (KNOWN_ROLES, MOLDUDP64, NO_FRAMING, Counter, Framing, HeaderField,
@@ -392,6 +393,15 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
                 if q is None:
                     raise CompileError(f"{p.args[0]} is not a query field (declare it first)", p.pos)
                 spec.query_fields[spec.query_fields.index(q)] = replace(q, vtype=p.args[1])
+            elif p.name == "query_default_action":
+                text = ", ".join(p.args)
+                if not text:
+                    raise CompileError("query_default_action needs an action", p.pos,
+                                       "(notfoundDNS), (fwd(3)) or (drop)")
+                if spec.default_action:
+                    raise CompileError("query_default_action given twice", p.pos)
+                spec.default_atoms = default_action_atoms(text, p.pos)
+                spec.default_action = text
             elif p.name == "string_pad":
                 spec.string_pad = _int(p.args[0]) if p.args else -1
                 if not 0 <= spec.string_pad <= 255:

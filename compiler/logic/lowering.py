@@ -14,6 +14,7 @@ from typing import Any, Union
 from ..language.errors import CompileError, CompileErrors
 from .intervals import IntervalSet, complement, normalise, prefix_interval
 from ..language.rules_ast import Action, And, Attr, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
+from ..language.actions import action_atoms
 from ..language.rules_parser import SourceText
 from ..language.spec import Counter, MatchKind, QueryField, Spec
 
@@ -238,27 +239,7 @@ class _Lowerer:
         return hit
 
     def _atoms(self, actions: tuple[Action, ...]) -> frozenset[Atom]:
-        out: set[Atom] = set()
-        for a in actions:
-            if a.name == "fwd":
-                if not a.args:
-                    raise self.src.error("fwd needs at least one port", a.offset, "fwd(1) or fwd(1, 2)")
-                for arg in a.args:
-                    if arg.kind == "int" and arg.prefix_len is None and isinstance(arg.value, int):
-                        if arg.value > 0xFFFF:
-                            raise self.src.error(f"port {arg.value} is out of range", arg.offset, "0..65535")
-                        out.add(("fwd", arg.value))
-                    elif arg.kind == "word":
-                        out.add(("fwd", str(arg.value)))
-                    else:
-                        raise self.src.error(f"bad port {arg.text}", arg.offset, "a port number or name")
-            elif a.name == "drop":
-                if a.args:
-                    raise self.src.error("drop takes no arguments", a.offset)
-                out.add(("drop",))
-            else:
-                out.add(("call", a.name, tuple(c.text for c in a.args)))
-        return frozenset(out)
+        return action_atoms(actions, self.src)
 
 
 def _substitute_states(f: Formula, lits: list[Formula]) -> Formula:

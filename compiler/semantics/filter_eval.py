@@ -93,4 +93,7 @@ class FilterEvaluator:
             states = list(self.by_index[rule.index].state_ids)
             if self._eval(rule.filter, values, states, now_us):
                 atoms |= self.by_index[rule.index].atoms
-        return atoms_to_actions(frozenset(atoms))
+        actions = atoms_to_actions(frozenset(atoms))
+        if not actions.delivers and self.lowered.spec.default_atoms:     # query_default_action
+            return atoms_to_actions(self.lowered.spec.default_atoms)
+        return actions

@@ -132,7 +132,7 @@ class PipelineInterpreter:
                 nxt, how = idx.lookup(state, key)
                 path.append(Step(idx.t.name, state, key, nxt, how))
                 state = nxt
-        return Verdict(self.p.leaves.get(state, NO_ACTIONS), state, path, updates)
+        return Verdict(self.p.final_actions(self.p.leaves.get(state)), state, path, updates)
 
     def _run_bitvector(self, values: dict[str, int]) -> Verdict:
         """The bit-vector stage: one interval per field, bitmaps ANDed, matching terms' actions
@@ -142,7 +142,7 @@ class PipelineInterpreter:
         matched, steps = bv.matching(values)
         path = [Step(name, interval, key, bitmap, f"interval {interval}: {bin(bv.bitmaps[bitmap]).count('1')} terms")
                 for name, key, interval, bitmap in steps]
-        actions = union_actions(bv, matched, self.p.leaves)
+        actions = self.p.final_actions(union_actions(bv, matched, self.p.leaves))
         return Verdict(actions, 0, path)
 
     def run_packet(self, spec: Spec, data: bytes, now_us: int = 0) -> tuple[list[Verdict], str | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Collection
 
 import bisect
+from dataclasses import replace
 from collections import Counter
 
 from .diagram import EMPTY_LEAF, Branch, DiagramBuilder, Leaf
@@ -29,6 +30,14 @@ def sort_ports(ports: Collection[Any]) -> tuple[Any, ...]:
     if len(nums) == len(ports):
         return tuple(sorted(nums))
     return tuple(sorted(nums) + sorted(p for p in ports if type(p) is not int))
+
+
+def default_action(atoms: frozenset[tuple[Any, ...]]) -> ActionSet | None:
+    """The spec's query_default_action as an action set (no group yet), None without one."""
+    if not atoms:
+        return None
+    return ActionSet(sort_ports([a[1] for a in atoms if a[0] == "fwd"]), None, ("drop",) in atoms,
+                     tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")))
 
 
 def reachable(builder: DiagramBuilder, root: int) -> list[int]:
@@ -176,6 +185,9 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
         parts[nid] = (ports, other)
         if len(ports) > 1:
             port_sets.add(ports)
+    default = default_action(lowered.spec.default_atoms)
+    if default is not None and len(default.ports) > 1:
+        port_sets.add(default.ports)
     try:            # numbered ports compare directly; names need a mixed-type key
         ordered = sorted(port_sets, key=lambda ps: (len(ps), ps))
     except TypeError:
@@ -196,8 +208,10 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
     state_vars = [StateVarInfo(k, sv.fn, sv.field.path, sv.counter.name, sv.counter.window_us)
                   for k, sv in enumerate(lowered.state_vars)]
     updates = _state_updates(builder, nodes, len(lowered.spec.query_fields)) if state_vars else {}
+    if default is not None and len(default.ports) > 1:
+        default = replace(default, group=group_of[default.ports])
     return Pipeline(lowered.spec.name, root, tables, leaves, groups, state_vars, updates,
-                    lowered.user_rule_count)
+                    lowered.user_rule_count, default_action=default)
 
 
 def _state_updates(builder: DiagramBuilder, nodes: list[int], first_state_var: int) -> dict[int, tuple[int, ...]]:

@@ -13,6 +13,7 @@ from camus.compiler.codec.packets import message_from_text
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.errors import CompileErrors
 from camus.compiler.language.spec_parser import parse_spec
+from tests.conftest import APPS
 
 # name: (spec, rules, [(message, expected ports)])
 CORPUS = {
@@ -118,3 +119,65 @@ struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; car_t car; }
     assert actions.ports == (1,)
     with pytest.raises(BackendError, match="switch metadata"):
         program_text(spec)
+
+
+# -- Camus's mode on the switch: a control block for the user's own program ---------------------
+
+CAR = APPS / "camus_compat" / "car.p4"
+CAR_RULES = APPS / "camus_compat" / "car_rules.txt"
+
+
+@pytest.mark.parametrize("arch", ["v1model", "tna"])
+def test_control_block_matches_golden(arch: str, update_goldens: bool) -> None:
+    from camus.compiler.backends.p4_control import control_text
+    from camus.compiler.backends.p4_schema import P4Options
+    from camus.compiler.language.spec_parser import load_spec
+    from tests.compiler.test_golden import check_golden
+    spec = load_spec(CAR) if arch == "v1model" else parse_spec(
+        CAR.read_text().replace("standard_metadata.ingress_port", "ig_intr_md.ingress_port"), "car.p4")
+    check_golden(f"car_control_{arch}.p4", control_text(spec, P4Options(arch=arch)), update_goldens)
+
+
+def test_control_block_is_the_whole_programs_tables() -> None:
+    """Same tables, keys, @names and apply order as the whole program: one set of entries serves
+    both (the walk's state is the block's `camus` parameter instead of meta.camus)."""
+    from camus.compiler.backends.p4_control import control_text
+    from camus.compiler.backends.p4_program import program_text as p4_program
+    from camus.compiler.language.spec_parser import load_spec
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    whole, block = p4_program(spec), control_text(spec)
+    tables = [line.strip() for line in whole.split("{{TABLES}}")[0].splitlines() if line.strip().startswith("table t_")]
+    assert tables and tables == [line.strip() for line in block.splitlines() if line.strip().startswith("table t_")]
+    applied = [line.strip() for line in whole.splitlines() if ".apply()" in line and "t_" in line]
+    assert applied == [line.strip() for line in block.splitlines() if ".apply()" in line and "t_" in line]
+    assert "meta.camus" not in block.split("struct camus_meta_t")[1].split("apply {")[0].replace(
+        "Camus.apply(hdr, meta.camus", "")
+
+
+def test_compile_target_p4_writes_the_block_and_where_possible_the_program(tmp_path) -> None:
+    from click.testing import CliRunner
+    from camus.cli import main
+    r = CliRunner().invoke(main, ["compile", str(CAR), str(CAR_RULES), "--target", "p4", "-o", str(tmp_path / "car")])
+    assert r.exit_code == 0, r.output
+    assert "control block only" in r.output and "declares no headers" in r.output
+    out = {p.name for p in (tmp_path / "car").iterdir()}
+    assert "camus_control.p4" in out and "camus.p4" not in out and "entries.p4rt.json" in out
+    assert "table_set_default t_leaf call 1" in (tmp_path / "car" / "entries.cli").read_text()
+    r = CliRunner().invoke(main, ["compile", str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt"),
+                                  "--target", "p4", "-o", str(tmp_path / "itch")])
+    assert r.exit_code == 0, r.output
+    assert {"camus.p4", "camus_control.p4"} <= {p.name for p in (tmp_path / "itch").iterdir()}
+    r = CliRunner().invoke(main, ["compile", str(CAR), str(CAR_RULES), "--target", "p4", "--arch", "tna", "--emit"])
+    assert r.exit_code != 0 and "v1model metadata" in r.output
+
+
+def test_car_app_delivers_through_every_layer_without_a_layout() -> None:
+    from camus.compiler.compile import compile_files
+    from camus.compiler.language.spec_parser import load_spec
+    spec = load_spec(CAR)
+    c = compile_files(CAR, CAR_RULES)
+    cases = [("lat=15 speed=120", ["fwd(36)"]), ("long=7", ["fwd(2)"]), ("lat=1 speed=201 ingress_port=4", ["fwd(2,3)"]),
+             ("lat=0 long=0 speed=300", ["drop"]), ("lat=50 long=1", ["report_unknown()"])]
+    for via in ("filters", "ir", "p4"):
+        eng = engine(via, c)
+        assert [eng.run(message_from_text(spec, t), 0)[0].names() for t, _ in cases] == [w for _, w in cases], via

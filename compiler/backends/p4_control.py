@@ -1,0 +1,45 @@
+"""P4 back end in Camus's mode: the subscription tables as a `control Camus(...)` block for a
+user's own P4 program, for specs that name their fields by pragma only (no header stack to
+build a whole program from) and, beside the whole program, for specs that have one.
+
+The block is the whole program's classification part and nothing else: the same tables from
+the same schema (`p4_schema`), the same apply sequence and the same entries, with the walk's
+state in a `camus_meta_t` the user's program owns. Parsing, deparsing and what to do with a
+delivered or dropped message stay the user's; the templates' header comments show the three
+lines that wire it in.
+"""
+from __future__ import annotations
+
+from importlib.resources import files
+
+from ..language.spec import Role, Spec
+from .emit import BackendError
+from .p4_program import _tables
+from .p4_schema import ARCHS, P4Options, p4_schema
+
+# intrinsic metadata instance -> the architecture whose ingress receives it
+METADATA_ARCH = {"standard_metadata": "v1model", "ig_intr_md": "tna"}
+
+
+def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
+    """`camus_control.p4` for `spec` on `opts.arch` (deterministic)."""
+    if opts.arch not in ARCHS:
+        raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
+    for q in spec.query_fields:
+        if q.role is Role.METADATA and METADATA_ARCH.get(q.instance, opts.arch) != opts.arch:
+            raise BackendError(f"{q.path} is {METADATA_ARCH[q.instance]} metadata; this block is for "
+                               f"{opts.arch} (--arch {METADATA_ARCH[q.instance]})")
+    decl, seq = _tables(spec, p4_schema(spec, opts))
+    # The whole program keeps the walk in meta.camus; the block gets it as its `camus` parameter.
+    decl, seq = decl.replace("meta.camus.", "camus."), seq.replace("meta.camus.", "camus.")
+    seq = "\n".join(line[4:] for line in seq.splitlines())     # one block less deep than the program's
+    headers = sorted({q.instance for q in spec.query_fields if q.role is not Role.METADATA})
+    slots = {"SPEC": spec.name, "TABLES": decl, "APPLY": seq,
+             "HEADERS": ", ".join(f"hdr.{h}" for h in headers) or "none: metadata only"}
+    template = f"camus_control_{opts.arch}.p4"
+    text = files("camus.p4").joinpath(template).read_text()
+    for k, v in slots.items():
+        text = text.replace("{{" + k + "}}", v)
+    if "{{" in text:
+        raise BackendError(f"template {template} has an unfilled slot")
+    return text

@@ -1,0 +1,58 @@
+"""Rule actions as atoms, the form every later stage works with.
+
+`fwd(1, 2)` -> {("fwd", 1), ("fwd", 2)}, `drop` -> {("drop",)}, any other name is a custom
+action `("call", name, (arg text, ...))`. Shared by the rules (lowering) and by the spec's
+`query_default_action`, which takes the same action syntax.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import CompileError, CompileErrors, Position
+from .rules_ast import Action
+from .rules_parser import SourceText, parse_rules
+
+Atom = tuple[Any, ...]
+DELIVERING = ("fwd", "drop", "call")     # atoms that decide a message's fate (not counters)
+
+
+def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom]:
+    out: set[Atom] = set()
+    for a in actions:
+        if a.name == "fwd":
+            if not a.args:
+                raise src.error("fwd needs at least one port", a.offset, "fwd(1) or fwd(1, 2)")
+            for arg in a.args:
+                if arg.kind == "int" and arg.prefix_len is None and isinstance(arg.value, int):
+                    if arg.value > 0xFFFF:
+                        raise src.error(f"port {arg.value} is out of range", arg.offset, "0..65535")
+                    out.add(("fwd", arg.value))
+                elif arg.kind == "word":
+                    out.add(("fwd", str(arg.value)))
+                else:
+                    raise src.error(f"bad port {arg.text}", arg.offset, "a port number or name")
+        elif a.name == "drop":
+            if a.args:
+                raise src.error("drop takes no arguments", a.offset)
+            out.add(("drop",))
+        else:
+            out.add(("call", a.name, tuple(c.text for c in a.args)))
+    return frozenset(out)
+
+
+def default_action_atoms(text: str, pos: Position) -> frozenset[Atom]:
+    """The atoms of a `query_default_action(...)` pragma; errors point at the pragma."""
+    src = SourceText(f"true : {text}", "<query_default_action>")
+    try:
+        rules, _ = parse_rules(src.text, src.name)
+        if len(rules) != 1:
+            raise CompileError("one action list expected", pos)
+        return action_atoms(rules[0].actions, src)
+    except CompileErrors as exc:
+        first = exc.errors[0] if exc.errors else None
+        why = first.message if first is not None else "bad action"
+        raise CompileError(f"query_default_action: {why} in {text!r}", pos,
+                           "an action such as notfoundDNS, fwd(3) or drop") from None
+    except CompileError as exc:
+        raise CompileError(f"query_default_action: {exc.message} in {text!r}", pos,
+                           "an action such as notfoundDNS, fwd(3) or drop") from None
