@@ -15,20 +15,14 @@ from importlib.resources import files
 from ..language.spec import Role, Spec
 from .emit import BackendError
 from .p4_program import _tables
-from .p4_schema import ARCHS, P4Options, p4_schema
-
-# intrinsic metadata instance -> the architecture whose ingress receives it
-METADATA_ARCH = {"standard_metadata": "v1model", "ig_intr_md": "tna"}
+from .p4_schema import ARCHS, P4Options, check_metadata_arch, p4_schema
 
 
 def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     """`camus_control.p4` for `spec` on `opts.arch` (deterministic)."""
     if opts.arch not in ARCHS:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
-    for q in spec.query_fields:
-        if q.role is Role.METADATA and METADATA_ARCH.get(q.instance, opts.arch) != opts.arch:
-            raise BackendError(f"{q.path} is {METADATA_ARCH[q.instance]} metadata; this block is for "
-                               f"{opts.arch} (--arch {METADATA_ARCH[q.instance]})")
+    check_metadata_arch(spec, opts.arch)
     decl, seq = _tables(spec, p4_schema(spec, opts))
     # The whole program keeps the walk in meta.camus; the block gets it as its `camus` parameter.
     decl, seq = decl.replace("meta.camus.", "camus."), seq.replace("meta.camus.", "camus.")

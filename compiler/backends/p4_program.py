@@ -17,8 +17,8 @@ from ..language.spec import Spec
 from .emit import BackendError, Emitter
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_layout import Layout, field_name, field_slice, layout_of
-from .p4_schema import (ARCHS, SVAR_KEY, field_expr, P4Options, P4Schema, TableDecl, p4_schema, update_action,
-                        updatable_fields, window_counters, window_shift)
+from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr,
+                        p4_schema, update_action, updatable_fields, window_counters, window_shift)
 
 
 
@@ -264,6 +264,7 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     """The complete P4_16 program for `spec` on `opts.arch` (deterministic)."""
     if opts.arch not in ARCHS:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
+    check_metadata_arch(spec, opts.arch)
     lay = layout_of(spec)
     decl, seq = _tables(spec, p4_schema(spec, opts))
     slots = {

@@ -27,6 +27,7 @@ from typing import Any
 from dataclasses import dataclass, field
 
 from ..language.spec import MatchKind, QueryField, Role, Spec
+from .emit import BackendError
 
 STATE_KEY_BITS = 32      # meta.state in the switch program
 UPDATE_SLOTS = 4         # state variables one message may update (t_update0..3)
@@ -85,6 +86,18 @@ class P4Schema:
 
     def key_widths(self) -> dict[str, int]:
         return {k.name: k.bits for t in self.tables for k in t.keys}
+
+
+# intrinsic metadata instance -> the architecture whose ingress control receives it
+METADATA_ARCH = {"standard_metadata": "v1model", "ig_intr_md": "tna"}
+
+
+def check_metadata_arch(spec: Spec, arch: str) -> None:
+    """A query field of one architecture's intrinsic metadata does not exist on the other."""
+    for q in spec.query_fields:
+        if q.role is Role.METADATA and METADATA_ARCH.get(q.instance, arch) != arch:
+            raise BackendError(f"{q.path} is {METADATA_ARCH[q.instance]} metadata; the P4 program is for "
+                               f"{arch} (--arch {METADATA_ARCH[q.instance]})")
 
 
 def field_expr(q: QueryField) -> str:

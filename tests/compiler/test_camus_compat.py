@@ -201,3 +201,16 @@ def test_every_corpus_spec_compiles_for_the_p4_target(name: str) -> None:
     assert entries[0]["table"] == "t_root" and len(entries) > 1
     if "query_default_action" in spec_text:
         assert any(e.get("default_action") and e["table"] == "t_leaf" for e in entries)
+
+
+def test_metadata_of_the_other_architecture_is_refused_by_both_p4_outputs() -> None:
+    from camus.compiler.backends.p4_control import control_text
+    from camus.compiler.backends.p4_program import program_text as p4_program
+    from camus.compiler.backends.p4_schema import P4Options
+    itch = (APPS / "itch" / "itch.p4").read_text()
+    tna_meta = parse_spec(itch + "\n@pragma query_field_exact(ig_intr_md.ingress_port, 9)\n", "itch_tna.p4")
+    for make in (p4_program, control_text):
+        with pytest.raises(BackendError, match="ig_intr_md.ingress_port is tna metadata.*--arch tna"):
+            make(tna_meta, P4Options(arch="v1model"))
+    program = p4_program(tna_meta, P4Options(arch="tna"))    # read from the ingress parameter
+    assert "ig_intr_md.ingress_port : exact" in program and "hdr.ig_intr_md" not in program
