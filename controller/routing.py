@@ -54,7 +54,7 @@ class Routing:
     designated_up: dict[str, int] = field(default_factory=dict)
     # device -> port -> the filters of that port that are a last hop's: compiled exactly
     exact: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)
-    _borders: dict[str, int] | None = field(default=None, repr=False)
+    _window_hosts: set[str] | None = field(default=None, repr=False)
 
     @property
     def hierarchical(self) -> bool:
@@ -92,18 +92,14 @@ class Routing:
     def window_hosts(self) -> set[str]:
         """Hosts exactly one filtering device reaches as a last hop: the only hosts whose
         windows a device can count (it sees every message that may reach them)."""
-        if self._borders is None:
+        if self._window_hosts is None:
             borders: dict[str, int] = {}
             for d in self.topology.devices:
-                if self.topology.kind(d) not in FILTERING:
-                    continue
-                reached: set[str] = set()
-                for m in self.tree[d]:
-                    reached |= self.last_hop_hosts(d, m)
-                for h in reached:
-                    borders[h] = borders.get(h, 0) + 1
-            self._borders = borders
-        return {h for h, n in self._borders.items() if n == 1}
+                if self.topology.kind(d) in FILTERING:
+                    for h in set().union(*(self.last_hop_hosts(d, m) for m in self.tree[d])):
+                        borders[h] = borders.get(h, 0) + 1
+            self._window_hosts = {h for h, n in borders.items() if n == 1}
+        return self._window_hosts
 
     def device_rule_set(self, device: str) -> tuple[str, frozenset[int]]:
         """The device's rule file (one rule per (filter, port); ports merge in the compiler)

@@ -122,6 +122,9 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
             raise BackendError(f"the XDP back end reads query fields up to 64 bits; {q.path} is {q.width}")
         if q.role in (Role.VLAN, Role.IPV6, Role.FRAMING):
             raise BackendError(f"the XDP back end cannot read {q.path} ({q.role.value} header fields)")
+    if any(a[0] == "fwd" for a in spec.default_atoms):    # port bits depend on the rule set
+        raise BackendError(f"query_default_action({spec.default_action}) forwards; an XDP host applies a "
+                           "default of custom actions (handed to the host stack) or drop only")
     if spec.framing.kind not in ("none", "moldudp64"):
         raise BackendError(f"framing {spec.framing.kind} is not supported")
     nf, ns = len(spec.query_fields), n_svars(spec, limits)
@@ -150,9 +153,6 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_MSG_BYTES", spec.message_bytes),
                         ("CAMUS_PARSE_ONLY", int(limits.parse_only))):
         e(f"#define {name} {value}")
-    if any(a[0] == "fwd" for a in spec.default_atoms):
-        raise BackendError(f"query_default_action({spec.default_action}) forwards; an XDP host applies a "
-                           "default of custom actions (handed to the host stack) or drop only")
     if any(a[0] == "call" for a in spec.default_atoms):   # a message no rule delivers goes up
         e(f"#define CAMUS_DEFAULT_FLAGS CAMUS_LEAF_CALL   /* query_default_action({spec.default_action}) */")
     ports = " || ".join(f"(p) == {p}" for p in spec.udp_ports) or "1"

@@ -13,7 +13,6 @@ from .rules_ast import Action
 from .rules_parser import SourceText, parse_rules
 
 Atom = tuple[Any, ...]
-DELIVERING = ("fwd", "drop", "call")     # atoms that decide a message's fate (not counters)
 
 
 def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom]:
@@ -42,6 +41,8 @@ def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom
 
 def default_action_atoms(text: str, pos: Position) -> frozenset[Atom]:
     """The atoms of a `query_default_action(...)` pragma; errors point at the pragma."""
+    if not text.strip():
+        raise CompileError("query_default_action needs an action", pos, "(notfoundDNS), (fwd(3)) or (drop)")
     src = SourceText(f"true : {text}", "<query_default_action>")
     try:
         rules, _ = parse_rules(src.text, src.name)

@@ -394,14 +394,10 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
                     raise CompileError(f"{p.args[0]} is not a query field (declare it first)", p.pos)
                 spec.query_fields[spec.query_fields.index(q)] = replace(q, vtype=p.args[1])
             elif p.name == "query_default_action":
-                text = ", ".join(p.args)
-                if not text:
-                    raise CompileError("query_default_action needs an action", p.pos,
-                                       "(notfoundDNS), (fwd(3)) or (drop)")
                 if spec.default_action:
                     raise CompileError("query_default_action given twice", p.pos)
-                spec.default_atoms = default_action_atoms(text, p.pos)
-                spec.default_action = text
+                spec.default_atoms = default_action_atoms(", ".join(p.args), p.pos)
+                spec.default_action = ", ".join(p.args)
             elif p.name == "string_pad":
                 spec.string_pad = _int(p.args[0]) if p.args else -1
                 if not 0 <= spec.string_pad <= 255:

@@ -15,7 +15,7 @@ from ..logic.intervals import contains
 from ..logic.lowering import STATE_WIDTH, Atom, Formula, Lowered
 from ..ir.pipeline import ActionSet
 from ..language.rules_ast import And, Filter, Not, Rel, Rule, StateFn, TrueFilter
-from ..structure.slicing import sort_ports
+from ..structure.slicing import actions_of_atoms
 from ..language.spec import MatchKind, QueryField
 from .state_store import StateStore
 
@@ -26,9 +26,7 @@ def outcome(a: ActionSet) -> tuple[Any, ...]:
 
 
 def atoms_to_actions(atoms: frozenset[Atom]) -> ActionSet:
-    atoms = normalise_atoms(atoms)
-    return ActionSet(sort_ports([a[1] for a in atoms if a[0] == "fwd"]), None,
-                     ("drop",) in atoms, tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")))
+    return actions_of_atoms(normalise_atoms(atoms))
 
 
 def eval_formula(f: Formula, values: list[int]) -> bool:

@@ -32,12 +32,15 @@ def sort_ports(ports: Collection[Any]) -> tuple[Any, ...]:
     return tuple(sorted(nums) + sorted(p for p in ports if type(p) is not int))
 
 
-def default_action(atoms: frozenset[tuple[Any, ...]]) -> ActionSet | None:
-    """The spec's query_default_action as an action set (no group yet), None without one."""
-    if not atoms:
-        return None
+def actions_of_atoms(atoms: Collection[tuple[Any, ...]]) -> ActionSet:
+    """Ports, drop and custom calls of a set of action atoms (no multicast group)."""
     return ActionSet(sort_ports([a[1] for a in atoms if a[0] == "fwd"]), None, ("drop",) in atoms,
                      tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")))
+
+
+def default_action(atoms: frozenset[tuple[Any, ...]]) -> ActionSet | None:
+    """The spec's query_default_action as an action set (no group yet), None without one."""
+    return actions_of_atoms(atoms) if atoms else None
 
 
 def reachable(builder: DiagramBuilder, root: int) -> list[int]:
