@@ -100,8 +100,9 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
 
     \b
     --target p4 writes, with -o DIR: camus.p4 (the program, from the spec only), entries.cli
-    (simple_switch_CLI), entries.p4rt.json (P4Runtime, higher priority wins), entries.bfrt.py
-    (Tofino bfrt_python), p4info.json, calls.json. Over the switch budget nothing is written.
+    (simple_switch_CLI), p4info.txtpb and entries.txtpb (P4Runtime: the P4Info and one
+    WriteRequest as protobuf text, as p4runtime-shell reads them), entries.bfrt.py (Tofino
+    bfrt_python), calls.json. Over the switch budget nothing is written.
     """
     if target == "p4" and strategy == "auto":
         strategy = "switch" if fit else "bdd"           # what a switch pipeline can run

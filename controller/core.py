@@ -5,7 +5,8 @@ exactly the tables it should.
 A subscription belongs to one host (the token's), lives for its TTL unless refreshed, and is
 validated alone before it is accepted (a bad filter changes nothing). Every change recomputes
 the routing and recompiles the devices whose rule set changed; each such device gets its new
-tables through its push target (an XDP host's agent, or a P4 switch's entries directory). A
+tables through its push target (an XDP host's agent, a P4 switch's P4Runtime server, or its
+entries directory). A switch whose P4Runtime session broke is pushed again: read back, diff, write. A
 device whose push fails keeps its previous tables (the agent swaps atomically or not at all)
 and is retried; `status()` reports it.
 """
@@ -203,7 +204,20 @@ class Controller:
             return False
         return self.tables[device].rules.count("\n") < self.holding[device]
 
+    def resync_lost(self) -> list[str]:
+        """Devices whose target lost its session since the last push (a switch that restarted
+        may hold nothing): pushed again, which reads back what they hold and writes the difference."""
+        out = []
+        for d, t in self.targets.items():
+            lost = getattr(t, "lost", None)
+            st = self.devices.get(d)
+            if lost is not None and st is not None and st.applied and lost(d):
+                st.applied, st.error = "", "session lost: re-synchronising"
+                out.append(d)
+        return out
+
     def pending(self) -> list[str]:
+        self.resync_lost()
         now = self.clock()
         return [d for d, st in sorted(self.devices.items())
                 if st.desired != st.applied and d in self.targets and st.next_try <= now

@@ -1,25 +1,32 @@
-"""A P4 switch simulated in software for mixed labs: it runs the entries the controller wrote
-for it (DIR/entries.p4rt.json, P4 match semantics via the entry interpreter) on the frames of
-its interfaces, and sends each port the frame pruned to that port's messages (the program's
-egress pruning), never back out of the ingress port. It follows DIR when the controller flips
-it to a new version.
+"""A P4 switch simulated in software for mixed labs: it runs its table entries (P4 match
+semantics via the entry interpreter) on the frames of its interfaces, and sends each port the
+frame pruned to that port's messages (the program's egress pruning), never back out of the
+ingress port.
 
+Its entries come the way a real switch's do: over P4Runtime (gRPC, `--grpc HOST:PORT`: the
+controller arbitrates, reads, writes deltas; `p4rt_server`), or offline from a directory of
+the P4 back end's files (`--dir`: entries.txtpb and p4info.txtpb, followed when the controller
+flips DIR to a new version).
+
+    python -m camus.controller.softswitch --grpc 127.0.0.1:9559 --device-id 1 --spec SPEC --port 1=IF1 ...
     python -m camus.controller.softswitch --dir SWITCH_DIR/sw1 --spec SPEC --port 1=IF1 --port 2=IF2 ...
 """
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
 import os
 import select
 import signal
 import socket
 import sys
+from concurrent import futures
 from pathlib import Path
 
-from camus.compiler.backends.p4_entries import tables_from_p4runtime
+from camus.compiler.backends.emit import BackendError
+from camus.compiler.backends.p4_entries import P4Tables
 from camus.compiler.backends.p4_interp import EntryInterpreter
+from camus.compiler.backends.p4_runtime import Names, p4info_pb2, p4runtime_pb2, tables_from_entities, text_format
 from camus.compiler.codec.packets import decode_packet, mold_messages, udp_frame
 from camus.compiler.language.spec_parser import load_spec
 
@@ -28,7 +35,7 @@ PACKET_OUTGOING = 4
 
 
 class SoftSwitch:
-    def __init__(self, directory: Path, spec_path: str, ports: dict[int, str]) -> None:
+    def __init__(self, directory: Path | None, spec_path: str, ports: dict[int, str]) -> None:
         self.dir, self.spec, self.ports = directory, load_spec(spec_path), ports
         self.version = ""
         self.interp: EntryInterpreter | None = None
@@ -40,7 +47,14 @@ class SoftSwitch:
         self.by_fd = {s.fileno(): p for p, s in self.socks.items()}
         self.forwarded = 0
 
+    def run_tables(self, tables: P4Tables) -> None:
+        """From now on classify with these tables (one reference swap: a frame sees one set)."""
+        self.interp = EntryInterpreter(tables)
+
     def reload(self) -> None:
+        """Offline mode: follow DIR's version link; load its WriteRequest with its P4Info."""
+        if self.dir is None:
+            return
         try:
             target = os.readlink(self.dir) if self.dir.is_symlink() else str(self.dir)
         except OSError:
@@ -48,10 +62,14 @@ class SoftSwitch:
         if target == self.version:
             return
         try:
-            doc = json.loads((self.dir / "entries.p4rt.json").read_text())
-        except (OSError, ValueError):
+            info = text_format.Parse((self.dir / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
+            req = text_format.Parse((self.dir / "entries.txtpb").read_text(), p4runtime_pb2.WriteRequest())
+            tables = tables_from_entities(Names(info), self.spec, [u.entity for u in req.updates])
+        except (OSError, text_format.ParseError, BackendError) as exc:
+            print(f"not loaded {target}: {exc}", file=sys.stderr, flush=True)
+            self.version = target
             return
-        self.interp = EntryInterpreter(tables_from_p4runtime(doc, self.spec))
+        self.run_tables(tables)
         self.version = target
         print(f"loaded {target}", flush=True)
 
@@ -99,7 +117,10 @@ class SoftSwitch:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", required=True, help="the switch's entries directory (the controller's DIR/<switch>)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--grpc", metavar="HOST:PORT", help="serve P4Runtime here (the controller's p4runtime address)")
+    src.add_argument("--dir", help="offline: the switch's entries directory (the controller's DIR/<switch>)")
+    ap.add_argument("--device-id", type=int, default=1, help="the P4Runtime device id (default 1)")
     ap.add_argument("--spec", required=True)
     ap.add_argument("--port", action="append", required=True, help="N=IFACE, one per switch port")
     args = ap.parse_args(argv)
@@ -109,7 +130,24 @@ def main(argv: list[str] | None = None) -> int:
         if not n.isdigit() or not ifname:
             ap.error(f"--port {item!r}: expected N=IFACE")
         ports[int(n)] = ifname
-    SoftSwitch(Path(args.dir), args.spec, ports).serve()
+    sw = SoftSwitch(Path(args.dir) if args.dir else None, args.spec, ports)
+    server = None
+    if args.grpc:
+        import grpc
+        from p4.v1 import p4runtime_pb2_grpc
+
+        from .p4rt_server import P4RuntimeSwitch
+        service = P4RuntimeSwitch(args.device_id, sw.spec, Path(args.spec).read_text(), on_change=sw.run_tables)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(service, server)
+        if not server.add_insecure_port(args.grpc):
+            ap.error(f"--grpc {args.grpc}: cannot listen there")
+        server.start()
+    try:
+        sw.serve()
+    finally:
+        if server is not None:
+            server.stop(grace=0.5)
     return 0
 
 

@@ -1,6 +1,7 @@
-"""Where a device's tables go: an XDP host's agent (HTTP, token), or a P4 switch's directory of
-the P4 back end's files (program, simple_switch_CLI, P4Runtime JSON, bfrt_python, P4Info),
-replaced atomically."""
+"""Where a device's tables go: an XDP host's agent (HTTP, token); a P4 switch over P4Runtime
+(gRPC: read back what it holds, write the make-before-break delta); or, offline, a switch's
+directory of the P4 back end's files (program, simple_switch_CLI, P4Runtime WriteRequest,
+bfrt_python, P4Info), replaced atomically."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from camus.compiler.backends.base import TargetOptions
+from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.registry import backend
 
 from .devices import DeviceTables
@@ -95,3 +97,61 @@ class SwitchDirTarget:
             if old != version and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
         return art.summary.splitlines()[0] if art.summary else "written"
+
+
+@dataclass
+class P4RuntimeTarget:
+    """A switch's P4Runtime server: on every push, read back what it holds, plan the delta to
+    the new tables (p4_delta: new states under new ids, one flip of the root, then the old
+    states' entries deleted) and write it phase by phase. The same path re-synchronises a switch
+    that restarted or was changed behind our back: only the difference is written."""
+    address: str
+    device_id: int = 1
+    arch: str = "v1model"
+    election_id: int = 1
+    pipeline_config: bytes | None = None      # the spec text, for a switch that runs no pipeline yet
+    timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        self.client = None
+        self.calls: dict[int, tuple[str, ...]] = {}    # custom-action ids in use and what they mean
+        self.last: dict[str, int] = {}
+
+    def _session(self):
+        from .p4rt_client import P4RuntimeClient
+        if self.client is None or self.client.lost:
+            if self.client is not None:
+                self.client.close()
+                self.client = None
+            self.client = P4RuntimeClient(self.address, self.device_id, self.election_id, self.timeout)
+        return self.client
+
+    def lost(self, device: str) -> bool:
+        """The session broke since the last push (the switch may have lost its tables)."""
+        return self.client is not None and self.client.lost
+
+    def push(self, device: str, tables: DeviceTables) -> str:
+        from camus.compiler.backends.p4_delta import plan
+        from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
+        from camus.compiler.backends.p4_runtime import change_update, p4info_message, tables_from_entities
+        from camus.compiler.backends.p4_schema import P4Options, p4_schema
+        from .p4rt_client import P4RuntimeError
+        spec = tables.compiled.spec
+        try:
+            check_program_fit(tables.compiled.pipeline, spec, self.arch)
+            desired = p4_tables(tables.compiled.pipeline, spec)
+            check_entries(desired, p4_schema(spec, P4Options(arch=self.arch)))
+            c = self._session()
+            if c.pipeline() is None and self.pipeline_config is not None:
+                c.set_pipeline(p4info_message(spec, P4Options(arch=self.arch)), self.pipeline_config)
+            names = c.names()
+            held = tables_from_entities(names, spec, c.read())
+            held.calls = dict(self.calls)
+            p = plan(held, desired)
+            for phase in p.phases:
+                c.write([change_update(names, ch) for ch in phase])
+        except (BackendError, P4RuntimeError) as exc:
+            raise PushError(f"switch {device} at {self.address}: {exc}") from None
+        self.calls, self.last = dict(p.tables.calls), p.counts()
+        return (f"{self.last['insert']} inserted, {self.last['modify']} modified, {self.last['delete']} deleted "
+                f"({len(p.tables.entries)} entries held)")

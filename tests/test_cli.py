@@ -80,8 +80,8 @@ def test_compile_p4_target_writes_switch_entries(tmp_path) -> None:
     assert r.exit_code == 0 and "TCAM rows" in r.output and "multicast groups 2/65,535" in r.output
     cli = (tmp_path / "sw" / "entries.cli").read_text()
     assert "table_add t_add_order_price set_state" in cli and "mc_mgrp_create 1" in cli
-    doc = json.loads((tmp_path / "sw" / "entries.p4rt.json").read_text())
-    assert any(e.get("table") == "t_leaf" for e in doc)
+    assert "CamusIngress.t_leaf" in (tmp_path / "sw" / "p4info.txtpb").read_text()
+    assert "updates {" in (tmp_path / "sw" / "entries.txtpb").read_text()
 
 
 def test_explain_via_p4_agrees_with_ir() -> None:

@@ -12,12 +12,13 @@ from ..semantics.interpreter import Step
 from ..ir.pipeline import ActionSet
 from .base import Artefacts, Backend, BackendError, TargetOptions
 from .p4_budget import Budget, over_budget, render_resources, switch_resources
-from .p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, p4runtime_json, simple_switch_cli
+from .p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
 from .p4_interp import EntryInterpreter
 from .p4_program import program_text
 from .p4_control import control_text
 from .p4_layout import layout_of
-from .p4_schema import P4Options, p4_schema, p4info
+from .p4_runtime import Names, p4info_message, text, updates, write_request
+from .p4_schema import P4Options, p4_schema
 
 ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
 
@@ -42,7 +43,7 @@ class P4Engine:
 
 class P4Backend(Backend):
     name = "p4"
-    help = ("switch program (camus.p4), entries for simple_switch_CLI, P4Runtime and bfrt, "
+    help = ("switch program (camus.p4), entries for simple_switch_CLI, P4Runtime (WriteRequest) and bfrt, "
             "P4Info and multicast groups")
     explain_as = "p4"
 
@@ -78,12 +79,14 @@ class P4Backend(Backend):
             raise BackendError("the entries do not fit the switch budget (nothing written):\n  " + "\n  ".join(over)
                                + ("" if options.fit_alpha else
                                   "\n  try --fit-alpha (coarser constants) or a larger --budget"))
+        info = p4info_message(c.spec, p4opts, whole_program=program is not None)
         files = {
             "camus_control.p4": control,
             "entries.cli": simple_switch_cli(tables),
-            "entries.p4rt.json": json.dumps(p4runtime_json(tables), indent=1) + "\n",
+            # P4Runtime, as p4runtime-shell and a switch's P4Runtime server read them
+            "p4info.txtpb": text(info),
+            "entries.txtpb": text(write_request(updates(Names(info), tables))),
             "entries.bfrt.py": bfrt_python(tables, f"camus_{c.spec.name}"),
-            "p4info.json": json.dumps(p4info(c.spec, p4opts), indent=1) + "\n",
             "calls.json": json.dumps({str(k): list(v) for k, v in sorted(tables.calls.items())}, indent=1) + "\n",
             "switch_resources.json": json.dumps(report, indent=1) + "\n",
         }

@@ -16,7 +16,7 @@ from ..ir.pipeline import FieldTable, Pipeline
 from ..language.spec import Spec
 from .emit import BackendError
 from .p4_schema import (DEFAULT_CALL_ID, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, P4Schema,
-                        action_params, key_kind, p4_schema, update_action, window_shift)
+                        action_params, key_kind, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24
 RECIRC_SESSION = 250     # the program's clone/mirror session for the rest of a batch
@@ -287,33 +287,6 @@ def simple_switch_cli(tables: P4Tables) -> str:
     return "\n".join(lines) + "\n"
 
 
-def p4runtime_json(tables: P4Tables) -> list[dict[str, Any]]:
-    """P4Runtime-style entries (priorities: higher wins)."""
-    out: list[dict[str, Any]] = [{"table": "t_root", "default_action": True, "action_name": "set_state",
-                                  "action_params": [tables.root]}]
-    out += [{"table": table, "default_action": True, "action_name": act, "action_params": list(vals)}
-            for table, (act, vals) in sorted(tables.defaults.items())]
-    for e in tables.entries:
-        match: dict[str, Any] = {}
-        for m in e.matches:
-            if m.kind == "exact":
-                match[m.field] = m.value
-            elif m.kind == "range":
-                match[m.field] = {"low": m.value, "high": m.arg}
-            elif m.kind == "lpm":
-                match[m.field] = [m.value, m.arg]
-            else:
-                match[m.field] = {"value": m.value, "mask": m.arg}
-        entry: dict[str, Any] = {"table": e.table, "match": match, "action_name": e.action,
-                 "action_params": list(e.params)}
-        if e.priority:
-            entry["priority"] = e.priority
-        out.append(entry)
-    for gid, ports in sorted(tables.groups.items()):
-        out.append({"multicast_group_id": gid, "replicas": [{"egress_port": p, "instance": 1} for p in ports]})
-    return out
-
-
 def _bfrt_name(field: str) -> str:
     return field.replace(".", "_")
 
@@ -350,38 +323,6 @@ def bfrt_python(tables: P4Tables, program: str = "camus") -> str:
                      f"MULTICAST_NODE_L1_XID_VALID=[False], MULTICAST_NODE_L1_XID=[0]).push()")
     lines.append("bfrt.complete_operations()")
     return "\n".join(lines) + "\n"
-
-
-def tables_from_p4runtime(doc: list[dict[str, Any]], spec: Spec) -> P4Tables:
-    """The inverse of `p4runtime_json`, for a switch (or its simulation) loading its entries:
-    table order and key widths come from the spec's program (p4_schema)."""
-    out = P4Tables()
-    schema = p4_schema(spec)
-    out.order = [t.name for t in schema.tables if t.name != "t_root"]
-    out.widths = schema.key_widths()
-    for e in doc:
-        if "multicast_group_id" in e:
-            out.groups[int(e["multicast_group_id"])] = tuple(r["egress_port"] for r in e["replicas"])
-            continue
-        if e.get("default_action"):
-            if e["table"] == "t_root":
-                out.root = int(e["action_params"][0])
-            else:
-                out.defaults[e["table"]] = (e["action_name"], tuple(int(x) for x in e.get("action_params", ())))
-            continue
-        matches = []
-        for fname, v in e["match"].items():
-            if isinstance(v, int):
-                matches.append(Match(fname, "exact", v))
-            elif isinstance(v, list):
-                matches.append(Match(fname, "lpm", int(v[0]), int(v[1])))
-            elif "low" in v:
-                matches.append(Match(fname, "range", int(v["low"]), int(v["high"])))
-            else:
-                matches.append(Match(fname, "ternary", int(v["value"]), int(v["mask"])))
-        out.entries.append(P4Entry(e["table"], tuple(matches), e["action_name"], tuple(e.get("action_params", ())),
-                                   int(e.get("priority", 0))))
-    return out
 
 
 _KEY_OK = {"exact": ("exact",), "range": ("range",), "lpm": ("lpm",), "ternary": ("ternary",)}

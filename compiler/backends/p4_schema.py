@@ -2,7 +2,7 @@
 bits, match kind), actions with their parameters, sizes and defaults, and the order they apply.
 
 Everything P4 reads this: the program generator declares and applies these tables
-(p4_program), P4Info is this description (p4info), the entry generator names these tables
+(p4_program), P4Info describes them (p4_runtime), the entry generator names these tables
 and actions (p4_entries), every entry is checked against it before anything is written
 (`check_entries`), and loaders of P4Runtime entries take key widths from it. The schema depends
 on the spec only, like the program: one program serves every rule set.
@@ -210,20 +210,3 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
     tables.append(TableDecl("t_leaf", (STATE,), leaf_actions, opts.leaf_size, leaf_default(spec)))
     tables.append(TableDecl("t_leaf_calls", (STATE,), ("call", "NoAction"), opts.leaf_size))
     return P4Schema(opts.arch, tuple(tables), actions)
-
-
-def p4info(spec: Spec, opts: P4Options = P4Options()) -> dict[str, Any]:
-    """A P4Info-style description of the program's subscription tables: keys (name, bits, match
-    kind), actions (parameters and bits) and sizes; what a controller needs to write entries."""
-    schema = p4_schema(spec, opts)
-    tables = []
-    for t in schema.tables:
-        row: dict[str, Any] = {"name": t.name,
-                     "key": [{"name": k.name, "bitwidth": k.bits, "match_type": k.match} for k in t.keys],
-                     "actions": list(t.actions), "size": t.size}
-        if t.name == "t_root":
-            row["default_action"] = "set_state"
-        tables.append(row)
-    return {"program": f"camus_{spec.name}", "arch": opts.arch, "tables": tables,
-            "actions": [{"name": a.name, "params": [{"name": p, "bitwidth": w} for p, w in a.params]}
-                        for a in schema.actions.values()]}

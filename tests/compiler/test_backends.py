@@ -58,7 +58,7 @@ def test_artefacts_are_deterministic_and_named() -> None:
         assert a.files == b.files and a.emit == b.emit, name
         assert a.emit, name
     assert set(backend("p4").build(compile_rules(spec, text), TargetOptions()).files) >= {
-        "camus.p4", "entries.cli", "entries.p4rt.json", "entries.bfrt.py", "p4info.json"}
+        "camus.p4", "entries.cli", "entries.txtpb", "entries.bfrt.py", "p4info.txtpb"}
     assert "flat_tables.txt" in backend("userspace").build(compile_rules(spec, text), TargetOptions()).files
 
 

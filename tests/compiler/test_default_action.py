@@ -9,8 +9,8 @@ import pytest
 
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf_program import generate_header, EbpfLimits
-from camus.compiler.backends.p4_entries import (bfrt_python, check_entries, p4_tables, p4runtime_json,
-                                                simple_switch_cli, tables_from_p4runtime)
+from camus.compiler.backends.p4_entries import bfrt_python, check_entries, p4_tables, simple_switch_cli
+from camus.compiler.backends.p4_runtime import Names, p4info_message, tables_from_entities, updates
 from camus.compiler.backends.p4_interp import EntryInterpreter
 from camus.compiler.backends.p4_program import program_text
 from camus.compiler.backends.p4_schema import p4_schema
@@ -69,9 +69,11 @@ def test_every_switch_entry_format_sets_the_leaf_tables_default() -> None:
     assert tables.calls[2] == ("answerDNS(10.0.0.1)",)              # rules' calls after the default's id
     assert "table_set_default t_leaf call 1" in simple_switch_cli(tables)
     assert "ig.t_leaf.set_default_with_call(call_id=1)" in bfrt_python(tables)
-    doc = p4runtime_json(tables)
-    assert {"table": "t_leaf", "default_action": True, "action_name": "call", "action_params": [1]} in doc
-    back = tables_from_p4runtime(json.loads(json.dumps(doc)), spec)
+    names = Names(p4info_message(spec, whole_program=False))
+    ups = updates(names, tables)
+    leaf = names.table("t_leaf").id
+    assert any(u.entity.table_entry.table_id == leaf and u.entity.table_entry.is_default_action for u in ups)
+    back = tables_from_entities(names, spec, [u.entity for u in ups])
     assert back.defaults == tables.defaults
     back.calls = tables.calls
     assert EntryInterpreter(back).run(message_from_text(spec, "qname=zzz qtype=9")).calls == ("notfoundDNS()",)

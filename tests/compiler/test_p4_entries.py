@@ -1,13 +1,13 @@
 """The P4 entries, executed with P4 match semantics, deliver exactly what the IR does."""
 from __future__ import annotations
 
-import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from camus.compiler.backends.p4_budget import switch_resources
-from camus.compiler.backends.p4_entries import p4_tables, p4runtime_json, simple_switch_cli
+from camus.compiler.backends.p4_entries import p4_tables, simple_switch_cli
+from camus.compiler.backends.p4_runtime import Names, p4info_message, updates
 from camus.compiler.backends.p4_interp import EntryInterpreter
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.semantics.interpreter import PipelineInterpreter
@@ -45,9 +45,9 @@ def test_priority_conventions_and_formats() -> None:
     cli = simple_switch_cli(t)
     assert "table_add t_int_report_hop_latency set_state" in cli and "->" in cli
     assert "mc_mgrp_create 1" in cli and "mc_node_associate 1 0" in cli
-    doc = p4runtime_json(t)
-    json.dumps(doc)
-    assert any("priority" in e for e in doc) and any("multicast_group_id" in e for e in doc)
+    ups = updates(Names(p4info_message(c.spec)), p4_tables(c.pipeline, c.spec))
+    assert any(u.entity.table_entry.priority for u in ups)            # P4Runtime: higher wins, as Entry.priority
+    assert any(u.entity.WhichOneof("entity") == "packet_replication_engine_entry" for u in ups)
     rows = switch_resources(t)["tables"]["t_int_report_hop_latency"]["tcam_rows"]
     assert rows >= sum(1 for e in t.entries if e.table == "t_int_report_hop_latency")
 

@@ -17,11 +17,12 @@ from camus.bench.workloads import itch_rules
 from camus.cli import main
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4_budget import Budget, over_budget, switch_resources
-from camus.compiler.backends.p4_entries import (bfrt_python, check_entries, check_program_fit, p4_tables, p4runtime_json,
-                                                simple_switch_cli, tables_from_p4runtime)
+from camus.compiler.backends.p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
 from camus.compiler.backends.p4_interp import EntryInterpreter
 from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_schema import P4Options, p4_schema, p4info
+from camus.compiler.backends.p4_runtime import MATCH_NAMES, Names, p4info_message, tables_from_entities, updates
+from camus.compiler.backends.p4_runtime import text as text_of
+from camus.compiler.backends.p4_schema import P4Options, p4_schema
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.codec.packets import message_from_text
@@ -46,7 +47,8 @@ def test_program_matches_golden(app: str, arch: str, update_goldens: bool) -> No
 def test_entries_match_golden(app: str, update_goldens: bool) -> None:
     c = compile_files(*APP_FILES[app])
     t = p4_tables(c.pipeline, c.spec)
-    text = (simple_switch_cli(t) + "\n# --- P4Runtime ---\n" + json.dumps(p4runtime_json(t), indent=1) +
+    names = Names(p4info_message(c.spec))
+    text = (simple_switch_cli(t) + "\n# --- P4Runtime ---\n" + "".join(text_of(u) for u in updates(names, t)) +
             "\n# --- bfrt_python ---\n" + bfrt_python(t, f"camus_{app}"))
     check_golden(f"{app}_entries.txt", text, update_goldens)
 
@@ -72,14 +74,19 @@ def declared_actions(program: str) -> dict[str, int]:
             for name, params in re.findall(r"action (\w+)\(([^)]*)\)", program)}
 
 
-def check_entries_fit_program(program: str, info: dict, tables) -> None:
+def check_entries_fit_program(program: str, info, tables) -> None:
     decl = declared_tables(program)
     actions = declared_actions(program)
-    info_tables = {t["name"]: t for t in info["tables"]}
-    for name, t in info_tables.items():           # P4Info and the program say the same
+    action_name = {a.preamble.id: a.preamble.alias for a in info.actions}
+    for t in info.tables:                         # P4Info and the program say the same
+        name = t.preamble.alias
         assert name in decl, name
-        assert [(k["name"], k["match_type"]) for k in t["key"]] == decl[name]["key"], name
-        assert t["actions"] == decl[name]["actions"], name
+        assert [(k.name, MATCH_NAMES[k.match_type]) for k in t.match_fields] == decl[name]["key"], name
+        assert [action_name[r.id] for r in t.action_refs] == decl[name]["actions"], name
+        for a in t.action_refs:
+            assert len(next(x for x in info.actions if x.preamble.id == a.id).params) == actions.get(
+                action_name[a.id], 0), (name, action_name[a.id])
+    assert set(decl) == {t.preamble.alias for t in info.tables}
     for e in tables.entries:
         assert e.table in decl, e.table
         assert [(m.field, m.kind) for m in e.matches] == decl[e.table]["key"], e
@@ -110,7 +117,7 @@ def test_shipped_entries_fit_the_program(app: str, arch: str) -> None:
         return
     check_program_fit(c.pipeline, c.spec, arch)
     tables = p4_tables(c.pipeline, c.spec)
-    check_entries_fit_program(program_text(c.spec, opts), p4info(c.spec, opts), tables)
+    check_entries_fit_program(program_text(c.spec, opts), p4info_message(c.spec, opts), tables)
     check_entries(tables, p4_schema(c.spec, opts))
 
 
@@ -122,10 +129,11 @@ def test_random_itch_rule_sets_fit_one_program_and_agree_with_the_ir(n: int, see
     c = compile_rules(spec, "\n".join(itch_rules(n, seed)))
     check_program_fit(c.pipeline, spec)
     tables = p4_tables(c.pipeline, spec)
-    check_entries_fit_program(program_text(spec), p4info(spec), tables)
+    check_entries_fit_program(program_text(spec), p4info_message(spec), tables)
     check_entries(tables, p4_schema(spec))
     sw, ir = EntryInterpreter(tables), PipelineInterpreter(c.pipeline)
-    loaded = EntryInterpreter(tables_from_p4runtime(json.loads(json.dumps(p4runtime_json(tables))), spec))
+    names = Names(p4info_message(spec))
+    loaded = EntryInterpreter(tables_from_entities(names, spec, [u.entity for u in updates(names, tables)]))
     import random
     rng = random.Random(seed)
     for _ in range(30):
@@ -193,7 +201,7 @@ def test_budget_and_fit_alpha(tmp_path: Path) -> None:
     assert "fitted with --alpha" in r.output
     fitted = json.loads((out / "switch_resources.json").read_text())
     assert fitted["tcam_block_rows"] <= tight["tcam_block_rows"]
-    assert {"camus.p4", "entries.cli", "entries.p4rt.json", "entries.bfrt.py", "p4info.json"} <= \
+    assert {"camus.p4", "entries.cli", "entries.txtpb", "entries.bfrt.py", "p4info.txtpb"} <= \
         {p.name for p in out.iterdir()}
     budget.write_text("tcam_rowz: 3\n")
     r = CliRunner().invoke(main, ["compile", str(spec), str(rules), "--target", "p4", "--budget", str(budget)])
@@ -244,7 +252,7 @@ def test_switch_windows_count_like_the_ir() -> None:
     c = compile_rules(spec, rules)
     check_program_fit(c.pipeline, spec)
     tables = p4_tables(c.pipeline, spec)
-    check_entries_fit_program(program_text(spec), p4info(spec), tables)
+    check_entries_fit_program(program_text(spec), p4info_message(spec), tables)
     check_entries(tables, p4_schema(spec))
     sw, ir = EntryInterpreter(tables), PipelineInterpreter(c.pipeline)
     import random
