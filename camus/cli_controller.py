@@ -49,11 +49,19 @@ def register(main: click.Group) -> None:
     @click.option("--db", "db_path", default="camus-controller.db", show_default=True,
                   help="SQLite file keeping subscriptions across restarts (ids are never reused).")
     @click.option("--switch-dir", type=click.Path(file_okay=False), default="switches", show_default=True,
-                  help="Where each P4 switch's program and entries are written (DIR/<switch>/).")
+                  help="Where each P4 switch without a `p4runtime: HOST:PORT` in the topology gets its "
+                       "program and entries written (DIR/<switch>/); the others are driven over P4Runtime.")
     @click.option("--default-ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
     def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
               default_ttl) -> None:
-        """Serve the subscription API; push tables to agents and switch directories."""
+        """Serve the subscription API; push tables to host agents and to switches.
+
+        \b
+        A switch with `p4runtime: HOST:PORT` (and `device_id: N`, default 1) in the topology is
+        driven over P4Runtime: the controller becomes its primary client, reads the P4Info it
+        runs, and writes each change as a make-before-break delta; a switch that restarts is
+        re-synchronised (read back, diff, write). Other switches get directories (--switch-dir).
+        """
         import logging
         from pathlib import Path
         from aiohttp import web
@@ -63,7 +71,7 @@ def register(main: click.Group) -> None:
         from camus.controller.core import Controller
         from camus.controller.service import make_app
         from camus.controller.tokens import load_tokens
-        from camus.controller.targets import AgentTarget, SwitchDirTarget
+        from camus.controller.targets import AgentTarget, P4RuntimeTarget, SwitchDirTarget
         from camus.controller.topology import Topology, TopologyError
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
         try:
@@ -78,6 +86,15 @@ def register(main: click.Group) -> None:
         for d in topo.devices:
             if topo.kind(d) == "xdp" and topo.attr(d, "agent"):
                 targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "")
+            elif topo.kind(d) == "p4" and topo.attr(d, "p4runtime"):
+                try:
+                    device_id = int(topo.attr(d, "device_id", "1") or 1)
+                except ValueError:
+                    click.echo(f"error: {topology_path}: {d}: device_id must be a number", err=True)
+                    sys.exit(1)
+                targets[d] = P4RuntimeTarget(topo.attr(d, "p4runtime") or "", device_id,
+                                             topo.attr(d, "arch", "v1model") or "v1model",
+                                             pipeline_config=Path(spec).read_bytes())
             elif topo.kind(d) == "p4":
                 targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
         from camus.controller.store import SubscriptionStore

@@ -27,7 +27,19 @@ class P4RuntimeError(RuntimeError):
     pass
 
 
-def _describe(exc: grpc.RpcError, updates: list[Msg] | None = None) -> str:
+def label(u: Msg, names: Names | None) -> str:
+    """An update in a few words: INSERT t_leaf, MODIFY t_root (default), DELETE multicast group 3."""
+    kind = p4runtime_pb2.Update.Type.Name(u.type)
+    if u.entity.WhichOneof("entity") == "table_entry":
+        te = u.entity.table_entry
+        t = names.table_by_id.get(te.table_id) if names is not None else None
+        return f"{kind} {t.name if t else hex(te.table_id)}{' (default)' if te.is_default_action else ''}"
+    if u.entity.WhichOneof("entity") == "packet_replication_engine_entry":
+        return f"{kind} multicast group {u.entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id}"
+    return f"{kind} {text(u.entity)[:80].strip()}"
+
+
+def _describe(exc: grpc.RpcError, updates: list[Msg] | None = None, names: Names | None = None) -> str:
     """A failed RPC as one message: the status, and for Write each refused update with its reason."""
     code = exc.code() if hasattr(exc, "code") else None
     lines = [f"{code.name if code else 'error'}: {exc.details() if hasattr(exc, 'details') else exc}"]
@@ -38,10 +50,7 @@ def _describe(exc: grpc.RpcError, updates: list[Msg] | None = None) -> str:
         for i, any_ in enumerate(st.details):
             err = p4runtime_pb2.Error()
             if any_.Unpack(err) and err.canonical_code != code_pb2.OK:
-                what = ""
-                if updates is not None and i < len(updates):
-                    u = updates[i]
-                    what = f" ({p4runtime_pb2.Update.Type.Name(u.type)} {text(u.entity)[:120].strip()})"
+                what = f" ({label(updates[i], names)})" if updates is not None and i < len(updates) else ""
                 lines.append(f"update {i}{what}: {code_pb2.Code.Name(err.canonical_code)}: {err.message}")
     return "\n  ".join(lines[:21]) + (f"\n  ... {len(lines) - 21} more" if len(lines) > 21 else "")
 
@@ -113,7 +122,7 @@ class P4RuntimeClient:
         try:
             return fn(request, timeout=self.timeout * 4)
         except grpc.RpcError as exc:
-            raise P4RuntimeError(f"{self.address} {what}: {_describe(exc, updates)}") from None
+            raise P4RuntimeError(f"{self.address} {what}: {_describe(exc, updates, self._names)}") from None
 
     # -- pipeline ----------------------------------------------------------------------------
     def pipeline(self) -> Msg | None:
@@ -153,6 +162,17 @@ class P4RuntimeClient:
             return [e for r in self.stub.Read(req, timeout=self.timeout * 4) for e in r.entities]
         except grpc.RpcError as exc:
             raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
+
+    def read_default(self, table: str) -> Msg | None:
+        """One table's default entry as the switch holds it (None: the program's own default)."""
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        req.entities.add().table_entry.CopyFrom(
+            p4runtime_pb2.TableEntry(table_id=self.names().table(table).id, is_default_action=True))
+        try:
+            got = [e.table_entry for r in self.stub.Read(req, timeout=self.timeout * 4) for e in r.entities]
+        except grpc.RpcError as exc:
+            raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
+        return got[0] if got else None
 
     def write(self, updates: list[Msg]) -> None:
         """Updates in order, CHUNK per RPC; the first refused chunk stops the rest."""

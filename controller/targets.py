@@ -114,7 +114,7 @@ class P4RuntimeTarget:
 
     def __post_init__(self) -> None:
         self.client = None
-        self.calls: dict[int, tuple[str, ...]] = {}    # custom-action ids in use and what they mean
+        self.written = None                  # the tables we last wrote whole (P4Tables, renumbered)
         self.last: dict[str, int] = {}
 
     def _session(self):
@@ -126,14 +126,26 @@ class P4RuntimeTarget:
             self.client = P4RuntimeClient(self.address, self.device_id, self.election_id, self.timeout)
         return self.client
 
+    def current(self, device: str) -> Held | None:
+        """What the switch holds, by the stamp the last push left on t_root's default entry
+        (TableEntry.metadata: "<digest> <rules>"); None when it cannot be asked or has none."""
+        from .p4rt_client import P4RuntimeError
+        try:
+            te = self._session().read_default("t_root")
+        except (P4RuntimeError, BackendError):
+            return None
+        digest, _, rules = (te.metadata.decode(errors="replace") if te is not None else "").partition(" ")
+        return Held(digest, int(rules)) if digest and rules.isdigit() else None
+
     def lost(self, device: str) -> bool:
         """The session broke since the last push (the switch may have lost its tables)."""
         return self.client is not None and self.client.lost
 
     def push(self, device: str, tables: DeviceTables) -> str:
-        from camus.compiler.backends.p4_delta import plan
+        from camus.compiler.backends.p4_delta import plan, repair
         from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
-        from camus.compiler.backends.p4_runtime import change_update, p4info_message, tables_from_entities
+        from camus.compiler.backends.p4_runtime import (MODIFY, change_update, default_entry, p4info_message,
+                                                        tables_from_entities, update)
         from camus.compiler.backends.p4_schema import P4Options, p4_schema
         from .p4rt_client import P4RuntimeError
         spec = tables.compiled.spec
@@ -146,12 +158,23 @@ class P4RuntimeTarget:
                 c.set_pipeline(p4info_message(spec, P4Options(arch=self.arch)), self.pipeline_config)
             names = c.names()
             held = tables_from_entities(names, spec, c.read())
-            held.calls = dict(self.calls)
-            p = plan(held, desired)
-            for phase in p.phases:
-                c.write([change_update(names, ch) for ch in phase])
+            steps = []
+            if self.written is not None:
+                # first back to what we last wrote, in place (a restarted switch holds nothing, a
+                # tampered one a part): then the delta from there; the custom-action ids are ours
+                steps.append(repair(held, self.written))
+                held = self.written
+            self.written = None                    # until this push is through: unknown
+            steps.append(plan(held, desired))
+            for step in steps:
+                for phase in step.phases:
+                    c.write([change_update(names, ch) for ch in phase])
+            stamp = default_entry(names, "t_root", "set_state", (steps[-1].tables.root,))
+            stamp.metadata = f"{tables.digest} {tables.rules.count(chr(10))}".encode()
+            c.write([update(MODIFY, stamp)])          # what we wrote, for a controller that restarts
         except (BackendError, P4RuntimeError) as exc:
             raise PushError(f"switch {device} at {self.address}: {exc}") from None
-        self.calls, self.last = dict(p.tables.calls), p.counts()
+        self.written = steps[-1].tables
+        self.last = {k: sum(s.counts()[k] for s in steps) for k in ("insert", "modify", "delete")}
         return (f"{self.last['insert']} inserted, {self.last['modify']} modified, {self.last['delete']} deleted "
-                f"({len(p.tables.entries)} entries held)")
+                f"({len(self.written.entries)} entries held)")

@@ -187,11 +187,18 @@ def plan(old: P4Tables | None, new: P4Tables) -> Plan:
     return Plan(target, _phases(old, target))
 
 
+def repair(held: P4Tables, want: P4Tables) -> Plan:
+    """Back to a table set the switch held before (what we last wrote), in place, without
+    renumbering: for a switch that lost entries (restarted, or changed behind our back). Only
+    what differs is written; the states it touches were already not what we had written."""
+    return Plan(want, _phases(held, want))
+
+
 def _phases(old: P4Tables, new: P4Tables) -> list[list[Change]]:
     old_entries = {_key(e): e for e in old.entries}
     new_entries = {_key(e): e for e in new.entries}
-    groups_in = [Change("insert", "group", group=g, ports=tuple(ps))
-                 for g, ps in sorted(new.groups.items()) if g not in old.groups]
+    groups_in = [Change("insert" if g not in old.groups else "modify", "group", group=g, ports=tuple(ps))
+                 for g, ps in sorted(new.groups.items()) if tuple(old.groups.get(g, ())) != tuple(ps)]
     rank = {t: i for i, t in enumerate(new.order)}
     inserts, modifies = [], []
     for k, e in new_entries.items():

@@ -1,8 +1,10 @@
 """A mixed deployment end to end (root, netns): a publisher, an XDP host broker (camus-xdp with
-its agent), a P4 switch simulated in software behind a veth (running the entries the
-controller wrote for it), four subscribers (two behind each device). Subscriptions go through
-the HTTP API: every subscriber gets exactly its messages; subscribing and unsubscribing change
-deliveries within a second; a subscription whose TTL lapses stops being delivered."""
+its agent), a P4 switch simulated in software behind a veth, driven by the controller over
+P4Runtime only (gRPC; a unix socket, since the switch lives in another network namespace), four
+subscribers (two behind each device). Subscriptions go through the HTTP API: every subscriber
+gets exactly its messages; subscribing and unsubscribing change deliveries within a second; a
+subscription whose TTL lapses stops being delivered; a killed and restarted switch is
+re-synchronised."""
 from __future__ import annotations
 
 import json
@@ -55,8 +57,9 @@ def mixed(tmp_path: Path):
             sh("ip", "netns", "exec", ns, "ip", "link", "set", f"x{i}", "up")
         ports = tmp_path / "ports.yaml"
         ports.write_text("".join(f"{p}: {{iface: {lab.sub_if(p, True)}}}\n" for p in (1, 2, 3)))
+        sock = f"unix:{tmp_path}/sw.sock"
         topo = {"devices": [{"name": "broker", "kind": "xdp", "agent": f"http://{AGENT}"},
-                            {"name": "sw", "kind": "p4"}] +
+                            {"name": "sw", "kind": "p4", "p4runtime": sock, "device_id": 1}] +
                            [{"name": h, "kind": "host"} for h in ("pub", "h1", "h2", "h3", "h4")],
                 "links": [{"a": "broker", "a_port": 1, "b": "h1", "b_port": 1},
                           {"a": "broker", "a_port": 2, "b": "h2", "b_port": 1},
@@ -79,12 +82,16 @@ def mixed(tmp_path: Path):
                        "--db", str(tmp_path / "ctl.db")]
             procs.append(subprocess.Popen(ctl_cmd, stderr=subprocess.DEVNULL))
             lab.ctl_cmd, lab.procs, lab.db = ctl_cmd, procs, tmp_path / "ctl.db"     # type: ignore[attr-defined]
-            sw = subprocess.Popen(["ip", "netns", "exec", sw_ns, sys.executable, "-m", "camus.controller.softswitch",
-                                   "--dir", str(tmp_path / "sw" / "sw"), "--spec", str(SPEC), "--port",
-                                   f"3={lab.sub_if(3, False)}", "--port", "1=swp1", "--port", "2=swp2"],
-                                  stdout=subprocess.PIPE, text=True)
-            procs.append(sw)
-            assert sw.stdout.readline().strip() == "ready"
+            def start_switch() -> subprocess.Popen:
+                sw = subprocess.Popen(["ip", "netns", "exec", sw_ns, sys.executable, "-m",
+                                       "camus.controller.softswitch", "--grpc", sock, "--device-id", "1",
+                                       "--spec", str(SPEC), "--port", f"3={lab.sub_if(3, False)}",
+                                       "--port", "1=swp1", "--port", "2=swp2"], stdout=subprocess.PIPE, text=True)
+                procs.append(sw)
+                assert sw.stdout.readline().strip() == "ready"
+                return sw
+            lab.start_switch = start_switch                                          # type: ignore[attr-defined]
+            lab.switch = start_switch()                                              # type: ignore[attr-defined]
             _wait_http(f"http://{AGENT}/v1/status")
             _wait_http(f"http://{CTL}/v1/status")
             yield lab
@@ -275,3 +282,28 @@ def test_controller_restart_with_10k_subscriptions_loses_nothing_under_traffic(m
         interp = PipelineInterpreter(compile_rules(spec, "\n".join(f"{f} : fwd(1)" for f in filters[h])).pipeline)
         want = {r for r, v in values.items() if interp.run(v).actions.ports}
         assert want and want <= refs, (h, sorted(want - refs))
+
+
+def test_a_killed_switch_is_resynchronised_over_p4runtime(mixed: Lab) -> None:
+    """The switch process dies (SIGKILL) and comes back with empty tables: the controller notices
+    the broken P4Runtime session, reads back, writes what is missing, and deliveries are exact."""
+    import signal
+    lab = mixed
+    c = {h: SubscriptionClient(f"http://{CTL}", tok) for tok, h in TOKENS.items()}
+    _in_sync(c["h1"], timeout=60)
+    c["h3"].subscribe("stock == AAPL", ttl=60)
+    c["h4"].subscribe("stock == GOOGL or stock == TSLA", ttl=60)
+    _in_sync(c["h1"])
+    lab.switch.send_signal(signal.SIGKILL)                       # type: ignore[attr-defined]
+    lab.switch.wait()                                            # type: ignore[attr-defined]
+    lab.switch = lab.start_switch()                              # type: ignore[attr-defined]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 10:
+        st = c["h1"].status()["devices"]["sw"]
+        if st["in_sync"] and not st["error"] and time.monotonic() - t0 > 0.5:
+            break
+        time.sleep(0.1)
+    _in_sync(c["h1"], timeout=10)
+    got, stock_of = _round(lab, 5)
+    assert got["h3"] == {r for r, s in stock_of.items() if s == "AAPL"}
+    assert got["h4"] == {r for r, s in stock_of.items() if s in ("GOOGL", "TSLA")}
