@@ -13,8 +13,8 @@ controller is exercised exactly as against hardware.
 - Get/SetForwardingPipelineConfig: the P4Info and, as the device config, the spec text (what
   this switch "runs": the camus program of that spec).
 
-After each Write the held entries become a new `P4Tables`, which `on_change` receives (the
-software switch runs its packets through them).
+After each Write `on_change` is called; `tables()` gives the held entries as a `P4Tables` (the
+software switch takes them before its next frame: one rebuild for a burst of writes).
 """
 from __future__ import annotations
 
@@ -28,12 +28,11 @@ from google.rpc import code_pb2, status_pb2
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4_entries import P4Entry, P4Tables
 from camus.compiler.backends.p4_runtime import (DELETE, INSERT, MODIFY, Names, entry_from_message, p4info_message,
-                                                p4runtime_pb2)
+                                                p4runtime_pb2, p4runtime_pb2_grpc)
 from camus.compiler.backends.p4_schema import p4_schema
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
 from camus.compiler.language.spec_parser import parse_spec
-from p4.v1 import p4runtime_pb2_grpc
 
 Msg = Any
 API_VERSION = "1.4.0"
@@ -59,10 +58,10 @@ class _Stream:
 
 class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
     def __init__(self, device_id: int, spec: Spec | None = None, spec_text: str = "",
-                 on_change: Callable[[P4Tables], None] | None = None) -> None:
+                 on_change: Callable[[], None] | None = None) -> None:
         self.device_id = device_id
         self.lock = threading.RLock()
-        self.on_change = on_change or (lambda t: None)
+        self.on_change = on_change or (lambda: None)
         self.streams: list[_Stream] = []
         self.spec: Spec | None = None
         self.names: Names | None = None
@@ -71,6 +70,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.entries: dict[tuple, tuple[Msg, P4Entry]] = {}
         self.defaults: dict[int, tuple[Msg, tuple[str, str, tuple[int, ...]]]] = {}
         self.groups: dict[int, Msg] = {}
+        self.sizes: dict[int, int] = {}               # table id -> entries held (tables have a size)
         if spec is not None:
             self._load(spec, spec_text, p4info_message(spec))
 
@@ -82,6 +82,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
             for t in p4_schema(spec).tables:          # every subscription table must be there
                 self.names.table(t.name)
             self.entries.clear()
+            self.sizes.clear()
             self.defaults.clear()
             self.groups.clear()
             self._changed()
@@ -102,7 +103,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _changed(self) -> None:
         if self.spec is not None:
-            self.on_change(self.tables())
+            self.on_change()
 
     # -- arbitration -------------------------------------------------------------------------
     def _primary(self) -> _Stream | None:
@@ -268,11 +269,13 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
                               f"{t.name if t else te.table_id}: {what}")
         if kind == DELETE:
             del self.entries[key]
+            self.sizes[te.table_id] -= 1
             return
         if kind == INSERT:
             size = next(t.size for t in self.info.tables if t.preamble.id == te.table_id)
-            if sum(1 for k in self.entries if k[0] == te.table_id) >= size:
+            if self.sizes.get(te.table_id, 0) >= size:
                 raise UpdateError(code_pb2.RESOURCE_EXHAUSTED, f"table {te.table_id:#x} is full ({size} entries)")
+            self.sizes[te.table_id] = self.sizes.get(te.table_id, 0) + 1
         assert isinstance(got, P4Entry)
         self.entries[key] = (te, got)
 

@@ -22,6 +22,7 @@ import socket
 import sys
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4_entries import P4Tables
@@ -46,6 +47,8 @@ class SoftSwitch:
             self.socks[p] = s
         self.by_fd = {s.fileno(): p for p, s in self.socks.items()}
         self.forwarded = 0
+        self.service: Any = None         # the P4Runtime server's state (--grpc): P4RuntimeSwitch
+        self.stale = False
 
     def run_tables(self, tables: P4Tables) -> None:
         """From now on classify with these tables (one reference swap: a frame sees one set)."""
@@ -74,6 +77,10 @@ class SoftSwitch:
         print(f"loaded {target}", flush=True)
 
     def handle(self, ingress: int, frame: bytes) -> None:
+        if self.service is not None and self.stale:        # P4Runtime writes since the last frame
+            self.stale = False
+            with self.service.lock:
+                self.run_tables(self.service.tables())
         if self.interp is None:
             return
         decoded = decode_packet(self.spec, frame)
@@ -134,10 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     if args.grpc:
         import grpc
-        from p4.v1 import p4runtime_pb2_grpc
+        from camus.compiler.backends.p4_runtime import p4runtime_pb2_grpc
 
         from .p4rt_server import P4RuntimeSwitch
-        service = P4RuntimeSwitch(args.device_id, sw.spec, Path(args.spec).read_text(), on_change=sw.run_tables)
+        service = P4RuntimeSwitch(args.device_id, sw.spec, Path(args.spec).read_text(),
+                                  on_change=lambda: setattr(sw, "stale", True))
+        sw.service = service
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(service, server)
         if not server.add_insecure_port(args.grpc):

@@ -11,10 +11,12 @@ import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 from camus.compiler.backends.base import TargetOptions
 from camus.compiler.backends.emit import BackendError
+from camus.compiler.backends.p4_entries import P4Tables
 from camus.compiler.backends.registry import backend
 
 from .devices import DeviceTables
@@ -113,8 +115,9 @@ class P4RuntimeTarget:
     timeout: float = 5.0
 
     def __post_init__(self) -> None:
-        self.client = None
-        self.written = None                  # the tables we last wrote whole (P4Tables, renumbered)
+        self.client: Any = None              # P4RuntimeClient (imported on first use: grpc is heavy)
+        self.written: P4Tables | None = None      # the tables we last wrote whole, renumbered
+        self.session_writes: Any = None           # the session that wrote them (a new one reads back)
         self.last: dict[str, int] = {}
 
     def _session(self):
@@ -137,6 +140,10 @@ class P4RuntimeTarget:
         digest, _, rules = (te.metadata.decode(errors="replace") if te is not None else "").partition(" ")
         return Held(digest, int(rules)) if digest and rules.isdigit() else None
 
+    def forget(self) -> None:
+        """The next push reads back what the switch holds instead of trusting our last write."""
+        self.session_writes = None
+
     def lost(self, device: str) -> bool:
         """The session broke since the last push (the switch may have lost its tables)."""
         return self.client is not None and self.client.lost
@@ -154,12 +161,15 @@ class P4RuntimeTarget:
             desired = p4_tables(tables.compiled.pipeline, spec)
             check_entries(desired, p4_schema(spec, P4Options(arch=self.arch)))
             c = self._session()
-            if c.pipeline() is None and self.pipeline_config is not None:
-                c.set_pipeline(p4info_message(spec, P4Options(arch=self.arch)), self.pipeline_config)
-            names = c.names()
-            held = tables_from_entities(names, spec, c.read())
             steps = []
-            if self.written is not None:
+            if self.written is not None and self.session_writes is c:
+                held = self.written               # our session, and the primary is the only writer
+            else:
+                if c.pipeline() is None and self.pipeline_config is not None:
+                    c.set_pipeline(p4info_message(spec, P4Options(arch=self.arch)), self.pipeline_config)
+                held = tables_from_entities(c.names(), spec, c.read())
+            names = c.names()
+            if held is not self.written and self.written is not None:
                 # first back to what we last wrote, in place (a restarted switch holds nothing, a
                 # tampered one a part): then the delta from there; the custom-action ids are ours
                 steps.append(repair(held, self.written))
@@ -174,7 +184,7 @@ class P4RuntimeTarget:
             c.write([update(MODIFY, stamp)])          # what we wrote, for a controller that restarts
         except (BackendError, P4RuntimeError) as exc:
             raise PushError(f"switch {device} at {self.address}: {exc}") from None
-        self.written = steps[-1].tables
+        self.written, self.session_writes = steps[-1].tables, c
         self.last = {k: sum(s.counts()[k] for s in steps) for k in ("insert", "modify", "delete")}
         return (f"{self.last['insert']} inserted, {self.last['modify']} modified, {self.last['delete']} deleted "
-                f"({len(self.written.entries)} entries held)")
+                f"({len(steps[-1].tables.entries)} entries held)")

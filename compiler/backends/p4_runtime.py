@@ -23,7 +23,7 @@ os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")   # p4
 
 from google.protobuf import text_format  # noqa: E402
 from p4.config.v1 import p4info_pb2  # noqa: E402
-from p4.v1 import p4runtime_pb2  # noqa: E402
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc  # noqa: E402
 
 from ..language.spec import Spec  # noqa: E402
 from .emit import BackendError  # noqa: E402
@@ -33,6 +33,8 @@ from .p4_layout import field_name, layout_of  # noqa: E402
 from .p4_schema import P4Options, p4_schema, window_counters  # noqa: E402
 
 Msg = Any            # a protobuf message (the generated modules have no type information)
+# Import the protobuf modules from here (they need the setting above before their first import).
+__all__ = ["p4info_pb2", "p4runtime_pb2", "p4runtime_pb2_grpc", "text_format"]
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
 MATCH_TYPES = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
                "ternary": p4info_pb2.MatchField.TERNARY, "range": p4info_pb2.MatchField.RANGE}

@@ -13,7 +13,7 @@ import pytest
 
 from camus.compiler.backends.p4_entries import P4Entry
 from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_runtime import p4runtime_pb2
+from camus.compiler.backends.p4_runtime import p4runtime_pb2, p4runtime_pb2_grpc
 from camus.compiler.codec.packets import message_from_text
 from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.semantics.interpreter import PipelineInterpreter
@@ -22,7 +22,6 @@ from camus.controller.p4rt_client import P4RuntimeClient, P4RuntimeError
 from camus.controller.p4rt_server import P4RuntimeSwitch
 from camus.controller.targets import P4RuntimeTarget
 from camus.controller.topology import Topology
-from p4.v1 import p4runtime_pb2_grpc
 from tests.conftest import APPS
 
 SPEC_PATH = APPS / "itch" / "itch.p4"
@@ -122,6 +121,7 @@ def test_a_restarted_switch_is_resynchronised_and_a_changed_one_gets_only_the_di
     # one entry lost behind the controller's back: a re-sync writes just that one
     key, (te, _) = next((k, v) for k, v in fresh.service.entries.items() if v[1].table == "t_leaf")
     del fresh.service.entries[key]
+    target.forget()                             # (the session is intact: make the push read back)
     assert target.push("sw", ctl.tables["sw"]).startswith("1 inserted, 0 modified, 0 deleted")
     _deliveries_agree(fresh, ctl)
     fresh.stop()

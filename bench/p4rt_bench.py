@@ -1,0 +1,111 @@
+"""Switch pushes over P4Runtime, measured: a P4Runtime server (the software switch's, gRPC on
+loopback) and the controller's target, at N ITCH subscriptions on one switch.
+
+    python bench/p4rt_bench.py [-n 1000 -n 10000 -n 100000] [--changes 20]
+
+Per size: the first load (every entry), then `--changes` single-subscription changes (one added,
+then that one removed, alternately), each pushed as a make-before-break delta: updates written
+and wall time of the push (read back + plan + writes; the compile is not included: it is the
+same for every target). The last line is one JSON object with the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "apps" / "itch" / "itch.p4"
+SERVER = """
+import sys, time
+from concurrent import futures
+from pathlib import Path
+import grpc
+from camus.compiler.backends.p4_runtime import p4runtime_pb2_grpc
+from camus.compiler.language.spec_parser import load_spec
+from camus.controller.p4rt_server import P4RuntimeSwitch
+spec_path, address = sys.argv[1], sys.argv[2]
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(P4RuntimeSwitch(1, load_spec(spec_path), Path(spec_path).read_text()),
+                                                   server)
+server.add_insecure_port(address)
+server.start()
+print("ready", flush=True)
+server.wait_for_termination()
+"""
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def measure(n: int, changes: int, seed: int = 1) -> dict:
+    from camus.bench.workloads import itch_rules
+    from camus.compiler.compile import CompileOptions, compile_rules
+    from camus.compiler.language.spec_parser import load_spec
+    from camus.controller.devices import DeviceTables, digest
+    from camus.controller.targets import P4RuntimeTarget
+
+    spec = load_spec(SPEC)
+    port = _port()
+    # the switch in its own process, as in a deployment (its objects are not the controller's)
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{port}"],
+                              stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+    target = P4RuntimeTarget(f"127.0.0.1:{port}", 1, timeout=30.0)
+    opts = CompileOptions(strategy="switch")
+    rules = [r for r in itch_rules(n, seed) if r.strip()]
+
+    def tables(text: str) -> DeviceTables:
+        return DeviceTables("sw", "p4", text, digest(text), compile_rules(spec, text, "<bench>", opts))
+
+    base = "\n".join(rules) + "\n"
+    t = tables(base)
+    t0 = time.perf_counter()
+    target.push("sw", t)
+    first = {"seconds": time.perf_counter() - t0, "updates": sum(target.last.values()),
+             "entries": len(target.written.entries) if target.written is not None else 0}
+    times, sizes = [], []
+    for k in range(changes):
+        text = base + (f"stock == ZZ{k:02d} and price > {k + 1} : fwd(7)\n" if k % 2 == 0 else "")
+        t = tables(text)
+        t0 = time.perf_counter()
+        target.push("sw", t)
+        times.append(time.perf_counter() - t0)
+        sizes.append(sum(target.last.values()))
+    target.client.close()
+    server.terminate()
+    server.wait()
+    return {"subscriptions": n, "entries": first["entries"], "first_load_s": round(first["seconds"], 3),
+            "first_load_updates": first["updates"], "delta_updates_median": statistics.median(sizes),
+            "delta_updates_max": max(sizes), "delta_push_ms_p50": round(statistics.median(times) * 1e3, 1),
+            "delta_push_ms_max": round(max(times) * 1e3, 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", type=int, action="append", help="subscriptions (default 1000 10000 100000)")
+    ap.add_argument("--changes", type=int, default=20)
+    args = ap.parse_args()
+    sizes = args.n or [1000, 10000, 100000]
+    print(f"command: python bench/p4rt_bench.py {' '.join(f'-n {n}' for n in sizes)} --changes {args.changes}")
+    print(f"{'subs':>8} {'entries':>8} {'first load':>11} {'delta updates p50/max':>22} {'delta push p50/max':>20}")
+    out = []
+    for n in sizes:
+        r = measure(n, args.changes)
+        out.append(r)
+        print(f"{n:>8,} {r['entries']:>8,} {r['first_load_s']:>9.2f} s {r['delta_updates_median']:>11g} / "
+              f"{r['delta_updates_max']:<8} {r['delta_push_ms_p50']:>9.1f} / {r['delta_push_ms_max']:.1f} ms", flush=True)
+    print(json.dumps({"p4rt": out}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
