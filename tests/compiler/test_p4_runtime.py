@@ -151,3 +151,15 @@ def test_one_more_subscription_changes_a_few_entries_not_the_table() -> None:
     assert 0 < n["insert"] + n["modify"] + n["delete"] < len(old.entries), n
     assert [c.table for c in p.phases[-1] if c.what == "default"] in ([], ["t_root"]) or p.phases
     assert DELETE and P4Options()
+
+
+@pytest.mark.parametrize("arch", ["v1model", "tna"])
+def test_p4info_matches_golden(arch: str, update_goldens: bool) -> None:
+    from camus.compiler.language.spec_parser import load_spec
+    from camus.compiler.backends.p4_runtime import text
+
+    from .test_golden import check_golden
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    got = text(p4info_message(spec, P4Options(arch=arch)))
+    assert got == text(p4info_message(spec, P4Options(arch=arch)))           # deterministic
+    check_golden(f"itch_p4info_{arch}.txtpb", got, update_goldens)
