@@ -99,7 +99,7 @@ def register(main: click.Group) -> None:
                 targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
         from camus.controller.store import SubscriptionStore
         ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets, store=SubscriptionStore(db_path),
-                         restart_hold_s=default_ttl)
+                         restart_hold_s=default_ttl, deferred=True)
         host, port = _listen(listen)
         click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
                    f"http://{host}:{port}/v1/", err=True)

@@ -64,6 +64,8 @@ class Subscription:
 class DeviceState:
     desired: str = ""              # digest of the tables the device should hold
     applied: str = ""              # digest it acknowledged
+    desired_version: int = 0       # the subscription state (Controller.version) `desired` is for
+    applied_version: int = 0       # the newest subscription state the device is known to hold
     error: str = ""
     attempts: int = 0
     next_try: float = 0.0
@@ -86,6 +88,10 @@ class Controller:
     store: SubscriptionStore | None = None          # persisted subscriptions (restarts lose none)
     restart_hold_s: float = 0.0                     # after a restart: no smaller tables for this long
     wall: Callable[[], float] = time.time           # the store's clock (expiry survives restarts)
+    deferred: bool = False          # compile off the request path: a change only bumps `version`;
+                                    # `snapshot` / `compile_snapshot` / `install` catch up (the service)
+    version: int = 0                # bumped by every change of the subscriptions
+    compiled_version: int = 0       # the version the tables are compiled for
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
@@ -109,6 +115,7 @@ class Controller:
                 if held is not None and d in self.devices:
                     if held[0] == self.devices[d].desired:
                         self.devices[d].applied = held[0]
+                        self.devices[d].applied_version = self.version
                     self.holding[d] = held[1]
 
     # -- subscriptions ---------------------------------------------------------------------
@@ -137,7 +144,7 @@ class Controller:
             sub_id = f"s{next(self._ids)}"
         sub = Subscription(sub_id, host, text, ttl, now + ttl)
         self.subs[sub.id] = sub
-        self.recompute()
+        self._changed()
         return sub
 
     def _own(self, host: str, sub_id: str) -> Subscription:
@@ -151,7 +158,7 @@ class Controller:
         del self.subs[sub_id]
         if self.store is not None:
             self.store.remove([int(sub_id[1:])])
-        self.recompute()
+        self._changed()
 
     def refresh(self, host: str, sub_id: str, ttl: float | None = None) -> Subscription:
         sub = self._own(host, sub_id)
@@ -176,7 +183,7 @@ class Controller:
         if gone and self.store is not None:
             self.store.remove([int(i[1:]) for i in gone])
         if gone:
-            self.recompute()
+            self._changed()
         return gone
 
     # -- routing, compiling, pushing -------------------------------------------------------
@@ -186,17 +193,43 @@ class Controller:
             out[s.host].append(s.filter)
         return out
 
-    def recompute(self) -> list[str]:
-        """New routing and tables; returns the devices whose tables changed."""
-        self.routing = route(self.topology, self.by_host(), self.policy)
-        self.tables = self.compiler.compile(self.routing)
+    def _changed(self) -> None:
+        self.version += 1
+        if not self.deferred:
+            self.recompute()
+
+    @property
+    def dirty(self) -> bool:
+        return self.compiled_version < self.version
+
+    def snapshot(self) -> tuple[int, dict[str, list[str]]]:
+        """The subscriptions to compile for, with their version (taken under the caller's lock)."""
+        return self.version, self.by_host()
+
+    def compile_snapshot(self, snap: tuple[int, dict[str, list[str]]]) -> tuple[int, Routing, dict[str, DeviceTables]]:
+        """Routing and per-device tables for a snapshot: the slow part, safe outside the lock
+        (it reads only the snapshot; one caller at a time, it owns the compiler's cache)."""
+        version, by_host = snap
+        routing = route(self.topology, by_host, self.policy)
+        return version, routing, self.compiler.compile(routing)
+
+    def install(self, version: int, routing: Routing, tables: dict[str, DeviceTables]) -> list[str]:
+        """Make compiled tables the desired ones; returns the devices whose tables changed."""
+        self.routing, self.tables, self.compiled_version = routing, tables, version
         changed = []
         for d, t in self.tables.items():
             st = self.devices.setdefault(d, DeviceState())
             if st.desired != t.digest:
                 st.desired, st.attempts, st.next_try, st.error = t.digest, 0, 0.0, ""
                 changed.append(d)
+            elif st.applied == st.desired:
+                st.applied_version = version          # it already holds the tables of this version
+            st.desired_version = version
         return changed
+
+    def recompute(self) -> list[str]:
+        """New routing and tables now; returns the devices whose tables changed."""
+        return self.install(*self.compile_snapshot(self.snapshot()))
 
     def held_back(self, device: str) -> bool:
         """Within the restart hold: would this push leave the device with fewer rules?"""
@@ -226,7 +259,7 @@ class Controller:
     def push_one(self, device: str) -> bool:
         """Push the device's desired tables once; on failure back off (0.2 s doubling to 5 s)."""
         st, tables = self.devices[device], self.tables[device]
-        digest = st.desired
+        digest, version = st.desired, st.desired_version
         try:
             self.targets[device].push(device, tables)
         except Exception as exc:                       # any failure: report, keep old tables, retry
@@ -234,6 +267,7 @@ class Controller:
             st.error = f"{type(exc).__name__}: {exc}"[:500]
             st.next_try = self.clock() + min(5.0, 0.2 * 2 ** (st.attempts - 1))
             return False
+        st.applied_version = max(st.applied_version, version)
         if st.desired == digest:
             st.applied, st.error, st.attempts = digest, "", 0
             st.pushed_at = self.clock()
@@ -243,8 +277,12 @@ class Controller:
         return {d: self.push_one(d) for d in self.pending()}
 
     def status(self) -> dict:
-        return {"policy": self.policy, "subscriptions": len(self.subs),
+        """`version`: the subscription state now; a device's `applied_version`: the newest state
+        it holds the tables of (a client waits until every pushed device reaches its change's)."""
+        return {"policy": self.policy, "subscriptions": len(self.subs), "version": self.version,
+                "compiled_version": self.compiled_version,
                 "devices": {d: {"kind": self.topology.kind(d), "entries": self.tables[d].entries if d in self.tables else 0,
                                 "in_sync": st.desired == st.applied, "desired": st.desired, "applied": st.applied,
+                                "applied_version": st.applied_version,
                                 "error": st.error, "attempts": st.attempts, "push_target": d in self.targets}
                             for d, st in sorted(self.devices.items())}}

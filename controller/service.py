@@ -4,11 +4,15 @@
     GET    /v1/subscriptions              your subscriptions
     POST   /v1/subscriptions/{id}/refresh {"ttl": 30}? (soft state: refresh before it lapses)
     DELETE /v1/subscriptions/{id}
-    GET    /v1/status                     devices, sync state, push errors
+    GET    /v1/status                     devices, sync state, push errors, versions
 
 Every request carries `Authorization: Bearer <token>`; the token names the host whose
-subscriptions it may touch (tokens file: `token: host` lines). A background task expires
-lapsed subscriptions and pushes pending device tables, retrying failures.
+subscriptions it may touch (tokens file: `token: host` lines). A change is acknowledged as soon
+as the filter is validated (with the subscription-state `version` it made); a background task
+compiles what changed since its last pass (a burst of changes is one compile), pushes pending
+device tables, retries failures and expires lapsed subscriptions. A client that must know its
+change is in the data planes waits until every pushed device's `applied_version` in
+/v1/status reaches its `version` (`SubscriptionClient.wait_installed`).
 """
 from __future__ import annotations
 
@@ -76,10 +80,11 @@ async def add(request: web.Request) -> web.Response:
             raise SubscriptionError("filter must be a string, e.g. 'stock == GOOGL and price > 50'")
         async with request.app[LOCK]:
             sub = c.add(host, str(data.get("filter", "")), ttl)
+            version = c.version
     except SubscriptionError as exc:
         return _fail(exc)
     request.app[WAKE].set()
-    return web.json_response(sub.view(c.clock()), status=201)
+    return web.json_response({**sub.view(c.clock()), "version": version}, status=201)
 
 
 async def listing(request: web.Request) -> web.Response:
@@ -104,10 +109,11 @@ async def remove(request: web.Request) -> web.Response:
     try:
         async with request.app[LOCK]:
             request.app[CONTROLLER].remove(host, request.match_info["id"])
+            version = request.app[CONTROLLER].version
     except SubscriptionError as exc:
         return _fail(exc)
     request.app[WAKE].set()
-    return web.json_response({"removed": request.match_info["id"]})
+    return web.json_response({"removed": request.match_info["id"], "version": version})
 
 
 async def status(request: web.Request) -> web.Response:
@@ -116,7 +122,8 @@ async def status(request: web.Request) -> web.Response:
 
 
 async def _housekeeping(app: web.Application) -> None:
-    """Expire lapsed subscriptions, push pending tables (in a thread: agents compile), retry."""
+    """Expire lapsed subscriptions, compile what changed (in a thread, outside the lock: requests
+    keep being answered), push pending tables (in a thread: agents compile), retry."""
     c: Controller = app[CONTROLLER]
     while True:
         try:
@@ -128,6 +135,16 @@ async def _housekeeping(app: web.Application) -> None:
             gone = c.expire()
             if gone:
                 log.info("expired %s", ", ".join(gone))
+            snap = c.snapshot() if c.dirty else None
+        if snap is not None:
+            try:
+                compiled = await asyncio.to_thread(c.compile_snapshot, snap)
+            except Exception:                      # validated filters compile; log anything else, retry
+                log.exception("compiling version %d failed", snap[0])
+                continue
+            async with app[LOCK]:
+                c.install(*compiled)
+        async with app[LOCK]:
             todo = c.pending()
         for d in todo:
             ok = await asyncio.to_thread(c.push_one, d)

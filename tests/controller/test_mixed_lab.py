@@ -149,10 +149,12 @@ def _received_refs(capture: subprocess.Popen, timeout: float) -> set[int]:
 
 
 def _in_sync(ctl: SubscriptionClient, timeout: float = 3.0) -> float:
+    """Until every change so far is compiled and every pushed device holds its tables."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        devs = ctl.status()["devices"]
-        if all(d["in_sync"] for d in devs.values() if d["push_target"]):
+        st = ctl.status()
+        if st["compiled_version"] == st["version"] and all(d["in_sync"] and d["applied_version"] == st["version"]
+                                                           for d in st["devices"].values() if d["push_target"]):
             return time.monotonic() - t0
         time.sleep(0.02)
     raise AssertionError(f"devices not in sync: {ctl.status()}")

@@ -142,3 +142,40 @@ def test_switch_directory_flips_atomically(tmp_path: Path) -> None:
     rules = (tmp_path / "spine0" / "rules.txt").read_text()
     assert rules == "stock == GOOGL and price > 50 : fwd(1)\n"
     assert "is_default_action: true" in (tmp_path / "spine0" / "entries.txtpb").read_text()
+
+
+def test_changes_are_acknowledged_at_once_and_compiled_off_the_request_path() -> None:
+    """A subscribe answers before any compile (with the version it made); the compile runs in the
+    background, a burst of changes is compiled together, and /v1/status tells when every device
+    holds the version a client waits for; requests keep being answered during a slow compile."""
+    import time
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    rec = Recorder()
+    ctl = Controller(t, SPEC, "mr", targets={d: rec for d in t.devices}, deferred=True)
+    compiles = []
+    plain = ctl.compile_snapshot
+
+    def slow(snap):
+        compiles.append(snap[0])
+        time.sleep(0.3)
+        return plain(snap)
+    ctl.compile_snapshot = slow
+
+    async def go(c):
+        t0 = time.monotonic()
+        versions = []
+        for i in range(10):
+            r = await c.post("/v1/subscriptions", json={"filter": f"stock == S{i}", "ttl": 30}, headers=H("tok-a"))
+            assert r.status == 201
+            versions.append((await r.json())["version"])
+        assert time.monotonic() - t0 < 0.3 * len(versions) / 2        # not one compile per request
+        assert versions == list(range(1, 11))
+        for _ in range(200):
+            st = await (await c.get("/v1/status", headers=H("tok-a"))).json()
+            if all(d["applied_version"] >= versions[-1] for d in st["devices"].values()):
+                break
+            await asyncio.sleep(0.05)
+        assert st["compiled_version"] == 10 and all(d["in_sync"] for d in st["devices"].values())
+        assert len(compiles) < 10                                     # the burst shared compiles
+        assert any("S9" in rules for _, rules in rec.got)
+    _run(go, ctl)
