@@ -4,10 +4,12 @@ unsubscribe call takes to answer, and how long until the switch holds the change
 
     python bench/churn_bench.py [-n 1000 -n 10000] [--clients 8] [--seconds 20]
 
-Per size: N ITCH subscriptions already live (one leaf switch, three hosts; the switch is the
-software P4Runtime switch in its own process, written over gRPC), then `--clients` API clients
-for `--seconds`, each alternately subscribing and unsubscribing a filter of its own as fast as
-its calls return. The controller compiles off the request path, a burst of changes together.
+Per size: N ITCH subscriptions already live (in the database of `camus-xdp controller serve`,
+its own process; one leaf switch, three hosts; the switch is the software P4Runtime switch in
+its own process, written over gRPC), then `--clients` API clients for `--seconds`, each
+alternately subscribing and unsubscribing a filter of its own, waiting until the switch holds
+each change. The controller compiles off the request path (a worker process), a burst of
+changes together.
 The last line is one JSON object with the figures.
 """
 from __future__ import annotations
@@ -39,50 +41,44 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def measure(n: int, clients: int, seconds: float) -> dict:
-    from aiohttp import web
+def measure(n: int, clients: int, seconds: float, tmp: Path) -> dict:
+    import yaml
 
-    from camus.compiler.language.spec_parser import load_spec
     from camus.controller.client import SubscriptionClient
-    from camus.controller.core import Controller, Subscription
-    from camus.controller.service import make_app
-    from camus.controller.targets import P4RuntimeTarget
-    from camus.controller.topology import Topology
+    from camus.controller.store import SubscriptionStore
 
     sw_port, api_port = _port(), _port()
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{sw_port}"],
-                              stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-    t = Topology("churn")
-    t.add_device("sw", "p4", "edge")
-    hosts = [f"h{i}" for i in range(1, 4)]
-    for i, h in enumerate(hosts, start=1):
-        t.add_device(h, "host")
-        t.add_link("sw", h, i, 1)
-    ctl = Controller(t, load_spec(SPEC), "mr", targets={"sw": P4RuntimeTarget(f"127.0.0.1:{sw_port}", timeout=60)})
-    rng = random.Random(1)
-    for i in range(n):                                   # the live set, before the API opens
-        sid = f"s{i + 1_000_000}"
-        ctl.subs[sid] = Subscription(sid, rng.choice(hosts), f"stock == S{rng.randrange(100)} and price > "
-                                     f"{rng.randint(1, 999)}", 3600, time.monotonic() + 3600)
-    ctl.recompute()
-    ctl.push_pending()
-    ctl.deferred = True
+    procs = [subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{sw_port}"],
+                              stdout=subprocess.PIPE, text=True)]
+    assert procs[0].stdout is not None and procs[0].stdout.readline().strip() == "ready"
+    hosts = ["h1", "h2", "h3"]
+    topo = {"devices": [{"name": "sw", "kind": "p4", "layer": "edge", "p4runtime": f"127.0.0.1:{sw_port}"}]
+            + [{"name": h, "kind": "host"} for h in hosts],
+            "links": [{"a": "sw", "a_port": i, "b": h, "b_port": 1} for i, h in enumerate(hosts, start=1)]}
+    (tmp / "topo.yaml").write_text(yaml.safe_dump(topo))
     tokens = {f"tok{i}": hosts[i % len(hosts)] for i in range(clients)}
-    app = make_app(ctl, tokens)
-    loop_ready = threading.Event()
-
-    def serve() -> None:
-        import asyncio
-        loop = asyncio.new_event_loop()
-        runner = web.AppRunner(app)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", api_port).start())
-        loop_ready.set()
-        loop.run_forever()
-    threading.Thread(target=serve, daemon=True).start()
-    loop_ready.wait()
+    (tmp / "tokens.yaml").write_text(yaml.safe_dump(tokens))
+    db = tmp / f"churn-{n}.db"
+    db.unlink(missing_ok=True)
+    store, rng = SubscriptionStore(db), random.Random(1)
+    for _ in range(n):                                   # the live set, in the controller's database
+        store.add(rng.choice(hosts), f"stock == S{rng.randrange(100)} and price > {rng.randint(1, 999)}", 3600,
+                  time.time() + 3600)
+    store.db.close()
+    exe = str(Path(sys.executable).parent / "camus-xdp")
+    procs.append(subprocess.Popen([exe, "controller", "serve", "--topology", str(tmp / "topo.yaml"), "--spec", str(SPEC),
+                                   "--tokens", str(tmp / "tokens.yaml"), "--db", str(db), "--policy", "mr",
+                                   "--listen", f"127.0.0.1:{api_port}"], stderr=subprocess.DEVNULL))
     url = f"http://127.0.0.1:{api_port}"
+    first = SubscriptionClient(url, "tok0")
+    for _ in range(600):
+        try:
+            st = first.status()
+            if all(d["in_sync"] for d in st["devices"].values()):
+                break
+        except Exception:
+            pass
+        time.sleep(0.2)
     calls: list[float] = []
     installed: list[float] = []
     stop = time.monotonic() + seconds
@@ -111,8 +107,9 @@ def measure(n: int, clients: int, seconds: float) -> dict:
     for th in threads:
         th.join()
     wall = time.monotonic() - t0
-    server.terminate()
-    server.wait()
+    for p in procs:
+        p.terminate()
+        p.wait()
     return {"subscriptions": n, "clients": clients, "changes": len(calls), "changes_per_s": round(len(calls) / wall, 1),
             "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
             "installed_ms_p50": round(_pct(installed, 0.5) * 1e3, 1),
@@ -130,8 +127,10 @@ def main() -> int:
           f"--seconds {args.seconds:g}")
     print(f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}")
     out = []
+    import tempfile
+    tmp = Path(tempfile.mkdtemp(prefix="camus-churn-"))
     for n in sizes:
-        r = measure(n, args.clients, args.seconds)
+        r = measure(n, args.clients, args.seconds, tmp)
         out.append(r)
         print(f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
               f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms", flush=True)

@@ -103,7 +103,7 @@ def register(main: click.Group) -> None:
         host, port = _listen(listen)
         click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
                    f"http://{host}:{port}/v1/", err=True)
-        web.run_app(make_app(ctl, tokens, default_ttl), host=host, port=port, print=None)
+        web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None)
 
     @main.command()
     @click.argument("iface")

@@ -23,6 +23,7 @@ import math
 
 from aiohttp import web
 
+from .compile_worker import CompileProcess
 from .core import Controller, SubscriptionError
 from .tokens import TokenBook
 
@@ -34,6 +35,7 @@ DEFAULT_TTL = web.AppKey("default_ttl", float)
 LOCK = web.AppKey("lock", asyncio.Lock)
 WAKE = web.AppKey("wake", asyncio.Event)
 TASK = web.AppKey("task", asyncio.Task)
+COMPILER = web.AppKey("compiler", object)          # CompileProcess, or None: a thread
 
 
 def _host(request: web.Request) -> str:
@@ -138,7 +140,9 @@ async def _housekeeping(app: web.Application) -> None:
             snap = c.snapshot() if c.dirty else None
         if snap is not None:
             try:
-                compiled = await asyncio.to_thread(c.compile_snapshot, snap)
+                worker = app[COMPILER]
+                compiled = (await worker.compile(snap, dict(c.tables)) if isinstance(worker, CompileProcess)
+                            else await asyncio.to_thread(c.compile_snapshot, snap))
             except Exception:                      # validated filters compile; log anything else, retry
                 log.exception("compiling version %d failed", snap[0])
                 continue
@@ -162,10 +166,17 @@ async def _stop(app: web.Application) -> None:
         await app[TASK]
     except asyncio.CancelledError:
         pass
+    worker = app[COMPILER]
+    if isinstance(worker, CompileProcess):
+        worker.close()
 
 
-def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default_ttl: float = 30.0) -> web.Application:
+def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default_ttl: float = 30.0,
+             compile_process: bool = False) -> web.Application:
+    """`compile_process`: compile in a worker process (the CLI's choice), else in a thread."""
     app = web.Application()
+    app[COMPILER] = (CompileProcess(controller.topology, controller.spec, controller.policy, controller.options)
+                     if compile_process else None)
     book = tokens if isinstance(tokens, TokenBook) else TokenBook(tokens)
     app[CONTROLLER], app[TOKENS], app[DEFAULT_TTL] = controller, book, default_ttl
     app[LOCK], app[WAKE] = asyncio.Lock(), asyncio.Event()

@@ -179,3 +179,25 @@ def test_changes_are_acknowledged_at_once_and_compiled_off_the_request_path() ->
         assert len(compiles) < 10                                     # the burst shared compiles
         assert any("S9" in rules for _, rules in rec.got)
     _run(go, ctl)
+
+
+def test_the_compile_can_run_in_a_worker_process() -> None:
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    rec = Recorder()
+    ctl = Controller(t, SPEC, "mr", targets={d: rec for d in t.devices}, deferred=True)
+
+    async def go(c):
+        r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "ttl": 30}, headers=H("tok-a"))
+        version = (await r.json())["version"]
+        for _ in range(400):
+            st = await (await c.get("/v1/status", headers=H("tok-a"))).json()
+            if all(d["applied_version"] >= version for d in st["devices"].values()):
+                break
+            await asyncio.sleep(0.05)
+        assert st["compiled_version"] == version and ctl.routing.filters["leaf0"][1] == ("stock == GOOGL",)
+        assert any("GOOGL" in rules for d, rules in rec.got if d == "leaf0")
+
+    async def main():
+        async with TestClient(TestServer(make_app(ctl, TOKENS, compile_process=True))) as client:
+            await go(client)
+    asyncio.run(main())

@@ -1,0 +1,52 @@
+"""Compiling in a process of its own, so the controller's event loop answers requests while a
+large rule set compiles (a thread would share the interpreter lock with it: API calls waited
+tens of milliseconds behind the compiler).
+
+The worker keeps its own per-device compile cache across calls (one worker, reused), and sends
+back only the tables of devices whose digest differs from what the controller already holds.
+"""
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from camus.compiler.compile import CompileOptions
+from camus.compiler.language.spec import Spec
+
+from .devices import DeviceCompiler, DeviceTables
+from .routing import Routing, route
+from .topology import Topology
+
+_worker: dict[str, Any] = {}
+
+
+def _init(topology: Topology, spec: Spec, policy: str, options: CompileOptions) -> None:
+    _worker.update(topology=topology, policy=policy, compiler=DeviceCompiler(spec, options))
+
+
+def _compile(snap: tuple[int, dict[str, list[str]]], held: dict[str, str]
+             ) -> tuple[int, Routing, dict[str, DeviceTables | None]]:
+    version, by_host = snap
+    routing = route(_worker["topology"], by_host, _worker["policy"])
+    tables = _worker["compiler"].compile(routing)
+    return version, routing, {d: None if held.get(d) == t.digest else t for d, t in tables.items()}
+
+
+class CompileProcess:
+    """One spawned worker process (not forked: the controller has gRPC and event-loop threads)."""
+
+    def __init__(self, topology: Topology, spec: Spec, policy: str, options: CompileOptions) -> None:
+        self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_init,
+                                        initargs=(topology, spec, policy, options))
+
+    async def compile(self, snap: tuple[int, dict[str, list[str]]], held: dict[str, DeviceTables]
+                      ) -> tuple[int, Routing, dict[str, DeviceTables]]:
+        """Routing and every device's tables for the snapshot; unchanged devices keep `held`'s."""
+        digests = {d: t.digest for d, t in held.items()}
+        version, routing, got = await asyncio.get_running_loop().run_in_executor(self.pool, _compile, snap, digests)
+        return version, routing, {d: t if t is not None else held[d] for d, t in got.items()}
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
