@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from .logic.approx import cover_without, discretise
 from .structure.bitvector import build_bitvector
@@ -73,20 +75,26 @@ def variable_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], 
     return headers + states
 
 
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Compiling (and planning table deltas) allocates millions of small objects and frees few;
+    the cyclic collector would rescan them all again and again (half the run time at 100K rules).
+    Reference counting still frees everything; the collector is back on afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def compile_rules(spec: Spec, text: str, source: str = "<rules>",
                   options: CompileOptions | None = None,
                   builder: DiagramBuilder | None = None) -> Compiled:
     """Compile rule text against a spec. Raises CompileErrors (the rules are rejected whole)."""
-    # Compiling allocates millions of small objects and frees few; the cyclic collector would
-    # rescan them all again and again (half the run time at 100K rules). Reference counting
-    # still frees everything; the collector is back on when we return.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         return _compile(spec, text, source, options or CompileOptions(), builder)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,

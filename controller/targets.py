@@ -118,6 +118,7 @@ class P4RuntimeTarget:
         self.client: Any = None              # P4RuntimeClient (imported on first use: grpc is heavy)
         self.written: P4Tables | None = None      # the tables we last wrote whole, renumbered
         self.session_writes: Any = None           # the session that wrote them (a new one reads back)
+        self.signatures: Any = None               # their state signatures (p4_delta), for the next plan
         self.last: dict[str, int] = {}
 
     def _session(self):
@@ -149,13 +150,18 @@ class P4RuntimeTarget:
         return self.client is not None and self.client.lost
 
     def push(self, device: str, tables: DeviceTables) -> str:
+        from camus.compiler.compile import no_cyclic_gc
+        spec = tables.compiled.spec
+        with no_cyclic_gc():                       # tens of thousands of entries planned: see there
+            return self._push(device, tables, spec)
+
+    def _push(self, device: str, tables: DeviceTables, spec: Any) -> str:
         from camus.compiler.backends.p4_delta import plan, repair
         from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
         from camus.compiler.backends.p4_runtime import (MODIFY, change_update, default_entry, p4info_message,
                                                         tables_from_entities, update)
         from camus.compiler.backends.p4_schema import P4Options, p4_schema
         from .p4rt_client import P4RuntimeError
-        spec = tables.compiled.spec
         try:
             check_program_fit(tables.compiled.pipeline, spec, self.arch)
             desired = p4_tables(tables.compiled.pipeline, spec)
@@ -174,8 +180,9 @@ class P4RuntimeTarget:
                 # tampered one a part): then the delta from there; the custom-action ids are ours
                 steps.append(repair(held, self.written))
                 held = self.written
+            known = self.signatures if held is self.written else None
             self.written = None                    # until this push is through: unknown
-            steps.append(plan(held, desired))
+            steps.append(plan(held, desired, known))
             for step in steps:
                 for phase in step.phases:
                     c.write([change_update(names, ch) for ch in phase])
@@ -184,7 +191,7 @@ class P4RuntimeTarget:
             c.write([update(MODIFY, stamp)])          # what we wrote, for a controller that restarts
         except (BackendError, P4RuntimeError) as exc:
             raise PushError(f"switch {device} at {self.address}: {exc}") from None
-        self.written, self.session_writes = steps[-1].tables, c
+        self.written, self.session_writes, self.signatures = steps[-1].tables, c, steps[-1].signatures
         self.last = {k: sum(s.counts()[k] for s in steps) for k in ("insert", "modify", "delete")}
         return (f"{self.last['insert']} inserted, {self.last['modify']} modified, {self.last['delete']} deleted "
                 f"({len(steps[-1].tables.entries)} entries held)")

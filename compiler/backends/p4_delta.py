@@ -52,6 +52,7 @@ class Change:
 class Plan:
     tables: P4Tables                                # the new tables, renumbered against the old
     phases: list[list[Change]] = field(default_factory=list)
+    signatures: "_Signatures | None" = None         # of `tables`: the next plan from them reuses it
 
     @property
     def changes(self) -> list[Change]:
@@ -132,10 +133,12 @@ def _key(e: P4Entry) -> Key:
     return (e.table, e.matches, e.priority)
 
 
-def plan(old: P4Tables | None, new: P4Tables) -> Plan:
-    """The make-before-break update from `old` (None or empty: a fresh switch) to `new`."""
+def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None = None) -> Plan:
+    """The make-before-break update from `old` (None or empty: a fresh switch) to `new`;
+    `old_signatures`: the previous plan's `signatures` when `old` is that plan's tables."""
     old = old or P4Tables()
-    old_sig, new_sig = _Signatures(old), _Signatures(new)
+    old_sig = old_signatures if old_signatures is not None and old_signatures.t is old else _Signatures(old)
+    new_sig = _Signatures(new)
     # groups by ports, custom-action lists by text: kept where the old set has them
     old_groups = {tuple(ps): g for g, ps in sorted(old.groups.items())}
     fresh_group = _Fresh(set(old.groups))
@@ -184,7 +187,9 @@ def plan(old: P4Tables | None, new: P4Tables) -> Plan:
                       widths=dict(new.widths), calls={call_id[c]: x for c, x in new.calls.items()},
                       updates=dict(new.updates), loads=dict(new.loads), windows=dict(new.windows),
                       defaults=defaults)
-    return Plan(target, _phases(old, target))
+    target_sig = _Signatures(target)              # a signature does not depend on ids: carried over
+    target_sig.memo = {state_id[s]: new_sig.of(s) for s in state_id}
+    return Plan(target, _phases(old, target), target_sig)
 
 
 def repair(held: P4Tables, want: P4Tables) -> Plan:
