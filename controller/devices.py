@@ -25,6 +25,11 @@ class DeviceTables:
     rules: str
     digest: str
     compiled: Compiled
+    rule_count: int = -1      # when `compiled.rules` was dropped (compile_worker): how many there were
+
+    @property
+    def rule_total(self) -> int:
+        return self.rule_count if self.rule_count >= 0 else len(self.compiled.rules)
 
     @property
     def entries(self) -> int:
@@ -72,7 +77,7 @@ def memory_per_layer(routing: Routing, tables: dict[str, DeviceTables]) -> dict[
         row["devices"] += 1
         row["entries"] += t.entries
         row["max_entries"] = max(row["max_entries"], t.entries)
-        row["rules"] += len(t.compiled.rules)
+        row["rules"] += t.rule_total
     return out
 
 
