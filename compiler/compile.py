@@ -119,6 +119,19 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
                                     "a simpler filter, or split it into several rules"))
     if errors:
         raise CompileErrors(errors)
+    return assemble(spec, rules, src, lowered, terms, opts, builder,
+                    timings={"parse": t1 - t0, "lower": t2 - t1, "dnf": time.perf_counter() - t2})
+
+
+def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
+             terms: list[tuple[Term, frozenset[Atom]]], opts: CompileOptions, builder: DiagramBuilder | None,
+             keys: list[int] | None = None, timings: dict[str, float] | None = None) -> Compiled:
+    """From the rules' DNF terms on: field order, strategy, the diagram (or the bit vectors) and
+    the tables. `keys`: a content key per term, for a builder reused across compiles
+    (incremental.py: its memo then survives from one compile to the next)."""
+    timings = dict(timings or {})
+    source = src.name
+    widths = [v.width for v in lowered.variables]
     t3 = time.perf_counter()
     order = variable_order(lowered, terms, opts.order)
     builder = builder or DiagramBuilder(widths, opts.max_nodes)
@@ -128,6 +141,7 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
         if covered:
             lowered = cover_without(lowered, covered)
             terms = [(t, r.atoms) for r in lowered.rules for t in to_dnf(r.formula, widths, opts.dnf_limit)]
+            keys = None                             # other terms than the keys were made for
     strategy, _ = choose(lowered, terms, order, "bdd" if opts.strategy == "switch" else opts.strategy)
     if strategy == "bitvector":
         if lowered.state_vars:
@@ -141,10 +155,9 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
         t5 = time.perf_counter()
         pipeline.validate()
         return Compiled(spec, rules, src, lowered, builder, 0, order, pipeline, {
-            "parse": t1 - t0, "lower": t2 - t1, "dnf": t3 - t2, "choose": t4 - t3, "bitvector": t5 - t4,
-            "validate": time.perf_counter() - t5}, opts)
+            **timings, "choose": t4 - t3, "bitvector": t5 - t4, "validate": time.perf_counter() - t5}, opts)
     try:
-        root = builder.build(terms, order)
+        root = builder.build(terms, order, keys)
     except DiagramTooLarge as exc:
         raise CompileErrors([CompileError(
             f"the decision diagram grew past {opts.max_nodes} nodes ({exc.args[0]})",
@@ -155,8 +168,7 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
     t5 = time.perf_counter()
     pipeline.validate()
     return Compiled(spec, rules, src, lowered, builder, root, order, pipeline, {
-        "parse": t1 - t0, "lower": t2 - t1, "dnf": t3 - t2, "diagram": t4 - t3,
-        "slice": t5 - t4, "validate": time.perf_counter() - t5}, opts)
+        **timings, "diagram": t4 - t3, "slice": t5 - t4, "validate": time.perf_counter() - t5}, opts)
 
 
 def compile_files(spec_path: str | Path, rules_path: str | Path,

@@ -1,13 +1,14 @@
 """Per-device compilation: each filtering device's rule set through the compiler, cached by the
-rule text, so a subscription change recompiles only the devices whose rules changed; resource
-reports per device and memory per layer."""
+rule text, so a subscription change recompiles only the devices whose rules changed, and those
+incrementally (compiler/incremental.py); resource reports per device and memory per layer."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
-from camus.compiler.compile import Compiled, CompileOptions, compile_rules
+from camus.compiler.compile import Compiled, CompileOptions
+from camus.compiler.incremental import IncrementalCompiler
 from camus.compiler.ir.resources import resource_report
 from camus.compiler.language.spec import Spec
 
@@ -43,6 +44,8 @@ class DeviceCompiler:
     options: CompileOptions = field(default_factory=CompileOptions)
     cache: dict[str, DeviceTables] = field(default_factory=dict)
     compiled_last: list[str] = field(default_factory=list)    # devices the last call (re)compiled
+    # per device: its rule set's compile kept warm, so a change redoes only what it reaches
+    incremental: dict[str, IncrementalCompiler] = field(default_factory=dict)
 
     def compile(self, routing: Routing) -> dict[str, DeviceTables]:
         """Tables for every filtering device of the routing; unchanged rule sets are reused."""
@@ -58,13 +61,16 @@ class DeviceCompiler:
             h = digest(rules + repr(sorted(exact)) if self.options.alpha > 1 else rules)
             cached = self.cache.get(d)
             if cached is None or cached.digest != h:
-                cached = DeviceTables(d, kind, rules, h,
-                                      compile_rules(self.spec, rules, f"<{d}>", options))
+                inc = self.incremental.get(d)
+                if inc is None or inc.options != options:
+                    inc = self.incremental[d] = IncrementalCompiler(self.spec, options)
+                cached = DeviceTables(d, kind, rules, h, inc.compile(rules, f"<{d}>"))
                 self.cache[d] = cached
                 self.compiled_last.append(d)
             out[d] = cached
         for gone in set(self.cache) - set(out):
             del self.cache[gone]
+            self.incremental.pop(gone, None)
         return out
 
 

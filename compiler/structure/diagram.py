@@ -65,6 +65,12 @@ class DiagramBuilder:
         self._unique: dict[object, int] = {Leaf(frozenset()): EMPTY_LEAF}
         self._rng = random.Random(seed)
         self._atom_keys: dict[Atom, int] = {}
+        self._memo_order: tuple[int, ...] | None = None     # the order a kept memo was built for
+        self._memo: dict[tuple[int, int], int] = {}
+        self._leaf_memo: dict[int, int] = {}
+
+    def memo_size(self) -> int:
+        return len(self._memo) + len(self._leaf_memo)
 
     # -- node store -------------------------------------------------------------------------
     def _intern(self, node: Node) -> int:
@@ -87,24 +93,33 @@ class DiagramBuilder:
         return k
 
     # -- construction -----------------------------------------------------------------------
-    def build(self, terms: list[tuple[Term, frozenset[Atom]]], order: list[int]) -> int:
+    def build(self, terms: list[tuple[Term, frozenset[Atom]]], order: list[int],
+              keys: list[int] | None = None) -> int:
         """Root id of the diagram deciding, for every message, the union of the atoms of the
-        terms it satisfies. `order` lists variables from first tested to last."""
+        terms it satisfies. `order` lists variables from first tested to last.
+
+        `keys`: one key per term that stands for its content (the same term gets the same key in
+        every call, different terms different keys; incremental.py). With them the memo of
+        sub-diagrams survives from one call to the next (same order), so a rule set that changed
+        a little rebuilds only the sub-diagrams the change reaches; without, every call starts
+        afresh."""
         level_of = {v: i for i, v in enumerate(order)}
         self._order = order
         self._cons: list[dict[int, tuple[Any, ...]]] = []
         self._last: list[int] = []
         self._atoms: list[frozenset[Atom]] = []
-        keys: list[int] = []
         for cons, atoms in terms:
             by_level = {level_of[v]: iset for v, iset in cons.items()}
             self._cons.append(by_level)
             self._last.append(max(by_level) if by_level else -1)
             self._atoms.append(atoms)
-            keys.append(self._rng.getrandbits(128))
+        if keys is None or tuple(order) != self._memo_order:
+            self._memo = {}                           # memo keys mean other terms now
+            self._leaf_memo = {}
+        self._memo_order = tuple(order) if keys is not None else None
+        if keys is None:
+            keys = [self._rng.getrandbits(128) for _ in terms]
         self._keys = keys
-        self._memo: dict[tuple[int, int], int] = {}
-        self._leaf_memo: dict[int, int] = {}
         alive = list(range(len(terms)))
         h = 0
         for k in keys:

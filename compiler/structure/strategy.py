@@ -57,14 +57,15 @@ def bdd_budget(n_terms: int) -> int:
 
 def choose(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], order: list[int],
            requested: str) -> tuple[str, int]:
-    """(strategy, estimate): `requested` unless it is auto; state functions need the diagram."""
+    """(strategy, estimate): `requested` unless it is auto (estimate -1 then); state functions
+    need the diagram."""
     if requested not in ("auto", "bdd", "bitvector"):
         raise ValueError(f"unknown strategy {requested!r} (auto, bdd, bitvector or switch)")
+    if requested != "auto":
+        return requested, -1                 # nothing to weigh (the estimate costs a pass over all terms)
     has_state = any(v.state is not None for v in lowered.variables)
     estimate = bdd_estimate(terms, [v for v in order if lowered.variables[v].state is None],
                             bdd_budget(len(terms)))
-    if requested != "auto":
-        return requested, estimate
     if has_state:
         return "bdd", estimate
     return ("bdd" if estimate <= bdd_budget(len(terms)) else "bitvector"), estimate
