@@ -15,6 +15,9 @@ from typing import Any
 
 from camus.compiler.compile import CompileOptions
 from camus.compiler.language.spec import Spec
+from camus.compiler.language.rules_parser import SourceText
+from camus.compiler.logic.lowering import Lowered, lower_rules
+from camus.compiler.structure.diagram import DiagramBuilder
 
 from .devices import DeviceCompiler, DeviceTables
 from .routing import Routing, route
@@ -36,9 +39,15 @@ def _compile(snap: tuple[int, dict[str, list[str]]], held: dict[str, str]
 
 
 def _slim(t: DeviceTables) -> DeviceTables:
-    """What the controller needs of a device's compile, without the rule syntax trees: they are
-    half the bytes to send back and nothing reads them there (a rule count stays)."""
-    return dataclasses.replace(t, compiled=dataclasses.replace(t.compiled, rules=[]), rule_count=len(t.compiled.rules))
+    """What the controller needs of a device's compile (the pipeline, the spec, the source for a
+    refit), without what only the compiler uses: the rule syntax trees, the lowered rules and the
+    diagram builder, whose memo and nodes grow with every incremental compile (a rule count stays)."""
+    c = t.compiled
+    empty = DiagramBuilder(c.builder.widths, c.options.max_nodes)
+    fresh = lower_rules(c.spec, [], SourceText("", "<slim>"))         # an empty lowerer, not its caches
+    lowered = Lowered(c.spec, c.lowered.variables, [], c.lowered.user_rule_count, fresh.lowerer)
+    return dataclasses.replace(t, compiled=dataclasses.replace(c, rules=[], builder=empty, lowered=lowered),
+                               rule_count=len(c.rules))
 
 
 class CompileProcess:

@@ -189,7 +189,9 @@ class Controller:
     # -- routing, compiling, pushing -------------------------------------------------------
     def by_host(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {h: [] for h in self.topology.hosts}
-        for s in sorted(self.subs.values(), key=lambda s: int(s.id[1:])):
+        # in id order without sorting (it runs on the event loop at every change): ids only
+        # grow and `subs` keeps insertion order, and a restart loads them in id order
+        for s in self.subs.values():
             out[s.host].append(s.filter)
         return out
 

@@ -56,7 +56,7 @@ class DeviceCompiler:
             # alpha widens only what a later filtering hop narrows again: last-hop rules stay exact;
             # a switch gets the diagram, as a cover when the exact one would not fit
             kind = routing.topology.kind(d)
-            options = dataclasses.replace(self.options, exact_rules=exact,
+            options = dataclasses.replace(self.options, exact_rules=exact if self.options.alpha > 1 else frozenset(),
                                           strategy="switch" if kind == "p4" else self.options.strategy)
             h = digest(rules + repr(sorted(exact)) if self.options.alpha > 1 else rules)
             cached = self.cache.get(d)
