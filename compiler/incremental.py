@@ -79,12 +79,40 @@ class IncrementalCompiler:
         self.lines[text] = got
         return got
 
+    def _seed(self, text: str, source: str, rule_lines: list[str]) -> None:
+        """Fill the line cache from one parse of the whole file (a line at a time costs twice
+        as much); only where the file is one rule per line, else the lines are left to `_line`."""
+        try:
+            rules, src = parse_rules(text, source)
+        except (CompileError, CompileErrors):
+            return
+        if len(rules) != len(rule_lines):
+            return
+        lw = self._lowerer
+        lw.src = src
+        for ln, rule in zip(rule_lines, rules):
+            if ln in self.lines:
+                continue
+            try:
+                states: list[tuple[Rel, bool]] = []
+                formula = lw.lower(rule.filter, False, states)
+                if states:
+                    continue
+                r = LoweredRule(0, formula, lw.atoms(rule.actions), rule.offset)
+                terms = [(t, r.atoms) for t in to_dnf(formula, self._widths, self.options.dnf_limit)]
+            except (CompileError, CompileErrors, DnfTooLarge):
+                continue                                  # `_line` decides, alone
+            self.lines[ln] = _Line(rule, r, terms)
+
     def compile(self, text: str, source: str = "<rules>") -> Compiled:
         """`compile_rules(spec, text, source, options)`, reusing the work of earlier calls."""
         self.incremental_last = False
         if not self._simple():
             return compile_rules(self.spec, text, source, self.options)
         rule_lines = [ln for ln in (x.strip() for x in text.splitlines()) if ln and not ln.startswith("#")]
+        unknown = sum(1 for ln in rule_lines if ln not in self.lines)
+        if unknown > 64 and unknown * 2 > len(rule_lines):
+            self._seed(text, source, rule_lines)          # a cold start: the whole file at once
         parts = [self._line(ln) for ln in rule_lines]
         if any(p is None for p in parts):
             return compile_rules(self.spec, text, source, self.options)   # errors, state, multi-line rules

@@ -105,3 +105,13 @@ def test_unchanged_states_keep_their_ids() -> None:
     entries = lambda p: {(t.name, e.state, e.match, e.next) for t in p.tables for e in t.entries}  # noqa: E731
     kept = entries(a) & entries(b)
     assert len(kept) > len(entries(a)) // 2, (len(kept), len(entries(a)))
+
+
+def test_a_cold_start_seeds_from_one_parse_and_agrees() -> None:
+    text = "".join(f"{_line(s)}\n" for s in range(300))
+    inc = IncrementalCompiler(SIENA, CompileOptions(strategy="bdd"))
+    got = inc.compile(text)
+    assert inc.incremental_last and len(inc.lines) == len(set(text.splitlines()))
+    want = compile_rules(SIENA, text, options=CompileOptions(strategy="bdd"))
+    msgs = _messages(7, 200)
+    assert _deliveries(got, msgs) == _deliveries(want, msgs)
