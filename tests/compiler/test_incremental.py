@@ -108,7 +108,7 @@ def test_unchanged_states_keep_their_ids() -> None:
 
 
 def test_a_cold_start_seeds_from_one_parse_and_agrees() -> None:
-    text = "".join(f"{_line(s)}\n" for s in range(300))
+    text = "".join(f"{_line(s)}\n" for s in range(100))
     inc = IncrementalCompiler(SIENA, CompileOptions(strategy="bdd"))
     got = inc.compile(text)
     assert inc.incremental_last and len(inc.lines) == len(set(text.splitlines()))
