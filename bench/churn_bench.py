@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
 import subprocess
 import sys
 import threading
@@ -27,13 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "apps" / "itch" / "itch.p4"
 sys.path.insert(0, str(ROOT / "bench"))
-from p4rt_bench import SERVER  # noqa: E402   the P4Runtime switch process
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from p4rt_bench import SERVER, _port  # noqa: E402   the P4Runtime switch process, a free port
 
 
 def _pct(xs: list[float], q: float) -> float:

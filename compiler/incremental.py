@@ -28,7 +28,8 @@ from .logic.dnf import DnfTooLarge, Term, to_dnf
 from .logic.lowering import Atom, Lowered, LoweredRule, Variable, lower_rules
 from .structure.diagram import DiagramBuilder
 
-MEMO_LIMIT = 4_000_000      # memo entries before the builder starts afresh (memory stays bounded)
+MEMO_LIMIT = 1_000_000      # memo entries (or diagram nodes) before the builder starts afresh: memory
+                            # stays bounded under churn (about 100 bytes each)
 
 
 @dataclass
@@ -74,8 +75,6 @@ class IncrementalCompiler:
                     got = _Line(rule, r, terms)
         except (CompileError, CompileErrors, DnfTooLarge):
             got = None
-        if len(self.lines) > 4 * MEMO_LIMIT:
-            self.lines.clear()
         self.lines[text] = got
         return got
 
@@ -136,7 +135,7 @@ class IncrementalCompiler:
         lowered = Lowered(self.spec, list(self._variables), lowered_rules, len(lowered_rules), self._lowerer)
         widths = [v.width for v in self._variables]
         if (self.builder is None or self.builder.memo_size() > MEMO_LIMIT
-                or len(self.builder.nodes) > self.options.max_nodes // 2):   # nodes of past rule sets pile up
+                or len(self.builder.nodes) > min(MEMO_LIMIT, self.options.max_nodes // 2)):   # past sets' nodes
             self.builder = DiagramBuilder(widths, self.options.max_nodes)
             self.keys.clear()                       # the new builder's memo knows none of them
             keys = []
@@ -148,4 +147,12 @@ class IncrementalCompiler:
                     keys.append(key)
         c = assemble(self.spec, rules, src, lowered, terms, self.options, self.builder, keys)
         self.incremental_last = True
+        self._prune(set(rule_lines))
         return c
+
+    def _prune(self, live: set[str]) -> None:
+        """Forget lines no longer in the rule set once they outnumber it (memory stays flat under
+        churn; a line that comes back is parsed again, and its terms get new keys)."""
+        if len(self.lines) > 2 * len(live) + 1024:
+            self.lines = {ln: p for ln, p in self.lines.items() if ln in live}
+            self.keys = {k: v for k, v in self.keys.items() if k[0] in live}

@@ -115,3 +115,13 @@ def test_a_cold_start_seeds_from_one_parse_and_agrees() -> None:
     want = compile_rules(SIENA, text, options=CompileOptions(strategy="bdd"))
     msgs = _messages(7, 200)
     assert _deliveries(got, msgs) == _deliveries(want, msgs)
+
+
+def test_memory_stays_flat_under_churn() -> None:
+    """Lines of subscriptions long gone are forgotten: the caches follow the live set."""
+    inc = IncrementalCompiler(SIENA, CompileOptions(strategy="bdd"))
+    live = [f"a0 == {i} : fwd(1)" for i in range(20)]
+    for k in range(3000):
+        live[k % 20] = f"a0 == {k % 100} and a1 == {k} : fwd({1 + k % 3})"
+        inc.compile("".join(f"{ln}\n" for ln in live))
+    assert len(inc.lines) <= 2 * 20 + 1024 + 1 and len(inc.keys) <= 2 * (2 * 20 + 1024 + 1)
