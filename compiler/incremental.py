@@ -9,7 +9,8 @@ in the memo instead of rebuilt, and keeps its node id, which is also its state i
 (the switch and XDP deltas then touch only the changed states).
 
 The result is the one `compile_rules` gives for the same text, delivery for delivery (checked
-by a stateful property test against from-scratch compiles). Rule sets it does not take on (state
+by a stateful property test against from-scratch compiles); each rule's offset is its place in
+the text (the offsets inside a rule are within its line). Rule sets it does not take on (state
 functions, whose variables are numbered across the whole file; alpha widening; per-rule counters)
 and any line with an error go through `compile_rules` on the whole text, so errors carry their
 real positions.
@@ -78,7 +79,7 @@ class IncrementalCompiler:
         self.lines[text] = got
         return got
 
-    def _seed(self, text: str, source: str, rule_lines: list[str]) -> None:
+    def _seed(self, text: str, source: str, rule_lines: list[str], starts: list[int]) -> None:
         """Fill the line cache from one parse of the whole file (a line at a time costs twice
         as much); only where the file is one rule per line, else the lines are left to `_line`."""
         try:
@@ -89,9 +90,10 @@ class IncrementalCompiler:
             return
         lw = self._lowerer
         lw.src = src
-        for ln, rule in zip(rule_lines, rules):
+        for ln, start, rule in zip(rule_lines, starts, rules):
             if ln in self.lines:
                 continue
+            rule = Rule(rule.filter, rule.actions, rule.offset - start, 0)   # offsets within the line, as `_line`'s
             try:
                 states: list[tuple[Rel, bool]] = []
                 formula = lw.lower(rule.filter, False, states)
@@ -108,23 +110,31 @@ class IncrementalCompiler:
         self.incremental_last = False
         if not self._simple():
             return compile_rules(self.spec, text, source, self.options)
-        rule_lines = [ln for ln in (x.strip() for x in text.splitlines()) if ln and not ln.startswith("#")]
+        rule_lines, starts = [], []                     # each rule line, and where it starts in `text`
+        pos = 0
+        for raw in text.splitlines(keepends=True):
+            ln = raw.strip()
+            if ln and not ln.startswith("#"):
+                rule_lines.append(ln)
+                starts.append(pos + len(raw) - len(raw.lstrip()))
+            pos += len(raw)
         unknown = sum(1 for ln in rule_lines if ln not in self.lines)
         if unknown > 64 and unknown * 2 > len(rule_lines):
-            self._seed(text, source, rule_lines)          # a cold start: the whole file at once
+            self._seed(text, source, rule_lines, starts)  # a cold start: the whole file at once
         parts = [self._line(ln) for ln in rule_lines]
         if any(p is None for p in parts):
             return compile_rules(self.spec, text, source, self.options)   # errors, state, multi-line rules
         with no_cyclic_gc():
-            return self._assemble(text, source, rule_lines, parts)        # type: ignore[arg-type]
+            return self._assemble(text, source, rule_lines, starts, parts)   # type: ignore[arg-type]
 
-    def _assemble(self, text: str, source: str, rule_lines: list[str], parts: list[_Line]) -> Compiled:
+    def _assemble(self, text: str, source: str, rule_lines: list[str], starts: list[int],
+                  parts: list[_Line]) -> Compiled:
         src = SourceText(text, source)
         rules, lowered_rules, terms, keys = [], [], [], []
         seen: dict[str, int] = {}
         for i, (ln, p) in enumerate(zip(rule_lines, parts)):
             occurrence = seen[ln] = seen.get(ln, -1) + 1      # a repeated line is a term set of its own
-            rules.append(Rule(p.rule.filter, p.rule.actions, p.rule.offset, i))
+            rules.append(Rule(p.rule.filter, p.rule.actions, starts[i] + p.rule.offset, i))   # in this file
             lowered_rules.append(LoweredRule(i, p.lowered.formula, p.lowered.atoms, p.lowered.offset))
             for k, term in enumerate(p.terms):
                 key = self.keys.get((ln, occurrence, k))

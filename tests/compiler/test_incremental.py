@@ -125,3 +125,14 @@ def test_memory_stays_flat_under_churn() -> None:
         live[k % 20] = f"a0 == {k % 100} and a1 == {k} : fwd({1 + k % 3})"
         inc.compile("".join(f"{ln}\n" for ln in live))
     assert len(inc.lines) <= 2 * 20 + 1024 + 1 and len(inc.keys) <= 2 * (2 * 20 + 1024 + 1)
+
+
+def test_rules_keep_their_place_in_the_file() -> None:
+    text = "# header\n" + "".join(f"  {_line(s)}\n" for s in range(100))
+    for inc in (IncrementalCompiler(SIENA, CompileOptions(strategy="bdd")),):
+        for _ in range(2):                                   # cold (seeded), then warm (cached)
+            got = inc.compile(text)
+            want = compile_rules(SIENA, text, options=CompileOptions(strategy="bdd"))
+            assert [r.offset for r in got.rules] == [r.offset for r in want.rules]
+    small = IncrementalCompiler(SIENA)
+    assert [r.offset for r in small.compile("a0 == 1 : fwd(1)\n\n  a1 == 2 : fwd(2)\n").rules] == [0, 20]
