@@ -179,15 +179,19 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
 
     # Leaves and multicast groups.
     port_sets: set[tuple[Any, ...]] = set()
-    parts: dict[int, tuple[Any, ...]] = {}
+    parts = builder.leaf_parts           # a node never changes: a builder kept across compiles keeps these
     for nid in leaf_ids:
-        atoms = builder.nodes[nid].atoms  # type: ignore[union-attr]
-        fwd = [a[1] for a in atoms if a[0] == "fwd"]
-        other = [a for a in atoms if a[0] != "fwd"] if len(fwd) != len(atoms) else []
-        ports = sort_ports(fwd)
-        parts[nid] = (ports, other)
-        if len(ports) > 1:
-            port_sets.add(ports)
+        got = parts.get(nid)
+        if got is None:
+            atoms = builder.nodes[nid].atoms  # type: ignore[union-attr]
+            fwd = [a[1] for a in atoms if a[0] == "fwd"]
+            other = [a for a in atoms if a[0] != "fwd"] if len(fwd) != len(atoms) else []
+            got = parts[nid] = (sort_ports(fwd), ("drop",) in other,
+                                tuple(sorted((a[1], a[2]) for a in other if a[0] == "call")),
+                                tuple(sorted(a[1] for a in other if a[0] == "update")),
+                                tuple(sorted(a[1] for a in other if a[0] == "rule")))
+        if len(got[0]) > 1:
+            port_sets.add(got[0])
     default = default_action(lowered.spec.default_atoms)
     if default is not None and len(default.ports) > 1:
         port_sets.add(default.ports)
@@ -199,14 +203,10 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
     group_of = {ps: g for g, ps in groups.items()}
     leaves: dict[int, ActionSet] = {}
     for nid in leaf_ids:
-        ports, other = parts[nid]
-        action = ActionSet(
-            ports=ports, group=group_of.get(ports), drop=("drop",) in other,
-            calls=tuple(sorted((a[1], a[2]) for a in other if a[0] == "call")),
-            updates=tuple(sorted(a[1] for a in other if a[0] == "update")),
-            rules=tuple(sorted(a[1] for a in other if a[0] == "rule")))
-        if action.ports or action.drop or action.calls or action.updates or action.rules:
-            leaves[nid] = action
+        ports, drop, calls, updates_, rules = parts[nid]
+        if ports or drop or calls or updates_ or rules:
+            leaves[nid] = ActionSet(ports=ports, group=group_of.get(ports), drop=drop, calls=calls,
+                                    updates=updates_, rules=rules)
 
     state_vars = [StateVarInfo(k, sv.fn, sv.field.path, sv.counter.name, sv.counter.window_us)
                   for k, sv in enumerate(lowered.state_vars)]
