@@ -16,6 +16,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -32,16 +33,21 @@ class Agent:
     rules: int = 0                  # rules in the tables it holds (the controller's restart hold reads it)
     last_error: str = ""
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="camus-agent-")))
+    compiler: Any = None            # IncrementalCompiler for the spec, made on the first push
 
     def apply(self, rules: str, digest: str) -> str:
         """Compile and install; raises ValueError (bad rules) or RuntimeError (data plane)."""
-        from camus.compiler.compile import CompileOptions, compile_files
+        from camus.compiler.compile import CompileOptions
+        from camus.compiler.incremental import IncrementalCompiler
         from camus.compiler.language.errors import CompileError, CompileErrors
+        from camus.compiler.language.spec_parser import load_spec
         from camus.dataplane import runtime
         path = self.workdir / f"rules-{digest}.txt"
         path.write_text(rules)
         try:
-            compiled = compile_files(self.spec_path, str(path), CompileOptions())
+            if self.compiler is None:          # kept warm: the next rule set is compiled incrementally
+                self.compiler = IncrementalCompiler(load_spec(self.spec_path), CompileOptions())
+            compiled = self.compiler.compile(rules, str(path))
         except (CompileErrors, CompileError) as exc:
             raise ValueError(str(exc)) from None
         try:
