@@ -8,8 +8,9 @@ Per size: N ITCH subscriptions already live (in the database of `camus-xdp contr
 its own process; one leaf switch, three hosts; the switch is the software P4Runtime switch in
 its own process, written over gRPC), then `--clients` API clients for `--seconds`, each
 alternately subscribing and unsubscribing a filter of its own, waiting until the switch holds
-each change. The controller compiles off the request path (a worker process), a burst of
-changes together.
+each change (closed loop), or with `--rate R` issuing R changes/s in total without waiting
+(open loop: time to installed from a poller of /v1/status). The controller compiles off the
+request path (a worker process), a burst of changes together.
 The last line is one JSON object with the figures.
 """
 from __future__ import annotations
@@ -29,12 +30,20 @@ sys.path.insert(0, str(ROOT / "bench"))
 from p4rt_bench import SERVER, _port  # noqa: E402   the P4Runtime switch process, a free port
 
 
+def _rss_mb(pid: int) -> float:
+    """Resident memory of a process (the controller's, without its compile worker)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def measure(n: int, clients: int, seconds: float, tmp: Path) -> dict:
+def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
@@ -80,10 +89,17 @@ def measure(n: int, clients: int, seconds: float, tmp: Path) -> dict:
     stop = time.monotonic() + seconds
     lock = threading.Lock()
 
+    issued: list[tuple[float, int]] = []                 # open loop: (when, version) of each change
+    samples: list[tuple[float, int]] = []                # (when, the version every device holds)
+
     def client(tok: str, k: int) -> None:
         c = SubscriptionClient(url, tok)
         sub = None
+        next_at = time.monotonic()
         while time.monotonic() < stop:
+            if rate:                                     # open loop: this client's share of the rate
+                next_at += clients / rate
+                time.sleep(max(0.0, next_at - time.monotonic()))
             t0 = time.monotonic()
             if sub is None:
                 got = c.subscribe(f"stock == C{k} and price > {rng.randint(1, 999)}", ttl=600)
@@ -92,21 +108,52 @@ def measure(n: int, clients: int, seconds: float, tmp: Path) -> dict:
                 version = c.unsubscribe(sub)["version"]
                 sub = None
             t1 = time.monotonic()
-            c.wait_installed(version, timeout=300, poll=0.005)
+            if not rate:
+                c.wait_installed(version, timeout=300, poll=0.005)
             with lock:
                 calls.append(t1 - t0)
-                installed.append(time.monotonic() - t0)
+                if rate:
+                    issued.append((t0, version))
+                else:
+                    installed.append(time.monotonic() - t0)
+
+    def watch() -> None:                                 # until every change is installed (or 2 min more)
+        c = SubscriptionClient(url, "tok0")
+        while time.monotonic() < stop + 120:
+            devs = c.status()["devices"].values()
+            held = min(d["applied_version"] for d in devs if d["push_target"])
+            samples.append((time.monotonic(), held))
+            with lock:
+                last = max((v for _, v in issued), default=0)
+            if done.is_set() and held >= last:
+                return
+            time.sleep(0.005)
+    done = threading.Event()
+    rss0 = _rss_mb(procs[1].pid)
     threads = [threading.Thread(target=client, args=(tok, k)) for k, tok in enumerate(tokens)]
+    watcher = threading.Thread(target=watch)
     t0 = time.monotonic()
+    if rate:
+        watcher.start()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     wall = time.monotonic() - t0
+    rss1 = _rss_mb(procs[1].pid)
+    done.set()
+    if rate:
+        watcher.join()
+        for when, version in issued:                     # first sample at or after the call holding it
+            at = next((t for t, v in samples if t >= when and v >= version), None)
+            if at is not None:
+                installed.append(at - when)
     for p in procs:
         p.terminate()
         p.wait()
-    return {"subscriptions": n, "clients": clients, "changes": len(calls), "changes_per_s": round(len(calls) / wall, 1),
+    return {"subscriptions": n, "clients": clients, "rate": rate, "changes": len(calls),
+            "changes_per_s": round(len(calls) / wall, 1), "not_installed": len(calls) - len(installed),
+            "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
             "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
             "installed_ms_p50": round(_pct(installed, 0.5) * 1e3, 1),
             "installed_ms_p99": round(_pct(installed, 0.99) * 1e3, 1)}
@@ -117,16 +164,18 @@ def main() -> int:
     ap.add_argument("-n", type=int, action="append", help="live subscriptions (default 1000 10000)")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="open loop: changes/s in total, not waiting for installs (0: closed loop, the default)")
     args = ap.parse_args()
     sizes = args.n or [1000, 10000]
     print(f"command: python bench/churn_bench.py {' '.join(f'-n {n}' for n in sizes)} --clients {args.clients} "
-          f"--seconds {args.seconds:g}")
+          f"--seconds {args.seconds:g}" + (f" --rate {args.rate:g}" if args.rate else ""))
     print(f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}")
     out = []
     import tempfile
     tmp = Path(tempfile.mkdtemp(prefix="camus-churn-"))
     for n in sizes:
-        r = measure(n, args.clients, args.seconds, tmp)
+        r = measure(n, args.clients, args.seconds, tmp, args.rate)
         out.append(r)
         print(f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
               f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms", flush=True)
