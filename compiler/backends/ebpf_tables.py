@@ -62,10 +62,15 @@ class MapContents:
     bv_max_segs: int = 0                                                            # segments per bv_segs value
     bv_bits_base: int = 0
     bv_segs_base: int = 0                                                           # the bank's bv_segs index
+    _port_index: tuple[tuple[Any, ...], dict[Any, int]] = field(default_factory=lambda: ((), {}), repr=False,
+                                                                 compare=False)   # (ports, port -> bit)
 
     def port_mask(self, ports: tuple[Any, ...]) -> tuple[int, ...]:
         words = [0] * PORT_WORDS
-        index = {p: i for i, p in enumerate(self.ports)}
+        key = tuple(self.ports)                # the index once per table set, not per leaf (15K at 100K rules)
+        if self._port_index[0] != key:
+            self._port_index = (key, {p: i for i, p in enumerate(key)})
+        index = self._port_index[1]
         for p in ports:
             i = index[p]
             words[i // 64] |= 1 << (i % 64)
