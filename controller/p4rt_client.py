@@ -55,7 +55,10 @@ def _describe(exc: grpc.RpcError, updates: list[Msg] | None = None, names: Names
 
 
 class P4RuntimeClient:
-    def __init__(self, address: str, device_id: int = 1, election_id: int = 1, timeout: float = 5.0) -> None:
+    def __init__(self, address: str, device_id: int = 1, election_id: int = 1, timeout: float = 5.0,
+                 primary: bool = True) -> None:
+        """`primary`: insist on winning the arbitration (a writer); a reader (counters, entries)
+        may stay secondary."""
         self.address, self.device_id, self.election = address, device_id, (0, election_id)
         self.timeout = timeout
         self.channel = grpc.insecure_channel(address)
@@ -65,6 +68,7 @@ class P4RuntimeClient:
         self.broken = threading.Event()
         self.primary = False
         self._names: Names | None = None
+        self.must_be_primary = primary
         try:
             grpc.channel_ready_future(self.channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
@@ -102,7 +106,7 @@ class P4RuntimeClient:
         if isinstance(got, p4runtime_pb2.StreamError):
             self.close()
             raise P4RuntimeError(f"{self.address}: {got.message}")
-        if got.status.code != code_pb2.OK:
+        if got.status.code != code_pb2.OK and self.must_be_primary:
             primary = (got.election_id.high << 64) | got.election_id.low
             self.close()
             raise P4RuntimeError(f"{self.address}: another controller is primary for device {self.device_id} "
@@ -172,6 +176,20 @@ class P4RuntimeClient:
         except grpc.RpcError as exc:
             raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
         return got[0] if got else None
+
+    def read_counter(self, name: str) -> dict[int, int]:
+        """A counter of the program, cell -> packets (`camus_delivered`: delivered copies per port)."""
+        got = self.names().counters.get(name)
+        if got is None:
+            raise P4RuntimeError(f"{self.address}: the switch's P4Info has no counter {name!r} "
+                                 f"(it has {', '.join(sorted(self.names().counters)) or 'none'})")
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        req.entities.add().counter_entry.counter_id = got[0]
+        try:
+            return {e.counter_entry.index.index: e.counter_entry.data.packet_count
+                    for r in self.stub.Read(req, timeout=self.timeout * 4) for e in r.entities}
+        except grpc.RpcError as exc:
+            raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
 
     def write(self, updates: list[Msg]) -> None:
         """Updates in order, CHUNK per RPC; the first refused chunk stops the rest."""

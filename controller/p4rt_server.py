@@ -9,7 +9,8 @@ controller is exercised exactly as against hardware.
   switch runs (ids, match kinds, widths, priorities: `p4_runtime.entry_from_message`) and
   against the table's size; a bad update is refused with its reason in a p4.v1.Error, the
   others of the batch still apply (CONTINUE_ON_ERROR, the default atomicity).
-- Read: every entry (table id 0) or one table's, default entries, multicast groups.
+- Read: every entry (table id 0) or one table's, default entries, multicast groups, counters
+  (the v1model program's delivered copies per egress port, which the software switch counts).
 - Get/SetForwardingPipelineConfig: the P4Info and, as the device config, the spec text (what
   this switch "runs": the camus program of that spec).
 
@@ -71,6 +72,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.defaults: dict[int, tuple[Msg, tuple[str, str, tuple[int, ...]]]] = {}
         self.groups: dict[int, Msg] = {}
         self.sizes: dict[int, int] = {}               # table id -> entries held (tables have a size)
+        self.counts: dict[int, dict[int, int]] = {}   # counter id -> cell -> packets (the data plane counts)
         if spec is not None:
             self._load(spec, spec_text, p4info_message(spec))
 
@@ -83,6 +85,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self.names.table(t.name)
             self.entries.clear()
             self.sizes.clear()
+            self.counts.clear()
             self.defaults.clear()
             self.groups.clear()
             self._changed()
@@ -100,6 +103,14 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
                 out.defaults[table] = (action, params)
         out.groups = {g: tuple(r.egress_port for r in m.replicas) for g, m in self.groups.items()}
         return out
+
+    def count(self, counter: str, index: int, packets: int = 1) -> None:
+        """The data plane counts a packet in a counter of the program (unknown names: no such counter)."""
+        with self.lock:
+            got = self.names.counters.get(counter) if self.names is not None else None
+            if got is not None and 0 <= index < got[1]:
+                cells = self.counts.setdefault(got[0], {})
+                cells[index] = cells.get(index, 0) + packets
 
     def _changed(self) -> None:
         if self.spec is not None:
@@ -302,6 +313,16 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
                     for g, m in sorted(self.groups.items()):
                         if gid in (0, g):
                             r.entities.add().packet_replication_engine_entry.multicast_group_entry.CopyFrom(m)
+                elif which == "counter_entry" and self.names is not None:
+                    w = want.counter_entry
+                    for cid, size in self.names.counters.values():
+                        if w.counter_id not in (0, cid):
+                            continue
+                        cells = [w.index.index] if w.HasField("index") else range(size)
+                        for i in cells:
+                            e = r.entities.add().counter_entry
+                            e.counter_id, e.index.index = cid, i
+                            e.data.packet_count = self.counts.get(cid, {}).get(i, 0)
                 else:
                     context.abort(grpc.StatusCode.UNIMPLEMENTED, f"reading {which} is not supported")
         yield r

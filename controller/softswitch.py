@@ -107,6 +107,8 @@ class SoftSwitch:
             self.socks[p].send(udp_frame(body, dport, src_ip=src_ip, dst_ip=dst_ip, src_mac=frame[6:12],
                                          dst_mac=frame[0:6]))
             self.forwarded += 1
+            if self.service is not None:               # the program's egress counter, read over P4Runtime
+                self.service.count("camus_delivered", p)
 
     def serve(self) -> None:
         running = [True]

@@ -15,6 +15,7 @@
 {{CONSTANTS}}
 const bit<32> CAMUS_RECIRC_SESSION = 250;   // mirroring_add 250 <recirculation port>
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
+const bit<32> CAMUS_PORT_CELLS = 512;         // one counter cell per 9-bit port number
 // The root state comes from the control plane (t_root default action), like every entry.
 
 {{HEADER_TYPES}}
@@ -98,7 +99,13 @@ control CamusIngress(inout headers hdr, inout metadata meta,
 
 control CamusEgress(inout headers hdr, inout metadata meta,
                     inout standard_metadata_t standard_metadata) {
+    // delivered copies per egress port (read over P4Runtime: CamusEgress.camus_delivered)
+    counter(CAMUS_PORT_CELLS, CounterType.packets) camus_delivered;
+
     apply {
+        if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
+            camus_delivered.count((bit<32>)standard_metadata.egress_port);
+        }
 {{EGRESS_APPLY}}
     }
 }

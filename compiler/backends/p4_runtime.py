@@ -110,14 +110,26 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
             r.preamble.name, r.preamble.alias = full, f"r_{c.name}_{part}"
             r.type_spec.bitstring.bit.bitwidth = bits
             r.size = c.size
-    if opts.arch == "tna":                              # batches too long for egress to prune
+    for full, size in program_counters(opts.arch, whole_program):
         ctr = info.counters.add()
-        full = f"{prefix}.camus_oversize"
         ctr.preamble.id = object_id(p4info_pb2.P4Ids.COUNTER, full, taken)
-        ctr.preamble.name, ctr.preamble.alias = full, "camus_oversize"
+        ctr.preamble.name, ctr.preamble.alias = full, full.rsplit(".", 1)[1]
         ctr.spec.unit = p4info_pb2.CounterSpec.PACKETS
-        ctr.size = 1
+        ctr.size = size
     return info
+
+
+PORT_CELLS = 512            # the templates' CAMUS_PORT_CELLS: a cell per 9-bit port number
+
+
+def program_counters(arch: str, whole_program: bool = True) -> list[tuple[str, int]]:
+    """The whole program's packet counters (name as p4c gives it, cells): v1model counts the
+    delivered copies per egress port; TNA counts batches too long for egress to prune."""
+    if not whole_program:
+        return []
+    if arch == "tna":
+        return [(f"{control_prefix(arch)}.camus_oversize", 1)]
+    return [("CamusEgress.camus_delivered", PORT_CELLS)]
 
 
 # -- names and ids --------------------------------------------------------------------------
@@ -149,6 +161,8 @@ class Names:
             params = tuple((p.id, p.name, p.bitwidth) for p in a.params)
             self.actions[self.short(a.preamble)] = (a.preamble.id, params)
             self.action_by_id[a.preamble.id] = (self.short(a.preamble), params)
+        self.counters: dict[str, tuple[int, int]] = {self.short(c.preamble): (c.preamble.id, c.size)
+                                                     for c in info.counters}     # name -> (id, cells)
 
     @staticmethod
     def short(preamble: Msg) -> str:

@@ -3,6 +3,8 @@ agree with each other; entries read back from Updates deliver what the IR does; 
 rule set to any other never classifies a message by a mix of the two."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,6 +46,9 @@ def test_p4info_and_write_request_parse_strictly_and_agree(app: str, arch: str) 
     assert all(a.preamble.id >> 24 == p4info_pb2.P4Ids.ACTION for a in info.actions)
     tables = {t.preamble.id: t for t in info.tables}
     actions = {a.preamble.id: a for a in info.actions}
+    for obj in (*info.counters, *info.registers):     # every extern of the P4Info is in the program
+        assert re.search(rf"\b{obj.preamble.alias};", files["camus.p4"]), obj.preamble.name
+    assert info.counters                              # v1model: delivered per port; TNA: oversize
     assert req.updates and req.updates[-1].entity.table_entry.is_default_action     # the root flip comes last
     for u in req.updates:
         if u.entity.WhichOneof("entity") == "packet_replication_engine_entry":

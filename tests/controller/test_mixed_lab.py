@@ -90,7 +90,7 @@ def mixed(tmp_path: Path):
                 procs.append(sw)
                 assert sw.stdout.readline().strip() == "ready"
                 return sw
-            lab.start_switch = start_switch                                          # type: ignore[attr-defined]
+            lab.start_switch, lab.tmp = start_switch, tmp_path                       # type: ignore[attr-defined]
             lab.switch = start_switch()                                              # type: ignore[attr-defined]
             _wait_http(f"http://{AGENT}/v1/status")
             _wait_http(f"http://{CTL}/v1/status")
@@ -309,3 +309,11 @@ def test_a_killed_switch_is_resynchronised_over_p4runtime(mixed: Lab) -> None:
     got, stock_of = _round(lab, 5)
     assert got["h3"] == {r for r, s in stock_of.items() if s == "AAPL"}
     assert got["h4"] == {r for r, s in stock_of.items() if s in ("GOOGL", "TSLA")}
+    # the switch counted its deliveries per port; any client may read them (a secondary here)
+    from camus.controller.p4rt_client import P4RuntimeClient
+    reader = P4RuntimeClient(f"unix:{lab.tmp}/sw.sock", 1, election_id=2, primary=False)   # type: ignore[attr-defined]
+    try:
+        cells = reader.read_counter("camus_delivered")
+    finally:
+        reader.close()
+    assert cells[1] > 0 and cells[2] > 0 and cells[3] == 0          # never back out of the ingress port

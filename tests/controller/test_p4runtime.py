@@ -164,3 +164,20 @@ def test_names_come_from_the_switchs_p4info_whatever_ids_it_chose(lab) -> None:
     assert ctl.push_pending() == {"sw": True}, ctl.status()
     _deliveries_agree(sw, ctl)
     assert all(isinstance(e, P4Entry) for _, e in sw.service.entries.values())
+
+
+def test_counters_are_read_by_any_client(lab) -> None:
+    """The program's per-port delivered counter, counted by the switch, read by a secondary client."""
+    sw, target, ctl = lab
+    ctl.add("h1", "stock == GOOGL", 30)
+    ctl.push_pending()
+    sw.service.count("camus_delivered", 2, 3)
+    sw.service.count("camus_delivered", 7)
+    reader = P4RuntimeClient(f"127.0.0.1:{sw.port}", 1, election_id=2, timeout=3.0, primary=False)
+    try:
+        cells = reader.read_counter("camus_delivered")
+        assert len(cells) == 512 and cells[2] == 3 and cells[7] == 1 and cells[1] == 0
+        with pytest.raises(P4RuntimeError, match="no counter 'nope'"):
+            reader.read_counter("nope")
+    finally:
+        reader.close()

@@ -16,6 +16,7 @@ const bit<16> CAMUS_UDP_PORT_0 = 26400;
 const bit<16> CAMUS_MSG_BYTES = 36;
 const bit<32> CAMUS_RECIRC_SESSION = 250;   // mirroring_add 250 <recirculation port>
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
+const bit<32> CAMUS_PORT_CELLS = 512;         // one counter cell per 9-bit port number
 // The root state comes from the control plane (t_root default action), like every entry.
 
 header ethernet_t {
@@ -304,7 +305,13 @@ control CamusIngress(inout headers hdr, inout metadata meta,
 
 control CamusEgress(inout headers hdr, inout metadata meta,
                     inout standard_metadata_t standard_metadata) {
+    // delivered copies per egress port (read over P4Runtime: CamusEgress.camus_delivered)
+    counter(CAMUS_PORT_CELLS, CounterType.packets) camus_delivered;
+
     apply {
+        if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
+            camus_delivered.count((bit<32>)standard_metadata.egress_port);
+        }
         if (!hdr.moldudp64.isValid() || !hdr.camus_len.isValid()) { return; }
         bit<16> gone = hdr.camus_len.len + 2;
         if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE) {
