@@ -34,7 +34,8 @@ def register(main: click.Group) -> None:
     @controller.command("serve")
     @click.option("--topology", "topology_path", required=True, type=click.Path(exists=True, dir_okay=False),
                   help="Topology file (YAML/JSON): devices with kind p4|xdp|plain|host, links with ports; "
-                       "xdp devices carry `agent: URL`.")
+                       "xdp devices carry `agent: URL`, p4 devices `p4runtime: HOST:PORT` (and "
+                       "`device_id: N`) or get a --switch-dir directory.")
     @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
     @click.option("--policy", type=click.Choice(list(POLICIES)), default="mr", show_default=True,
                   help="mr/tr: hierarchical (Algorithm 1); mst/mst++: spanning tree of a general graph.")
