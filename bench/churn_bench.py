@@ -15,8 +15,6 @@ The last line is one JSON object with the figures.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import subprocess
 import sys
@@ -44,14 +42,20 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0) -> dict:
+    from camus.dataplane.lab import processes
+    with processes() as procs:                           # the switch, then the controller
+        return _measure(n, clients, seconds, tmp, rate, procs)
+
+
+def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
     from camus.controller.store import SubscriptionStore
 
     sw_port, api_port = _port(), _port()
-    procs = [subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{sw_port}"],
-                              stdout=subprocess.PIPE, text=True)]
+    procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{sw_port}"],
+                                  stdout=subprocess.PIPE, text=True))
     assert procs[0].stdout is not None and procs[0].stdout.readline().strip() == "ready"
     hosts = ["h1", "h2", "h3"]
     topo = {"devices": [{"name": "sw", "kind": "p4", "layer": "edge", "p4runtime": f"127.0.0.1:{sw_port}"}]
@@ -148,9 +152,6 @@ def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0) 
             at = next((t for t, v in samples if t >= when and v >= version), None)
             if at is not None:
                 installed.append(at - when)
-    for p in procs:
-        p.terminate()
-        p.wait()
     return {"subscriptions": n, "clients": clients, "rate": rate, "changes": len(calls),
             "changes_per_s": round(len(calls) / wall, 1), "not_installed": len(calls) - len(installed),
             "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
@@ -160,27 +161,27 @@ def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0) 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, action="append", help="live subscriptions (default 1000 10000)")
+    import shutil
+    import tempfile
+
+    from camus.bench.sizes import run_sizes, size_args
+    default = [1000, 10000]
+    ap = size_args(__doc__, default)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rate", type=float, default=0.0,
                     help="open loop: changes/s in total, not waiting for installs (0: closed loop, the default)")
     args = ap.parse_args()
-    sizes = args.n or [1000, 10000]
-    print(f"command: python bench/churn_bench.py {' '.join(f'-n {n}' for n in sizes)} --clients {args.clients} "
-          f"--seconds {args.seconds:g}" + (f" --rate {args.rate:g}" if args.rate else ""))
-    print(f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}")
-    out = []
-    import tempfile
     tmp = Path(tempfile.mkdtemp(prefix="camus-churn-"))
-    for n in sizes:
-        r = measure(n, args.clients, args.seconds, tmp, args.rate)
-        out.append(r)
-        print(f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
-              f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms", flush=True)
-    print(json.dumps({"churn": out}))
-    return 0
+    try:
+        return run_sizes("churn", f"churn_bench.py --clients {args.clients} --seconds {args.seconds:g}"
+                         + (f" --rate {args.rate:g}" if args.rate else ""), args.n or default,
+                         f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}",
+                         lambda n: measure(n, args.clients, args.seconds, tmp, args.rate),
+                         lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
+                                      f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)          # the databases and topology files
 
 
 if __name__ == "__main__":

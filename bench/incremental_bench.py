@@ -8,8 +8,6 @@ compiled incrementally; the medians and maxima. The last line is one JSON object
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import time
@@ -45,21 +43,16 @@ def measure(n: int, changes: int) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, action="append", help="subscriptions (default 1000 10000 100000)")
+    from camus.bench.sizes import run_sizes, size_args
+    default = [1000, 10000, 100000]
+    ap = size_args(__doc__, default)
     ap.add_argument("--changes", type=int, default=10)
     args = ap.parse_args()
-    sizes = args.n or [1000, 10000, 100000]
-    print(f"command: python bench/incremental_bench.py {' '.join(f'-n {n}' for n in sizes)} --changes {args.changes}")
-    print(f"{'subs':>8} {'from scratch':>13} {'cold':>8} {'one change p50 / max':>22}")
-    out = []
-    for n in sizes:
-        r = measure(n, args.changes)
-        out.append(r)
-        print(f"{n:>8,} {r['scratch_s']:>11.2f} s {r['cold_s']:>6.2f} s {r['change_ms_p50']:>10.0f} / "
-              f"{r['change_ms_max']:.0f} ms", flush=True)
-    print(json.dumps({"incremental": out}))
-    return 0
+    return run_sizes("incremental", f"incremental_bench.py --changes {args.changes}", args.n or default,
+                     f"{'subs':>8} {'from scratch':>13} {'cold':>8} {'one change p50 / max':>22}",
+                     lambda n: measure(n, args.changes),
+                     lambda n, r: f"{n:>8,} {r['scratch_s']:>11.2f} s {r['cold_s']:>6.2f} s "
+                                  f"{r['change_ms_p50']:>10.0f} / {r['change_ms_max']:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,6 @@ same for every target). The last line is one JSON object with the figures.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import socket
 import statistics
 import subprocess
@@ -47,17 +45,25 @@ def _port() -> int:
 
 
 def measure(n: int, changes: int, seed: int = 1) -> dict:
-    from camus.bench.workloads import itch_rules
-    from camus.compiler.compile import CompileOptions, compile_rules
+    from camus.dataplane.lab import processes
     from camus.compiler.language.spec_parser import load_spec
-    from camus.controller.devices import DeviceTables, digest
-    from camus.controller.targets import P4RuntimeTarget
 
     spec = load_spec(SPEC)
     port = _port()
     # the switch in its own process, as in a deployment (its objects are not the controller's)
+    with processes() as procs:
+        return _measure(spec, port, n, changes, seed, procs)
+
+
+def _measure(spec, port: int, n: int, changes: int, seed: int, procs: list) -> dict:
+    from camus.bench.workloads import itch_rules
+    from camus.compiler.compile import CompileOptions, compile_rules
+    from camus.controller.devices import DeviceTables, digest
+    from camus.controller.targets import P4RuntimeTarget
+
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{port}"],
                               stdout=subprocess.PIPE, text=True)
+    procs.append(server)
     assert server.stdout is not None and server.stdout.readline().strip() == "ready"
     target = P4RuntimeTarget(f"127.0.0.1:{port}", 1, timeout=30.0)
     opts = CompileOptions(strategy="switch")
@@ -81,8 +87,6 @@ def measure(n: int, changes: int, seed: int = 1) -> dict:
         times.append(time.perf_counter() - t0)
         sizes.append(sum(target.last.values()))
     target.client.close()
-    server.terminate()
-    server.wait()
     return {"subscriptions": n, "entries": first["entries"], "first_load_s": round(first["seconds"], 3),
             "first_load_updates": first["updates"], "delta_updates_median": statistics.median(sizes),
             "delta_updates_max": max(sizes), "delta_push_ms_p50": round(statistics.median(times) * 1e3, 1),
@@ -90,21 +94,18 @@ def measure(n: int, changes: int, seed: int = 1) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, action="append", help="subscriptions (default 1000 10000 100000)")
+    from camus.bench.sizes import run_sizes, size_args
+    default = [1000, 10000, 100000]
+    ap = size_args(__doc__, default)
     ap.add_argument("--changes", type=int, default=20)
     args = ap.parse_args()
-    sizes = args.n or [1000, 10000, 100000]
-    print(f"command: python bench/p4rt_bench.py {' '.join(f'-n {n}' for n in sizes)} --changes {args.changes}")
-    print(f"{'subs':>8} {'entries':>8} {'first load':>11} {'delta updates p50/max':>22} {'delta push p50/max':>20}")
-    out = []
-    for n in sizes:
-        r = measure(n, args.changes)
-        out.append(r)
-        print(f"{n:>8,} {r['entries']:>8,} {r['first_load_s']:>9.2f} s {r['delta_updates_median']:>11g} / "
-              f"{r['delta_updates_max']:<8} {r['delta_push_ms_p50']:>9.1f} / {r['delta_push_ms_max']:.1f} ms", flush=True)
-    print(json.dumps({"p4rt": out}))
-    return 0
+    return run_sizes("p4rt", f"p4rt_bench.py --changes {args.changes}", args.n or default,
+                     f"{'subs':>8} {'entries':>8} {'first load':>11} {'delta updates p50/max':>22} "
+                     f"{'delta push p50/max':>20}",
+                     lambda n: measure(n, args.changes),
+                     lambda n, r: f"{n:>8,} {r['entries']:>8,} {r['first_load_s']:>9.2f} s "
+                                  f"{r['delta_updates_median']:>11g} / {r['delta_updates_max']:<8} "
+                                  f"{r['delta_push_ms_p50']:>9.1f} / {r['delta_push_ms_max']:.1f} ms")
 
 
 if __name__ == "__main__":

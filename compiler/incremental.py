@@ -59,6 +59,18 @@ class IncrementalCompiler:
         o = self.options
         return o.alpha <= 1 and o.count_rules == 0      # (exact_rules only matter with alpha > 1)
 
+    def _lower(self, rule: Rule, src: SourceText) -> _Line | None:
+        """One rule's lowered form and DNF terms (None: state functions, which number their
+        variables across the whole file). Raises on a type error or a DNF too large."""
+        lw = self._lowerer                                   # one lowerer: its literal caches are shared
+        lw.src = src
+        states: list[tuple[Rel, bool]] = []
+        formula = lw.lower(rule.filter, False, states)
+        if states:
+            return None
+        r = LoweredRule(0, formula, lw.atoms(rule.actions), rule.offset)
+        return _Line(rule, r, [(t, r.atoms) for t in to_dnf(formula, self._widths, self.options.dnf_limit)])
+
     def _line(self, text: str) -> _Line | None:
         if text in self.lines:
             return self.lines[text]
@@ -66,16 +78,9 @@ class IncrementalCompiler:
         try:
             rules, src = parse_rules(text, "<line>")
             if len(rules) == 1:
-                rule, lw = rules[0], self._lowerer           # one lowerer: its literal caches are shared
-                lw.src = src
-                states: list[tuple[Rel, bool]] = []
-                formula = lw.lower(rule.filter, False, states)
-                if not states:                               # state functions: the whole-file path
-                    r = LoweredRule(0, formula, lw.atoms(rule.actions), rule.offset)
-                    terms = [(t, r.atoms) for t in to_dnf(formula, self._widths, self.options.dnf_limit)]
-                    got = _Line(rule, r, terms)
+                got = self._lower(rules[0], src)
         except (CompileError, CompileErrors, DnfTooLarge):
-            got = None
+            got = None                                       # the whole-file compile reports it
         self.lines[text] = got
         return got
 
@@ -88,22 +93,15 @@ class IncrementalCompiler:
             return
         if len(rules) != len(rule_lines):
             return
-        lw = self._lowerer
-        lw.src = src
         for ln, start, rule in zip(rule_lines, starts, rules):
             if ln in self.lines:
                 continue
-            rule = Rule(rule.filter, rule.actions, rule.offset - start, 0)   # offsets within the line, as `_line`'s
-            try:
-                states: list[tuple[Rel, bool]] = []
-                formula = lw.lower(rule.filter, False, states)
-                if states:
-                    continue
-                r = LoweredRule(0, formula, lw.atoms(rule.actions), rule.offset)
-                terms = [(t, r.atoms) for t in to_dnf(formula, self._widths, self.options.dnf_limit)]
+            try:          # offsets within the line, as `_line` keeps them
+                got = self._lower(Rule(rule.filter, rule.actions, rule.offset - start, 0), src)
             except (CompileError, CompileErrors, DnfTooLarge):
-                continue                                  # `_line` decides, alone
-            self.lines[ln] = _Line(rule, r, terms)
+                continue                                     # `_line` decides, alone
+            if got is not None:
+                self.lines[ln] = got
 
     def compile(self, text: str, source: str = "<rules>") -> Compiled:
         """`compile_rules(spec, text, source, options)`, reusing the work of earlier calls."""
@@ -130,6 +128,10 @@ class IncrementalCompiler:
     def _assemble(self, text: str, source: str, rule_lines: list[str], starts: list[int],
                   parts: list[_Line]) -> Compiled:
         src = SourceText(text, source)
+        if (self.builder is None or self.builder.memo_size() > MEMO_LIMIT
+                or len(self.builder.nodes) > min(MEMO_LIMIT, self.options.max_nodes // 2)):   # past sets' nodes
+            self.builder = DiagramBuilder(self._widths, self.options.max_nodes)
+            self.keys.clear()                       # the new builder's memo knows none of them
         rules, lowered_rules, terms, keys = [], [], [], []
         seen: dict[str, int] = {}
         for i, (ln, p) in enumerate(zip(rule_lines, parts)):
@@ -143,18 +145,6 @@ class IncrementalCompiler:
                 terms.append(term)
                 keys.append(key)
         lowered = Lowered(self.spec, list(self._variables), lowered_rules, len(lowered_rules), self._lowerer)
-        widths = [v.width for v in self._variables]
-        if (self.builder is None or self.builder.memo_size() > MEMO_LIMIT
-                or len(self.builder.nodes) > min(MEMO_LIMIT, self.options.max_nodes // 2)):   # past sets' nodes
-            self.builder = DiagramBuilder(widths, self.options.max_nodes)
-            self.keys.clear()                       # the new builder's memo knows none of them
-            keys = []
-            seen.clear()
-            for ln, p in zip(rule_lines, parts):
-                occurrence = seen[ln] = seen.get(ln, -1) + 1
-                for k in range(len(p.terms)):
-                    key = self.keys[(ln, occurrence, k)] = self._rng.getrandbits(128)
-                    keys.append(key)
         c = assemble(self.spec, rules, src, lowered, terms, self.options, self.builder, keys)
         self.incremental_last = True
         self._prune(set(rule_lines))

@@ -145,15 +145,18 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
                         continue
                     a = req.arbitration
                     with self.lock:
-                        if a.device_id != self.device_id:
+                        election = (a.election_id.high, a.election_id.low)
+                        refused = (f"no device {a.device_id} here (this is {self.device_id})"
+                                   if a.device_id != self.device_id else
+                                   f"election id {election[1]} is taken by another client"
+                                   if any(s is not stream and s.election == election for s in self.streams) else "")
+                        if refused:              # told on the stream (this thread cannot abort the call)
                             r = p4runtime_pb2.StreamMessageResponse()
-                            r.error.canonical_code = code_pb2.NOT_FOUND
-                            r.error.message = f"no device {a.device_id} here (this is {self.device_id})"
+                            r.error.canonical_code = (code_pb2.NOT_FOUND if a.device_id != self.device_id
+                                                      else code_pb2.INVALID_ARGUMENT)
+                            r.error.message = refused
                             stream.out.put(r)
                             continue
-                        election = (a.election_id.high, a.election_id.low)
-                        if any(s is not stream and s.election == election for s in self.streams):
-                            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"election id {election} is taken")
                         stream.election = election
                         self._tell_all()
             except Exception:              # the client went away (cancelled, reset): it is no longer a candidate

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 FEED_PORT = 26400
 
@@ -51,6 +53,23 @@ for h in sys.stdin.read().split():
     if gap:
         time.sleep(gap)
 """
+
+
+@contextmanager
+def processes() -> Iterator[list[subprocess.Popen]]:
+    """Processes a lab or benchmark starts (agents, controllers, switches): stopped on the way
+    out, also when what ran in between failed (SIGTERM, then SIGKILL after 10 s)."""
+    procs: list[subprocess.Popen] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:

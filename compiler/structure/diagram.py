@@ -66,7 +66,7 @@ class DiagramBuilder:
         self._rng = random.Random(seed)
         self._atom_keys: dict[Atom, int] = {}
         self._memo_order: tuple[int, ...] | None = None     # the order a kept memo was built for
-        self.leaf_parts: dict[int, tuple[Any, ...]] = {}     # slicing's view of a leaf: (ports, other atoms)
+        self.leaf_parts: dict[int, Any] = {}                 # slicing's ActionSet of a leaf (no group yet)
         self._memo: dict[tuple[int, int], int] = {}
         self._leaf_memo: dict[int, int] = {}
 

@@ -38,6 +38,13 @@ def actions_of_atoms(atoms: Collection[tuple[Any, ...]]) -> ActionSet:
                      tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")))
 
 
+def leaf_action(atoms: Collection[tuple[Any, ...]]) -> ActionSet:
+    """A leaf's actions before multicast groups are numbered: `actions_of_atoms` plus the state
+    variables it updates and the counted rules it matched."""
+    return replace(actions_of_atoms(atoms), updates=tuple(sorted(a[1] for a in atoms if a[0] == "update")),
+                   rules=tuple(sorted(a[1] for a in atoms if a[0] == "rule")))
+
+
 def default_action(atoms: frozenset[tuple[Any, ...]]) -> ActionSet | None:
     """The spec's query_default_action as an action set (no group yet), None without one."""
     return actions_of_atoms(atoms) if atoms else None
@@ -183,15 +190,9 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
     for nid in leaf_ids:
         got = parts.get(nid)
         if got is None:
-            atoms = builder.nodes[nid].atoms  # type: ignore[union-attr]
-            fwd = [a[1] for a in atoms if a[0] == "fwd"]
-            other = [a for a in atoms if a[0] != "fwd"] if len(fwd) != len(atoms) else []
-            got = parts[nid] = (sort_ports(fwd), ("drop",) in other,
-                                tuple(sorted((a[1], a[2]) for a in other if a[0] == "call")),
-                                tuple(sorted(a[1] for a in other if a[0] == "update")),
-                                tuple(sorted(a[1] for a in other if a[0] == "rule")))
-        if len(got[0]) > 1:
-            port_sets.add(got[0])
+            got = parts[nid] = leaf_action(builder.nodes[nid].atoms)   # type: ignore[union-attr]
+        if len(got.ports) > 1:
+            port_sets.add(got.ports)
     default = default_action(lowered.spec.default_atoms)
     if default is not None and len(default.ports) > 1:
         port_sets.add(default.ports)
@@ -203,10 +204,9 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
     group_of = {ps: g for g, ps in groups.items()}
     leaves: dict[int, ActionSet] = {}
     for nid in leaf_ids:
-        ports, drop, calls, updates_, rules = parts[nid]
-        if ports or drop or calls or updates_ or rules:
-            leaves[nid] = ActionSet(ports=ports, group=group_of.get(ports), drop=drop, calls=calls,
-                                    updates=updates_, rules=rules)
+        a = parts[nid]
+        if a.ports or a.drop or a.calls or a.updates or a.rules:
+            leaves[nid] = replace(a, group=group_of.get(a.ports)) if len(a.ports) > 1 else a
 
     state_vars = [StateVarInfo(k, sv.fn, sv.field.path, sv.counter.name, sv.counter.window_us)
                   for k, sv in enumerate(lowered.state_vars)]

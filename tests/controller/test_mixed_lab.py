@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Lab, mold_order_refs, sh
+from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Lab, mold_order_refs, processes, sh
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.language.spec_parser import load_spec
 from camus.controller.client import SubscriptionClient
@@ -45,7 +45,6 @@ def _wait_http(url: str) -> None:
 
 @pytest.fixture
 def mixed(tmp_path: Path):
-    procs: list[subprocess.Popen] = []
     with Lab("camus-mix", subscribers=3, net="10.77", remote_endpoint=False) as lab:
         sw_ns = lab.sub_ns(3)                             # subscriber slot 3 hosts the switch
         for i in (1, 2):                                   # the switch's two subscribers
@@ -71,7 +70,7 @@ def mixed(tmp_path: Path):
         (tmp_path / "tokens.yaml").write_text(yaml.safe_dump(TOKENS))
         exe = str(Path(sys.executable).parent / "camus-xdp")
         (tmp_path / "agent.token").write_text("agent-tok\n")
-        try:
+        with processes() as procs:                       # stopped before the lab is torn down
             procs.append(subprocess.Popen([exe, "agent", lab.broker, "--spec", str(SPEC), "--ports", str(ports),
                                            "--listen", AGENT, "--token-file", str(tmp_path / "agent.token")],
                                           stderr=subprocess.PIPE))
@@ -95,14 +94,6 @@ def mixed(tmp_path: Path):
             _wait_http(f"http://{AGENT}/v1/status")
             _wait_http(f"http://{CTL}/v1/status")
             yield lab
-        finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
 
 
 def _captures(lab: Lab, secs: float) -> dict[str, subprocess.Popen]:

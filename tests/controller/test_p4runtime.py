@@ -133,6 +133,8 @@ def test_arbitration_and_refused_updates_are_explained(lab) -> None:
     ctl.push_pending()                                          # the controller is primary (election id 5)
     with pytest.raises(P4RuntimeError, match="another controller is primary"):
         P4RuntimeClient(f"127.0.0.1:{sw.port}", 1, election_id=2, timeout=3.0)
+    with pytest.raises(P4RuntimeError, match="election id 5 is taken"):
+        P4RuntimeClient(f"127.0.0.1:{sw.port}", 1, election_id=5, timeout=3.0)
     c = target.client
     names = c.names()
     bad = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
