@@ -2,6 +2,7 @@
 
     sudo python bench/xdp_profile.py                       # 100K ITCH subscriptions, 12 msgs/pkt
     sudo python bench/xdp_profile.py --subscriptions 10 --messages 1 --top 30
+    sudo python bench/xdp_profile.py --workload siena --subscriptions 1000 --messages 1
 
 Loads the program with the benchmark's rule set, runs packets through it with BPF_PROG_TEST_RUN
 under `perf record -e cpu-clock` (this VM has no hardware PMU), dumps the JIT image of the
@@ -66,21 +67,27 @@ def disassemble(code: bytes) -> list[tuple[int, str]]:
 
 def run_load(args: argparse.Namespace) -> None:
     """The child perf records: load, fill, run the packets for --seconds."""
+    import random
     import time
-    from camus.bench.workloads import itch_rules
+    from camus.compiler.backends.ebpf_bitvector import sized_limits
+    from camus.compiler.backends.ebpf_program import EbpfLimits
     from camus.compiler.backends.ebpf_tables import map_contents
+    from camus.compiler.codec.packets import build_packet
     from camus.compiler.compile import compile_rules
-    from camus.compiler.language.spec_parser import load_spec
     from camus.dataplane.program import XdpProgram
-    from xdp_bench import packets
-    spec = load_spec(ROOT / "apps" / "itch" / "itch.p4")
-    rules = itch_rules(args.subscriptions, seed=1)
-    prog = XdpProgram.load(spec)
-    prog.write(map_contents(compile_rules(spec, "\n".join(rules)).pipeline, spec))
-    pkts = packets(spec, args.messages, 5, 2, sorted({r.split()[2] for r in rules}))
-    code, tag = jit_image(prog.bpf.funcs[b"camus_msg"].fd)
-    Path(args.jit).write_bytes(code)
-    print(tag, flush=True)
+    from compile_bench import workload
+    spec, text, make_message = workload(args.workload, args.subscriptions, 1)
+    compiled = compile_rules(spec, text + "\n")
+    lim = sized_limits(compiled.pipeline, EbpfLimits(max_states=1 << 20, max_exact=1 << 20),
+                       len(spec.query_fields))
+    prog = XdpProgram.load(spec, lim)
+    prog.write(map_contents(compiled.pipeline, spec, lim))
+    rng = random.Random(7)
+    pkts = [build_packet(spec, [make_message(rng) for _ in range(args.messages)]) for _ in range(5)]
+    for name in ("camus_xdp", "camus_msg"):   # one-message packets are classified in camus_xdp itself
+        code, tag = jit_image(prog.bpf.funcs[name.encode()].fd)
+        Path(f"{args.jit}.{name}").write_bytes(code)
+        print(f"{name}={tag}", flush=True)
     end = time.monotonic() + args.seconds
     while time.monotonic() < end:
         for p in pkts:
@@ -90,6 +97,8 @@ def run_load(args: argparse.Namespace) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", default="itch", choices=("itch", "siena", "sensors"),
+                    help="the rule set and messages (bench/compile_bench.py's workloads)")
     ap.add_argument("--subscriptions", type=int, default=100_000)
     ap.add_argument("--messages", type=int, default=12, choices=range(1, 13), metavar="1..12")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long the packets run under perf")
@@ -106,29 +115,31 @@ def main() -> int:
             return 1
     with tempfile.TemporaryDirectory() as tmp:
         data, jit = Path(tmp) / "perf.data", Path(tmp) / "jit.bin"
-        child = [sys.executable, __file__, "--child", "--jit", str(jit), "--subscriptions", str(args.subscriptions),
+        child = [sys.executable, __file__, "--child", "--jit", str(jit), "--workload", args.workload,
+                 "--subscriptions", str(args.subscriptions),
                  "--messages", str(args.messages), "--seconds", str(args.seconds)]
         rec = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", str(data), "--", *child],
                              capture_output=True, text=True)
         if rec.returncode != 0:
             print(f"xdp_profile: perf record failed:\n{rec.stderr[-2000:]}", file=sys.stderr)
             return 1
-        tag = rec.stdout.split()[0]
+        tags = dict(line.split("=") for line in rec.stdout.split())
         script = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym,symoff"],
                                 capture_output=True, text=True).stdout
-        symbol = f"bpf_prog_{tag}_camus_msg"
-        offsets = Counter(int(m.group(1), 16) for m in re.finditer(re.escape(symbol) + r"\+0x([0-9a-f]+)", script))
+        found = {name: Counter(int(m.group(1), 16) for m in re.finditer(
+            re.escape(f"bpf_prog_{tag}_{name}") + r"\+0x([0-9a-f]+)", script)) for name, tag in tags.items()}
+        name, offsets = max(found.items(), key=lambda kv: sum(kv[1].values()))
         if not offsets:
-            print(f"xdp_profile: no samples in {symbol} (is /proc/sys/net/core/bpf_jit_kallsyms 1?)",
+            print("xdp_profile: no samples in the programs (is /proc/sys/net/core/bpf_jit_kallsyms 1?)",
                   file=sys.stderr)
             return 1
         total_samples = len(script.splitlines())
-        code = jit.read_bytes()
+        code = Path(f"{jit}.{name}").read_bytes()
         rows = disassemble(code)
     hits = [(offsets.get(off, 0), off, text) for off, text in rows]
     in_prog = sum(offsets.values())
     print(f"{args.subscriptions:,} subscriptions, {args.messages} msgs/packet: {in_prog:,} of {total_samples:,} "
-          f"samples in camus_msg ({len(rows):,} instructions, {len(code):,} bytes of x86)")
+          f"samples in {name} ({len(rows):,} instructions, {len(code):,} bytes of x86)")
     print("\nhottest instructions (samples, share, offset, instruction):")
     for n, off, text in sorted(hits, reverse=True)[:args.top]:
         print(f"{n:>7} {100 * n / max(1, in_prog):5.1f}%  {off:#06x}  {text}")

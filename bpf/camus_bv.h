@@ -27,8 +27,24 @@ struct camus_bv_work {
     __u32 words;
     __u64 zero;                      /* 0, read back as a value the verifier does not know */
 };
+#define CAMUS_BV_PREFIX_LEAVES 64
+#define CAMUS_BV_PREFIX_WORDS 4
+struct camus_bv_pleaf {          /* a leaf of the prefix, in group order */
+    __u64 tbit;                  /* its settled bit: the top bit of its group */
+    __u32 flags;
+    __u32 leaf;
+    __u64 ports[CAMUS_PORT_WORDS];
+};
 struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
+    __u64 tops;                  /* the prefix: every leaf's settled bit (0: no prefix) */
+    __u64 rest;                  /* the groups' other bits */
+    __u64 all_ports[CAMUS_PORT_WORDS];         /* every prefix leaf united: all settled at once */
+    __u32 all_flags;
+    __u32 pwords;                /* prefix words */
+    __u32 nleaves;               /* entries of pl */
+    __u32 counted;               /* a leaf has per-rule counters: settle leaf by leaf */
     struct camus_desc fd[CAMUS_N_FIELDS];      /* field i's interval table (copy of desc[root+1+i]) */
+    struct camus_bv_pleaf pl[CAMUS_BV_PREFIX_LEAVES];
     struct camus_bv_seg s[CAMUS_MAX_BV_SEGS];
 };
 BPF_ARRAY(bv_segs, struct camus_bv_segs, 2);
@@ -95,49 +111,105 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         acc->w[k] = a;
     }
 #endif
-    /* 3. Leaf by leaf (segments are sorted by leaf, then word): a segment's terms match where
-     * every field's bitmap has their bits; the first matching segment of a leaf unites the
-     * leaf's ports and flags and skips the leaf's other segments (`next`), so a leaf that
-     * matches early costs one word, not all of its words. The branch on a match lets the CPU
-     * start the next segment before this one's AND is known. The cursor and the results start
-     * from zeros the verifier cannot see as zeros (and the segment count comes from the
-     * descriptor in memory), so a matched and an unmatched iteration leave alike states and
-     * it prunes one of them at the loop head instead of walking both through every later
-     * iteration. */
     acc->zero = 0;
     __u64 unknown0 = *(volatile __u64 *)&acc->zero;
     #pragma unroll
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
         out->ports[w] = unknown0;
     out->flags = (__u32)unknown0;
+    /* 3. The prefix (structure/bitvector.term_order): every leaf owns a group of bits in each
+     * prefix word, its likeliest terms. One AND over the fields per word, then a group with a
+     * bit left sets its top bit (the add carries into it from any lower bit, never past it):
+     * `done` gets one bit per leaf, and most messages that match most leaves settle them all
+     * in a word or two. */
+    __u64 done = unknown0, tops = segs->tops;
+    __u32 pwords = segs->pwords;
+    #pragma unroll
+    for (int w = 0; w < CAMUS_BV_PREFIX_WORDS && w < CAMUS_BV_WORDS; w++) {
+        if (w >= pwords || done == tops)
+            break;
+#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
+        __u64 x = acc->w[w];
+#else
+        __u64 x = ~(__u64)0;
+#endif
+        #pragma unroll
+        for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
+            x &= f[i]->w[w];
+        done |= (((x & ~tops) + segs->rest) | x) & tops;
+    }
+    if (done && done == tops && !segs->counted) {      /* every leaf: their union, made ahead */
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            out->ports[w] = segs->all_ports[w];
+        out->flags = segs->all_flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
+    } else if (done) {
+        __u32 nleaves = segs->nleaves;
+        #pragma nounroll
+        for (int g = 0; g < CAMUS_BV_PREFIX_LEAVES; g++) {
+            if (g >= nleaves)
+                break;
+            struct camus_bv_pleaf *pl = &segs->pl[g];
+            if (!(done & pl->tbit))
+                continue;
+            #pragma unroll
+            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                out->ports[w] |= pl->ports[w];
+            out->flags |= pl->flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
+            if (pl->flags & CAMUS_LEAF_COUNTED)
+                count_hit(pl->leaf);
+        }
+    }
+    /* 4. The rest, leaf by leaf (segments sorted by leaf, then word), for the leaves the prefix
+     * left: a segment's terms match where every field's bitmap has their bits; the first
+     * matching segment of a leaf unites its ports and flags, counts its per-rule hit and jumps
+     * past the leaf's other segments (`next`). The cursor and the results start from zeros the
+     * verifier cannot see as zeros (and the segment count comes from the descriptor in memory),
+     * so a matched and an unmatched iteration leave alike states and it prunes one of them at
+     * the loop head instead of walking both through every later iteration. */
+    __u64 all = tops ? tops : ~(__u64)0;        /* without a prefix no leaf has a bit */
     __u32 j = (__u32)unknown0;
-    __u32 nsegs = (__u32)root->mult;
+    __u32 nsegs = done == all ? 0 : (__u32)root->mult;
     #pragma nounroll
     for (int it = 0; it < CAMUS_MAX_BV_SEGS; it++) {
         if (j >= nsegs)
             break;
         struct camus_bv_seg *sg = &segs->s[bv_index(j, CAMUS_MAX_BV_SEGS)];
+        if (sg->lbit & done) {          /* the prefix settled this leaf */
+            j = bv_index(sg->next, 2 * CAMUS_MAX_BV_SEGS);
+            continue;
+        }
+        /* The segment's word ANDed over the fields. (Keeping the last word's AND for the next
+         * segment would save it when a leaf's last word is the next one's first, but the branch
+         * doubles the verifier's paths per iteration: 2,048 segments no longer verify.) */
         __u32 k = bv_index(sg->word, CAMUS_BV_WORDS);
-        __u64 a = sg->mask;
+#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
+        __u64 a_word = acc->w[k];
+#else
+        __u64 a_word = ~(__u64)0;
+#endif
         #pragma unroll
         for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
-            a &= f[i]->w[k];
-#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
-        a &= acc->w[k];
-#endif
+            a_word &= f[i]->w[k];
         /* Both ways j is masked to the same range, so the verifier's states at the loop head
          * stay alike however many segments were skipped (nsegs <= CAMUS_MAX_BV_SEGS). */
-        if (!a) {
+        if (!(a_word & sg->mask)) {
             j = bv_index(j + 1, 2 * CAMUS_MAX_BV_SEGS);
             continue;
         }
-        #pragma unroll          /* in memory, not registers: a match is rare, a segment not */
-        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-            out->ports[w] |= sg->ports[w];
-        out->flags |= sg->flags;
-        j = bv_index(sg->next, 2 * CAMUS_MAX_BV_SEGS);
+        out->ports[0] |= sg->ports[0];
+        if (sg->flags & CAMUS_LEAF_WIDE) {   /* ports 64 and up: rare, and 3 words more per match */
+            #pragma unroll
+            for (int w = 1; w < CAMUS_PORT_WORDS; w++)
+                out->ports[w] |= sg->ports[w];
+        }
+        out->flags |= sg->flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
         if (sg->flags & CAMUS_LEAF_COUNTED)     /* a matching leaf once per message */
             count_hit(sg->leaf);
+        done |= sg->lbit;
+        if (done == all)                /* every leaf settled */
+            break;
+        j = bv_index(sg->next, 2 * CAMUS_MAX_BV_SEGS);
     }
     if (out->flags & CAMUS_LEAF_DROP) {  /* an explicit drop wins over forwarding */
         #pragma unroll

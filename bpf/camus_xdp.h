@@ -35,6 +35,7 @@
 #define CAMUS_LEAF_CALL  2   /* custom actions: handed to the host stack */
 #define CAMUS_LEAF_PORTS 4   /* at least one port (saves OR-ing the words per message) */
 #define CAMUS_LEAF_COUNTED 8 /* bit-vector segments: the leaf has per-rule counters (XDP counts it) */
+#define CAMUS_LEAF_WIDE 16   /* bit-vector segments: ports beyond the first 64 (else only word 0 is OR-ed) */
 
 /* stats[] indices */
 #define CAMUS_STAT_PACKETS      0   /* packets seen */
@@ -146,11 +147,12 @@ struct camus_svar_cfg {
 
 struct camus_bv_seg {        /* terms of one leaf inside one word of the matched-terms bitmap */
     __u64 mask;
-    __u64 ports[CAMUS_PORT_WORDS];   /* the leaf's ports and flags, inline: no lookup per segment */
+    __u64 lbit;              /* the leaf's settled bit (its prefix group's top bit; 0 without a prefix) */
     __u32 word;
     __u32 flags;
     __u32 leaf;              /* the leaf state holding these terms' actions */
-    __u32 next;              /* the first segment of the next leaf (skipped to once this one matched) */
+    __u32 next;              /* the next leaf's first segment (skipped to once this leaf matched) */
+    __u64 ports[CAMUS_PORT_WORDS];   /* the leaf's ports, inline: no lookup per segment */
 };
 
 struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */

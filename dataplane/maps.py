@@ -8,6 +8,7 @@ import ctypes
 import os
 from pathlib import Path
 
+from camus.compiler.backends.ebpf_bitvector import LEAF_COUNTED
 from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_MASK, MapContents
 
 from .testrun import _libbpf
@@ -64,14 +65,27 @@ class PortCfg(ctypes.Structure):
 
 class BvSeg(ctypes.Structure):
     c_struct = "camus_bv_seg"             # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("mask", ctypes.c_uint64), ("ports", ctypes.c_uint64 * PORT_WORDS), ("word", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32), ("next", ctypes.c_uint32)]
+    _fields_ = [("mask", ctypes.c_uint64), ("lbit", ctypes.c_uint64), ("word", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32), ("next", ctypes.c_uint32),
+                ("ports", ctypes.c_uint64 * PORT_WORDS)]
+
+
+class BvPrefixLeaf(ctypes.Structure):
+    c_struct = "camus_bv_pleaf"           # bpf/camus_bv.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("tbit", ctypes.c_uint64), ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32),
+                ("ports", ctypes.c_uint64 * PORT_WORDS)]
+
+
+BV_PREFIX_LEAVES = 64                     # bpf/camus_bv.h CAMUS_BV_PREFIX_LEAVES
 
 
 def bv_stage_value(fields: int, max_segs: int) -> type[ctypes.Structure]:
     """struct camus_bv_segs (bpf/camus_bv.h) for a program with these limits."""
     class BvStage(ctypes.Structure):
-        _fields_ = [("fd", Desc * fields), ("s", BvSeg * max_segs)]
+        _fields_ = [("tops", ctypes.c_uint64), ("rest", ctypes.c_uint64), ("all_ports", ctypes.c_uint64 * PORT_WORDS),
+                    ("all_flags", ctypes.c_uint32), ("pwords", ctypes.c_uint32), ("nleaves", ctypes.c_uint32),
+                    ("counted", ctypes.c_uint32), ("fd", Desc * fields), ("pl", BvPrefixLeaf * BV_PREFIX_LEAVES),
+                    ("s", BvSeg * max_segs)]
     return BvStage
 
 
@@ -221,8 +235,17 @@ class MapSet:
             for i in range(c.bv_fields):            # the fields' interval tables, inline
                 kind, var, bits, default, base, count, mult = c.desc[c.root + 1 + i]
                 segs.fd[i] = Desc(kind, var, bits, 0, default, base, count, mult)
-            for j, (mask, word, leaf, ports, flags, nxt) in enumerate(c.bv_segs):
-                segs.s[j] = BvSeg(mask, (ctypes.c_uint64 * PORT_WORDS)(*ports), word, flags, leaf, nxt)
+            segs.tops, segs.rest, segs.pwords = c.bv_prefix
+            segs.nleaves = len(c.bv_pleaves)
+            union = [0] * PORT_WORDS
+            for k, (tbit, flags, leaf, ports) in enumerate(c.bv_pleaves):
+                segs.pl[k] = BvPrefixLeaf(tbit, flags, leaf, (ctypes.c_uint64 * PORT_WORDS)(*ports))
+                union = [u | w for u, w in zip(union, ports)]
+                segs.all_flags |= flags
+            segs.all_ports = (ctypes.c_uint64 * PORT_WORDS)(*union)
+            segs.counted = int(any(flags & LEAF_COUNTED for _, flags, _, _ in c.bv_pleaves))
+            for j, (mask, word, leaf, ports, flags, nxt, lbit) in enumerate(c.bv_segs):
+                segs.s[j] = BvSeg(mask, lbit, word, flags, leaf, nxt, (ctypes.c_uint64 * PORT_WORDS)(*ports))
             self.update("bv_segs", ctypes.c_uint32(c.bv_segs_base), segs)
         for k, (window_ns, fn, fld) in enumerate(c.svar_cfg):
             self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld))

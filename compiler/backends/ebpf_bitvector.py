@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
 LEAF_COUNTED = 8            # bpf/camus_xdp.h CAMUS_LEAF_COUNTED
+LEAF_WIDE = 16              # bpf/camus_xdp.h CAMUS_LEAF_WIDE: a port above 63 (the kernel ORs every word)
 STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stage classified
 
 
@@ -70,15 +71,15 @@ def bitmap_words(b: int, words: int) -> tuple[int, ...]:
     return tuple((b >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words))
 
 
-def segments(bv: BitvectorStage, leaf_state: dict[int, int]) -> list[tuple[int, int, int]]:
-    """(mask, word, leaf) for every run of terms with one leaf, cut at word boundaries (grouped
-    by leaf: terms are sorted by leaf)."""
+def _runs(bv: BitvectorStage, start: int, stop: int, leaf_state: dict[int, int]) -> list[tuple[int, int, int]]:
+    """(mask, word, leaf state) for every run of terms with one leaf in [start, stop), cut at
+    word boundaries."""
     out: list[tuple[int, int, int]] = []
-    t = 0
-    while t < bv.terms:
+    t = start
+    while t < stop:
         leaf = bv.term_leaf[t]
         end = t
-        while end < bv.terms and bv.term_leaf[end] == leaf:
+        while end < stop and bv.term_leaf[end] == leaf:
             end += 1
         a = t
         while a < end:
@@ -91,13 +92,26 @@ def segments(bv: BitvectorStage, leaf_state: dict[int, int]) -> list[tuple[int, 
     return out
 
 
-def next_leaf_starts(seg_leaves: list[int]) -> list[int]:
-    """For segments grouped by leaf: the index of the next leaf's first segment, per segment
-    (the kernel jumps there once a leaf matched: its other segments cannot add anything)."""
-    out = [len(seg_leaves)] * len(seg_leaves)
-    for j in range(len(seg_leaves) - 2, -1, -1):
-        out[j] = j + 1 if seg_leaves[j + 1] != seg_leaves[j] else out[j + 1]
-    return out
+def segments(bv: BitvectorStage, leaf_state: dict[int, int]) -> list[tuple[int, int, int, int]]:
+    """(mask, word, leaf state, next) for every run of terms with one leaf after the prefix
+    (the kernel settles the prefix word by word, without segments). `next` is the next leaf's
+    first run: once a leaf matched, its other runs cannot add anything."""
+    rest = _runs(bv, bv.prefix, bv.terms, leaf_state)
+    nxt = [len(rest)] * len(rest)
+    for j in range(len(rest) - 2, -1, -1):
+        nxt[j] = j + 1 if rest[j + 1][2] != rest[j][2] else nxt[j + 1]
+    return [(mask, word, leaf, n) for (mask, word, leaf), n in zip(rest, nxt)]
+
+
+def group_bits(bv: BitvectorStage) -> tuple[dict[int, int], int, int]:
+    """For the prefix: each leaf's settled bit (the top bit of its group in a prefix word), all
+    of them (`tops`), and the groups' other bits (`rest`). A group has a bit left after the
+    AND exactly when ((word & ~tops) + rest | word) & tops has its top bit: the add carries
+    into the top bit from any lower bit and never past it. Without a prefix: no bits."""
+    tbit = {leaf: 1 << ((g + 1) * bv.share - 1) for g, leaf in enumerate(bv.prefix_leaves)}
+    tops = sum(tbit.values())
+    rest = sum(((1 << (bv.share - 1)) - 1) << (g * bv.share) for g in range(len(tbit)))
+    return tbit, tops, rest
 
 
 def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapContents") -> None:
@@ -134,11 +148,20 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapConten
         out.leaf[s] = (out.port_mask(a.ports), flags, 0)
         if a.rules:
             out.leaf_rules[s] = a.rules
-    runs = segments(bv, leaf_state)
-    segs = [(mask, word, leaf, out.leaf[leaf][0], out.leaf[leaf][1] | (LEAF_COUNTED if leaf in out.leaf_rules else 0),
-             nxt) for (mask, word, leaf), nxt in zip(runs, next_leaf_starts([leaf for _, _, leaf in runs]))]
+    tbit, tops, rest = group_bits(bv)
+
+    def seg_flags(leaf: int) -> int:
+        ports, flags = out.leaf[leaf][0], out.leaf[leaf][1]
+        return (flags | (LEAF_COUNTED if leaf in out.leaf_rules else 0)
+                | (LEAF_WIDE if any(ports[1:]) else 0))
+    state_bit = {leaf_state[leaf]: b for leaf, b in tbit.items()}
+    segs = [(mask, word, leaf, out.leaf[leaf][0], seg_flags(leaf), nxt, state_bit.get(leaf, 0))
+            for mask, word, leaf, nxt in segments(bv, leaf_state)]
     out.bv_bits = {k: bitmap_words(b, words) for k, b in enumerate(bitmaps)}
     out.bv_segs = segs
+    out.bv_prefix = (tops, rest, bv.prefix_words)
+    out.bv_pleaves = [(tbit[leaf], seg_flags(leaf_state[leaf]), leaf_state[leaf], out.leaf[leaf_state[leaf]][0])
+                      for leaf in bv.prefix_leaves]
     out.bv_words, out.bv_max_segs, out.bv_fields = lim.bv_words, lim.max_bv_segs, nf
     out.root = root
     out.desc[root] = (KIND_BV, 0, 0, first_bitmap, out.bv_bits_base, words, (out.bv_segs_base << 32) | len(segs))

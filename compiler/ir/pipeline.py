@@ -128,11 +128,27 @@ class BitvectorStage:
     terms: int                                  # bits: one per DNF term
     fields: list[BitvectorField]                # fields some term constrains, in spec order
     bitmaps: list[int]                          # distinct bitmaps (bit t: term t holds)
-    term_leaf: list[int]                        # per term: its leaf (Pipeline.leaves) = its actions
+    term_leaf: list[int]                        # per bit: its term's leaf (Pipeline.leaves) = its
+                                                # actions; 0: an empty bit (in the prefix only)
+    prefix_words: int = 0                       # the first words: every leaf's likeliest terms, leaf
+    share: int = 0                              # g (g-th smallest id) in bits [g*share, (g+1)*share)
+                                                # of each (structure/bitvector.term_order); after
+                                                # them the terms sorted by leaf
     all_terms: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.all_terms = (1 << self.terms) - 1
+        empty = sum(1 << t for t in range(self.prefix) if self.term_leaf[t] == 0)
+        self.all_terms = ((1 << self.terms) - 1) & ~empty
+
+    @property
+    def prefix(self) -> int:
+        """Bits in the prefix."""
+        return 64 * self.prefix_words
+
+    @property
+    def prefix_leaves(self) -> list[int]:
+        """The leaves in group order (empty without a prefix)."""
+        return sorted({x for x in self.term_leaf if x}) if self.prefix_words else []
 
     @property
     def words(self) -> int:
@@ -170,24 +186,34 @@ class BitvectorStage:
                 raise ValueError(f"bit-vector field {f.name}: every interval needs a known bitmap")
         if any(not 0 <= b <= self.all_terms for b in self.bitmaps):
             raise ValueError(f"a bitmap is wider than the {self.terms} terms")
-        if len(self.term_leaf) != self.terms or any(x not in leaves for x in self.term_leaf):
+        if len(self.term_leaf) != self.terms or any(x not in leaves for x in self.term_leaf[self.prefix:]):
             raise ValueError("every bit-vector term needs a leaf")
-        if any(a > b for a, b in zip(self.term_leaf, self.term_leaf[1:])):
-            raise ValueError("bit-vector terms must be sorted by leaf (one run of bits per leaf)")
+        rest = self.term_leaf[self.prefix:]
+        if not 0 <= self.prefix <= self.terms or any(a > b for a, b in zip(rest, rest[1:])):
+            raise ValueError("bit-vector terms after the prefix must be sorted by leaf (one run of bits per leaf)")
+        if self.prefix_words:
+            groups = self.prefix_leaves
+            if not 0 < len(groups) * self.share <= 64 or any(
+                    self.term_leaf[t] not in (0, groups[(t % 64) // self.share] if t % 64 < len(groups) * self.share
+                                              else 0) for t in range(self.prefix)):
+                raise ValueError("bit-vector prefix: each leaf's bits must be its group of every prefix word")
+            if any(b & ~self.all_terms for b in self.bitmaps):
+                raise ValueError("bit-vector prefix: an empty bit is set in a bitmap")
 
     def to_json(self) -> dict[str, Any]:
         return {"terms": self.terms,
                 "fields": [{"name": f.name, "var": f.var, "field_width": f.field_width,
                             "starts": f.starts, "bitmaps": f.bitmaps} for f in self.fields],
                 "bitmaps": [format(b, "x") for b in self.bitmaps],
-                "term_leaf": self.term_leaf}
+                "term_leaf": self.term_leaf, "prefix_words": self.prefix_words, "share": self.share}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "BitvectorStage":
         return cls(doc["terms"],
                    [BitvectorField(f["name"], f["var"], f["field_width"], list(f["starts"]), list(f["bitmaps"]))
                     for f in doc["fields"]],
-                   [int(b, 16) for b in doc["bitmaps"]], list(doc["term_leaf"]))
+                   [int(b, 16) for b in doc["bitmaps"]], list(doc["term_leaf"]),
+                   doc.get("prefix_words", 0), doc.get("share", 0))
 
 
 @dataclass

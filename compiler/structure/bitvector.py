@@ -21,6 +21,7 @@ reference interpreter runs it, and back ends that cannot carry it say so.
 """
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from .diagram import normalise_atoms
@@ -40,17 +41,73 @@ def _mask(bits: list[int], nbytes: int) -> int:
     return int.from_bytes(buf, "little")
 
 
+PREFIX_MAX_LEAVES = 64     # one bit per leaf in a 64-bit word: more leaves, no prefix
+PREFIX_WORDS = 4           # the prefix's most words (rounds past the second are rarely read)
+
+
+def likelihood(lowered: Lowered, terms: list[Term]) -> list[float]:
+    """Per term, a guess of how often a message matches it, with nothing known of the traffic:
+    per constrained field, the share of the field's boundary points (over all terms) its
+    intervals cover — an equality on one of a hundred constants is rare, `x < median` is half —
+    multiplied over the fields."""
+    guess = [1.0] * len(terms)
+    for v in lowered.variables:
+        if v.state is not None:
+            continue
+        points = sorted({p for cons in terms for lo, hi in cons.get(v.index, ()) for p in (lo, hi + 1)})
+        if not points:
+            continue
+        for t, cons in enumerate(terms):
+            iset = cons.get(v.index)
+            if iset is not None:
+                covered = sum(bisect.bisect_right(points, hi) - bisect.bisect_left(points, lo) for lo, hi in iset)
+                guess[t] *= max(1, covered) / len(points)
+    return guess
+
+
+def term_order(term_leaf: list[int], guess: list[float]) -> tuple[list[int | None], int, int]:
+    """The bit order: (term index per bit, None for an empty bit; prefix words; share).
+
+    With L <= 64 leaves the first words are a prefix of every leaf's likeliest terms in a
+    fixed layout: leaf g (the g-th smallest leaf id) owns bits [g * share, (g + 1) * share) of
+    every prefix word, share = 64 // L, word w holding its w-th share by falling likelihood
+    (bits a leaf cannot fill stay empty). One AND over the fields per prefix word then settles
+    every leaf whose group has a bit left, all at once (bpf/camus_bv.h: a few ALU operations
+    turn the word into one bit per leaf), which is what a message matching most leaves (many
+    wildcard-heavy filters per action) needs; most messages need one or two words. After the
+    prefix every term left, sorted by leaf: one run of bits per leaf, walked for the leaves the
+    prefix did not settle."""
+    leaves = sorted(set(term_leaf))
+    by_leaf: dict[int, list[int]] = {leaf: [] for leaf in leaves}
+    for t in sorted(range(len(term_leaf)), key=lambda t: -guess[t]):
+        by_leaf[term_leaf[t]].append(t)
+    order: list[int | None] = []
+    words = share = 0
+    if 0 < len(leaves) <= PREFIX_MAX_LEAVES:
+        share = 64 // len(leaves)
+        words = min(PREFIX_WORDS, -(-max(len(ts) for ts in by_leaf.values()) // share))
+        for w in range(words):
+            for leaf in leaves:
+                got = by_leaf[leaf][w * share:(w + 1) * share]
+                order += got + [None] * (share - len(got))
+            order += [None] * (64 - share * len(leaves))
+    for leaf in leaves:
+        order += by_leaf[leaf][words * share:]
+    return order, words, share
+
+
 def build_bitvector(lowered: Lowered,
                     terms: list[tuple[Term, frozenset[Atom]]]) -> tuple[BitvectorStage, dict[int, ActionSet]]:
     """The stage for these DNF terms, and the leaves (1, 2, ...) holding the terms' actions."""
-    # Terms sorted by their actions: each leaf then owns one run of bits, and a data plane can
-    # unite the matching terms' actions run by run (bpf/camus_bv.h) instead of bit by bit.
+    # Terms grouped by their actions (after a prefix of likely terms, see term_order): each leaf
+    # owns one run of bits, and a data plane can unite the matching terms' actions run by run
+    # (bpf/camus_bv.h) instead of bit by bit.
     leaf_of: dict[frozenset[Atom], int] = {}
-    keyed = [(leaf_of.setdefault(normalise_atoms(atoms), len(leaf_of) + 1), cons, atoms) for cons, atoms in terms]
-    keyed.sort(key=lambda x: x[0])
-    term_leaf = [leaf for leaf, _, _ in keyed]
-    terms = [(cons, atoms) for _, cons, atoms in keyed]
-    n = len(terms)
+    leaf_ids = [leaf_of.setdefault(normalise_atoms(atoms), len(leaf_of) + 1) for _, atoms in terms]
+    order, prefix_words, share = term_order(leaf_ids, likelihood(lowered, [cons for cons, _ in terms]))
+    term_leaf = [0 if t is None else leaf_ids[t] for t in order]
+    bits = [None if t is None else terms[t] for t in order]
+    n = len(bits)
     nbytes = max(1, (n + 7) // 8)
     header_vars = [v for v in lowered.variables if v.state is None]
     fields: list[BitvectorField] = []
@@ -68,8 +125,10 @@ def build_bitvector(lowered: Lowered,
         top = (1 << v.width) - 1
         toggles: dict[int, list[int]] = {}          # point -> terms whose membership flips there
         wildcard: list[int] = []
-        for t, (cons, _) in enumerate(terms):
-            iset = cons.get(v.index)
+        for t, term in enumerate(bits):
+            if term is None:
+                continue                            # an empty bit: never set
+            iset = term[0].get(v.index)
             if iset is None:
                 wildcard.append(t)
                 continue
@@ -77,7 +136,7 @@ def build_bitvector(lowered: Lowered,
                 toggles.setdefault(lo, []).append(t)
                 if hi < top:
                     toggles.setdefault(hi + 1, []).append(t)
-        if len(wildcard) == n:
+        if not toggles:
             continue                                # nobody constrains this field
         points = sorted(set(toggles) | {0})
         cur = _mask(wildcard, nbytes)
@@ -94,9 +153,9 @@ def build_bitvector(lowered: Lowered,
         assert v.field is not None
         fields.append(BitvectorField(v.field.path, v.index, v.width, starts, ids))
     if not bitmaps:
-        intern((1 << n) - 1)
+        intern(_mask([t for t, term in enumerate(bits) if term is not None], nbytes))
     leaves = {leaf: atoms_action(atoms) for atoms, leaf in leaf_of.items()}
-    return BitvectorStage(n, fields, bitmaps, term_leaf), leaves
+    return BitvectorStage(n, fields, bitmaps, term_leaf, prefix_words, share), leaves
 
 
 def atoms_action(atoms: frozenset[Atom]) -> ActionSet:

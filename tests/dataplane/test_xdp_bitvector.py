@@ -172,3 +172,37 @@ def test_twenty_thousand_filters_run_in_the_kernel() -> None:
                 assert contents.ports_of(got.messages[i][2]) == tuple(actions.ports)
     finally:
         prog.close()
+
+
+@pytest.mark.parametrize("hosts, count", [(16, 0), (16, 64), (100, 0), (100, 64)])
+def test_prefix_and_leaf_walk_agree_with_the_ir_and_count_each_rule_once(programs, hosts, count) -> None:
+    """The prefix (one bit per leaf, every leaf settled at once when all match) with up to 64
+    distinct actions, the leaf-by-leaf walk alone beyond (100 actions: no prefix); with
+    per-rule counters (settled leaf by leaf) and without (the union made ahead): the kernel's
+    ports are the IR's, and each counted rule's hits are the number of messages it matched."""
+    _, spec, prog = programs["siena"]
+    rules = siena_rules(400, SIENA, seed=hosts + count, n_hosts=hosts, max_constraints=3)
+    compiled = compile_rules(spec, "\n".join(rules), options=CompileOptions(strategy="bitvector",
+                                                                             count_rules=count))
+    bv = compiled.pipeline.bitvector
+    assert bv is not None and (bv.prefix_words > 0) == (len(compiled.pipeline.leaves) <= 64)
+    interp = PipelineInterpreter(compiled.pipeline)
+    contents = map_contents(compiled.pipeline, spec, LIMITS, bank=0)
+    prog.write(contents)
+    prog.maps.clear_leaf_hits(sorted(contents.leaf))
+    rng = random.Random(hosts)
+    want = [0] * count
+    try:
+        for _ in range(150):
+            m = message_from_text(spec, siena_message(SIENA, rng))
+            check(prog, compiled, contents, interp, build_packet(spec, [m]))
+            for r in interp.run(m).actions.rules:     # the counted rules the message matched
+                want[r] += 1
+        hits = prog.maps.leaf_hits(sorted(contents.leaf_rules))
+        got = [0] * count
+        for s, rs in contents.leaf_rules.items():
+            for r in rs:
+                got[r] += hits[s]
+        assert got == want and (not count or sum(want) > 0)
+    finally:
+        prog.remove(contents)
