@@ -11,6 +11,10 @@
  * from the root's descriptor, so a new rule set never reloads the program. Every query field
  * has a table (root+1+i for field i), in field order.
  */
+#define CAMUS_BV_PLANES 4
+#define CAMUS_BV_PLANE_LEAVES 64
+#define CAMUS_BV_PLANE_WORDS 4
+#define CAMUS_SEG_PLANE_SHIFT 8          /* a segment's prefix plane, in its flags */
 struct camus_bv_bits {
     __u64 w[CAMUS_BV_WORDS];
 };
@@ -24,27 +28,35 @@ struct camus_bv_work {
     __u64 w[CAMUS_BV_WORDS];         /* the fields beyond CAMUS_BV_LOOP_FIELDS, ANDed per word */
 #endif
     __u32 bid[CAMUS_N_FIELDS];       /* each field's bitmap for this message */
+    __u64 done[CAMUS_BV_PLANES];     /* per prefix plane: the leaves settled */
+    __u64 unite[CAMUS_BV_PLANES];    /* of those, the ones still to unite one by one */
     __u32 words;
     __u64 zero;                      /* 0, read back as a value the verifier does not know */
 };
-#define CAMUS_BV_PREFIX_LEAVES 64
-#define CAMUS_BV_PREFIX_WORDS 4
-struct camus_bv_pleaf {          /* a leaf of the prefix, in group order */
+struct camus_bv_pleaf {          /* a leaf of a prefix plane, in group order, plane after plane */
     __u64 tbit;                  /* its settled bit: the top bit of its group */
-    __u32 flags;
+    __u32 flags;                 /* with its plane << CAMUS_SEG_PLANE_SHIFT */
     __u32 leaf;
     __u64 ports[CAMUS_PORT_WORDS];
 };
-struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
-    __u64 tops;                  /* the prefix: every leaf's settled bit (0: no prefix) */
+struct camus_bv_plane {          /* up to 64 leaves sharing prefix words, one group of bits each */
+    __u64 tops;                  /* every leaf's settled bit */
     __u64 rest;                  /* the groups' other bits */
-    __u64 all_ports[CAMUS_PORT_WORDS];         /* every prefix leaf united: all settled at once */
+    __u64 all_ports[CAMUS_PORT_WORDS];         /* every leaf of the plane united: all settled at once */
     __u32 all_flags;
-    __u32 pwords;                /* prefix words */
-    __u32 nleaves;               /* entries of pl */
+    __u32 words;
+    __u32 first_word;
     __u32 counted;               /* a leaf has per-rule counters: settle leaf by leaf */
+    __u32 pad;
+};
+struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
+    __u32 nplanes;
+    __u32 walk_all;              /* a leaf in no plane: the walk always runs */
+    __u32 nleaves;               /* entries of pl, every plane's */
+    __u32 pad;
+    struct camus_bv_plane pn[CAMUS_BV_PLANES];
     struct camus_desc fd[CAMUS_N_FIELDS];      /* field i's interval table (copy of desc[root+1+i]) */
-    struct camus_bv_pleaf pl[CAMUS_BV_PREFIX_LEAVES];
+    struct camus_bv_pleaf pl[CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES];
     struct camus_bv_seg s[CAMUS_MAX_BV_SEGS];
 };
 BPF_ARRAY(bv_segs, struct camus_bv_segs, 2);
@@ -117,40 +129,58 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
         out->ports[w] = unknown0;
     out->flags = (__u32)unknown0;
-    /* 3. The prefix (structure/bitvector.term_order): every leaf owns a group of bits in each
-     * prefix word, its likeliest terms. One AND over the fields per word, then a group with a
-     * bit left sets its top bit (the add carries into it from any lower bit, never past it):
-     * `done` gets one bit per leaf, and most messages that match most leaves settle them all
-     * in a word or two. */
-    __u64 done = unknown0, tops = segs->tops;
-    __u32 pwords = segs->pwords;
-    #pragma unroll
-    for (int w = 0; w < CAMUS_BV_PREFIX_WORDS && w < CAMUS_BV_WORDS; w++) {
-        if (w >= pwords || done == tops)
+    /* 3. The prefix (structure/bitvector.term_order), plane by plane: every leaf of a plane
+     * owns a group of bits in each of the plane's words, its likeliest terms. One AND over the
+     * fields per word, then a group that kept a bit sets its top bit (the add carries into it
+     * from any lower bit, never past it): one settled bit per leaf, and most messages that
+     * match most leaves settle a plane in a word or two. A plane all settled takes its union
+     * made ahead, else its settled leaves are united (and counted) one by one. */
+    __u32 nplanes = segs->nplanes, open = segs->walk_all, by_leaf = 0;
+    #pragma nounroll
+    for (int p = 0; p < CAMUS_BV_PLANES; p++) {
+        if (p >= nplanes)
             break;
+        __u32 q = bv_index(p, CAMUS_BV_PLANES);       /* p, as the verifier can bound it */
+        struct camus_bv_plane *pn = &segs->pn[q];
+        __u64 done = unknown0, tops = pn->tops, rest = pn->rest;
+        __u32 words = pn->words, first = pn->first_word;
+        #pragma unroll
+        for (int w = 0; w < CAMUS_BV_PLANE_WORDS; w++) {
+            if (w >= words || done == tops)
+                break;
+            __u32 k = bv_index(first + w, CAMUS_BV_WORDS);
 #if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
-        __u64 x = acc->w[w];
+            __u64 x = acc->w[k];
 #else
-        __u64 x = ~(__u64)0;
+            __u64 x = ~(__u64)0;
 #endif
-        #pragma unroll
-        for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
-            x &= f[i]->w[w];
-        done |= (((x & ~tops) + segs->rest) | x) & tops;
+            #pragma unroll
+            for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
+                x &= f[i]->w[k];
+            done |= (((x & ~tops) + rest) | x) & tops;
+        }
+        if (done != tops)
+            open = 1;
+        if (done == tops && !pn->counted) {           /* the plane's union, made ahead */
+            #pragma unroll
+            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                out->ports[w] |= pn->all_ports[w];
+            out->flags |= pn->all_flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
+            acc->unite[q] = 0;
+        } else {
+            acc->unite[q] = done;                     /* settled leaves to unite one by one */
+            by_leaf |= done != 0;
+        }
+        acc->done[q] = done;
     }
-    if (done && done == tops && !segs->counted) {      /* every leaf: their union, made ahead */
-        #pragma unroll
-        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-            out->ports[w] = segs->all_ports[w];
-        out->flags = segs->all_flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
-    } else if (done) {
+    if (by_leaf) {          /* one loop over every plane's leaves (one per plane: too many paths) */
         __u32 nleaves = segs->nleaves;
         #pragma nounroll
-        for (int g = 0; g < CAMUS_BV_PREFIX_LEAVES; g++) {
+        for (int g = 0; g < CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES; g++) {
             if (g >= nleaves)
                 break;
-            struct camus_bv_pleaf *pl = &segs->pl[g];
-            if (!(done & pl->tbit))
+            struct camus_bv_pleaf *pl = &segs->pl[bv_index(g, CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES)];
+            if (!(acc->unite[(pl->flags >> CAMUS_SEG_PLANE_SHIFT) & (CAMUS_BV_PLANES - 1)] & pl->tbit))
                 continue;
             #pragma unroll
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
@@ -160,22 +190,22 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
                 count_hit(pl->leaf);
         }
     }
-    /* 4. The rest, leaf by leaf (segments sorted by leaf, then word), for the leaves the prefix
-     * left: a segment's terms match where every field's bitmap has their bits; the first
-     * matching segment of a leaf unites its ports and flags, counts its per-rule hit and jumps
-     * past the leaf's other segments (`next`). The cursor and the results start from zeros the
-     * verifier cannot see as zeros (and the segment count comes from the descriptor in memory),
-     * so a matched and an unmatched iteration leave alike states and it prunes one of them at
-     * the loop head instead of walking both through every later iteration. */
-    __u64 all = tops ? tops : ~(__u64)0;        /* without a prefix no leaf has a bit */
+    /* 4. The rest, leaf by leaf (segments sorted by leaf, then word), unless the prefix settled
+     * every leaf: a leaf its plane settled is skipped; a segment's terms match where every
+     * field's bitmap has their bits; the first matching segment of a leaf unites its ports and
+     * flags, counts its per-rule hit and jumps past the leaf's other segments (`next`). The
+     * cursor and the results start from zeros the verifier cannot see as zeros (and the segment
+     * count comes from the descriptor in memory), so a matched and an unmatched iteration leave
+     * alike states and it prunes one of them at the loop head instead of walking both through
+     * every later iteration. */
     __u32 j = (__u32)unknown0;
-    __u32 nsegs = done == all ? 0 : (__u32)root->mult;
+    __u32 nsegs = open ? (__u32)root->mult : 0;
     #pragma nounroll
     for (int it = 0; it < CAMUS_MAX_BV_SEGS; it++) {
         if (j >= nsegs)
             break;
         struct camus_bv_seg *sg = &segs->s[bv_index(j, CAMUS_MAX_BV_SEGS)];
-        if (sg->lbit & done) {          /* the prefix settled this leaf */
+        if (sg->lbit & acc->done[(sg->flags >> CAMUS_SEG_PLANE_SHIFT) & (CAMUS_BV_PLANES - 1)]) {
             j = bv_index(sg->next, 2 * CAMUS_MAX_BV_SEGS);
             continue;
         }
@@ -206,9 +236,6 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         out->flags |= sg->flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
         if (sg->flags & CAMUS_LEAF_COUNTED)     /* a matching leaf once per message */
             count_hit(sg->leaf);
-        done |= sg->lbit;
-        if (done == all)                /* every leaf settled */
-            break;
         j = bv_index(sg->next, 2 * CAMUS_MAX_BV_SEGS);
     }
     if (out->flags & CAMUS_LEAF_DROP) {  /* an explicit drop wins over forwarding */

@@ -8,7 +8,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from camus.compiler.backends.ebpf_bitvector import LEAF_COUNTED
+from camus.compiler.backends.ebpf_bitvector import LEAF_COUNTED, SEG_PLANE_SHIFT
 from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_MASK, MapContents
 
 from .testrun import _libbpf
@@ -76,15 +76,22 @@ class BvPrefixLeaf(ctypes.Structure):
                 ("ports", ctypes.c_uint64 * PORT_WORDS)]
 
 
-BV_PREFIX_LEAVES = 64                     # bpf/camus_bv.h CAMUS_BV_PREFIX_LEAVES
+class BvPlane(ctypes.Structure):
+    c_struct = "camus_bv_plane"           # bpf/camus_bv.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("tops", ctypes.c_uint64), ("rest", ctypes.c_uint64), ("all_ports", ctypes.c_uint64 * PORT_WORDS),
+                ("all_flags", ctypes.c_uint32), ("words", ctypes.c_uint32), ("first_word", ctypes.c_uint32),
+                ("counted", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+BV_PLANES, BV_PLANE_LEAVES = 4, 64        # bpf/camus_bv.h CAMUS_BV_PLANES, CAMUS_BV_PLANE_LEAVES
 
 
 def bv_stage_value(fields: int, max_segs: int) -> type[ctypes.Structure]:
     """struct camus_bv_segs (bpf/camus_bv.h) for a program with these limits."""
     class BvStage(ctypes.Structure):
-        _fields_ = [("tops", ctypes.c_uint64), ("rest", ctypes.c_uint64), ("all_ports", ctypes.c_uint64 * PORT_WORDS),
-                    ("all_flags", ctypes.c_uint32), ("pwords", ctypes.c_uint32), ("nleaves", ctypes.c_uint32),
-                    ("counted", ctypes.c_uint32), ("fd", Desc * fields), ("pl", BvPrefixLeaf * BV_PREFIX_LEAVES),
+        _fields_ = [("nplanes", ctypes.c_uint32), ("walk_all", ctypes.c_uint32), ("nleaves", ctypes.c_uint32),
+                    ("pad", ctypes.c_uint32), ("pn", BvPlane * BV_PLANES),
+                    ("fd", Desc * fields), ("pl", BvPrefixLeaf * (BV_PLANES * BV_PLANE_LEAVES)),
                     ("s", BvSeg * max_segs)]
     return BvStage
 
@@ -235,15 +242,19 @@ class MapSet:
             for i in range(c.bv_fields):            # the fields' interval tables, inline
                 kind, var, bits, default, base, count, mult = c.desc[c.root + 1 + i]
                 segs.fd[i] = Desc(kind, var, bits, 0, default, base, count, mult)
-            segs.tops, segs.rest, segs.pwords = c.bv_prefix
-            segs.nleaves = len(c.bv_pleaves)
-            union = [0] * PORT_WORDS
-            for k, (tbit, flags, leaf, ports) in enumerate(c.bv_pleaves):
-                segs.pl[k] = BvPrefixLeaf(tbit, flags, leaf, (ctypes.c_uint64 * PORT_WORDS)(*ports))
-                union = [u | w for u, w in zip(union, ports)]
-                segs.all_flags |= flags
-            segs.all_ports = (ctypes.c_uint64 * PORT_WORDS)(*union)
-            segs.counted = int(any(flags & LEAF_COUNTED for _, flags, _, _ in c.bv_pleaves))
+            segs.nplanes, segs.walk_all = len(c.bv_planes), int(c.bv_walk_all)
+            first_leaf = 0
+            for k, (tops, rest, words, first_word, leaves) in enumerate(c.bv_planes):
+                union, all_flags = [0] * PORT_WORDS, 0
+                for g, (tbit, flags, leaf, ports) in enumerate(leaves):
+                    segs.pl[first_leaf + g] = BvPrefixLeaf(tbit, flags | k << SEG_PLANE_SHIFT, leaf,
+                                                           (ctypes.c_uint64 * PORT_WORDS)(*ports))
+                    union = [u | w for u, w in zip(union, ports)]
+                    all_flags |= flags
+                segs.pn[k] = BvPlane(tops, rest, (ctypes.c_uint64 * PORT_WORDS)(*union), all_flags, words, first_word,
+                                     int(bool(all_flags & LEAF_COUNTED)))
+                first_leaf += len(leaves)
+            segs.nleaves = first_leaf
             for j, (mask, word, leaf, ports, flags, nxt, lbit) in enumerate(c.bv_segs):
                 segs.s[j] = BvSeg(mask, lbit, word, flags, leaf, nxt, (ctypes.c_uint64 * PORT_WORDS)(*ports))
             self.update("bv_segs", ctypes.c_uint32(c.bv_segs_base), segs)

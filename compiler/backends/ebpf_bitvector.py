@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..ir.pipeline import BitvectorStage, Pipeline
+from ..ir.pipeline import BitvectorPlane, BitvectorStage, Pipeline
 from ..language.spec import Spec
 from .ebpf_program import EbpfLimits, max_bv_segs_for, max_bv_words_for
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
 LEAF_COUNTED = 8            # bpf/camus_xdp.h CAMUS_LEAF_COUNTED
 LEAF_WIDE = 16              # bpf/camus_xdp.h CAMUS_LEAF_WIDE: a port above 63 (the kernel ORs every word)
+SEG_PLANE_SHIFT = 8         # bpf/camus_bv.h CAMUS_SEG_PLANE_SHIFT: a segment's prefix plane, in its flags
 STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stage classified
 
 
@@ -103,15 +104,15 @@ def segments(bv: BitvectorStage, leaf_state: dict[int, int]) -> list[tuple[int, 
     return [(mask, word, leaf, n) for (mask, word, leaf), n in zip(rest, nxt)]
 
 
-def group_bits(bv: BitvectorStage) -> tuple[dict[int, int], int, int]:
-    """For the prefix: each leaf's settled bit (the top bit of its group in a prefix word), all
-    of them (`tops`), and the groups' other bits (`rest`). A group has a bit left after the
-    AND exactly when ((word & ~tops) + rest | word) & tops has its top bit: the add carries
-    into the top bit from any lower bit and never past it. Without a prefix: no bits."""
-    tbit = {leaf: 1 << ((g + 1) * bv.share - 1) for g, leaf in enumerate(bv.prefix_leaves)}
-    tops = sum(tbit.values())
-    rest = sum(((1 << (bv.share - 1)) - 1) << (g * bv.share) for g in range(len(tbit)))
-    return tbit, tops, rest
+def group_bits(plane: BitvectorPlane) -> tuple[dict[int, int], int, int]:
+    """For a prefix plane: each leaf's settled bit (the top bit of its group in the plane's
+    words), all of them (`tops`), and the groups' other bits (`rest`). A group kept a bit after
+    the AND exactly when ((word & ~tops) + rest | word) & tops has its top bit: the add carries
+    into the top bit from any lower bit and never past it."""
+    share = plane.share
+    tbit = {leaf: 1 << ((g + 1) * share - 1) for g, leaf in enumerate(plane.leaves)}
+    rest = sum(((1 << (share - 1)) - 1) << (g * share) for g in range(len(tbit)))
+    return tbit, sum(tbit.values()), rest
 
 
 def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapContents") -> None:
@@ -148,20 +149,24 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapConten
         out.leaf[s] = (out.port_mask(a.ports), flags, 0)
         if a.rules:
             out.leaf_rules[s] = a.rules
-    tbit, tops, rest = group_bits(bv)
-
     def seg_flags(leaf: int) -> int:
         ports, flags = out.leaf[leaf][0], out.leaf[leaf][1]
         return (flags | (LEAF_COUNTED if leaf in out.leaf_rules else 0)
                 | (LEAF_WIDE if any(ports[1:]) else 0))
-    state_bit = {leaf_state[leaf]: b for leaf, b in tbit.items()}
-    segs = [(mask, word, leaf, out.leaf[leaf][0], seg_flags(leaf), nxt, state_bit.get(leaf, 0))
-            for mask, word, leaf, nxt in segments(bv, leaf_state)]
+    settled: dict[int, tuple[int, int]] = {}        # leaf state -> (plane, settled bit)
+    out.bv_planes, first_word = [], 0
+    for k, plane in enumerate(bv.planes):
+        tbit, tops, rest = group_bits(plane)
+        out.bv_planes.append((tops, rest, plane.words, first_word,
+                              [(tbit[leaf], seg_flags(leaf_state[leaf]), leaf_state[leaf],
+                                out.leaf[leaf_state[leaf]][0]) for leaf in plane.leaves]))
+        settled.update({leaf_state[leaf]: (k, b) for leaf, b in tbit.items()})
+        first_word += plane.words
+    out.bv_walk_all = len(settled) < len(leaf_state)
+    segs = [(mask, word, leaf, out.leaf[leaf][0], seg_flags(leaf) | settled.get(leaf, (0, 0))[0] << SEG_PLANE_SHIFT,
+             nxt, settled.get(leaf, (0, 0))[1]) for mask, word, leaf, nxt in segments(bv, leaf_state)]
     out.bv_bits = {k: bitmap_words(b, words) for k, b in enumerate(bitmaps)}
     out.bv_segs = segs
-    out.bv_prefix = (tops, rest, bv.prefix_words)
-    out.bv_pleaves = [(tbit[leaf], seg_flags(leaf_state[leaf]), leaf_state[leaf], out.leaf[leaf_state[leaf]][0])
-                      for leaf in bv.prefix_leaves]
     out.bv_words, out.bv_max_segs, out.bv_fields = lim.bv_words, lim.max_bv_segs, nf
     out.root = root
     out.desc[root] = (KIND_BV, 0, 0, first_bitmap, out.bv_bits_base, words, (out.bv_segs_base << 32) | len(segs))

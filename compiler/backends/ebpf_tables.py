@@ -53,14 +53,14 @@ class MapContents:
     rsub_base: int = 0                                                              # first rsub[] index
     bank: int = 0
     # the bit-vector stage (ebpf_bitvector.py): bitmaps as words; segments (mask, word, leaf
-    # state, its port words, its flags, the next leaf's first segment, the leaf's settled bit),
-    # the prefix (its group masks and words, and per leaf its bit, flags, state and ports), all
-    # of a bank in one bv_segs value
+    # state, its port words, its flags with its plane, the next leaf's first segment, the leaf's
+    # settled bit), the prefix planes, all of a bank in one bv_segs value
     bv_bits: dict[int, tuple[int, ...]] = field(default_factory=dict)
     bv_segs: list[tuple[int, int, int, tuple[int, ...], int, int, int]] = field(default_factory=list)
-    bv_prefix: tuple[int, int, int] = (0, 0, 0)                                     # tops, rest, prefix words
-    bv_pleaves: list[tuple[int, int, int, tuple[int, ...]]] = field(default_factory=list)  # per leaf in group
-                                                                                    # order: bit, flags, state, ports
+    # prefix planes: tops, rest, words, first word, per leaf in group order (bit, flags, state, ports)
+    bv_planes: list[tuple[int, int, int, int, list[tuple[int, int, int, tuple[int, ...]]]]] = field(
+        default_factory=list)
+    bv_walk_all: bool = False                                                       # a leaf in no plane
     bv_fields: int = 0                                                              # query fields (interval tables)
     bv_words: int = 0                                                               # words per bv_bits value
     bv_max_segs: int = 0                                                            # segments per bv_segs value
@@ -258,8 +258,9 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
     out.bv_bits = {k + dbits: w for k, w in c.bv_bits.items()}
     out.bv_segs = [(mask, word, st(leaf), ports, flags, nxt, lbit) for mask, word, leaf, ports, flags, nxt, lbit
                    in c.bv_segs]
-    out.bv_prefix = c.bv_prefix
-    out.bv_pleaves = [(b, flags, st(leaf), ports) for b, flags, leaf, ports in c.bv_pleaves]
+    out.bv_planes = [(tops, rest, words, first, [(b, flags, st(leaf), ports) for b, flags, leaf, ports in leaves])
+                     for tops, rest, words, first, leaves in c.bv_planes]
+    out.bv_walk_all = c.bv_walk_all
     out.bv_words, out.bv_max_segs, out.bv_bits_base, out.bv_segs_base = c.bv_words, c.bv_max_segs, dbits, dsegs
     out.bv_fields = c.bv_fields
     out.exact = {(st(s), v): st(n) for (s, v), n in c.exact.items()}     # (raw ids, no flags)

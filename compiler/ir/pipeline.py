@@ -122,6 +122,18 @@ class BitvectorField:
 
 
 @dataclass
+class BitvectorPlane:
+    """Prefix words shared by up to 64 leaves: leaf g of `leaves` owns bits
+    [g * share, (g + 1) * share) of each of the plane's words (structure/bitvector.term_order)."""
+    words: int
+    leaves: list[int]
+
+    @property
+    def share(self) -> int:
+        return 64 // len(self.leaves)
+
+
+@dataclass
 class BitvectorStage:
     """A bit-vector classifier (compiler/bitvector.py): per field, elementary intervals ->
     bitmap of the DNF terms that hold there; AND over fields; matching terms' leaves OR-ed."""
@@ -130,10 +142,9 @@ class BitvectorStage:
     bitmaps: list[int]                          # distinct bitmaps (bit t: term t holds)
     term_leaf: list[int]                        # per bit: its term's leaf (Pipeline.leaves) = its
                                                 # actions; 0: an empty bit (in the prefix only)
-    prefix_words: int = 0                       # the first words: every leaf's likeliest terms, leaf
-    share: int = 0                              # g (g-th smallest id) in bits [g*share, (g+1)*share)
-                                                # of each (structure/bitvector.term_order); after
-                                                # them the terms sorted by leaf
+    planes: list[BitvectorPlane] = field(default_factory=list)   # the prefix: each leaf's likeliest
+                                                # terms, plane after plane; after it the terms sorted
+                                                # by leaf
     all_terms: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -143,12 +154,7 @@ class BitvectorStage:
     @property
     def prefix(self) -> int:
         """Bits in the prefix."""
-        return 64 * self.prefix_words
-
-    @property
-    def prefix_leaves(self) -> list[int]:
-        """The leaves in group order (empty without a prefix)."""
-        return sorted({x for x in self.term_leaf if x}) if self.prefix_words else []
+        return 64 * sum(p.words for p in self.planes)
 
     @property
     def words(self) -> int:
@@ -191,21 +197,26 @@ class BitvectorStage:
         rest = self.term_leaf[self.prefix:]
         if not 0 <= self.prefix <= self.terms or any(a > b for a, b in zip(rest, rest[1:])):
             raise ValueError("bit-vector terms after the prefix must be sorted by leaf (one run of bits per leaf)")
-        if self.prefix_words:
-            groups = self.prefix_leaves
-            if not 0 < len(groups) * self.share <= 64 or any(
-                    self.term_leaf[t] not in (0, groups[(t % 64) // self.share] if t % 64 < len(groups) * self.share
-                                              else 0) for t in range(self.prefix)):
-                raise ValueError("bit-vector prefix: each leaf's bits must be its group of every prefix word")
-            if any(b & ~self.all_terms for b in self.bitmaps):
-                raise ValueError("bit-vector prefix: an empty bit is set in a bitmap")
+        t = 0
+        for p in self.planes:
+            if not 0 < len(p.leaves) <= 64 or not 0 < p.words:
+                raise ValueError("bit-vector prefix: a plane holds 1 to 64 leaves in at least one word")
+            width = p.share * len(p.leaves)
+            for _ in range(p.words):
+                if any(self.term_leaf[t + b] not in (0, p.leaves[b // p.share] if b < width else 0)
+                       for b in range(64)):
+                    raise ValueError("bit-vector prefix: each leaf's bits must be its group of its plane's words")
+                t += 64
+        if any(b & ~self.all_terms for b in self.bitmaps):
+            raise ValueError("bit-vector prefix: an empty bit is set in a bitmap")
 
     def to_json(self) -> dict[str, Any]:
         return {"terms": self.terms,
                 "fields": [{"name": f.name, "var": f.var, "field_width": f.field_width,
                             "starts": f.starts, "bitmaps": f.bitmaps} for f in self.fields],
                 "bitmaps": [format(b, "x") for b in self.bitmaps],
-                "term_leaf": self.term_leaf, "prefix_words": self.prefix_words, "share": self.share}
+                "term_leaf": self.term_leaf,
+                "planes": [{"words": p.words, "leaves": p.leaves} for p in self.planes]}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "BitvectorStage":
@@ -213,7 +224,7 @@ class BitvectorStage:
                    [BitvectorField(f["name"], f["var"], f["field_width"], list(f["starts"]), list(f["bitmaps"]))
                     for f in doc["fields"]],
                    [int(b, 16) for b in doc["bitmaps"]], list(doc["term_leaf"]),
-                   doc.get("prefix_words", 0), doc.get("share", 0))
+                   [BitvectorPlane(p["words"], list(p["leaves"])) for p in doc.get("planes", [])])
 
 
 @dataclass

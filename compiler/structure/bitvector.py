@@ -27,7 +27,7 @@ from typing import Any
 from .diagram import normalise_atoms
 from ..logic.dnf import Term
 from ..logic.lowering import Atom, Lowered
-from ..ir.pipeline import ActionSet, BitvectorField, BitvectorStage
+from ..ir.pipeline import ActionSet, BitvectorField, BitvectorPlane, BitvectorStage
 from .slicing import sort_ports
 
 STRATEGIES = ("auto", "bdd", "bitvector")
@@ -41,8 +41,9 @@ def _mask(bits: list[int], nbytes: int) -> int:
     return int.from_bytes(buf, "little")
 
 
-PREFIX_MAX_LEAVES = 64     # one bit per leaf in a 64-bit word: more leaves, no prefix
-PREFIX_WORDS = 4           # the prefix's most words (rounds past the second are rarely read)
+PLANE_LEAVES = 64          # one bit per leaf in a 64-bit word
+MAX_PLANES = 4             # leaves past 4 planes (256) are only walked
+PLANE_WORDS = 4            # a plane's most words (rounds past the second are rarely read)
 
 
 def likelihood(lowered: Lowered, terms: list[Term]) -> list[float]:
@@ -65,35 +66,42 @@ def likelihood(lowered: Lowered, terms: list[Term]) -> list[float]:
     return guess
 
 
-def term_order(term_leaf: list[int], guess: list[float]) -> tuple[list[int | None], int, int]:
-    """The bit order: (term index per bit, None for an empty bit; prefix words; share).
+def term_order(term_leaf: list[int], guess: list[float]) -> tuple[list[int | None], list[BitvectorPlane]]:
+    """The bit order: (term index per bit, None for an empty bit; the prefix's planes).
 
-    With L <= 64 leaves the first words are a prefix of every leaf's likeliest terms in a
-    fixed layout: leaf g (the g-th smallest leaf id) owns bits [g * share, (g + 1) * share) of
-    every prefix word, share = 64 // L, word w holding its w-th share by falling likelihood
-    (bits a leaf cannot fill stay empty). One AND over the fields per prefix word then settles
-    every leaf whose group has a bit left, all at once (bpf/camus_bv.h: a few ALU operations
-    turn the word into one bit per leaf), which is what a message matching most leaves (many
-    wildcard-heavy filters per action) needs; most messages need one or two words. After the
-    prefix every term left, sorted by leaf: one run of bits per leaf, walked for the leaves the
-    prefix did not settle."""
+    The prefix holds every leaf's likeliest terms in a fixed layout, in planes of up to 64
+    leaves (leaves with fewer terms first, so that small leaves, often wholly inside the
+    prefix, share planes): leaf g of a plane owns bits [g * share, (g + 1) * share) of each of
+    the plane's words, share = 64 // the plane's leaves, word w holding its w-th share by
+    falling likelihood (bits a leaf cannot fill stay empty). One AND over the fields per prefix
+    word then settles every leaf whose group kept a bit, all at once (bpf/camus_bv.h: a few ALU
+    operations turn the word into one bit per leaf), which is what a message matching most
+    leaves (many wildcard-heavy filters per action) needs; most messages need a word or two per
+    plane. After the prefix every term left, sorted by leaf: one run of bits per leaf, walked
+    for the leaves the prefix did not settle."""
     leaves = sorted(set(term_leaf))
     by_leaf: dict[int, list[int]] = {leaf: [] for leaf in leaves}
     for t in sorted(range(len(term_leaf)), key=lambda t: -guess[t]):
         by_leaf[term_leaf[t]].append(t)
+    ranked = sorted(leaves, key=lambda leaf: (len(by_leaf[leaf]), leaf))
     order: list[int | None] = []
-    words = share = 0
-    if 0 < len(leaves) <= PREFIX_MAX_LEAVES:
-        share = 64 // len(leaves)
-        words = min(PREFIX_WORDS, -(-max(len(ts) for ts in by_leaf.values()) // share))
+    planes: list[BitvectorPlane] = []
+    taken = {leaf: 0 for leaf in leaves}
+    for first in range(0, min(len(ranked), MAX_PLANES * PLANE_LEAVES), PLANE_LEAVES):
+        group = ranked[first:first + PLANE_LEAVES]
+        share = 64 // len(group)
+        words = min(PLANE_WORDS, -(-max(len(by_leaf[leaf]) for leaf in group) // share))
         for w in range(words):
-            for leaf in leaves:
+            for leaf in group:
                 got = by_leaf[leaf][w * share:(w + 1) * share]
                 order += got + [None] * (share - len(got))
-            order += [None] * (64 - share * len(leaves))
+            order += [None] * (64 - share * len(group))
+        for leaf in group:
+            taken[leaf] = min(len(by_leaf[leaf]), words * share)
+        planes.append(BitvectorPlane(words, group))
     for leaf in leaves:
-        order += by_leaf[leaf][words * share:]
-    return order, words, share
+        order += by_leaf[leaf][taken[leaf]:]
+    return order, planes
 
 
 def build_bitvector(lowered: Lowered,
@@ -104,7 +112,7 @@ def build_bitvector(lowered: Lowered,
     # (bpf/camus_bv.h) instead of bit by bit.
     leaf_of: dict[frozenset[Atom], int] = {}
     leaf_ids = [leaf_of.setdefault(normalise_atoms(atoms), len(leaf_of) + 1) for _, atoms in terms]
-    order, prefix_words, share = term_order(leaf_ids, likelihood(lowered, [cons for cons, _ in terms]))
+    order, planes = term_order(leaf_ids, likelihood(lowered, [cons for cons, _ in terms]))
     term_leaf = [0 if t is None else leaf_ids[t] for t in order]
     bits = [None if t is None else terms[t] for t in order]
     n = len(bits)
@@ -155,7 +163,7 @@ def build_bitvector(lowered: Lowered,
     if not bitmaps:
         intern(_mask([t for t, term in enumerate(bits) if term is not None], nbytes))
     leaves = {leaf: atoms_action(atoms) for atoms, leaf in leaf_of.items()}
-    return BitvectorStage(n, fields, bitmaps, term_leaf, prefix_words, share), leaves
+    return BitvectorStage(n, fields, bitmaps, term_leaf, planes), leaves
 
 
 def atoms_action(atoms: frozenset[Atom]) -> ActionSet:

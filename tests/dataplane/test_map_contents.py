@@ -27,8 +27,9 @@ def dump(c: MapContents) -> str:
     lines += [f"lpm {k} {v}" for k, v in sorted(c.lpm.items())]
     lines += [f"leaf {s:#x} {a}" for s, a in sorted(c.leaf.items())]
     lines += [f"bv_bits {k} {' '.join(f'{w:x}' for w in ws)}" for k, ws in sorted(c.bv_bits.items())]
-    lines += [f"bv_prefix {c.bv_segs_base} tops {c.bv_prefix[0]:x} rest {c.bv_prefix[1]:x} words {c.bv_prefix[2]}"]
-    lines += [f"bv_pleaf {c.bv_segs_base}/{g} {p}" for g, p in enumerate(c.bv_pleaves)]
+    for k, (tops, rest, words, first, leaves) in enumerate(c.bv_planes):
+        lines += [f"bv_plane {c.bv_segs_base}/{k} tops {tops:x} rest {rest:x} words {first}+{words}"]
+        lines += [f"bv_pleaf {c.bv_segs_base}/{k}/{g} {p}" for g, p in enumerate(leaves)]
     lines += [f"bv_seg {c.bv_segs_base}/{j} {s}" for j, s in enumerate(c.bv_segs)]
     return "\n".join(lines) + "\n"
 
@@ -61,5 +62,6 @@ def test_bank_one_is_bank_zero_shifted() -> None:
         assert set(b.desc) == {st(s) for s in a.desc} and set(b.leaf) == {st(s) for s in a.leaf}
         assert b.bv_bits == {k + LIMITS.max_bv_bitmaps // 2: w for k, w in a.bv_bits.items()}
         assert [s[2] for s in b.bv_segs] == [st(s[2]) for s in a.bv_segs] and b.bv_segs_base == 1
-        assert [p[2] for p in b.bv_pleaves] == [st(p[2]) for p in a.bv_pleaves] and b.bv_prefix == a.bv_prefix
+        assert [[x[2] for x in p[4]] for p in b.bv_planes] == [[st(x[2]) for x in p[4]] for p in a.bv_planes]
+        assert [p[:4] for p in b.bv_planes] == [p[:4] for p in a.bv_planes]
         assert len(b.rnodes) == len(a.rnodes) and b.rnodes_base == LIMITS.max_rnodes // 2

@@ -174,18 +174,20 @@ def test_twenty_thousand_filters_run_in_the_kernel() -> None:
         prog.close()
 
 
-@pytest.mark.parametrize("hosts, count", [(16, 0), (16, 64), (100, 0), (100, 64)])
-def test_prefix_and_leaf_walk_agree_with_the_ir_and_count_each_rule_once(programs, hosts, count) -> None:
-    """The prefix (one bit per leaf, every leaf settled at once when all match) with up to 64
-    distinct actions, the leaf-by-leaf walk alone beyond (100 actions: no prefix); with
-    per-rule counters (settled leaf by leaf) and without (the union made ahead): the kernel's
-    ports are the IR's, and each counted rule's hits are the number of messages it matched."""
+@pytest.mark.parametrize("n, hosts, count", [(400, 16, 0), (400, 16, 64), (400, 100, 0), (400, 100, 64),
+                                             (700, 250, 64)])
+def test_prefix_and_leaf_walk_agree_with_the_ir_and_count_each_rule_once(programs, n, hosts, count) -> None:
+    """The prefix (one bit per leaf, a plane's leaves settled at once when all match) with one
+    plane (16 actions), with two (100 actions: 64 + 36, or 80 and 164 with 64 counted rules),
+    and with more actions than four planes hold (~300: the rest walked for them); with per-rule counters (settled leaf by leaf) and without (the union made ahead):
+    the kernel's ports are the IR's, and each counted rule's hits are the number of messages it
+    matched."""
     _, spec, prog = programs["siena"]
-    rules = siena_rules(400, SIENA, seed=hosts + count, n_hosts=hosts, max_constraints=3)
+    rules = siena_rules(n, SIENA, seed=hosts + count, n_hosts=hosts, max_constraints=3)
     compiled = compile_rules(spec, "\n".join(rules), options=CompileOptions(strategy="bitvector",
                                                                              count_rules=count))
     bv = compiled.pipeline.bitvector
-    assert bv is not None and (bv.prefix_words > 0) == (len(compiled.pipeline.leaves) <= 64)
+    assert bv is not None and len(bv.planes) == min(4, -(-len(compiled.pipeline.leaves) // 64))
     interp = PipelineInterpreter(compiled.pipeline)
     contents = map_contents(compiled.pipeline, spec, LIMITS, bank=0)
     prog.write(contents)
