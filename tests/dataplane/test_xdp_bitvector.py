@@ -179,9 +179,9 @@ def test_twenty_thousand_filters_run_in_the_kernel() -> None:
 def test_prefix_and_leaf_walk_agree_with_the_ir_and_count_each_rule_once(programs, n, hosts, count) -> None:
     """The prefix (one bit per leaf, a plane's leaves settled at once when all match) with one
     plane (16 actions), with two (100 actions: 64 + 36, or 80 and 164 with 64 counted rules),
-    and with more actions than four planes hold (~300: the rest walked for them); with per-rule counters (settled leaf by leaf) and without (the union made ahead):
-    the kernel's ports are the IR's, and each counted rule's hits are the number of messages it
-    matched."""
+    and with more actions than four planes hold (~300: the rest walked for them); with
+    per-rule counters (settled leaf by leaf) and without (the union made ahead): the kernel's
+    ports are the IR's, and each counted rule's hits are the number of messages it matched."""
     _, spec, prog = programs["siena"]
     rules = siena_rules(n, SIENA, seed=hosts + count, n_hosts=hosts, max_constraints=3)
     compiled = compile_rules(spec, "\n".join(rules), options=CompileOptions(strategy="bitvector",
