@@ -75,8 +75,19 @@ static __always_inline __u32 bv_index(__u32 i, __u32 n) {
     return i & (n - 1);
 }
 
-static __always_inline __u32 bv_field_bitmap(struct camus_desc *root, struct camus_desc *d, __u32 s, __u64 *v) {
-    __u32 nxt = step(d, s, v[d->var & (CAMUS_VAR_SLOTS - 1)]);
+static __always_inline __u32 bv_field_bitmap(struct camus_desc *root, struct camus_desc *d, __u64 *v) {
+    /* A field's interval table is direct-indexed (a narrow domain: one load), a radix table,
+     * or an 8-ary search tree for starts too clustered for one (ebpf_tables): never LPM or
+     * exact. */
+    __u64 key = v[d->var & (CAMUS_VAR_SLOTS - 1)];
+    __u32 nxt;
+    if (d->kind == CAMUS_KIND_DIRECT) {
+        __u32 i = d->base + (__u32)(key < d->count ? key : d->count);
+        struct camus_rnode *n = rnodes.lookup(&i);
+        nxt = n ? n->below : 0;
+    } else {
+        nxt = d->kind == CAMUS_KIND_RADIX ? radix_next(d, key) : range_next(d, key);
+    }
     return root->base + ((nxt & CAMUS_STATE_MASK) - (root->default_next & CAMUS_STATE_MASK));
 }
 
@@ -97,7 +108,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     __u32 first = (root_state & CAMUS_STATE_MASK) + 1;
     #pragma nounroll
     for (int i = 0; i < CAMUS_N_FIELDS; i++)
-        acc->bid[i] = bv_field_bitmap(root, &segs->fd[i], first + i, v);
+        acc->bid[i] = bv_field_bitmap(root, &segs->fd[i], v);
     /* 2. The bitmaps themselves (constant indices: the pointers stay known to the verifier). */
     struct camus_bv_bits *f[CAMUS_N_FIELDS];
     #pragma unroll

@@ -28,6 +28,7 @@
 #define CAMUS_KIND_LPM   3
 #define CAMUS_KIND_RADIX 4   /* range test through bucketed splits (the usual range kind) */
 #define CAMUS_KIND_BV    5   /* the root of a bit-vector stage (camus_bv.h) */
+#define CAMUS_KIND_DIRECT 6  /* bit-vector field: one range bucket per key up to count, keys past clamped */
 
 #define CAMUS_PORT_WORDS 4   /* 256 logical ports per broker */
 

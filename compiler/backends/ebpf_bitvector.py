@@ -118,7 +118,7 @@ def group_bits(plane: BitvectorPlane) -> tuple[dict[int, int], int, int]:
 def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapContents") -> None:
     """Fill `out` (bank 0 numbering) with the stage of `p`; raises CapacityError when it does
     not fit the program's limits (before anything live is touched)."""
-    from .ebpf_tables import CapacityError, LEAF_CALL, LEAF_DROP, LEAF_PORTS, _put, _range_desc
+    from .ebpf_tables import CapacityError, LEAF_CALL, LEAF_DROP, LEAF_PORTS, _put, _range_desc, direct_desc
 
     bv = p.bitvector
     assert bv is not None
@@ -140,7 +140,7 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapConten
         else:
             for start, b in zip(f.starts, f.bitmaps):
                 _put(slice_, start, first_bitmap + b)
-        out.desc[2 + i] = _range_desc(i, slice_, out)
+        out.desc[2 + i] = direct_desc(i, slice_, out) or _range_desc(i, slice_, out)
     first_leaf = first_bitmap + len(bitmaps)
     leaf_state = {leaf: first_leaf + k for k, leaf in enumerate(sorted(p.leaves))}
     for leaf, s in leaf_state.items():

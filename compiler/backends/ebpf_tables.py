@@ -19,7 +19,7 @@ from .emit import BackendError
 
 import random
 
-KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4}
+KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4, "direct": 6}
 MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2}
@@ -170,6 +170,27 @@ def _range_desc(var: int, slice_: list[tuple[int, int]], out: "MapContents") -> 
     return (KIND["range"], var, 0, 0, root, levels, 0)
 
 
+DIRECT_SPREAD = 8     # a direct table holds at most this many entries per interval (or 64 in all)
+
+
+def direct_desc(var: int, slice_: list[tuple[int, int]],
+                out: "MapContents") -> tuple[int, int, int, int, int, int, int] | None:
+    """A direct-index table for starts in a narrow domain (small integers: readings, levels,
+    enumerations): one range-bucket entry per key from 0 to the last start, each holding its
+    interval's next state, keys past the end clamped to the last entry. One load, no split to
+    compare, no sub-table. None when the domain is wide for the number of intervals."""
+    last = slice_[-1][0]
+    if last + 1 > max(64, DIRECT_SPREAD * len(slice_)):
+        return None
+    first = len(out.rnodes)
+    i = 0
+    for key in range(last + 1):
+        while i + 1 < len(slice_) and slice_[i + 1][0] <= key:
+            i += 1
+        out.rnodes.append((0, slice_[i][1], slice_[i][1]))
+    return (KIND["direct"], var, 0, 0, out.rnodes_base + first, last, 0)
+
+
 def _slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list[Any]]:
     """An open-addressing table for one state's exact entries: size 2**bits (load <= 1/2) and
     an odd multiplier under which no key is more than MAX_PROBE slots from its hash. Seeded by
@@ -249,7 +270,7 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
                       rnodes=[(split, st(below), ref(above)) for split, below, above in c.rnodes],
                       rsub=[(lo, base + dr, last, shift) for lo, base, last, shift in c.rsub])
     dbits, dsegs = lim.max_bv_bitmaps // 2, 1
-    moved = {KIND["exact"]: dx, KIND["range"]: db, KIND["radix"]: dr, KIND_BV: dbits}
+    moved = {KIND["exact"]: dx, KIND["range"]: db, KIND["radix"]: dr, KIND["direct"]: dr, KIND_BV: dbits}
     for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
         base = base + moved.get(kind, 0)
         if kind == KIND_BV:                      # segment bank << 32 | segments

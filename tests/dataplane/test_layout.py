@@ -21,7 +21,7 @@ CONSTANTS = {
     "CAMUS_STATE_FINAL": ebpf_tables.STATE_FINAL, "CAMUS_STATE_MASK": ebpf_tables.STATE_MASK,
     "CAMUS_KIND_EXACT": ebpf_tables.KIND["exact"], "CAMUS_KIND_RANGE": ebpf_tables.KIND["range"],
     "CAMUS_KIND_LPM": ebpf_tables.KIND["lpm"], "CAMUS_KIND_RADIX": ebpf_tables.KIND["radix"],
-    "CAMUS_KIND_BV": ebpf_bitvector.KIND_BV, "CAMUS_STATE_BV": ebpf_bitvector.STATE_BV,
+    "CAMUS_KIND_BV": ebpf_bitvector.KIND_BV, "CAMUS_KIND_DIRECT": ebpf_tables.KIND["direct"], "CAMUS_STATE_BV": ebpf_bitvector.STATE_BV,
     "CAMUS_LEAF_COUNTED": ebpf_bitvector.LEAF_COUNTED,
     "CAMUS_CFG_ROOT": maps.CFG_ROOT, "CAMUS_CFG_MALFORMED": maps.CFG_MALFORMED, "CAMUS_CFG_RECORD": maps.CFG_RECORD,
     "CAMUS_CFG_NSVARS": maps.CFG_NSVARS, "CAMUS_CFG_REDIRECT": maps.CFG_REDIRECT, "CAMUS_CFG_TC": maps.CFG_TC,

@@ -87,7 +87,8 @@ def test_siena_workload_at_every_boundary(programs, n) -> None:
         edges = sorted({s + d for f in compiled.pipeline.bitvector.fields if not f.name.endswith(SIENA.str_attrs)
                         for s in f.starts for d in (-1, 0) if s + d >= 0})
         name = next(f.name for f in compiled.pipeline.bitvector.fields if not f.name.endswith(SIENA.str_attrs))
-        for v in edges[:200]:                                # interval boundaries of one numeric field
+        edges = edges[:200] + [edges[-1] + 1, edges[-1] + 1000, (1 << 32) - 1]   # past a direct table's end
+        for v in edges:                                      # interval boundaries of one numeric field
             check(prog, compiled, contents, interp, build_packet(spec, [{**base, name: v}]))
         for _ in range(150):
             check(prog, compiled, contents, interp,
