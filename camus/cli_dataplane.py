@@ -101,6 +101,9 @@ def register(main: click.Group) -> None:
             rep = runtime.update(iface, c, rules)
         except DataplaneError as exc:
             _fail(exc)
+        if not rep.written:
+            click.echo(f"{iface} unchanged: these rules compile to the tables already live; nothing written")
+            return
         click.echo(f"updated {iface} in {rep.seconds * 1000:.0f} ms: +{len(rep.added)} -{len(rep.removed)} rules; "
                    f"states {rep.old_entries} -> {rep.new_entries}")
         for line in rep.added[:20]:

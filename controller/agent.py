@@ -54,7 +54,8 @@ class Agent:
             if any(i.iface == self.iface for i in runtime.installed()):
                 report = runtime.update(self.iface, compiled, str(path))
                 summary = (f"{report.old_entries} -> {report.new_entries} entries in {report.seconds * 1000:.0f} ms; "
-                           f"{len(report.added)} rules added, {len(report.removed)} removed")
+                           f"{len(report.added)} rules added, {len(report.removed)} removed"
+                           if report.written else "unchanged: the same tables are live, nothing written")
             else:
                 runtime.attach(self.iface, compiled, self.spec_path, str(path), mode=self.mode,
                                ports_path=self.ports_path)

@@ -9,6 +9,7 @@ set. Anything that fails before the flip leaves the old tables serving untouched
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -58,6 +59,7 @@ class Installed:
     rule_base: dict[str, int] = field(default_factory=dict)     # counts carried over updates, by text
     count_rules: int = 0                                        # CompileOptions.count_rules at attach
     bv_capacity: list[int] = field(default_factory=list)        # bv_words, max_bv_bitmaps, max_bv_segs
+    tables_key: str = ""             # what the live tables were compiled from (tables_key())
     # an update in flight (the intent journal, saved before its first map write): the new set's
     # root, bank, keys and rules; a crash leaves it here and the next command finishes or undoes it
     pending: dict | None = None
@@ -254,7 +256,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          0, contents.root, _rule_lines(compiled), _keys(contents),
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
-                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs])
+                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled))
         _fault("attach:pinned")
         _save(inst)
         return inst
@@ -351,6 +353,14 @@ def _rule_text(c: Compiled, rule) -> str:
     return c.source.line_text(rule.offset).split("#")[0].strip()
 
 
+def tables_key(c: Compiled) -> str:
+    """The live tables are a function of the rules (as compiled: comments and blank lines do not
+    count), the options and the spec, which attach fixes: the compiler is deterministic (golden
+    files), so an update with the same key would write the very entries the live bank holds."""
+    text = "\n".join(_rule_lines(c)) + "\0" + repr(c.options)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _rule_lines(c: Compiled) -> list[str]:
     return sorted({_rule_text(c, r) for r in c.rules} - {""}) if c.source.text else []
 
@@ -362,6 +372,7 @@ class UpdateReport:
     old_entries: int
     new_entries: int
     seconds: float
+    written: bool = True             # False: the same tables were live, nothing was written
 
 
 def recover(inst: Installed, maps: MapSet) -> str:
@@ -397,6 +408,12 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     maps = MapSet.from_pins(inst.pins)
     try:
         recover(inst, maps)
+        key = tables_key(compiled)
+        if key == inst.tables_key and inst.pending is None:     # a refresh: nothing to write
+            inst.rules = str(Path(rules_path).resolve())
+            _save(inst)
+            n = len(inst.keys["desc"])
+            return UpdateReport([], [], n, n, time.perf_counter() - t0, written=False)
         new_bank = 1 - inst.bank
         try:     # capacity and port checks: before anything live is touched
             contents = map_contents(compiled.pipeline, compiled.spec, limits or inst.limits(), bits, bank=new_bank)
@@ -424,6 +441,7 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     report = UpdateReport(sorted(set(lines) - set(inst.rule_lines)), sorted(set(inst.rule_lines) - set(lines)),
                           len(inst.keys["desc"]), len(contents.desc), time.perf_counter() - t0)
     inst.bank, inst.root, inst.keys, inst.rule_lines = new_bank, contents.root, _keys(contents), lines
+    inst.tables_key = key
     inst.rules = str(Path(rules_path).resolve())
     inst.pending = None
     _save(inst)

@@ -104,6 +104,13 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mod
     assert received([wanted, unwanted, mixed]) == [False, True, True]
     runtime.update(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "googl.txt")
     assert received([wanted, unwanted]) == [True, False]
+    # A refresh (the same rules; a comment and a blank line do not count) writes nothing: the
+    # live bank and root stay, and the state file names the new rule file.
+    before = runtime.load_installed(BRK)
+    rep = runtime.update(BRK, compile_rules(spec, "# refreshed\n\nstock == GOOGL : fwd(1)\n"), "again.txt")
+    after = runtime.load_installed(BRK)
+    assert not rep.written and (after.bank, after.root, after.keys) == (before.bank, before.root, before.keys)
+    assert after.rules.endswith("again.txt") and received([wanted, unwanted]) == [True, False]
 
     runtime.detach(BRK)
     assert received([wanted, unwanted, mixed]) == [True, True, True]
