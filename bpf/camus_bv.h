@@ -30,6 +30,7 @@ struct camus_bv_work {
     __u32 bid[CAMUS_N_FIELDS];       /* each field's bitmap for this message */
     __u64 done[CAMUS_BV_PLANES];     /* per prefix plane: the leaves settled */
     __u64 unite[CAMUS_BV_PLANES];    /* of those, the ones still to unite one by one */
+    __u32 plane;                     /* the plane they are being united from */
     __u32 words;
     __u64 zero;                      /* 0, read back as a value the verifier does not know */
 };
@@ -48,7 +49,9 @@ struct camus_bv_plane {          /* up to 64 leaves sharing prefix words, one gr
     __u32 first_word;
     __u32 counted;               /* a leaf has per-rule counters: settle leaf by leaf */
     __u32 pad;
+    __u8 grp[64];                /* de Bruijn index of a settled bit -> its leaf in pl[] */
 };
+#define CAMUS_DEBRUIJN 0x03f79d71b4cb0a89ULL  /* (b * it) >> 58 is distinct for every single bit b */
 struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
     __u32 nplanes;
     __u32 walk_all;              /* a leaf in no plane: the walk always runs */
@@ -184,15 +187,26 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         }
         acc->done[q] = done;
     }
-    if (by_leaf) {          /* one loop over every plane's leaves (one per plane: too many paths) */
-        __u32 nleaves = segs->nleaves;
+    if (by_leaf) {      /* the settled leaves still to unite, bit by bit, plane by plane: the
+                         * lowest set bit, its de Bruijn index, the plane's table -> the leaf.
+                         * The plane and the bits left live in the work area, read back as
+                         * values the verifier does not know, so iterations prune alike. */
+        acc->plane = 0;
         #pragma nounroll
-        for (int g = 0; g < CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES; g++) {
-            if (g >= nleaves)
-                break;
-            struct camus_bv_pleaf *pl = &segs->pl[bv_index(g, CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES)];
-            if (!(acc->unite[(pl->flags >> CAMUS_SEG_PLANE_SHIFT) & (CAMUS_BV_PLANES - 1)] & pl->tbit))
+        for (int it = 0; it < CAMUS_BV_PLANES * (CAMUS_BV_PLANE_LEAVES + 1); it++) {
+            __u32 q = *(volatile __u32 *)&acc->plane & (CAMUS_BV_PLANES - 1);
+            __u64 x = *(volatile __u64 *)&acc->unite[q];
+            if (!x) {
+                __u32 nxt = *(volatile __u32 *)&acc->plane + 1;
+                if (nxt >= nplanes || nxt >= CAMUS_BV_PLANES)
+                    break;
+                acc->plane = nxt;
                 continue;
+            }
+            __u64 low = x & -x;
+            acc->unite[q] = x ^ low;
+            __u32 g = segs->pn[q].grp[((low * CAMUS_DEBRUIJN) >> 58) & 63];
+            struct camus_bv_pleaf *pl = &segs->pl[bv_index(g, CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES)];
             #pragma unroll
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
                 out->ports[w] |= pl->ports[w];

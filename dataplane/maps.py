@@ -80,7 +80,15 @@ class BvPlane(ctypes.Structure):
     c_struct = "camus_bv_plane"           # bpf/camus_bv.h; tests/dataplane/test_layout.py compares
     _fields_ = [("tops", ctypes.c_uint64), ("rest", ctypes.c_uint64), ("all_ports", ctypes.c_uint64 * PORT_WORDS),
                 ("all_flags", ctypes.c_uint32), ("words", ctypes.c_uint32), ("first_word", ctypes.c_uint32),
-                ("counted", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+                ("counted", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("grp", ctypes.c_uint8 * 64)]
+
+
+DEBRUIJN = 0x03F79D71B4CB0A89             # bpf/camus_bv.h CAMUS_DEBRUIJN
+
+
+def debruijn_index(bit: int) -> int:
+    """The kernel's index of a single-bit word: (bit * DEBRUIJN) >> 58, in 64-bit arithmetic."""
+    return ((bit * DEBRUIJN) & 0xFFFFFFFFFFFFFFFF) >> 58
 
 
 BV_PLANES, BV_PLANE_LEAVES = 4, 64        # bpf/camus_bv.h CAMUS_BV_PLANES, CAMUS_BV_PLANE_LEAVES
@@ -251,8 +259,11 @@ class MapSet:
                                                            (ctypes.c_uint64 * PORT_WORDS)(*ports))
                     union = [u | w for u, w in zip(union, ports)]
                     all_flags |= flags
+                grp = [0] * 64
+                for g, (tbit, _, _, _) in enumerate(leaves):
+                    grp[debruijn_index(tbit)] = first_leaf + g
                 segs.pn[k] = BvPlane(tops, rest, (ctypes.c_uint64 * PORT_WORDS)(*union), all_flags, words, first_word,
-                                     int(bool(all_flags & LEAF_COUNTED)))
+                                     int(bool(all_flags & LEAF_COUNTED)), 0, (ctypes.c_uint8 * 64)(*grp))
                 first_leaf += len(leaves)
             segs.nleaves = first_leaf
             for j, (mask, word, leaf, ports, flags, nxt, lbit) in enumerate(c.bv_segs):
