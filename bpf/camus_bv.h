@@ -1,20 +1,18 @@
 /* camus-xdp: the bit-vector stage in the kernel (included by camus_xdp.c).
  *
- * One interval lookup per query field (an ordinary range/radix table whose "next states" stand
- * for bitmap ids; an unconstrained field has one interval; the tables' descriptors are inline
- * in the bank's bv_segs value), then the segments (runs of terms with the same leaf inside one
- * word; terms sorted by leaf at compile time) leaf by leaf: a segment's word ANDed over the
- * fields and masked; the first matching segment of a leaf ORs in the leaf's ports and flags
- * (copied into the segments), counts its per-rule hit and jumps past the leaf's other segments.
- * Work per message: field lookups + (matching leaves + unmatched segments) x fields loads.
- * Every loop has a constant bound (CAMUS_BV_WORDS, CAMUS_MAX_BV_SEGS); the sizes in use come
- * from the root's descriptor, so a new rule set never reloads the program. Every query field
- * has a table (root+1+i for field i), in field order.
+ * One interval lookup per query field (a direct-index, radix or range table whose "next
+ * states" stand for bitmap ids; an unconstrained field has one interval; the tables'
+ * descriptors are inline in the bank's bv_segs value). Then the prefix (structure/bitvector.
+ * term_order): in planes of up to 64 leaves, each leaf owns a group of bits in every word of
+ * its plane; one AND over the fields per word and one add settle a whole plane's leaves at
+ * once, united ahead when all are settled, else bit by bit. Then, only for leaves the prefix
+ * left, the segments (runs of terms with the same leaf inside one word, sorted by leaf) leaf by
+ * leaf: a segment's word ANDed over the fields and masked; the first matching segment of a leaf
+ * ORs in its ports and flags (copied into the segment), counts its per-rule hit and jumps past
+ * the leaf's other segments. Every loop has a constant bound; the sizes in use come from the
+ * root's descriptor and the stage value, so a new rule set never reloads the program. Every
+ * query field has a table (root+1+i for field i), in field order.
  */
-#define CAMUS_BV_PLANES 4
-#define CAMUS_BV_PLANE_LEAVES 64
-#define CAMUS_BV_PLANE_WORDS 4
-#define CAMUS_SEG_PLANE_SHIFT 8          /* a segment's prefix plane, in its flags */
 struct camus_bv_bits {
     __u64 w[CAMUS_BV_WORDS];
 };
@@ -34,29 +32,9 @@ struct camus_bv_work {
     __u32 words;
     __u64 zero;                      /* 0, read back as a value the verifier does not know */
 };
-struct camus_bv_pleaf {          /* a leaf of a prefix plane, in group order, plane after plane */
-    __u64 tbit;                  /* its settled bit: the top bit of its group */
-    __u32 flags;                 /* with its plane << CAMUS_SEG_PLANE_SHIFT */
-    __u32 leaf;
-    __u64 ports[CAMUS_PORT_WORDS];
-};
-struct camus_bv_plane {          /* up to 64 leaves sharing prefix words, one group of bits each */
-    __u64 tops;                  /* every leaf's settled bit */
-    __u64 rest;                  /* the groups' other bits */
-    __u64 all_ports[CAMUS_PORT_WORDS];         /* every leaf of the plane united: all settled at once */
-    __u32 all_flags;
-    __u32 words;
-    __u32 first_word;
-    __u32 counted;               /* a leaf has per-rule counters: settle leaf by leaf */
-    __u32 pad;
-    __u8 grp[64];                /* de Bruijn index of a settled bit -> its leaf in pl[] */
-};
-#define CAMUS_DEBRUIJN 0x03f79d71b4cb0a89ULL  /* (b * it) >> 58 is distinct for every single bit b */
 struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
     __u32 nplanes;
     __u32 walk_all;              /* a leaf in no plane: the walk always runs */
-    __u32 nleaves;               /* entries of pl, every plane's */
-    __u32 pad;
     struct camus_bv_plane pn[CAMUS_BV_PLANES];
     struct camus_desc fd[CAMUS_N_FIELDS];      /* field i's interval table (copy of desc[root+1+i]) */
     struct camus_bv_pleaf pl[CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES];
@@ -92,6 +70,28 @@ static __always_inline __u32 bv_field_bitmap(struct camus_desc *root, struct cam
         nxt = d->kind == CAMUS_KIND_RADIX ? radix_next(d, key) : range_next(d, key);
     }
     return root->base + ((nxt & CAMUS_STATE_MASK) - (root->default_next & CAMUS_STATE_MASK));
+}
+
+/* Word k of the matched-terms bitmap: the fields' bitmaps ANDed (those beyond the loop's share
+ * were ANDed per word ahead, into acc->w). */
+static __always_inline __u64 bv_word(struct camus_bv_work *acc, struct camus_bv_bits **f, __u32 k) {
+#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
+    __u64 x = acc->w[k];
+#else
+    __u64 x = ~(__u64)0;
+#endif
+    #pragma unroll
+    for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
+        x &= f[i]->w[k];
+    return x;
+}
+
+/* Unite a leaf's (or a plane's) ports and delivery flags into the message's result. */
+static __always_inline void bv_unite(struct camus_bv_out *out, __u64 *ports, __u32 flags) {
+    #pragma unroll
+    for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+        out->ports[w] |= ports[w];
+    out->flags |= flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
 }
 
 /* Returns 1 when classified (out filled), 0 when the maps are inconsistent (nobody). */
@@ -162,24 +162,13 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         for (int w = 0; w < CAMUS_BV_PLANE_WORDS; w++) {
             if (w >= words || done == tops)
                 break;
-            __u32 k = bv_index(first + w, CAMUS_BV_WORDS);
-#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
-            __u64 x = acc->w[k];
-#else
-            __u64 x = ~(__u64)0;
-#endif
-            #pragma unroll
-            for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
-                x &= f[i]->w[k];
+            __u64 x = bv_word(acc, f, bv_index(first + w, CAMUS_BV_WORDS));
             done |= (((x & ~tops) + rest) | x) & tops;
         }
         if (done != tops)
             open = 1;
         if (done == tops && !pn->counted) {           /* the plane's union, made ahead */
-            #pragma unroll
-            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-                out->ports[w] |= pn->all_ports[w];
-            out->flags |= pn->all_flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
+            bv_unite(out, pn->all_ports, pn->all_flags);
             acc->unite[q] = 0;
         } else {
             acc->unite[q] = done;                     /* settled leaves to unite one by one */
@@ -207,10 +196,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
             acc->unite[q] = x ^ low;
             __u32 g = segs->pn[q].grp[((low * CAMUS_DEBRUIJN) >> 58) & 63];
             struct camus_bv_pleaf *pl = &segs->pl[bv_index(g, CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES)];
-            #pragma unroll
-            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-                out->ports[w] |= pl->ports[w];
-            out->flags |= pl->flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
+            bv_unite(out, pl->ports, pl->flags);
             if (pl->flags & CAMUS_LEAF_COUNTED)
                 count_hit(pl->leaf);
         }
@@ -237,15 +223,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         /* The segment's word ANDed over the fields. (Keeping the last word's AND for the next
          * segment would save it when a leaf's last word is the next one's first, but the branch
          * doubles the verifier's paths per iteration: 2,048 segments no longer verify.) */
-        __u32 k = bv_index(sg->word, CAMUS_BV_WORDS);
-#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
-        __u64 a_word = acc->w[k];
-#else
-        __u64 a_word = ~(__u64)0;
-#endif
-        #pragma unroll
-        for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
-            a_word &= f[i]->w[k];
+        __u64 a_word = bv_word(acc, f, bv_index(sg->word, CAMUS_BV_WORDS));
         /* Both ways j is masked to the same range, so the verifier's states at the loop head
          * stay alike however many segments were skipped (nsegs <= CAMUS_MAX_BV_SEGS). */
         if (!(a_word & sg->mask)) {

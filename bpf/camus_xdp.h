@@ -146,6 +146,28 @@ struct camus_svar_cfg {
  * mult = segment bank << 32 | segments. Field i's interval table is state root+1+i. */
 #define CAMUS_STATE_BV 0x3FFFFFFFU   /* a message's "state" when the bit-vector stage classified it */
 
+#define CAMUS_BV_PLANES 4
+#define CAMUS_BV_PLANE_LEAVES 64
+#define CAMUS_BV_PLANE_WORDS 4
+#define CAMUS_SEG_PLANE_SHIFT 8          /* a segment's prefix plane, in its flags */
+#define CAMUS_DEBRUIJN 0x03f79d71b4cb0a89ULL  /* (b * it) >> 58 is distinct for every single bit b */
+struct camus_bv_pleaf {          /* a leaf of a prefix plane, in group order, plane after plane */
+    __u64 tbit;                  /* its settled bit: the top bit of its group */
+    __u32 flags;                 /* with its plane << CAMUS_SEG_PLANE_SHIFT */
+    __u32 leaf;
+    __u64 ports[CAMUS_PORT_WORDS];
+};
+struct camus_bv_plane {          /* up to 64 leaves sharing prefix words, one group of bits each */
+    __u64 tops;                  /* every leaf's settled bit */
+    __u64 rest;                  /* the groups' other bits */
+    __u64 all_ports[CAMUS_PORT_WORDS];         /* every leaf of the plane united: all settled at once */
+    __u32 all_flags;
+    __u32 words;
+    __u32 first_word;
+    __u32 counted;               /* a leaf has per-rule counters: settle leaf by leaf */
+    __u32 pad;
+    __u8 grp[64];                /* de Bruijn index of a settled bit -> its leaf in pl[] */
+};
 struct camus_bv_seg {        /* terms of one leaf inside one word of the matched-terms bitmap */
     __u64 mask;
     __u64 lbit;              /* the leaf's settled bit (its prefix group's top bit; 0 without a prefix) */

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from camus.compiler.backends.ebpf_bitvector import LEAF_COUNTED, SEG_PLANE_SHIFT
 from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_MASK, MapContents
+from camus.compiler.structure.bitvector import MAX_PLANES, PLANE_LEAVES
 
 from .testrun import _libbpf
 
@@ -71,19 +72,19 @@ class BvSeg(ctypes.Structure):
 
 
 class BvPrefixLeaf(ctypes.Structure):
-    c_struct = "camus_bv_pleaf"           # bpf/camus_bv.h; tests/dataplane/test_layout.py compares
+    c_struct = "camus_bv_pleaf"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("tbit", ctypes.c_uint64), ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32),
                 ("ports", ctypes.c_uint64 * PORT_WORDS)]
 
 
 class BvPlane(ctypes.Structure):
-    c_struct = "camus_bv_plane"           # bpf/camus_bv.h; tests/dataplane/test_layout.py compares
+    c_struct = "camus_bv_plane"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("tops", ctypes.c_uint64), ("rest", ctypes.c_uint64), ("all_ports", ctypes.c_uint64 * PORT_WORDS),
                 ("all_flags", ctypes.c_uint32), ("words", ctypes.c_uint32), ("first_word", ctypes.c_uint32),
                 ("counted", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("grp", ctypes.c_uint8 * 64)]
 
 
-DEBRUIJN = 0x03F79D71B4CB0A89             # bpf/camus_bv.h CAMUS_DEBRUIJN
+DEBRUIJN = 0x03F79D71B4CB0A89             # bpf/camus_xdp.h CAMUS_DEBRUIJN
 
 
 def debruijn_index(bit: int) -> int:
@@ -91,15 +92,13 @@ def debruijn_index(bit: int) -> int:
     return ((bit * DEBRUIJN) & 0xFFFFFFFFFFFFFFFF) >> 58
 
 
-BV_PLANES, BV_PLANE_LEAVES = 4, 64        # bpf/camus_bv.h CAMUS_BV_PLANES, CAMUS_BV_PLANE_LEAVES
 
 
 def bv_stage_value(fields: int, max_segs: int) -> type[ctypes.Structure]:
     """struct camus_bv_segs (bpf/camus_bv.h) for a program with these limits."""
     class BvStage(ctypes.Structure):
-        _fields_ = [("nplanes", ctypes.c_uint32), ("walk_all", ctypes.c_uint32), ("nleaves", ctypes.c_uint32),
-                    ("pad", ctypes.c_uint32), ("pn", BvPlane * BV_PLANES),
-                    ("fd", Desc * fields), ("pl", BvPrefixLeaf * (BV_PLANES * BV_PLANE_LEAVES)),
+        _fields_ = [("nplanes", ctypes.c_uint32), ("walk_all", ctypes.c_uint32), ("pn", BvPlane * MAX_PLANES),
+                    ("fd", Desc * fields), ("pl", BvPrefixLeaf * (MAX_PLANES * PLANE_LEAVES)),
                     ("s", BvSeg * max_segs)]
     return BvStage
 
@@ -265,7 +264,6 @@ class MapSet:
                 segs.pn[k] = BvPlane(tops, rest, (ctypes.c_uint64 * PORT_WORDS)(*union), all_flags, words, first_word,
                                      int(bool(all_flags & LEAF_COUNTED)), 0, (ctypes.c_uint8 * 64)(*grp))
                 first_leaf += len(leaves)
-            segs.nleaves = first_leaf
             for j, (mask, word, leaf, ports, flags, nxt, lbit) in enumerate(c.bv_segs):
                 segs.s[j] = BvSeg(mask, lbit, word, flags, leaf, nxt, (ctypes.c_uint64 * PORT_WORDS)(*ports))
             self.update("bv_segs", ctypes.c_uint32(c.bv_segs_base), segs)

@@ -252,11 +252,12 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                 raise DataplaneError(f"could not pin {name} under {pin_dir(iface)}")
         maps.clear_leaf_hits(sorted(contents.leaf))
         counted, leaf_rules = _counted(compiled, contents)
+        lines = _rule_lines(compiled)
         inst = Installed(iface, mode, str(Path(spec_path).resolve()), str(Path(rules_path).resolve()),
-                         0, contents.root, _rule_lines(compiled), _keys(contents),
+                         0, contents.root, lines, _keys(contents),
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
-                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled))
+                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled, lines))
         _fault("attach:pinned")
         _save(inst)
         return inst
@@ -353,11 +354,12 @@ def _rule_text(c: Compiled, rule) -> str:
     return c.source.line_text(rule.offset).split("#")[0].strip()
 
 
-def tables_key(c: Compiled) -> str:
-    """The live tables are a function of the rules (as compiled: comments and blank lines do not
-    count), the options and the spec, which attach fixes: the compiler is deterministic (golden
-    files), so an update with the same key would write the very entries the live bank holds."""
-    text = "\n".join(_rule_lines(c)) + "\0" + repr(c.options)
+def tables_key(c: Compiled, lines: list[str]) -> str:
+    """The live tables are a function of the rules (`lines`, _rule_lines(c): comments and blank
+    lines do not count), the options and the spec, which attach fixes: the compiler is
+    deterministic (golden files), so an update with the same key would write the very entries
+    the live bank holds."""
+    text = "\n".join(lines) + "\0" + repr(c.options)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -408,7 +410,8 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     maps = MapSet.from_pins(inst.pins)
     try:
         recover(inst, maps)
-        key = tables_key(compiled)
+        lines = _rule_lines(compiled)
+        key = tables_key(compiled, lines)
         if key == inst.tables_key and inst.pending is None:     # a refresh: nothing to write
             inst.rules = str(Path(rules_path).resolve())
             _save(inst)
@@ -420,7 +423,6 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
         except BackendError as exc:
             raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
         counted, leaf_rules = _counted(compiled, contents)
-        lines = _rule_lines(compiled)
         inst.pending = {"bank": new_bank, "root": contents.root, "keys": _keys(contents),
                         "rules": str(Path(rules_path).resolve()), "rule_lines": lines,
                         "counted": counted, "leaf_rules": leaf_rules}

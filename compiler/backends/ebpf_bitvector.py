@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
 LEAF_COUNTED = 8            # bpf/camus_xdp.h CAMUS_LEAF_COUNTED
 LEAF_WIDE = 16              # bpf/camus_xdp.h CAMUS_LEAF_WIDE: a port above 63 (the kernel ORs every word)
-SEG_PLANE_SHIFT = 8         # bpf/camus_bv.h CAMUS_SEG_PLANE_SHIFT: a segment's prefix plane, in its flags
+SEG_PLANE_SHIFT = 8         # bpf/camus_xdp.h CAMUS_SEG_PLANE_SHIFT: a segment's prefix plane, in its flags
 STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stage classified
 
 

@@ -10,11 +10,12 @@ import subprocess
 import pytest
 
 from camus.compiler.backends import ebpf_bitvector, ebpf_tables
+from camus.compiler.structure import bitvector
 from camus.dataplane import maps
 from tests.conftest import ROOT
 
 STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
-           maps.SvarCfg, maps.BvSeg]
+           maps.SvarCfg, maps.BvSeg, maps.BvPrefixLeaf, maps.BvPlane]
 CONSTANTS = {
     "CAMUS_PORT_WORDS": ebpf_tables.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_tables.MAX_PROBE,
     "CAMUS_FANOUT": ebpf_tables.FANOUT, "CAMUS_RADIX_SUB": ebpf_tables.RADIX_SUB,
@@ -23,7 +24,10 @@ CONSTANTS = {
     "CAMUS_KIND_LPM": ebpf_tables.KIND["lpm"], "CAMUS_KIND_RADIX": ebpf_tables.KIND["radix"],
     "CAMUS_KIND_BV": ebpf_bitvector.KIND_BV, "CAMUS_KIND_DIRECT": ebpf_tables.KIND["direct"],
     "CAMUS_STATE_BV": ebpf_bitvector.STATE_BV,
-    "CAMUS_LEAF_COUNTED": ebpf_bitvector.LEAF_COUNTED,
+    "CAMUS_LEAF_COUNTED": ebpf_bitvector.LEAF_COUNTED, "CAMUS_LEAF_WIDE": ebpf_bitvector.LEAF_WIDE,
+    "CAMUS_SEG_PLANE_SHIFT": ebpf_bitvector.SEG_PLANE_SHIFT, "CAMUS_DEBRUIJN": maps.DEBRUIJN,
+    "CAMUS_BV_PLANES": bitvector.MAX_PLANES, "CAMUS_BV_PLANE_LEAVES": bitvector.PLANE_LEAVES,
+    "CAMUS_BV_PLANE_WORDS": bitvector.PLANE_WORDS,
     "CAMUS_CFG_ROOT": maps.CFG_ROOT, "CAMUS_CFG_MALFORMED": maps.CFG_MALFORMED, "CAMUS_CFG_RECORD": maps.CFG_RECORD,
     "CAMUS_CFG_NSVARS": maps.CFG_NSVARS, "CAMUS_CFG_REDIRECT": maps.CFG_REDIRECT, "CAMUS_CFG_TC": maps.CFG_TC,
     **{f"CAMUS_STAT_{n}": i for i, n in enumerate(("PACKETS", "OTHER", "MALFORMED", "MESSAGES", "NO_MATCH",
