@@ -115,7 +115,7 @@ def build_bitvector(lowered: Lowered,
     order, planes = term_order(leaf_ids, likelihood(lowered, [cons for cons, _ in terms]))
     term_leaf = [0 if t is None else leaf_ids[t] for t in order]
     bits = [None if t is None else terms[t] for t in order]
-    n = len(bits)
+    n, real = len(bits), len(terms)             # bits, and the terms among them
     nbytes = max(1, (n + 7) // 8)
     header_vars = [v for v in lowered.variables if v.state is None]
     fields: list[BitvectorField] = []
@@ -144,7 +144,7 @@ def build_bitvector(lowered: Lowered,
                 toggles.setdefault(lo, []).append(t)
                 if hi < top:
                     toggles.setdefault(hi + 1, []).append(t)
-        if not toggles:
+        if len(wildcard) == real:
             continue                                # nobody constrains this field
         points = sorted(set(toggles) | {0})
         cur = _mask(wildcard, nbytes)
