@@ -283,6 +283,8 @@ static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
 }
 BPF_PROG_ARRAY(progs, 1);       /* [0]: camus_msg */
 
+/*@CAMUS_TOPIC_H@*/
+
 /*@CAMUS_BV_H@*/
 
 /* One message: classify, merge its ports into the packet's, record it if asked. Only the final
@@ -471,6 +473,7 @@ int camus_msg(struct xdp_md *ctx) {
     s->index = index + 1;
     if (len >= CAMUS_MSG_BYTES && msg + CAMUS_MSG_BYTES <= end && CAMUS_MSG_TYPE_OK(msg)) {
         camus_message_fields(s->v, msg);
+        CAMUS_READ_TOPICS(s->v, msg, camus_label_bank(s->root));
         deliver(s, index);
     } else {                                /* other message types: framed, not filtered */
         s->empty++;
@@ -579,6 +582,7 @@ int camus_xdp(struct xdp_md *ctx) {
     s->nmsgs = 1;
     if (CAMUS_MSG_TYPE_OK(msg)) {
         camus_message_fields(s->v, msg);
+        CAMUS_READ_TOPICS(s->v, msg, camus_label_bank(s->root));
         deliver(s, 0);
     } else {
         s->empty++;

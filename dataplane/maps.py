@@ -87,6 +87,19 @@ class BvPlane(ctypes.Structure):
 DEBRUIJN = 0x03F79D71B4CB0A89             # bpf/camus_xdp.h CAMUS_DEBRUIJN
 
 
+def label_key_type(words: int) -> type[ctypes.Structure]:
+    """struct camus_label_key (bpf/camus_topic.h): its words depend on the spec's widest topic."""
+    return type(f"LabelKey{words}", (ctypes.Structure,),
+                {"_fields_": [("var", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("w", ctypes.c_uint8 * (8 * words))]})
+
+
+def _label_key(c: MapContents, var: int, level: bytes) -> ctypes.Structure:
+    key = label_key_type(c.label_words)()
+    key.var = c.label_bank << 16 | var
+    ctypes.memmove(key.w, level, len(level))
+    return key
+
+
 def debruijn_index(bit: int) -> int:
     """The kernel's index of a single-bit word: (bit * DEBRUIJN) >> 58, in 64-bit arithmetic."""
     return ((bit * DEBRUIJN) & 0xFFFFFFFFFFFFFFFF) >> 58
@@ -111,6 +124,7 @@ class SvarCfg(ctypes.Structure):
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm", "leaf", "updates", "svars",
              "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
              "tc_progs", "tx_ports", "leaf_hits", "bv_bits", "bv_segs", "bv_acc")
+OPTIONAL_MAPS = ("labels", "topic_work")     # only in programs whose spec has topic fields
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC = 0, 1, 2, 3, 4, 5
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
               "local", "redirected", "overflow")
@@ -153,6 +167,11 @@ class MapSet:
                     os.close(f)
                 raise MapError(ctypes.get_errno(), f"cannot open pinned map {directory / name}")
             fds[name] = fd
+        for name in OPTIONAL_MAPS:
+            if (directory / name).exists():
+                fd = lib.bpf_obj_get(str(directory / name).encode())
+                if fd >= 0:
+                    fds[name] = fd
         return cls(fds, owned=True)
 
     def pin(self, directory: Path) -> None:
@@ -241,6 +260,8 @@ class MapSet:
             self.update("leaf", ctypes.c_uint32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*words), flags, group))
         for s, mask in c.updates.items():
             self.update("updates", ctypes.c_uint32(s), ctypes.c_uint64(mask))
+        for (var, level), code in c.labels.items():
+            self.update("labels", _label_key(c, var, level), ctypes.c_uint32(code))
         if c.bv_bits:
             bits_t = ctypes.c_uint64 * c.bv_words
             for k, words in c.bv_bits.items():
@@ -304,3 +325,5 @@ class MapSet:
             self.delete("lpm", _lpm_key(plen, s, v))
         for s in c.updates:
             self.delete("updates", ctypes.c_uint32(s))
+        for var, level in c.labels:
+            self.delete("labels", _label_key(c, var, level))

@@ -15,7 +15,7 @@ from camus.compiler.backends.ebpf_program import EbpfLimits, program_text
 from camus.compiler.backends.ebpf_tables import MapContents
 from camus.compiler.language.spec import Spec
 
-from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, MapSet
+from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, OPTIONAL_MAPS, MapSet
 from .testrun import TestRun, skb_context, test_run
 
 CAMUS_MARK_TAG = 0xC0000000          # bpf/camus_xdp.h: skb->mark of a copy
@@ -85,7 +85,8 @@ class XdpProgram:
     # -- tables ---------------------------------------------------------------------------
     @property
     def maps(self) -> MapSet:
-        return MapSet({name: self.bpf[name.encode()].map_fd for name in MAP_NAMES})
+        names = MAP_NAMES + (OPTIONAL_MAPS if self.spec.topics else ())
+        return MapSet({name: self.bpf[name.encode()].map_fd for name in names})
 
     def write(self, c: MapContents) -> None:
         """Write a complete table set, then point the root at it (the last, atomic step)."""

@@ -97,7 +97,9 @@ def _state_path(iface: str) -> Path:
 
 def _keys(c: MapContents) -> dict[str, list]:
     return {"desc": sorted(c.desc), "xslots": sorted(c.xslots), "leaf": sorted(c.leaf),
-            "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates)}
+            "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates),
+            "labels": sorted([var, level.hex()] for var, level in c.labels),
+            "label_bank": c.label_bank, "label_words": c.label_words}
 
 
 def _contents_from_keys(keys: dict[str, list]) -> MapContents:
@@ -107,6 +109,8 @@ def _contents_from_keys(keys: dict[str, list]) -> MapContents:
     c.leaf = {s: ((0,), 0, 0) for s in keys["leaf"]}
     c.lpm = {tuple(k): 0 for k in keys["lpm"]}
     c.updates = {s: 0 for s in keys["updates"]}
+    c.labels = {(var, bytes.fromhex(level)): 0 for var, level in keys.get("labels", [])}
+    c.label_bank, c.label_words = keys.get("label_bank", 0), keys.get("label_words", 0)
     return c
 
 

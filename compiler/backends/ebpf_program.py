@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 
 from ..language.spec import QueryField, Role, Spec
+from ..ir.labels import LABEL_WIDTH
 from .emit import BackendError, Emitter
 
 
@@ -60,6 +61,7 @@ class EbpfLimits:
     max_lpm: int = 1 << 16
     max_updates: int = 1 << 12
     max_svars: int = 16
+    max_labels: int = 1 << 16     # topic level labels, both banks (compiler/ir/labels.py)
     # The bit-vector stage's capacity (attach sizes it from the rule set: ebpf_bitvector.sized_limits)
     bv_words: int = 64            # 64-bit words per bitmap (terms / 64), a power of two, at most
                                   # max_bv_words_for(query fields)
@@ -118,7 +120,9 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
     for q in spec.query_fields:
         if q.instance not in spec.stack:     # named by a pragma only: no byte layout to read
             raise BackendError(f"the XDP back end cannot read {q.path}: {_no_layout(spec, q.instance)}")
-        if q.width > 64:
+        if q.topic and q.role is not Role.MESSAGE:
+            raise BackendError(f"the XDP back end reads topics in the message header only; {q.topic} is not")
+        if q.width > 64 and q.part != "level":        # topic levels are matched by label ids
             raise BackendError(f"the XDP back end reads query fields up to 64 bits; {q.path} is {q.width}")
         if q.role in (Role.VLAN, Role.IPV6, Role.FRAMING):
             raise BackendError(f"the XDP back end cannot read {q.path} ({q.role.value} header fields)")
@@ -180,11 +184,37 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
     e()
     with e.block("static __always_inline void camus_message_fields(__u64 *v, void *msg)"):
         for i, q in enumerate(spec.query_fields):
-            if q.role is Role.MESSAGE:
+            if q.role is Role.MESSAGE and not q.topic:
                 e(f"v[{i}] = {_read_expr('msg', q)};   /* {q.path} */")
     e()
-    _switch(e, "__u32 camus_var_width(__u32 idx)", [str(q.width) for q in spec.query_fields], "64")
+    _topic_defines(e, spec, limits)
+    _switch(e, "__u32 camus_var_width(__u32 idx)",
+            [str(LABEL_WIDTH if q.part == "level" else q.width) for q in spec.query_fields], "64")
     return e.text()
+
+
+def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
+    """Topic fields: camus_topic.h's sizes and the calls that fill their variables."""
+    if not spec.topics:
+        e("#define CAMUS_READ_TOPICS(v, msg, bank)")
+        return
+    index = {q.path: i for i, q in enumerate(spec.query_fields)}
+    most = max(t.nbytes for t in spec.topics.values())
+    buf = 1 << (2 * (most + 8) - 1).bit_length()       # half of it holds the field + 8
+    for name, value in (("CAMUS_TOPICS", 1), ("CAMUS_TOPIC_BUF", buf), ("CAMUS_LABEL_WORDS", (most + 7) // 8),
+                        ("CAMUS_MAX_LABELS", limits.max_labels)):
+        e(f"#define {name} {value}")
+    calls = []
+    for t in spec.topics.values():
+        head = f"{t.instance}.{t.name}"
+        first, lv0 = index[f"{head}/depth"], index[f"{head}/0"]
+        sep = "'/'" if t.flavor == "mqtt" else "'.'"
+        calls.append(f"camus_topic(v, (msg) + {t.offset // 8}, {t.nbytes}, {first}, {lv0}, {t.levels}, {sep}, "
+                     f"{int(t.flavor == 'mqtt')}, bank);")
+    e("#define CAMUS_READ_TOPICS(v, msg, bank) do { \\")
+    for c in calls:
+        e(f"    {c} \\")
+    e("} while (0)")
 
 
 def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
@@ -193,6 +223,7 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     bpf = files("camus.bpf")                    # bpf/, shipped as package data
     shared = bpf.joinpath("camus_xdp.h").read_text()
     main = bpf.joinpath("camus_xdp.c").read_text().replace("/*@CAMUS_BV_H@*/", bpf.joinpath("camus_bv.h").read_text())
+    main = main.replace("/*@CAMUS_TOPIC_H@*/", bpf.joinpath("camus_topic.h").read_text() if spec.topics else "")
     tc = bpf.joinpath("camus_tc.c").read_text()
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)
                 .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim))

@@ -10,6 +10,7 @@ from typing import Any
 
 from dataclasses import dataclass, field
 
+from ..ir.labels import LabelError, label_wide
 from ..ir.pipeline import Entry, FieldTable, MatchSpec, Pipeline
 from ..structure.slicing import sort_ports
 from ..language.spec import Spec
@@ -52,6 +53,9 @@ class MapContents:
     rnodes_base: int = 0                                                            # first rnodes[] index
     rsub_base: int = 0                                                              # first rsub[] index
     bank: int = 0
+    labels: dict[tuple[int, bytes], int] = field(default_factory=dict)              # (var, level bytes) -> label id
+    label_words: int = 0                                                            # 64-bit words of a label key
+    label_bank: int = 0                                                             # which half of `labels`
     # the bit-vector stage (ebpf_bitvector.py): bitmaps as words; segments (mask, word, leaf
     # state, its port words, its flags with its plane, the next leaf's first segment, the leaf's
     # settled bit), the prefix planes, all of a bank in one bv_segs value
@@ -243,6 +247,9 @@ def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
     if bank:
         out = _shift(out, lim)
     out.bank = bank or 0
+    # the labels' bank is the one the program derives from the root (bpf/camus_topic.h)
+    root = out.root & STATE_MASK
+    out.label_bank = int(root >= lim.max_states // 2 and root != STATE_MASK)
     return out
 
 
@@ -251,7 +258,7 @@ def _half(lim: EbpfLimits) -> EbpfLimits:
     return replace(lim, max_states=lim.max_states // 2, max_exact=lim.max_exact // 2,
                    max_bounds=lim.max_bounds // 2, max_rnodes=lim.max_rnodes // 2, max_rsub=lim.max_rsub // 2,
                    max_lpm=lim.max_lpm // 2, max_updates=lim.max_updates // 2,
-                   max_bv_bitmaps=lim.max_bv_bitmaps // 2)    # segments: one map value per bank
+                   max_bv_bitmaps=lim.max_bv_bitmaps // 2, max_labels=lim.max_labels // 2)    # segments: one map value per bank
 
 
 def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
@@ -284,6 +291,7 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
     out.bv_walk_all = c.bv_walk_all
     out.bv_words, out.bv_max_segs, out.bv_bits_base, out.bv_segs_base = c.bv_words, c.bv_max_segs, dbits, dsegs
     out.bv_fields = c.bv_fields
+    out.labels, out.label_words = c.labels, c.label_words
     out.exact = {(st(s), v): st(n) for (s, v), n in c.exact.items()}     # (raw ids, no flags)
     out.xslots = {i + dx: (v, st(n)) for i, (v, n) in c.xslots.items()}
     out.lpm = {(plen, st(s), v): st(n) for (plen, s, v), n in c.lpm.items()}
@@ -313,6 +321,16 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     field_index = {q.path: i for i, q in enumerate(spec.query_fields)}
     nf = len(spec.query_fields)
     out = MapContents(p.root)
+    try:          # topic levels (wider than a register): matched by label ids, dictionary in `labels`
+        p, names = label_wide(p, {q.path: q.width for q in spec.query_fields})
+    except LabelError as exc:
+        raise BackendError(str(exc)) from None
+    nbytes = {q.path: q.width // 8 for q in spec.query_fields}
+    out.labels = {(field_index[path], raw.to_bytes(nbytes[path], "big")): code
+                  for path, d in names.by_field.items() for raw, code in d.items()}
+    out.label_words = max([(n + 7) // 8 for path, n in nbytes.items() if path in names.by_field], default=0)
+    if len(out.labels) > lim.max_labels:
+        raise CapacityError(f"{len(out.labels)} topic level labels; this program holds {lim.max_labels}")
     all_ports = sort_ports({x for a in p.leaves.values() for x in a.ports})
     out.ports = list(ports) if ports is not None else list(all_ports)
     missing = set(all_ports) - set(out.ports)

@@ -15,6 +15,7 @@ from typing import Any
 from ..ir.pipeline import FieldTable, Pipeline
 from ..language.spec import Spec
 from .emit import BackendError
+from .p4_layout import refuse_topics
 from .p4_schema import (DEFAULT_CALL_ID, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, P4Schema,
                         action_params, key_kind, update_action, window_shift)
 
@@ -80,6 +81,7 @@ def declared_kind(spec: Spec | None, t: FieldTable) -> str:
 
 def check_program_fit(p: Pipeline, spec: Spec, arch: str = "v1model") -> None:
     """Raise BackendError when the IR needs something the static switch program does not have."""
+    refuse_topics(spec)
     if p.bitvector is not None:
         raise BackendError("this rule set compiled to the bit-vector stage (XDP hosts run it); a switch runs "
                            "the decision diagram: compile with --strategy bdd (--fit-alpha to fit the budget)")

@@ -11,6 +11,7 @@ import ipaddress
 import struct
 from dataclasses import dataclass, field
 
+from ..language import topics
 from ..language.spec import QueryField, Role, Spec
 
 ETH_IPV4, ETH_IPV6, ETH_VLAN, ETH_QINQ = 0x0800, 0x86DD, 0x8100, 0x88A8
@@ -46,6 +47,20 @@ def read_bits(data: bytes, bit_offset: int, width: int) -> int:
 
 def _read_field(data: bytes, base: int, q: QueryField) -> int:
     return read_bits(data, base * 8 + q.offset, q.width)
+
+
+def read_fields(spec: Spec, data: bytes, base: int, fields: list[QueryField]) -> dict[str, int]:
+    """The fields' values from a header at byte `base`; a topic's variables come from its bytes
+    (compiler/language/topics.py), and the topic's own value is kept under its path too."""
+    out: dict[str, int] = {}
+    for q in fields:
+        if not q.topic:
+            out[q.path] = _read_field(data, base, q)
+        elif q.topic not in out:
+            t = spec.topics[q.topic]
+            out[t.path] = read_bits(data, base * 8 + t.offset, t.width)
+            out.update(topics.derived_values(t, out[t.path]))
+    return out
 
 
 def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
@@ -128,7 +143,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
             out.error = f"packet has no {q.instance} header"
             out.feed = False
             return out
-        pkt_values[q.path] = _read_field(data, base, q)
+        pkt_values.update(read_fields(spec, data, base, [q]))
     msg_inst = spec.message_instance
     msg_len = spec.message_bytes
     mtype = spec.message_type
@@ -136,8 +151,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
 
     def message_at(index: int, start: int, length: int) -> Message:
         values = dict(pkt_values)
-        for q in msg_fields:
-            values[q.path] = _read_field(data, start, q)
+        values.update(read_fields(spec, data, start, msg_fields))
         ok = mtype_field is None or _read_field(data, start, mtype_field) == mtype[1]  # type: ignore[index]
         return Message(index, values, start, length, ok)
 
@@ -271,10 +285,19 @@ def message_from_text(spec: Spec, text: str) -> dict[str, int]:
     """'stock=GOOGL price=60' -> {'add_order.stock': ..., 'add_order.price': 60}. Fields not
     given are 0. Values: numbers (decimal, 0x hex), 'c' characters, IPv4/IPv6, MACs, strings."""
     values = {q.path: 0 for q in spec.query_fields}
+    for t in spec.topics.values():
+        values[t.path] = 0
+        values.update(topics.derived_values(t, 0))
     for item in text.replace(",", " ").split():
         if "=" not in item:
             raise ValueError(f"expected field=value, got {item!r}")
         name, _, raw = item.partition("=")
+        named = spec.topics_named(name) if spec.topics else []
+        if len(named) == 1:          # topic=plant/7/temp: the topic and its variables
+            t = named[0]
+            values[t.path] = topics.encode(t, raw.strip('"'))
+            values.update(topics.derived_values(t, values[t.path]))
+            continue
         found = spec.fields_named(name)
         if len(found) != 1:
             raise ValueError(f"unknown or ambiguous field {name!r}"

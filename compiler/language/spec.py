@@ -80,6 +80,11 @@ class QueryField:
     kind: MatchKind
     role: Role           # MESSAGE fields are read per message, the others once per packet
     vtype: str = "int"   # int | string | ipv4 | ipv6 | mac: which constants make sense
+    # A variable derived from a topic field (compiler/language/topics.py): the topic's path,
+    # which part (depth | sys | level) and the level's index; offset and role are the topic's.
+    topic: str = ""
+    part: str = ""
+    level: int = -1
 
     @property
     def path(self) -> str:
@@ -123,6 +128,8 @@ class Spec:
     # its action text and atoms (compiler/language/actions.py), empty without one
     default_action: str = ""
     default_atoms: frozenset[tuple[Any, ...]] = frozenset()
+    topics: dict[str, Any] = field(default_factory=dict)   # path -> topics.Topic (fields replaced
+                                                           # by their variables in query_fields)
 
     @property
     def message_instance(self) -> HeaderInstance | None:
@@ -159,6 +166,12 @@ class Spec:
             return [q for q in self.query_fields if q.name == fname and
                     (q.instance == head or self.instances[q.instance].type.name == head)]
         return [q for q in self.query_fields if q.name == name]
+
+    def topics_named(self, name: str) -> list[Any]:
+        """Topic fields (topics.Topic) a bare or qualified name may mean."""
+        head, _, fname = name.rpartition(".")
+        return [t for t in self.topics.values() if t.name == fname and
+                (not head or t.instance == head or self.instances[t.instance].type.name == head)]
 
     def header_field(self, path: str) -> tuple[HeaderInstance, HeaderField] | None:
         head, _, fname = path.rpartition(".")

@@ -16,6 +16,8 @@ Pragmas:
   message_framing(moldudp64|none)        batching (default: moldudp64 if a mold header exists)
   message_type(h.f, value)       only messages whose field has this value are subscribed to
   string_pad(byte)               padding of string constants (default 0x20, a space)
+  query_type(h.f, topic|subject) h.f holds an MQTT topic / NATS subject (compiler/language/topics.py)
+  topic_levels(h.f, K)           levels of a topic filters may name (default 8)
 """
 from __future__ import annotations
 
@@ -23,11 +25,12 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from . import topics
+from .query_fields import VTYPES, add_query_field
 from .actions import default_action_atoms
-from .builtin_headers import BUILTIN, METADATA, builtin_field
 from .errors import CompileError, CompileErrors, Position
 from .spec import (KNOWN_ROLES, MOLDUDP64, NO_FRAMING, Counter, Framing, HeaderField,
-                   HeaderInstance, HeaderType, MatchKind, QueryField, Role, Spec)
+                   HeaderInstance, HeaderType, MatchKind, Role, Spec)
 
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r]+) | (?P<nl>\n) | (?P<comment>//[^\n]*|/\*.*?\*/) | (?P<directive>\#[^\n]*)
@@ -356,12 +359,15 @@ def _instances(reader: _SpecReader, errors: list[CompileError],
 
 def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) -> None:
     framing: Framing | None = None
+    topic_levels: dict[str, int] = {}
+    declared_at: dict[str, Position] = {}
     if any(spec.instances[n].role is Role.FRAMING for n in spec.stack):
         framing = MOLDUDP64
     for p in reader.pragmas:
         try:
             if p.name in _KIND_PRAGMAS:
-                _add_query_field(spec, p, _KIND_PRAGMAS[p.name])
+                add_query_field(spec, p.name, p.args, p.pos, p.on_field, _KIND_PRAGMAS[p.name])
+                declared_at[spec.query_fields[-1].path] = p.pos
             elif p.name == "query_counter":
                 if len(p.args) != 3:
                     raise CompileError("query_counter takes 3 arguments", p.pos, "(name, window_us, size)")
@@ -386,9 +392,9 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
                                        "(header.field, value)")
                 spec.message_type = (p.args[0], _int(p.args[1]))
             elif p.name == "query_type":
-                if len(p.args) != 2 or p.args[1] not in _VTYPES:
+                if len(p.args) != 2 or p.args[1] not in VTYPES:
                     raise CompileError("query_type needs a query field and a type", p.pos,
-                                       "(header.field, int|string|ipv4|ipv6|mac)")
+                                       "(header.field, int|string|ipv4|ipv6|mac|topic|subject)")
                 q = spec.query_field(p.args[0])
                 if q is None:
                     raise CompileError(f"{p.args[0]} is not a query field (declare it first)", p.pos)
@@ -398,6 +404,10 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
                     raise CompileError("query_default_action given twice", p.pos)
                 spec.default_atoms = default_action_atoms(", ".join(p.args), p.pos)
                 spec.default_action = ", ".join(p.args)
+            elif p.name == "topic_levels":
+                if len(p.args) != 2 or not 1 <= _int(p.args[1]) <= 24:
+                    raise CompileError("topic_levels needs a topic field and 1..24 levels", p.pos)
+                topic_levels[p.args[0]] = _int(p.args[1])
             elif p.name == "string_pad":
                 spec.string_pad = _int(p.args[0]) if p.args else -1
                 if not 0 <= spec.string_pad <= 255:
@@ -407,92 +417,11 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
         except ValueError:
             errors.append(CompileError(f"bad number in pragma {p.name}", p.pos))
     spec.framing = framing or NO_FRAMING
-
-
-def _add_query_field(spec: Spec, p: _Pragma, kind: MatchKind) -> None:
-    if p.on_field is not None:   # field annotation: the instance(s) of that header type
-        htype, fname = p.on_field
-        targets = [f"{n}.{fname}" for n in spec.stack if spec.instances[n].type.name == htype]
-        if len(targets) != 1:
-            raise CompileError(f"annotation on {htype}.{fname} needs exactly one instance of "
-                               f"{htype}, found {len(targets)}", p.pos)
-        path, width = targets[0], None
-    else:
-        if not p.args or len(p.args) > 2:
-            raise CompileError(f"{p.name} takes a field and an optional width", p.pos, "(header.field[, width])")
-        path = p.args[0]
-        width = _int(p.args[1]) if len(p.args) == 2 else None
-    found = spec.header_field(path)
-    if found is None:
-        # Also accept the header *type* name in place of the instance name.
-        head, _, fname = path.rpartition(".")
-        insts = [n for n in spec.stack if spec.instances[n].type.name == head]
-        if len(insts) == 1:
-            path = f"{insts[0]}.{fname}"
-            found = spec.header_field(path)
-    if found is None:
-        found = _undeclared_field(spec, path, width, p)
-    inst, hf = found
-    if width is not None and width != hf.width:
-        raise CompileError(f"{path} is declared bit<{hf.width}> but the pragma says {width}", p.pos)
-    if spec.query_field(path):
-        raise CompileError(f"{path} is declared as a query field twice", p.pos)
-    if hf.width > 128:
-        raise CompileError(f"{path} is {hf.width} bits wide; query fields are at most 128", p.pos)
-    spec.query_fields.append(QueryField(inst.name, hf.name, hf.width, hf.offset, kind, inst.role,
-                                        _infer_vtype(hf, kind)))
-
-
-def _undeclared_field(spec: Spec, path: str, width: int | None,
-                      p: _Pragma) -> tuple[HeaderInstance, HeaderField]:
-    """A field the spec does not declare, Camus style: a well-known header or intrinsic
-    metadata (real layouts, compiler/language/builtin_headers.py), else a field of an
-    application header declared by its pragma alone (with its width; pragma order is field
-    order, and no byte layout is known: the XDP back end refuses such fields)."""
-    head, _, fname = path.rpartition(".")
-    if not head or not fname:
-        raise CompileError(f"{path!r} in {p.name} is not instance.field", p.pos, "e.g. car.lat")
-    inst = spec.instances.get(head)
-    if inst is not None and inst.layout == "declared":
-        raise CompileError(f"unknown field {path!r} in {p.name}: header {head} has no field {fname}", p.pos,
-                           ", ".join(f.name for f in inst.type.fields))
-    if spec.stack and head not in METADATA:       # a spec with its own headers: a typo, not a new header
-        raise CompileError(f"unknown field {path!r} in {p.name}", p.pos,
-                           f"instance.field of a declared header ({', '.join(spec.stack)}) or switch metadata "
-                           f"({', '.join(METADATA)})")
-    if head in BUILTIN:
-        htype, role = BUILTIN[head]
-        hf = builtin_field(htype, fname)
-        if hf is None:
-            raise CompileError(f"unknown field {path!r} in {p.name}: the built-in {htype.name} has no field "
-                               f"{fname}", p.pos, ", ".join(f.name for f in htype.fields if not f.name.startswith("_")))
-        inst = inst or HeaderInstance(head, htype, role, "builtin")
-        spec.instances[head] = inst
-        return inst, replace(hf, name=fname)        # the real layout, under the name the rules use
-    if width is None:
-        raise CompileError(f"unknown field {path!r} in {p.name}", p.pos,
-                           f"declare its header, or give the field's width: {p.name}({path}, 16)")
-    fields = inst.type.fields if inst else ()
-    hf = HeaderField(fname, width, sum(f.width for f in fields))
-    inst = HeaderInstance(head, HeaderType(f"{head}_t", fields + (hf,)), Role.OTHER, "pragma")
-    spec.instances[head] = inst
-    return inst, hf
-
-
-_VTYPES = ("int", "string", "ipv4", "ipv6", "mac")
-
-
-def _infer_vtype(hf: HeaderField, kind: MatchKind) -> str:
-    """Value type from the declared typedef, else from shape: a byte-aligned exact or LPM field
-    of 2+ bytes may hold text (ITCH's stock), everything else holds numbers. Override with
-    `@pragma query_type(h.f, T)`."""
-    t = hf.type_name.lower()
-    for hint, vtype in (("ipv6", "ipv6"), ("ip6", "ipv6"), ("ipv4", "ipv4"), ("ip4", "ipv4"),
-                        ("mac", "mac"), ("str", "string"), ("char", "string"), ("sym", "string")):
-        if hint in t:
-            return vtype
-    if kind is MatchKind.LPM and hf.width in (32, 128):
-        return "ipv4" if hf.width == 32 else "ipv6"
-    if kind in (MatchKind.EXACT, MatchKind.LPM) and hf.width % 8 == 0 and hf.width >= 16:
-        return "string"
-    return "int"
+    for q in spec.query_fields:
+        if q.width > 128 and q.vtype not in ("topic", "subject"):
+            errors.append(CompileError(f"{q.path} is {q.width} bits wide; query fields are at most 128 "
+                                       f"(topics up to {topics.MAX_TOPIC_BITS}: query_type({q.path}, topic))",
+                                       declared_at[q.path]))
+    if errors:
+        return
+    errors += [CompileError(msg, Position(reader.source, 1, 1)) for msg in topics.expand(spec, topic_levels)]

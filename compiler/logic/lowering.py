@@ -16,7 +16,9 @@ from .intervals import IntervalSet, complement, normalise, prefix_interval
 from ..language.rules_ast import Action, And, Attr, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
 from ..language.actions import action_atoms
 from ..language.rules_parser import SourceText
+from ..language import topics
 from ..language.spec import Counter, MatchKind, QueryField, Spec
+from ..language.topics import Topic
 
 STATE_WIDTH = 64   # aggregates are unsigned 64-bit values
 
@@ -187,6 +189,9 @@ class _Lowerer:
             if isinstance(f.left, StateFn):
                 states.append((f, negate))
                 return ("state", len(states) - 1)
+            found = self.spec.topics_named(f.left.name) if self.spec.topics else []
+            if len(found) == 1:
+                return self.topic_formula(f, found[0], negate)
             q = self.resolve(f.left)
             c = f.right
             key = (q.path, f.op, c.kind, c.value, c.prefix_len, negate)
@@ -202,6 +207,27 @@ class _Lowerer:
             op = "and" if isinstance(f, And) != negate else "or"
             return (op, tuple(self.lower(a, negate, states) for a in f.args))
         raise TypeError(f)
+
+    def topic_formula(self, rel: Rel, t: Topic, negate: bool) -> Formula:
+        """`topic == "a/+/b"`: a conjunction over the topic's variables (compiler/language/topics.py)."""
+        if rel.op not in ("==", "!="):
+            raise self.src.error(f"{t.path} is a topic: only == and != (with a topic filter) apply",
+                                 rel.offset, '== "plant/+/temp"')
+        if rel.right.kind not in ("str", "word"):
+            raise self.src.error(f"{t.path} is a topic: compare it with a quoted topic filter", rel.right.offset,
+                                 '"plant/#"')
+        try:
+            parts = topics.filter_literals(t, str(rel.right.value))
+        except topics.TopicError as exc:
+            raise self.src.error(f"bad topic filter {rel.right.text}: {exc}", rel.right.offset) from None
+        if rel.op == "!=":
+            negate = not negate
+        lits: list[Formula] = []
+        for path, (lo, hi) in parts:
+            width = self.spec.query_field(path).width  # type: ignore[union-attr]
+            iset = normalise([(lo, hi)])
+            lits.append(("lit", self.field_var[path], complement(iset, width) if negate else iset))
+        return ("or" if negate else "and", tuple(lits))
 
     def state_literal(self, rel: Rel, negate: bool, guard: Formula) -> Formula:
         fn = rel.left

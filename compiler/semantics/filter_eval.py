@@ -14,6 +14,7 @@ from ..structure.diagram import normalise_atoms
 from ..logic.intervals import contains
 from ..logic.lowering import STATE_WIDTH, Atom, Formula, Lowered
 from ..ir.pipeline import ActionSet
+from ..language import topics
 from ..language.rules_ast import And, Filter, Not, Rel, Rule, StateFn, TrueFilter
 from ..structure.slicing import actions_of_atoms
 from ..language.spec import MatchKind, QueryField
@@ -64,6 +65,12 @@ class FilterEvaluator:
                 sv = self.state_vars[var]
                 agg = self.store.read(var, sv.fn, now_us)
                 return self._rel(f, agg, STATE_WIDTH, MatchKind.RANGE, sv.label)
+            found = self.lw.spec.topics_named(f.left.name) if self.lw.spec.topics else []
+            if len(found) == 1:        # MQTT/NATS matching on the string itself, not the variables
+                t = found[0]
+                topic = values[t.path].to_bytes(t.nbytes, "big").split(b"\0", 1)[0]
+                hit = topics.matches(t.flavor, str(f.right.value), topic.decode("utf-8", "surrogateescape"))
+                return hit if f.op == "==" else not hit
             q = self.lw.resolve(f.left)
             return self._rel(f, values[q.path], q.width, q.kind, q.path, q)
         if isinstance(f, Not):

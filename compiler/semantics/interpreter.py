@@ -82,7 +82,7 @@ class _TableIndex:
         if kind == "exact":
             nxt = self.exact.get((state, key))
             if nxt is not None:
-                return nxt, f"exact {key}"
+                return nxt, f"exact {key}" if key >> 64 == 0 else "exact: the value above"   # (topic levels)
             nxt = self.any.get(state)
             return (nxt, "any") if nxt is not None else (0, "miss")
         if kind == "range":

@@ -1,0 +1,96 @@
+/* camus-xdp: topic fields (compiler/language/topics.py) as the variables the tables test.
+ *
+ * A topic field holds '/'- (MQTT) or '.'- (NATS) separated levels, NUL-padded. Its variables:
+ *   v[first]          the number of levels
+ *   v[first + 1]      1 if level 0 starts with '$' (MQTT only: wildcards skip such topics)
+ *   v[lv0 + i]        level i's label id: labels{bank, var, level bytes NUL-padded} (0: a level
+ *                     no rule names, or no level i), user space writes the dictionary per bank
+ *                     (compiler/ir/labels.py) beside the tables, so the root flip switches both
+ *
+ * The field is copied into a per-CPU work area first, so the scan and the word reads index a
+ * map value (bounded offsets) instead of the packet; CAMUS_TOPIC_BUF / 2 >= the field + 8. A level's key is built 8 bytes at a time:
+ * a little-endian load masked to the level's remaining bytes keeps its first bytes in memory
+ * order, which is the order user space writes (big-endian value = bytes in order).
+ */
+struct camus_label_key {                /* dataplane/maps.py label_key_type mirrors it */
+    __u32 var;                           /* bank << 16 | variable */
+    __u32 pad;
+    __u64 w[CAMUS_LABEL_WORDS];          /* the level's bytes, NUL-padded */
+};
+
+struct camus_topic_work {
+    __u8 buf[CAMUS_TOPIC_BUF];           /* the field (reads past it are masked off) */
+    __u32 start[32];                     /* where each level starts (levels <= 24) */
+    __u32 depth, len;                    /* loop-carried values live here, read back volatile: */
+    struct camus_label_key key;          /* the verifier then sees one state per iteration */
+};
+
+BPF_HASH(labels, struct camus_label_key, __u32, CAMUS_MAX_LABELS);
+BPF_PERCPU_ARRAY(topic_work, struct camus_topic_work, 1);
+
+static __always_inline __u32 camus_label_bank(__u32 root) {
+    return (root & CAMUS_STATE_MASK) >= CAMUS_MAX_STATES / 2 &&
+           (root & CAMUS_STATE_MASK) != CAMUS_STATE_BV;
+}
+
+/* Fill a topic's variables; `topic` is in bounds for `nbytes` (the message check did that). */
+static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbytes, __u32 first, __u32 lv0,
+                                        __u32 nlevels, __u8 sep, __u32 has_sys, __u32 bank) {
+    __u32 zero = 0;
+    struct camus_topic_work *w = topic_work.lookup(&zero);
+    if (!w)
+        return;
+    #pragma unroll
+    for (__u32 k = 0; k < CAMUS_TOPIC_BUF / 16; k++)   /* 8 bytes at a time; nbytes is constant */
+        if (8 * k + 8 <= nbytes)
+            *(__u64 *)(w->buf + 8 * k) = *(const __u64 *)(topic + 8 * k);
+    #pragma unroll
+    for (__u32 k = nbytes & ~7U; k < nbytes; k++)
+        w->buf[k & (CAMUS_TOPIC_BUF / 2 - 1)] = *(const __u8 *)(topic + k);
+    volatile __u32 *depth = &w->depth, *len = &w->len;
+    *depth = 1;
+    *len = nbytes;
+    w->start[0] = 0;
+    #pragma nounroll
+    for (__u32 j = 0; j < nbytes && j < CAMUS_TOPIC_BUF / 2; j++) {
+        __u8 c = w->buf[j];
+        if (c == 0) {
+            *len = j;
+            break;
+        }
+        if (c == sep) {
+            __u32 d = *depth;
+            w->start[d & 31] = j + 1;             /* levels past 31 only count */
+            *depth = d + 1;
+        }
+    }
+    __u32 levels = *depth;
+    v[first] = levels;
+    if (has_sys)
+        v[first + 1] = w->buf[0] == '$';
+    #pragma nounroll
+    for (__u32 i = 0; i < nlevels && i < 24; i++) {
+        __u32 var = (lv0 + i) & (CAMUS_VAR_SLOTS - 1);
+        if (i >= *depth) {
+            v[var] = 0;
+            continue;
+        }
+        __u32 s = w->start[i & 31] & (CAMUS_TOPIC_BUF / 2 - 1);
+        __u32 e = i + 1 < *depth ? w->start[(i + 1) & 31] - 1 : *len;
+        __u32 n = e > s ? e - s : 0;
+        w->key.var = bank << 16 | (lv0 + i);
+        w->key.pad = 0;
+        #pragma nounroll
+        for (__u32 k = 0; k < CAMUS_LABEL_WORDS; k++) {
+            __u64 word = 0;
+            if (8 * k < n) {
+                word = *(__u64 *)(w->buf + ((s + 8 * k) & (CAMUS_TOPIC_BUF / 2 - 1)));
+                if (n - 8 * k < 8)
+                    word &= (1ULL << ((8 * (n - 8 * k)) & 63)) - 1;
+            }
+            w->key.w[k] = word;
+        }
+        __u32 *id = labels.lookup(&w->key);
+        v[var] = id ? *id : 0;
+    }
+}
