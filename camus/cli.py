@@ -266,3 +266,7 @@ cli_bench.register(main)
 from camus import cli_controller  # noqa: E402  (controller, agent and subscription commands)
 
 cli_controller.register(main)
+
+from camus import cli_edge  # noqa: E402  (the MQTT edge broker)
+
+cli_edge.register(main)

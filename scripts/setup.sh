@@ -8,10 +8,11 @@ venv="$here/.venv"
 # Debian packages: BCC (python3-bpfcc, never PyPI's unrelated "bcc"), clang, headers for BCC,
 # xdp-tools, trafgen (netsniff-ng), tshark for MoldUDP64 decoding, venv support.
 # Brokers the benchmark compares against: mosquitto, nats-server, redis-server (started by the
-# benchmark on lab addresses, never as services); Java for PySpark; gcc for the C programs.
+# benchmark on lab addresses, never as services); mosquitto-clients (mosquitto_pub/_sub) for the
+# edge broker's MQTT tests; Java for PySpark; gcc for the C programs.
 apt_packages=(python3-bpfcc bpfcc-tools clang linux-headers-amd64 xdp-tools netsniff-ng tshark
               python3-venv iproute2 iputils-ping ethtool gcc openjdk-17-jre-headless
-              mosquitto nats-server redis-server)
+              mosquitto mosquitto-clients nats-server redis-server)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

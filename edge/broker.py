@@ -1,0 +1,275 @@
+"""The edge broker: MQTT on one side, the XDP broker on the other (the eBPF pub/sub design).
+
+Publishers and subscribers are ordinary MQTT 3.1.1 clients. A publication is labelled — its
+topic written into the spec's topic field, the payload after the header — and sent as one UDP
+datagram to the XDP broker's feed address; the XDP program classifies it by topic and sends a
+copy to every edge broker with a matching subscription (each edge broker is one logical port
+of the XDP broker). An edge broker hands a copy to each of its own clients whose filters match
+(`topics.matches`, the same MQTT semantics the tables were compiled from).
+
+Subscriptions: the union of this edge's clients' filters is this port's rule set on the XDP
+broker (`topic == "F" : fwd(PORT)`, one rule per distinct filter); changes within `batch_s`
+go out as one update through the `RuleSink`, and SUBACK is sent once the tables hold them, so
+a client that subscribed sees every later publication. Retained messages and sessions that
+survive a disconnect are not kept (QoS 1/2 publications are acknowledged, delivered at QoS 0).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import socket
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from camus.compiler.codec.packets import encode_message, read_bits
+from camus.compiler.language import topics
+from camus.compiler.language.spec import Spec
+
+from . import mqtt
+
+log = logging.getLogger("camus.edge")
+
+
+class RuleSink(Protocol):
+    def apply(self, port: int, filters: list[str]) -> None:
+        """Make `filters` this port's rules on the XDP broker (blocking; raises on failure)."""
+
+
+@dataclass
+class Message:
+    topic: str
+    payload: bytes
+
+
+class Framing:
+    """A publication <-> the spec's message: the topic in its field, the payload after the
+    header; a field named `length` gets the payload's length, one named `value` the payload
+    read as a decimal number (0 if it is not one), so rules can test it."""
+
+    def __init__(self, spec: Spec, topic_path: str | None = None) -> None:
+        if not spec.topics:
+            raise ValueError(f"spec '{spec.name}' has no topic field (@pragma query_type(h.f, topic))")
+        if topic_path is None and len(spec.topics) > 1:
+            raise ValueError(f"spec '{spec.name}' has several topic fields; name one: {', '.join(spec.topics)}")
+        self.spec, self.topic = spec, spec.topics[topic_path or next(iter(spec.topics))]
+        inst = spec.instances[self.topic.instance]
+        self.header = inst.type.width // 8
+        self.length = inst.type.field("length")
+        self.value = inst.type.field("value")
+
+    def encode(self, topic: str, payload: bytes) -> bytes:
+        t = self.topic
+        values = {t.path: topics.encode(t, topic)}
+        if self.length is not None:
+            values[f"{t.instance}.length"] = min(len(payload), (1 << self.length.width) - 1)
+        if self.value is not None:
+            text = payload.strip()
+            number = int(text) if text.isdigit() else 0
+            values[f"{t.instance}.value"] = min(number, (1 << self.value.width) - 1)
+        return encode_message(self.spec, values) + payload
+
+    def decode(self, data: bytes) -> Message | None:
+        if len(data) < self.header:
+            return None
+        raw = read_bits(data, self.topic.offset, self.topic.width).to_bytes(self.topic.nbytes, "big")
+        payload = data[self.header:]
+        if self.length is not None:
+            payload = payload[:read_bits(data, self.length.offset, self.length.width)]
+        return Message(raw.split(b"\0", 1)[0].decode("utf-8", "replace"), payload)
+
+
+@dataclass
+class Session:
+    sid: int
+    writer: asyncio.StreamWriter
+    client_id: str = ""
+    filters: set[str] = field(default_factory=set)
+
+
+@dataclass
+class EdgeStats:
+    published: int = 0          # publications sent to the XDP broker
+    received: int = 0           # copies the XDP broker sent here
+    delivered: int = 0          # PUBLISH packets written to local subscribers
+    unmatched: int = 0          # copies no local client wanted (the XDP tables over-delivered)
+    rejected: int = 0           # publications that could not be labelled (topic too long, ...)
+
+
+class EdgeBroker:
+    def __init__(self, framing: Framing, feed: tuple[str, int] | None, port: int | None,
+                 sink: RuleSink | None, batch_s: float = 0.02) -> None:
+        self.framing, self.feed, self.port, self.sink, self.batch_s = framing, feed, port, sink, batch_s
+        self.sessions: dict[int, Session] = {}
+        self.filters: Counter[str] = Counter()         # filter -> sessions holding it
+        self.stats = EdgeStats()
+        self._ids = itertools.count(1)
+        self._out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._push: asyncio.Future[None] | None = None
+        self._applied: list[str] | None = None
+
+    # -- subscriptions -> the XDP broker's rules ----------------------------------------------
+    async def _sync(self) -> None:
+        """Push this edge's filter set once the batch window closes; every waiter shares it."""
+        if self._push is None:
+            self._push = asyncio.get_running_loop().create_future()
+            push = self._push
+            await asyncio.sleep(self.batch_s)
+            self._push = None
+            wanted = sorted(self.filters)
+            try:
+                if self.sink is not None and self.port is not None and wanted != self._applied:
+                    await asyncio.to_thread(self.sink.apply, self.port, wanted)
+                    self._applied = wanted
+                push.set_result(None)
+            except Exception as exc:          # the waiting SUBACKs report the failure
+                log.error("rule update failed: %s", exc)
+                push.set_exception(exc)
+            await push
+        else:
+            await self._push
+
+    def check_filter(self, flt: str) -> bool:
+        try:
+            topics.check_filter(self.framing.topic, flt)
+            return True
+        except topics.TopicError:
+            return False
+
+    # -- data ------------------------------------------------------------------------------
+    def publish(self, pub: mqtt.Publish) -> None:
+        if self.feed is None:
+            self.deliver(Message(pub.topic, pub.payload))   # no XDP broker: local only
+            return
+        try:
+            frame = self.framing.encode(pub.topic, pub.payload)
+        except topics.TopicError as exc:
+            self.stats.rejected += 1
+            log.warning("publication not sent: %s", exc)
+            return
+        self._out.sendto(frame, self.feed)
+        self.stats.published += 1
+
+    def datagram(self, data: bytes) -> None:
+        msg = self.framing.decode(data)
+        if msg is None:
+            return
+        self.stats.received += 1
+        if not self.deliver(msg):
+            self.stats.unmatched += 1
+
+    def deliver(self, msg: Message) -> int:
+        flavor = self.framing.topic.flavor
+        packet = None
+        n = 0
+        for s in self.sessions.values():
+            if any(topics.matches(flavor, f, msg.topic) for f in s.filters):
+                packet = packet or mqtt.publish_packet(msg.topic, msg.payload)
+                s.writer.write(packet)
+                n += 1
+        self.stats.delivered += n
+        return n
+
+    # -- MQTT sessions -----------------------------------------------------------------------
+    async def client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        s = Session(next(self._ids), writer)
+        try:
+            first = await asyncio.wait_for(mqtt.read_packet(reader), 10)
+            if first is None or first.kind != mqtt.CONNECT:
+                raise mqtt.ProtocolError("the first packet must be CONNECT")
+            hello = mqtt.parse_connect(first)
+            if hello.level not in (3, 4):
+                writer.write(mqtt.connack(mqtt.REFUSED_PROTOCOL))
+                return
+            s.client_id = hello.client_id
+            self.sessions[s.sid] = s
+            writer.write(mqtt.connack(0))
+            while (p := await mqtt.read_packet(reader)) is not None:
+                if not await self._handle(s, p):
+                    break
+                await writer.drain()
+        except (mqtt.ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError) as exc:
+            log.info("session %s (%s) closed: %s", s.sid, s.client_id, exc)
+        finally:
+            self.sessions.pop(s.sid, None)
+            if s.filters:
+                self.filters.subtract(s.filters)
+                self.filters += Counter()                   # drop filters nobody holds
+                asyncio.get_running_loop().create_task(self._quiet_sync())
+            writer.close()
+
+    async def _quiet_sync(self) -> None:
+        try:
+            await self._sync()
+        except Exception:
+            pass                                            # logged in _sync
+
+    async def _handle(self, s: Session, p: mqtt.Packet) -> bool:
+        if p.kind == mqtt.PUBLISH:
+            pub = mqtt.parse_publish(p)
+            self.publish(pub)
+            if pub.qos == 1:
+                s.writer.write(mqtt.ack(mqtt.PUBACK, pub.packet_id))
+            elif pub.qos == 2:
+                s.writer.write(mqtt.ack(mqtt.PUBREC, pub.packet_id))
+        elif p.kind == mqtt.PUBREL:
+            s.writer.write(mqtt.ack(mqtt.PUBCOMP, int.from_bytes(p.body[:2], "big")))
+        elif p.kind in (mqtt.SUBSCRIBE, mqtt.UNSUBSCRIBE):
+            sub = mqtt.parse_subscribe(p, unsubscribe=p.kind == mqtt.UNSUBSCRIBE)
+            codes = []
+            for flt, _ in sub.filters:
+                if p.kind == mqtt.SUBSCRIBE:
+                    ok = self.check_filter(flt)
+                    if ok and flt not in s.filters:
+                        s.filters.add(flt)
+                        self.filters[flt] += 1
+                    codes.append(0 if ok else 0x80)
+                elif flt in s.filters:
+                    s.filters.discard(flt)
+                    self.filters[flt] -= 1
+                    if self.filters[flt] <= 0:
+                        del self.filters[flt]
+            try:
+                await self._sync()
+            except Exception:
+                codes = [0x80] * len(codes)                 # not installed: the client is told
+            if p.kind == mqtt.SUBSCRIBE:
+                s.writer.write(mqtt.suback(sub.packet_id, codes))
+            else:
+                s.writer.write(mqtt.ack(mqtt.UNSUBACK, sub.packet_id))
+        elif p.kind == mqtt.PINGREQ:
+            s.writer.write(mqtt.pingresp())
+        elif p.kind == mqtt.DISCONNECT:
+            return False
+        else:
+            raise mqtt.ProtocolError(f"unexpected packet type {p.kind}")
+        return True
+
+
+class _Deliveries(asyncio.DatagramProtocol):
+    def __init__(self, broker: EdgeBroker) -> None:
+        self.broker = broker
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.broker.datagram(data)
+
+
+async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[str, int] | None,
+                ready: asyncio.Event | None = None) -> None:
+    """Run until cancelled: MQTT on `listen`, copies from the XDP broker on `deliveries`."""
+    server = await asyncio.start_server(broker.client, *listen)
+    transport = None
+    if deliveries is not None:
+        transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(
+            lambda: _Deliveries(broker), local_addr=deliveries)
+    if ready is not None:
+        ready.set()
+    try:
+        async with server:
+            await server.serve_forever()
+    finally:
+        if transport is not None:
+            transport.close()
+        if broker.sink is not None and broker.port is not None and broker._applied:
+            await asyncio.to_thread(broker.sink.apply, broker.port, [])   # leave nothing behind

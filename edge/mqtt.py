@@ -1,0 +1,168 @@
+"""MQTT 3.1.1 (OASIS standard, 2014) packets as the edge broker speaks them: enough for
+unmodified clients (mosquitto_pub/_sub, paho-mqtt) to connect, publish (QoS 0, and QoS 1/2
+acknowledged then delivered at QoS 0), subscribe, unsubscribe, ping and disconnect.
+
+`read_packet` reads one control packet from an asyncio stream; the `*_packet` functions build
+the server's replies. Malformed input raises `ProtocolError` (the session is then closed, as
+section 4.8 asks).
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+from dataclasses import dataclass, field
+
+CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
+SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT = 8, 9, 10, 11, 12, 13, 14
+MAX_PACKET = 1 << 20                  # larger packets are refused (the data plane carries datagrams)
+REFUSED_PROTOCOL = 1                  # CONNACK return code: unacceptable protocol version
+
+
+class ProtocolError(ValueError):
+    pass
+
+
+@dataclass
+class Packet:
+    kind: int
+    flags: int
+    body: bytes
+
+
+@dataclass
+class Connect:
+    client_id: str
+    keepalive: int
+    level: int
+    clean: bool
+
+
+@dataclass
+class Publish:
+    topic: str
+    payload: bytes
+    qos: int = 0
+    retain: bool = False
+    packet_id: int = 0
+
+
+@dataclass
+class Subscribe:
+    packet_id: int
+    filters: list[tuple[str, int]] = field(default_factory=list)     # (filter, requested QoS)
+
+
+async def read_packet(reader: asyncio.StreamReader) -> Packet | None:
+    """The next control packet, or None at a clean end of stream."""
+    first = await reader.read(1)
+    if not first:
+        return None
+    length, shift = 0, 0
+    for _ in range(4):
+        b = (await reader.readexactly(1))[0]
+        length |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    else:
+        raise ProtocolError("remaining length longer than four bytes")
+    if length > MAX_PACKET:
+        raise ProtocolError(f"packet of {length} bytes (at most {MAX_PACKET})")
+    return Packet(first[0] >> 4, first[0] & 0x0F, await reader.readexactly(length))
+
+
+def _string(data: bytes, pos: int) -> tuple[str, int]:
+    if pos + 2 > len(data):
+        raise ProtocolError("truncated string")
+    n = struct.unpack_from("!H", data, pos)[0]
+    if pos + 2 + n > len(data):
+        raise ProtocolError("truncated string")
+    try:
+        return data[pos + 2:pos + 2 + n].decode("utf-8"), pos + 2 + n
+    except UnicodeDecodeError:
+        raise ProtocolError("string is not UTF-8") from None
+
+
+def encode_string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return struct.pack("!H", len(raw)) + raw
+
+
+def _fixed(kind: int, flags: int, body: bytes) -> bytes:
+    n, out = len(body), bytearray([kind << 4 | flags])
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out) + body
+
+
+def parse_connect(p: Packet) -> Connect:
+    name, pos = _string(p.body, 0)
+    if name not in ("MQTT", "MQIsdp") or pos + 4 > len(p.body):
+        raise ProtocolError(f"not an MQTT CONNECT (protocol {name!r})")
+    level, flags, keepalive = p.body[pos], p.body[pos + 1], struct.unpack_from("!H", p.body, pos + 2)[0]
+    client_id, _ = _string(p.body, pos + 4)
+    return Connect(client_id, keepalive, level, bool(flags & 0x02))
+
+
+def parse_publish(p: Packet) -> Publish:
+    qos = (p.flags >> 1) & 3
+    if qos == 3:
+        raise ProtocolError("PUBLISH with QoS 3")
+    topic, pos = _string(p.body, 0)
+    packet_id = 0
+    if qos:
+        if pos + 2 > len(p.body):
+            raise ProtocolError("PUBLISH without its packet id")
+        packet_id = struct.unpack_from("!H", p.body, pos)[0]
+        pos += 2
+    if not topic or "+" in topic or "#" in topic:
+        raise ProtocolError(f"cannot publish to {topic!r} (empty or a wildcard)")
+    return Publish(topic, p.body[pos:], qos, bool(p.flags & 1), packet_id)
+
+
+def parse_subscribe(p: Packet, unsubscribe: bool = False) -> Subscribe:
+    if p.flags != 0x2:
+        raise ProtocolError("SUBSCRIBE/UNSUBSCRIBE flags must be 0010")
+    if len(p.body) < 2:
+        raise ProtocolError("SUBSCRIBE without its packet id")
+    out = Subscribe(struct.unpack_from("!H", p.body, 0)[0])
+    pos = 2
+    while pos < len(p.body):
+        flt, pos = _string(p.body, pos)
+        qos = 0
+        if not unsubscribe:
+            if pos >= len(p.body):
+                raise ProtocolError("SUBSCRIBE filter without its QoS byte")
+            qos, pos = p.body[pos] & 3, pos + 1
+        out.filters.append((flt, qos))
+    if not out.filters:
+        raise ProtocolError("SUBSCRIBE with no topic filter")
+    return out
+
+
+def connack(code: int = 0) -> bytes:
+    return _fixed(CONNACK, 0, bytes([0, code]))
+
+
+def publish_packet(topic: str, payload: bytes, retain: bool = False) -> bytes:
+    return _fixed(PUBLISH, int(retain), encode_string(topic) + payload)
+
+
+def ack(kind: int, packet_id: int) -> bytes:
+    """PUBACK, PUBREC, PUBCOMP or UNSUBACK: the packet id alone (PUBREL carries flags 0010)."""
+    return _fixed(kind, 2 if kind == PUBREL else 0, struct.pack("!H", packet_id))
+
+
+def suback(packet_id: int, codes: list[int]) -> bytes:
+    return _fixed(SUBACK, 0, struct.pack("!H", packet_id) + bytes(codes))
+
+
+def pingresp() -> bytes:
+    return _fixed(PINGRESP, 0, b"")
+
+
+def client_packet(kind: int, body: bytes, flags: int = 0) -> bytes:
+    """A packet as a client sends it (tests and the benchmark's publishers)."""
+    return _fixed(kind, flags, body)
