@@ -23,6 +23,7 @@ from camus.compiler.backends.ebpf_bitvector import sized_limits
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf_tables import MapContents, map_contents
+from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
 from .maps import CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
@@ -60,6 +61,8 @@ class Installed:
     count_rules: int = 0                                        # CompileOptions.count_rules at attach
     bv_capacity: list[int] = field(default_factory=list)        # bv_words, max_bv_bitmaps, max_bv_segs
     tables_key: str = ""             # what the live tables were compiled from (tables_key())
+    port_bits: list | None = None    # the ports file's ports in bit order, fixed at attach: updates
+                                     # need no interface lookup (an edge broker in another netns)
     # an update in flight (the intent journal, saved before its first map write): the new set's
     # root, bank, keys and rules; a crash leaves it here and the next command finishes or undoes it
     pending: dict | None = None
@@ -261,7 +264,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          0, contents.root, lines, _keys(contents),
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
-                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled, lines))
+                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled, lines),
+                         list(bits) if bits is not None else None)
         _fault("attach:pinned")
         _save(inst)
         return inst
@@ -355,7 +359,7 @@ def detach(iface: str) -> str:
 
 def _rule_text(c: Compiled, rule) -> str:
     """A rule as its source line says it, comment stripped."""
-    return c.source.line_text(rule.offset).split("#")[0].strip()
+    return strip_comment(c.source.line_text(rule.offset))
 
 
 def tables_key(c: Compiled, lines: list[str]) -> str:
@@ -410,7 +414,7 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     require_root()
     inst = load_installed(iface)
     t0 = time.perf_counter()
-    bits, _ = _port_specs(inst.ports)
+    bits = inst.port_bits if inst.port_bits is not None else _port_specs(inst.ports)[0]
     maps = MapSet.from_pins(inst.pins)
     try:
         recover(inst, maps)
@@ -460,7 +464,7 @@ def stats(iface: str) -> dict[str, int]:
     maps = MapSet.from_pins(inst.pins)
     try:
         out = maps.stats()
-        bits, _ = _port_specs(inst.ports)
+        bits = inst.port_bits if inst.port_bits is not None else _port_specs(inst.ports)[0]
         if bits:
             for port, n in zip(bits, maps.port_stats(len(bits))):
                 out[f"port {port}"] = n

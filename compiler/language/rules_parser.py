@@ -386,3 +386,14 @@ def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceT
     if errors:
         raise CompileErrors(errors)
     return rules, src
+
+
+def strip_comment(line: str) -> str:
+    """A rule line without its comment: '#' outside a quoted string (topic filters hold '#')."""
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "#" and not quoted:
+            return line[:i].strip()
+    return line.strip()

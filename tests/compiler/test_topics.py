@@ -135,3 +135,10 @@ def test_deep_topics_and_not_equal() -> None:
     interp = PipelineInterpreter(c.pipeline)
     for t, want in (("a/b", ()), ("b", (1,)), ("$x", (1,))):
         assert tuple(interp.run(message_from_text(MQTT, f"topic={t}")).actions.ports) == want
+
+
+def test_comments_end_outside_quotes_only() -> None:
+    from camus.compiler.language.rules_parser import strip_comment
+    assert strip_comment('topic == "a/#" : fwd(1)  # plant') == 'topic == "a/#" : fwd(1)'
+    assert strip_comment('topic == "#" : fwd(2)') == 'topic == "#" : fwd(2)'
+    assert strip_comment("# only a comment") == ""

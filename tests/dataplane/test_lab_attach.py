@@ -14,6 +14,7 @@ from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.language.spec_parser import load_spec
 from camus.cli import main
+from camus.compiler.language.rules_parser import strip_comment
 from camus.dataplane import runtime
 from camus.dataplane.reference import expected_rule_counts
 from tests.conftest import APPS
@@ -90,7 +91,7 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mod
     runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt"), mode)
     assert received([wanted, unwanted, mixed]) == [True, False, True]
     # Per-rule counters without TC (no ports file: delivering packets go to the stack whole).
-    lines = [ln.split("#")[0].strip() for ln in rules.splitlines() if ln.split("#")[0].strip()]
+    lines = [strip_comment(ln) for ln in rules.splitlines() if strip_comment(ln)]
     want = expected_rule_counts(spec, lines, [wanted, unwanted, mixed])
     assert runtime.rule_counts(BRK) == want and sum(n for _, n in want) == 2
     shown = CliRunner().invoke(main, ["stats", BRK], catch_exceptions=False).output

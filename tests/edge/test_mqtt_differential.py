@@ -1,0 +1,79 @@
+"""Wildcard semantics against mosquitto: the same subscriptions and publications through
+mosquitto and through the edge broker (local delivery, which matches with the same
+`topics.matches` the XDP tables are compiled from) give every subscriber the same messages,
+and both agree with the matcher."""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from camus.compiler.language.spec_parser import load_spec
+from camus.compiler.language.topics import matches
+from camus.edge.broker import EdgeBroker, Framing, serve
+from tests.conftest import APPS
+from tests.edge.mqtt_corpus import corpus, run_corpus
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mosquitto(tmp_path_factory):
+    exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if not shutil.which(exe):
+        pytest.skip("mosquitto is not installed (scripts/setup.sh installs it)")
+    port = free_port()
+    conf = tmp_path_factory.mktemp("mosq") / "m.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+    proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    yield port
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def edge():
+    port = free_port()
+    broker = EdgeBroker(Framing(load_spec(APPS / "topics" / "topics.p4")), None, None, None, batch_s=0.0)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    async def main() -> None:
+        started = asyncio.Event()
+        task = asyncio.create_task(serve(broker, ("127.0.0.1", port), None, started))
+        await started.wait()
+        ready.set()
+        await task
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    yield port
+    for t in asyncio.all_tasks(loop):
+        loop.call_soon_threadsafe(t.cancel)
+    thread.join(10)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_edge_broker_delivers_what_mosquitto_delivers(mosquitto, edge, seed) -> None:
+    subs, pubs = corpus(seed)
+    want = [{(t, f"{k}".encode()) for k, t in enumerate(pubs) if any(matches("mqtt", f, t) for f in fs)}
+            for fs in subs]
+    theirs = run_corpus("127.0.0.1", mosquitto, subs, pubs)
+    ours = run_corpus("127.0.0.1", edge, subs, pubs)
+    assert theirs == want, "mosquitto and the matcher disagree"
+    assert ours == want
+    assert sum(map(len, want)) > 20          # the corpus is not trivial
