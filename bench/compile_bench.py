@@ -29,7 +29,8 @@ from pathlib import Path
 
 PAPER = {"entries": 21401, "groups": 198}
 SPEC = Path(__file__).resolve().parent.parent / "apps" / "itch" / "itch.p4"
-WORKLOADS = ("itch", "siena", "sensors")
+WORKLOADS = ("itch", "siena", "sensors", "topics")
+TOPIC_SPEC = SPEC.parent.parent / "topics" / "topics.p4"
 
 
 def workload(name: str, n: int, seed: int):
@@ -47,6 +48,10 @@ def workload(name: str, n: int, seed: int):
         spec = parse_spec(schema.spec_text(), "siena.p4")
         return spec, "\n".join(w.siena_rules(n, schema, seed)), lambda rng: message_from_text(
             spec, w.siena_message(schema, rng))
+    if name == "topics":
+        spec = load_spec(TOPIC_SPEC)
+        return spec, "\n".join(w.topic_rules(n, seed)), lambda rng: message_from_text(
+            spec, f"topic={w.topic_name(rng)} value={rng.randint(0, 100)}")
     spec = parse_spec(w.SENSOR_SPEC, "sensors.p4")
     return spec, "\n".join(w.sensor_rules(n, seed)), lambda rng: message_from_text(spec, w.sensor_message(rng))
 

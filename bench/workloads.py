@@ -173,3 +173,45 @@ def sensor_rules(n: int, seed: int = 1, n_hosts: int = 32) -> list[str]:
 
 def sensor_message(rng: random.Random) -> str:
     return " ".join(f"{a}={rng.randint(lo, hi)}" for a, (lo, hi) in SENSOR_RANGES.items())
+
+
+# -- topics (apps/topics/topics.p4): hierarchical MQTT topics, Zipf-popular, with wildcards ----
+TOPIC_SITES, TOPIC_DEVICES = 50, 40
+TOPIC_METRICS = ("temp", "humidity", "pressure", "power", "status", "alarm")
+
+
+def _zipf(rng: random.Random, n: int, s: float = 1.1) -> int:
+    """An index in [0, n) with Zipf-like popularity (index 0 the most popular)."""
+    return min(n - 1, int(n ** rng.random() ** s) - 1)
+
+
+def topic_name(rng: random.Random) -> str:
+    """A publication's topic: site<s>/dev<d>/<metric>, sites and devices Zipf-popular."""
+    return (f"site{_zipf(rng, TOPIC_SITES)}/dev{_zipf(rng, TOPIC_DEVICES)}/"
+            f"{TOPIC_METRICS[_zipf(rng, len(TOPIC_METRICS))]}")
+
+
+def topic_filters(n: int, seed: int = 1) -> list[str]:
+    """MQTT filters like subscribers write them: exact topics (half), one `+` level (a quarter),
+    `#` tails (a sixth), and a few site-wide or metric-wide ones."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        site, dev = f"site{_zipf(rng, TOPIC_SITES)}", f"dev{_zipf(rng, TOPIC_DEVICES)}"
+        metric = TOPIC_METRICS[_zipf(rng, len(TOPIC_METRICS))]
+        kind = rng.random()
+        if kind < 0.5:
+            out.append(f"{site}/{dev}/{metric}")
+        elif kind < 0.75:
+            out.append(rng.choice([f"{site}/+/{metric}", f"+/{dev}/{metric}", f"{site}/{dev}/+"]))
+        elif kind < 0.92:
+            out.append(rng.choice([f"{site}/#", f"{site}/{dev}/#"]))
+        else:
+            out.append(rng.choice([f"+/+/{metric}", f"{site}/+/+", "#"]))
+    return out
+
+
+def topic_rules(n: int, seed: int = 1, n_hosts: int = 32) -> list[str]:
+    """One rule per subscription: its filter forwarded to one of `n_hosts` edge brokers."""
+    rng = random.Random(seed + 1)
+    return [f'topic == "{f}" : fwd({rng.randint(1, n_hosts)})' for f in topic_filters(n, seed)]
