@@ -447,6 +447,23 @@ static __always_inline struct camus_scratch *get_scratch(void) {
     return scratch.lookup(&zero);
 }
 
+/* Per packet: the accumulated verdict cleared, the root (and so the table set) read once. */
+static __always_inline void begin_packet(struct camus_scratch *s) {
+    __builtin_memset(&s->acc, 0, sizeof(s->acc));
+    s->root = cfg_get(CAMUS_CFG_ROOT);
+    struct camus_desc *rd = desc_of(s->root);
+    if (rd)
+        s->root_desc = *rd;
+    else
+        s->root_desc.kind = CAMUS_KIND_NONE;
+    s->record = cfg_get(CAMUS_CFG_RECORD);
+    s->skipped = 0;
+    s->empty = 0;
+    s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
+}
+
+/*@CAMUS_ATTRS_H@*/
+
 /* Classify the MoldUDP64 message at s->off, then tail-call ourselves for the next one. */
 int camus_msg(struct xdp_md *ctx) {
     void *data = (void *)(long)ctx->data;
@@ -506,6 +523,20 @@ int camus_xdp(struct xdp_md *ctx) {
         proto = *(__u16 *)(l3 + 2);
         l3 += 4;
     }
+#if CAMUS_FRAMING_ATTRS
+    /* EtherType 0x9001: one message of attributes, no IP/UDP (camus_attrs.h) */
+    if (proto != bpf_htons(CAMUS_ETHERTYPE_ATTRS))
+        goto other;
+    struct camus_scratch *sa = get_scratch();
+    if (!sa)
+        goto other;
+    begin_packet(sa);
+    if (!camus_attrs(sa, data, l3, end))
+        return malformed();
+    sa->nmsgs = 1;
+    deliver(sa, 0);
+    return finish(ctx, sa);
+#endif
     void *l4;
     __u32 ip_end;                             /* where the IP packet ends, by its length field */
     if (proto == bpf_htons(ETH_P_IP)) {
@@ -541,17 +572,7 @@ int camus_xdp(struct xdp_md *ctx) {
     struct camus_scratch *s = get_scratch();
     if (!s)
         goto other;
-    __builtin_memset(&s->acc, 0, sizeof(s->acc));
-    s->root = cfg_get(CAMUS_CFG_ROOT);
-    struct camus_desc *rd = desc_of(s->root);
-    if (rd)
-        s->root_desc = *rd;
-    else
-        s->root_desc.kind = CAMUS_KIND_NONE;
-    s->record = cfg_get(CAMUS_CFG_RECORD);
-    s->skipped = 0;
-    s->empty = 0;
-    s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
+    begin_packet(s);
     s->uend = l4_off + ulen;
     if (!camus_packet_fields(s->v, data, l3, l4, end))
         goto other;

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 
 from ..language.spec import QueryField, Role, Spec
+from ..codec.attrs import ATTRS_FRAMINGS, ETHERTYPE_ATTRS, dictionary
 from ..ir.labels import LABEL_WIDTH
 from .emit import BackendError, Emitter
 
@@ -129,7 +130,10 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
     if any(a[0] == "fwd" for a in spec.default_atoms):    # port bits depend on the rule set
         raise BackendError(f"query_default_action({spec.default_action}) forwards; an XDP host applies a "
                            "default of custom actions (handed to the host stack) or drop only")
-    if spec.framing.kind not in ("none", "moldudp64"):
+    if spec.framing.kind in ATTRS_FRAMINGS and any(q.role is not Role.MESSAGE for q in spec.query_fields):
+        raise BackendError(f"{spec.framing.kind}: the XDP program classifies the attributes only (no IP/UDP "
+                           "header in these frames)")
+    if spec.framing.kind not in ("none", "moldudp64", *ATTRS_FRAMINGS):
         raise BackendError(f"framing {spec.framing.kind} is not supported")
     nf, ns = len(spec.query_fields), n_svars(spec, limits)
     if nf > MAX_QUERY_FIELDS:
@@ -154,6 +158,7 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_MAX_BV_SEGS", limits.max_bv_segs),
                         ("CAMUS_BV_LOOP_FIELDS", min(nf, BV_LOOP_FIELDS)),
                         ("CAMUS_FRAMING_MOLD", int(spec.framing.kind == "moldudp64")),
+                        ("CAMUS_FRAMING_ATTRS", {"attrs_pairs": 1, "attrs_bitmask": 2}.get(spec.framing.kind, 0)),
                         ("CAMUS_MSG_BYTES", spec.message_bytes),
                         ("CAMUS_PARSE_ONLY", int(limits.parse_only))):
         e(f"#define {name} {value}")
@@ -188,9 +193,28 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                 e(f"v[{i}] = {_read_expr('msg', q)};   /* {q.path} */")
     e()
     _topic_defines(e, spec, limits)
+    _attr_defines(e, spec)
     _switch(e, "__u32 camus_var_width(__u32 idx)",
             [str(LABEL_WIDTH if q.part == "level" else q.width) for q in spec.query_fields], "64")
     return e.text()
+
+
+def _attr_defines(e: Emitter, spec: Spec) -> None:
+    """Attribute framings: the dictionary (compiler/codec/attrs.py) as two switches."""
+    if spec.framing.kind not in ATTRS_FRAMINGS:
+        return
+    attrs = dictionary(spec)
+    index = {q.path: i for i, q in enumerate(spec.query_fields)}
+    e(f"#define CAMUS_N_ATTRS {len(attrs)}")
+    e(f"#define CAMUS_ETHERTYPE_ATTRS 0x{ETHERTYPE_ATTRS:04x}")
+    _switch(e, "__u32 camus_attr_bytes(__u32 idx)", ["0"] + [str(a.width // 8) for a in attrs], "0")
+    with e.block("static __always_inline void camus_attr_store(__u64 *v, __u32 id, __u64 val)"):
+        e("switch (id) {")
+        for a in attrs:
+            if a.path in index:
+                e(f"case {a.id}: v[{index[a.path]}] = val; break;   /* {a.path} */")
+        e("default: break;")
+        e("}")
 
 
 def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
@@ -223,6 +247,8 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     bpf = files("camus.bpf")                    # bpf/, shipped as package data
     shared = bpf.joinpath("camus_xdp.h").read_text()
     main = bpf.joinpath("camus_xdp.c").read_text().replace("/*@CAMUS_BV_H@*/", bpf.joinpath("camus_bv.h").read_text())
+    main = main.replace("/*@CAMUS_ATTRS_H@*/", bpf.joinpath("camus_attrs.h").read_text()
+                        if spec.framing.kind in ATTRS_FRAMINGS else "")
     main = main.replace("/*@CAMUS_TOPIC_H@*/", bpf.joinpath("camus_topic.h").read_text() if spec.topics else "")
     tc = bpf.joinpath("camus_tc.c").read_text()
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)

@@ -12,6 +12,8 @@ import struct
 from dataclasses import dataclass, field
 
 from ..language import topics
+from . import attrs
+from .attrs import ATTRS_FRAMINGS, ETHERTYPE_ATTRS
 from ..language.spec import QueryField, Role, Spec
 
 ETH_IPV4, ETH_IPV6, ETH_VLAN, ETH_QINQ = 0x0800, 0x86DD, 0x8100, 0x88A8
@@ -83,6 +85,8 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
                 out.offsets[roles[Role.VLAN]] = off
             etype = struct.unpack_from("!H", data, off + 2)[0]
             off += 4
+    if spec.framing.kind in ATTRS_FRAMINGS:     # EtherType 0x9001: attributes, no IP/UDP
+        return _attrs_frame(spec, data, etype, off, out)
     if etype == ETH_IPV4:
         if len(data) < off + 20:
             out.error = "truncated IPv4 header"
@@ -193,6 +197,20 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     return out
 
 
+def _attrs_frame(spec: Spec, data: bytes, etype: int, off: int, out: DecodedPacket) -> DecodedPacket:
+    if etype != ETHERTYPE_ATTRS:
+        out.error = f"not an attribute frame (EtherType 0x{etype:04x})"
+        return out
+    out.feed, out.count = True, 1
+    try:
+        values = attrs.decode(spec, data[off:])
+    except attrs.AttrsError as exc:
+        out.error = str(exc)
+        return out
+    out.messages.append(Message(0, values, off, len(data) - off))
+    return out
+
+
 # -- building packets (tests, examples, workloads) ------------------------------------------
 
 def _put_bits(buf: bytearray, bit_offset: int, width: int, value: int) -> None:
@@ -226,7 +244,11 @@ def build_packet(spec: Spec, messages: list[dict[str, int]], *, src_ip: str = "1
                  src_mac: bytes = b"\x02\x00\x00\x00\x00\x01",
                  dst_mac: bytes = b"\x02\x00\x00\x00\x00\x02") -> bytes:
     """An Ethernet/IPv4/UDP packet (IPv6 when `dst_ip` is an IPv6 address) carrying `messages`
-    in the spec's framing. Packet-level query fields (e.g. ipv4.dst) come from the addresses."""
+    in the spec's framing. Packet-level query fields (e.g. ipv4.dst) come from the addresses.
+    Attribute framings: an Ethernet frame (EtherType 0x9001) with the first message's nonzero
+    attributes (attrs.encode chooses others)."""
+    if spec.framing.kind in ATTRS_FRAMINGS:
+        return dst_mac + src_mac + struct.pack("!H", ETHERTYPE_ATTRS) + attrs.encode(spec, messages[0] if messages else {})
     if spec.framing.kind == "moldudp64":
         payload = bytearray(b"CAMUSXDP00" + sequence.to_bytes(8, "big") + len(messages).to_bytes(2, "big"))
         for m in messages:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import topics
+from ..codec.attrs import ATTRS_FRAMINGS, check_dictionary
 from .query_fields import VTYPES, add_query_field
 from .actions import default_action_atoms
 from .errors import CompileError, CompileErrors, Position
@@ -361,6 +362,7 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
     framing: Framing | None = None
     topic_levels: dict[str, int] = {}
     declared_at: dict[str, Position] = {}
+    framing_at = Position(reader.source, 1, 1)
     if any(spec.instances[n].role is Role.FRAMING for n in spec.stack):
         framing = MOLDUDP64
     for p in reader.pragmas:
@@ -383,9 +385,10 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
                     raise CompileError("udp_port needs ports in 1..65535", p.pos)
             elif p.name == "message_framing":
                 kind = p.args[0].lower() if p.args else ""
-                if kind not in ("moldudp64", "none"):
-                    raise CompileError(f"unknown framing {kind!r}", p.pos, "moldudp64 or none")
-                framing = MOLDUDP64 if kind == "moldudp64" else NO_FRAMING
+                if kind not in ("moldudp64", "none", *ATTRS_FRAMINGS):
+                    raise CompileError(f"unknown framing {kind!r}", p.pos, "moldudp64, none, attrs_pairs or attrs_bitmask")
+                framing = {"moldudp64": MOLDUDP64, "none": NO_FRAMING}.get(kind, Framing(kind))
+                framing_at = p.pos
             elif p.name == "message_type":
                 if len(p.args) != 2 or spec.header_field(p.args[0]) is None:
                     raise CompileError("message_type needs a declared field and a value", p.pos,
@@ -417,6 +420,11 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
         except ValueError:
             errors.append(CompileError(f"bad number in pragma {p.name}", p.pos))
     spec.framing = framing or NO_FRAMING
+    if spec.framing.kind in ATTRS_FRAMINGS:       # the message header is the attribute dictionary
+        msg = spec.message_instance
+        problems = ["no message header to be the attribute dictionary"] if msg is None else \
+            check_dictionary(msg.type.fields)
+        errors += [CompileError(f"{spec.framing.kind}: {m}", framing_at) for m in problems]
     for q in spec.query_fields:
         if q.width > 128 and q.vtype not in ("topic", "subject"):
             errors.append(CompileError(f"{q.path} is {q.width} bits wide; query fields are at most 128 "

@@ -17,6 +17,8 @@ CASES = {
     "itch_compressed": (APPS / "itch" / "itch.p4", APPS / "itch" / "rules.txt", CompileOptions(compress_max=16)),
     "int_example": (APPS / "int" / "int.p4", APPS / "int" / "rules.txt", CompileOptions()),
     "camus_syntax": (APPS / "itch" / "itch.p4", APPS / "camus_compat" / "rules.txt", CompileOptions()),
+    "topics_example": (APPS / "topics" / "topics.p4", APPS / "topics" / "rules.txt", CompileOptions()),
+    "attrs_example": (APPS / "attrs" / "bitmask.p4", APPS / "attrs" / "rules.txt", CompileOptions()),
 }
 
 
@@ -44,10 +46,11 @@ def test_output_is_deterministic_across_runs() -> None:
     assert a == b and json.loads(a)["format"] == "camus-pipeline/1"
 
 
-@pytest.mark.parametrize("app", ["itch", "int"])
-def test_generated_xdp_header_matches_golden(app: str, update_goldens: bool) -> None:
-    """The spec-specific C (field reads, feed port, framing) is reviewed like the IR."""
+@pytest.mark.parametrize("app, spec", [("itch", "itch"), ("int", "int"), ("topics", "topics"),
+                                       ("attrs", "pairs")])
+def test_generated_xdp_header_matches_golden(app: str, spec: str, update_goldens: bool) -> None:
+    """The spec-specific C (field reads, feed port, framing, topics, attributes) is reviewed like the IR."""
     from camus.compiler.backends.ebpf_program import EbpfLimits, generate_header
     from camus.compiler.language.spec_parser import load_spec
-    check_golden(f"{app}_camus_gen.h", generate_header(load_spec(APPS / app / f"{app}.p4"), EbpfLimits()),
+    check_golden(f"{app}_camus_gen.h", generate_header(load_spec(APPS / app / f"{spec}.p4"), EbpfLimits()),
                  update_goldens)
