@@ -82,3 +82,23 @@ def test_filters_ir_and_switch_entries_agree_on_decoded_frames(seed, kind) -> No
         ir = interp.run(msg).actions
         assert ir.names() == evaluator.run(msg).names()
         assert p4.run(msg, 0)[0].names() == ir.names()
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_scapy_layers_build_and_read_the_encodings(kind) -> None:
+    from scapy.layers.l2 import Ether
+
+    from camus.bench.attr_feeds import attribute_frames, attribute_layers
+    spec = SPECS[kind]
+    pairs_t, mask_t = attribute_layers(spec)
+    layer = mask_t(temperature=3500, alarm=1) if kind == "bitmask" else pairs_t(pairs=[(3, 3500), (5, 1)])
+    frame = bytes(Ether(src="04:04:04:04:04:04", dst="02:02:02:02:02:02") / layer)
+    values = {"attrs.temperature": 3500, "attrs.alarm": 1}
+    assert frame == ETH + attrs.encode(spec, values, list(values))
+    back = Ether(frame)
+    if kind == "bitmask":
+        assert back[mask_t].mask == 0b10100 and back[mask_t].temperature == 3500
+    else:
+        assert back[pairs_t].pairs == [(3, 3500), (5, 1)]
+    for f in attribute_frames(spec, 50, seed=2):              # the feed decodes without errors
+        assert decode_packet(spec, f).error is None
