@@ -3,12 +3,16 @@
  * A topic field holds '/'- (MQTT) or '.'- (NATS) separated levels, NUL-padded. Its variables:
  *   v[first]          the number of levels
  *   v[first + 1]      1 if level 0 starts with '$' (MQTT only: wildcards skip such topics)
- *   v[lv0 + i]        level i's label id: labels{bank, var, level bytes NUL-padded} (0: a level
- *                     no rule names, or no level i), user space writes the dictionary per bank
- *                     (compiler/ir/labels.py) beside the tables, so the root flip switches both
+ *   v[lv0 + i]        level i's label (compiler/ir/labels.py; 0 when there is no level i): a
+ *                     level of up to 8 bytes is its own label, its bytes as a little-endian word,
+ *                     no lookup; a longer one is looked up in labels{bank, var, bytes NUL-padded}
+ *                     (missing: 1 << 8), which user space writes per bank beside the tables, so
+ *                     the root flip switches both
  *
- * The field is copied into a per-CPU work area first, so the scan and the word reads index a
- * map value (bounded offsets) instead of the packet; CAMUS_TOPIC_BUF / 2 >= the field + 8. A level's key is built 8 bytes at a time:
+ * The field is copied into a per-CPU work area first (followed by a zero word), so the scan and
+ * the word reads index a map value (bounded offsets) instead of the packet; CAMUS_TOPIC_BUF / 2
+ * >= the field + 8. The scan takes 8 bytes at a time: an exact zero-byte test finds the
+ * separators and the end, one bit per byte. A level's key is built 8 bytes at a time:
  * a little-endian load masked to the level's remaining bytes keeps its first bytes in memory
  * order, which is the order user space writes (big-endian value = bytes in order).
  */
@@ -25,12 +29,23 @@ struct camus_topic_work {
     struct camus_label_key key;          /* the verifier then sees one state per iteration */
 };
 
-BPF_HASH(labels, struct camus_label_key, __u32, CAMUS_MAX_LABELS);
+BPF_HASH(labels, struct camus_label_key, __u64, CAMUS_MAX_LABELS);
 BPF_PERCPU_ARRAY(topic_work, struct camus_topic_work, 1);
 
 static __always_inline __u32 camus_label_bank(__u32 root) {
     return (root & CAMUS_STATE_MASK) >= CAMUS_MAX_STATES / 2 &&
            (root & CAMUS_STATE_MASK) != CAMUS_STATE_BV;
+}
+
+/* 0x80 in every byte of x that is zero, nothing elsewhere (no false positives). */
+static __always_inline __u64 zero_bytes(__u64 x) {
+    __u64 low7 = 0x7F7F7F7F7F7F7F7FULL;
+    return ~(((x & low7) + low7) | x | low7);
+}
+
+static __always_inline __u64 level_word(struct camus_topic_work *w, __u32 at, __u32 left) {
+    __u64 word = *(__u64 *)(w->buf + (at & (CAMUS_TOPIC_BUF / 2 - 1)));
+    return left < 8 ? word & ((1ULL << ((8 * left) & 63)) - 1) : word;
 }
 
 /* Fill a topic's variables; `topic` is in bounds for `nbytes` (the message check did that). */
@@ -44,6 +59,8 @@ static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbyte
     for (__u32 k = 0; k < CAMUS_TOPIC_BUF / 16; k++)   /* 8 bytes at a time; nbytes is constant */
         if (8 * k + 8 <= nbytes)
             *(__u64 *)(w->buf + 8 * k) = *(const __u64 *)(topic + 8 * k);
+    *(__u64 *)(w->buf + ((nbytes & ~7U) & (CAMUS_TOPIC_BUF / 2 - 1))) = 0;   /* the end, then a zero word */
+    *(__u64 *)(w->buf + (((nbytes & ~7U) + 8) & (CAMUS_TOPIC_BUF / 2 - 1))) = 0;
     #pragma unroll
     for (__u32 k = nbytes & ~7U; k < nbytes; k++)
         w->buf[k & (CAMUS_TOPIC_BUF / 2 - 1)] = *(const __u8 *)(topic + k);
@@ -51,17 +68,28 @@ static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbyte
     *depth = 1;
     *len = nbytes;
     w->start[0] = 0;
+    __u64 seps = 0x0101010101010101ULL * sep;
     #pragma nounroll
-    for (__u32 j = 0; j < nbytes && j < CAMUS_TOPIC_BUF / 2; j++) {
-        __u8 c = w->buf[j];
-        if (c == 0) {
-            *len = j;
+    for (__u32 k = 0; k < CAMUS_TOPIC_BUF / 16; k++) {
+        if (8 * k >= nbytes)
             break;
-        }
-        if (c == sep) {
+        __u64 word = *(__u64 *)(w->buf + ((8 * k) & (CAMUS_TOPIC_BUF / 2 - 1)));
+        __u64 ends = zero_bytes(word), found = zero_bytes(word ^ seps);
+        if (ends)
+            found &= (ends & -ends) - 1;         /* separators before the first NUL only */
+        #pragma nounroll
+        for (__u32 b = 0; b < 8; b++) {
+            if (!found)
+                break;
             __u32 d = *depth;
-            w->start[d & 31] = j + 1;             /* levels past 31 only count */
+            w->start[d & 31] = 8 * k + (bit_index(found & -found) >> 3) + 1;   /* levels past 31 only count */
             *depth = d + 1;
+            found &= found - 1;
+        }
+        if (ends) {
+            __u32 end = 8 * k + (bit_index(ends & -ends) >> 3);
+            *len = end < nbytes ? end : nbytes;
+            break;
         }
     }
     __u32 levels = *depth;
@@ -78,19 +106,16 @@ static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbyte
         __u32 s = w->start[i & 31] & (CAMUS_TOPIC_BUF / 2 - 1);
         __u32 e = i + 1 < *depth ? w->start[(i + 1) & 31] - 1 : *len;
         __u32 n = e > s ? e - s : 0;
+        if (n <= 8) {
+            v[var] = n ? level_word(w, s, n) : 0;
+            continue;
+        }
         w->key.var = bank << 16 | (lv0 + i);
         w->key.pad = 0;
         #pragma nounroll
-        for (__u32 k = 0; k < CAMUS_LABEL_WORDS; k++) {
-            __u64 word = 0;
-            if (8 * k < n) {
-                word = *(__u64 *)(w->buf + ((s + 8 * k) & (CAMUS_TOPIC_BUF / 2 - 1)));
-                if (n - 8 * k < 8)
-                    word &= (1ULL << ((8 * (n - 8 * k)) & 63)) - 1;
-            }
-            w->key.w[k] = word;
-        }
-        __u32 *id = labels.lookup(&w->key);
-        v[var] = id ? *id : 0;
+        for (__u32 k = 0; k < CAMUS_LABEL_WORDS; k++)
+            w->key.w[k] = 8 * k < n ? level_word(w, s + 8 * k, n - 8 * k) : 0;
+        __u64 *id = labels.lookup(&w->key);
+        v[var] = id ? *id : 1ULL << 8;           /* a long level no rule names */
     }
 }

@@ -16,6 +16,7 @@ from .logic.approx import cover_without, discretise
 from .structure.bitvector import build_bitvector
 from .structure.diagram import DiagramBuilder, DiagramTooLarge
 from .logic.dnf import DnfTooLarge, Term, to_dnf
+from .logic.intervals import IntervalSet
 from .language.errors import CompileError, CompileErrors, Position
 from .logic.lowering import Atom, Lowered, lower_rules
 from .ir.pipeline import Pipeline
@@ -123,6 +124,19 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
                     timings={"parse": t1 - t0, "lower": t2 - t1, "dnf": time.perf_counter() - t2})
 
 
+def merge_equal_terms(terms: list[tuple[Term, frozenset[Atom]]]) -> list[tuple[Term, frozenset[Atom]]]:
+    """Terms with the same constraints as one term with the union of their actions (what the
+    diagram's leaf holds anyway): many subscribers with one filter (the same topic, the same
+    symbol) then cost the diagram one path each, not one per subscriber. First occurrence
+    order is kept."""
+    merged: dict[tuple[tuple[int, IntervalSet], ...], tuple[Term, frozenset[Atom]]] = {}
+    for cons, atoms in terms:
+        key = tuple(sorted(cons.items()))
+        hit = merged.get(key)
+        merged[key] = (cons, atoms) if hit is None else (hit[0], hit[1] | atoms)
+    return list(merged.values()) if len(merged) < len(terms) else terms
+
+
 def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
              terms: list[tuple[Term, frozenset[Atom]]], opts: CompileOptions, builder: DiagramBuilder | None,
              keys: list[int] | None = None, timings: dict[str, float] | None = None) -> Compiled:
@@ -142,7 +156,8 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
             lowered = cover_without(lowered, covered)
             terms = [(t, r.atoms) for r in lowered.rules for t in to_dnf(r.formula, widths, opts.dnf_limit)]
             keys = None                             # other terms than the keys were made for
-    strategy, _ = choose(lowered, terms, order, "bdd" if opts.strategy == "switch" else opts.strategy)
+    merged = terms if keys is not None else merge_equal_terms(terms)
+    strategy, _ = choose(lowered, merged, order, "bdd" if opts.strategy == "switch" else opts.strategy)
     if strategy == "bitvector":
         if lowered.state_vars:
             raise CompileErrors([CompileError(
@@ -156,8 +171,8 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
         pipeline.validate()
         return Compiled(spec, rules, src, lowered, builder, 0, order, pipeline, {
             **timings, "choose": t4 - t3, "bitvector": t5 - t4, "validate": time.perf_counter() - t5}, opts)
-    try:
-        root = builder.build(terms, order, keys)
+    try:           # merged terms: the bit-vector stage keeps them apart (its prefix planes are per term)
+        root = builder.build(merged, order, keys)
     except DiagramTooLarge as exc:
         raise CompileErrors([CompileError(
             f"the decision diagram grew past {opts.max_nodes} nodes ({exc.args[0]})",

@@ -94,6 +94,7 @@ def label_key_type(words: int) -> type[ctypes.Structure]:
 
 
 def _label_key(c: MapContents, var: int, level: bytes) -> ctypes.Structure:
+    """A long level's key in `labels` (bpf/camus_topic.h; short levels are their own label)."""
     key = label_key_type(c.label_words)()
     key.var = c.label_bank << 16 | var
     ctypes.memmove(key.w, level, len(level))
@@ -261,7 +262,7 @@ class MapSet:
         for s, mask in c.updates.items():
             self.update("updates", ctypes.c_uint32(s), ctypes.c_uint64(mask))
         for (var, level), code in c.labels.items():
-            self.update("labels", _label_key(c, var, level), ctypes.c_uint32(code))
+            self.update("labels", _label_key(c, var, level), ctypes.c_uint64(code))
         if c.bv_bits:
             bits_t = ctypes.c_uint64 * c.bv_words
             for k, words in c.bv_bits.items():

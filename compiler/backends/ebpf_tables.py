@@ -326,7 +326,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     except LabelError as exc:
         raise BackendError(str(exc)) from None
     nbytes = {q.path: q.width // 8 for q in spec.query_fields}
-    out.labels = {(field_index[path], raw.to_bytes(nbytes[path], "big")): code
+    out.labels = {(field_index[path], raw.to_bytes(nbytes[path], "big")): code     # long levels only
                   for path, d in names.by_field.items() for raw, code in d.items()}
     out.label_words = max([(n + 7) // 8 for path, n in nbytes.items() if path in names.by_field], default=0)
     if len(out.labels) > lim.max_labels:

@@ -1,35 +1,51 @@
-"""Wide exact fields as small label ids: the IR rewritten for targets with 64-bit keys.
+"""Wide exact fields as 64-bit labels: the IR rewritten for targets with 64-bit keys.
 
-A topic level (compiler/language/topics.py) is a field as wide as the topic (512 bits, say),
-matched only by equality. Every table on such a field holds exact values, and every value no
-rule names behaves alike (a set of points or its complement is all a rule can say), so each
-named value gets an id (1, 2, ... in value order) and every other value id 0; the tables then
-match ids. `label_wide` does that for every field wider than `max_width`; a data plane first
-looks the field's value up in the dictionary (missing: 0), then walks the rewritten tables.
-The reference interpreter checks the rewrite: `labelled_values` maps a message's values the
-way the data plane does, and the two pipelines must agree on every message.
+A topic level (compiler/language/topics.py) is a field as wide as the topic (512 bits, say):
+the level's bytes, NUL-padded, matched only by equality. Every value no rule names behaves
+alike there (a set of points or its complement is all a rule can say), so any one-to-one
+relabelling of the named values keeps the tables' meaning. The label (`level_label`):
+
+  * a level of at most 8 bytes: its bytes as a little-endian word (what an x86 load of them,
+    masked, gives; unique, since a level holds no NUL) — the data plane computes it, no lookup;
+  * a longer level a rule names: (k + 2) << 8 from a dictionary (k in value order), a word no
+    short level can be (its low byte is 0 and a higher one is not); any other long level 1 << 8.
+
+`label_wide` rewrites every table on a field wider than `max_width` to match labels; the data
+plane looks up only long levels (the `labels` map). The reference interpreter checks the
+rewrite: `labelled_values` maps a message's values as the data plane does, and the two
+pipelines must agree on every message.
 """
 from __future__ import annotations
 
-import bisect
+from functools import partial
+from typing import Callable
 from dataclasses import dataclass, replace
 
 from .pipeline import BitvectorField, Entry, FieldTable, Pipeline
 
-LABEL_WIDTH = 32
+LABEL_WIDTH = 64
+OTHER_LONG = 1 << 8                       # a long level no rule names
 
 
 class LabelError(ValueError):
     """A wide field matched by ranges: it has no exact dictionary."""
 
 
+def level_label(raw: int, nbytes: int, long_ids: dict[int, int]) -> int:
+    level = raw.to_bytes(nbytes, "big").rstrip(b"\0")
+    if len(level) <= 8:
+        return int.from_bytes(level, "little")
+    return long_ids.get(raw, OTHER_LONG)
+
+
 @dataclass
 class Labels:
-    by_field: dict[str, dict[int, int]]       # field path -> {value: id}
+    by_field: dict[str, dict[int, int]]       # field path -> {long level value: label}
+    nbytes: dict[str, int]                    # field path -> bytes of its values
 
     def value(self, path: str, raw: int) -> int:
         d = self.by_field.get(path)
-        return raw if d is None else d.get(raw, 0)
+        return raw if d is None else level_label(raw, self.nbytes[path], d)
 
 
 def _raw_entries(t: FieldTable) -> list[Entry]:
@@ -42,25 +58,34 @@ def _raw_entries(t: FieldTable) -> list[Entry]:
             for e in t.entries]
 
 
-def _label_field(f: BitvectorField) -> tuple[BitvectorField, dict[int, int]]:
+def _label_field(f: BitvectorField, label: Callable[[int], int]) -> BitvectorField:
     """Intervals of one value each are the named values; every wider interval must carry the
-    same bitmap (all unnamed values behave alike), which becomes id 0's."""
-    starts, maps = f.starts, f.bitmaps
-    ends = [s - 1 for s in starts[1:]] + [(1 << f.field_width) - 1]
-    points = [(s, b) for s, e, b in zip(starts, ends, maps) if s == e]
-    others = {b for s, e, b in zip(starts, ends, maps) if s != e}
+    same bitmap (all unnamed values behave alike), which every label between them gets."""
+    ends = [s - 1 for s in f.starts[1:]] + [(1 << f.field_width) - 1]
+    points = sorted((label(s), b) for s, e, b in zip(f.starts, ends, f.bitmaps) if s == e)
+    others = {b for s, e, b in zip(f.starts, ends, f.bitmaps) if s != e}
     if len(others) > 1:
         raise LabelError(f"{f.name}: ranges on a field wider than 64 bits")
-    other = others.pop() if others else maps[0]
-    ids = {v: i + 1 for i, (v, _) in enumerate(points)}
-    return (BitvectorField(f.name, f.var, LABEL_WIDTH, [0] + [ids[v] for v, _ in points],
-                           [other] + [b for _, b in points]), ids)
+    other = others.pop() if others else f.bitmaps[0]
+    starts, maps, cur = [], [], 0
+    for code, b in points:
+        if code > cur:
+            starts.append(cur)
+            maps.append(other)
+        starts.append(code)
+        maps.append(b)
+        cur = code + 1
+    if cur < 1 << LABEL_WIDTH:
+        starts.append(cur)
+        maps.append(other)
+    return BitvectorField(f.name, f.var, LABEL_WIDTH, starts, maps)
 
 
 def label_wide(p: Pipeline, widths: dict[str, int], max_width: int = 64) -> tuple[Pipeline, Labels]:
-    """The pipeline with every field wider than `max_width` matched by label ids."""
+    """The pipeline with every field wider than `max_width` matched by labels."""
     wide = {path for path, w in widths.items() if w > max_width}
-    by_field: dict[str, dict[int, int]] = {}
+    nbytes = {path: widths[path] // 8 for path in wide}
+    named: dict[str, set[int]] = {path: set() for path in wide}
     tables: list[FieldTable] = []
     for t in p.tables:
         if t.field not in wide:
@@ -69,33 +94,28 @@ def label_wide(p: Pipeline, widths: dict[str, int], max_width: int = 64) -> tupl
         if t.kind != "exact":
             raise LabelError(f"{t.name}: {t.kind} match on a field wider than {max_width} bits")
         entries = _raw_entries(t)
-        d = by_field.setdefault(t.field, {})
-        for e in entries:
-            if e.match[0] == "exact":
-                d.setdefault(e.match[1], 0)
+        named[t.field].update(e.match[1] for e in entries if e.match[0] == "exact")
         tables.append(replace(t, entries=entries, compression=None, field_width=LABEL_WIDTH))
-    for d in by_field.values():                  # ids in value order, over every state's entries
-        for i, v in enumerate(sorted(d)):
-            d[v] = i + 1
-    tables = [t if t.field not in by_field else
-              replace(t, entries=[Entry(e.state, ("exact", by_field[t.field][e.match[1]]), e.next)
+    bv = p.bitvector
+    for f in bv.fields if bv is not None else []:
+        if f.name in wide:
+            ends = [s - 1 for s in f.starts[1:]] + [(1 << f.field_width) - 1]
+            named[f.name].update(s for s, e in zip(f.starts, ends) if s == e)
+    by_field = {}
+    for path, values in named.items():     # long levels: ids in value order, over every table
+        longs = sorted(v for v in values if len(v.to_bytes(nbytes[path], "big").rstrip(b"\0")) > 8)
+        by_field[path] = {v: (k + 2) << 8 for k, v in enumerate(longs)}
+    labels = Labels(by_field, nbytes)
+    tables = [t if t.field not in wide else
+              replace(t, entries=[Entry(e.state, ("exact", labels.value(t.field, e.match[1])), e.next)
                                   if e.match[0] == "exact" else e for e in t.entries])
               for t in tables]
-    bv = p.bitvector
     if bv is not None and any(f.name in wide for f in bv.fields):
-        fields = []
-        for f in bv.fields:
-            if f.name in wide:
-                f, by_field[f.name] = _label_field(f)
-            fields.append(f)
+        fields = [_label_field(f, partial(labels.value, f.name)) if f.name in wide else f for f in bv.fields]
         bv = replace(bv, fields=fields, planes=list(bv.planes))
-    return replace(p, tables=tables, bitvector=bv), Labels(by_field)
+    return replace(p, tables=tables, bitvector=bv), labels
 
 
 def labelled_values(values: dict[str, int], labels: Labels) -> dict[str, int]:
     """A message's values as the labelled pipeline reads them."""
     return {k: labels.value(k, v) for k, v in values.items()}
-
-
-def interval_of(f: BitvectorField, key: int) -> int:
-    return bisect.bisect_right(f.starts, key) - 1

@@ -6,11 +6,13 @@ one lookup per field, and the only form a switch can run. It multiplies out when
 constrain several fields with wildcards between them: below a split, every combination of
 the remaining fields' intervals can become its own path.
 
-The estimate is an upper bound on the diagram's paths that costs one pass over the terms:
-group the terms by their point value on the first field of the order (terms without one go
-to every group), and within a group multiply the numbers of distinct intervals the group's
-terms cut each remaining field into. When the sum over groups stays within a budget linear in
-the terms, the diagram is built; otherwise the bit-vector stage (linear by construction).
+The estimate is an upper bound on the diagram's paths, the smaller of two: group the terms by
+their value on the first field and multiply, within a group, the intervals the remaining fields
+are cut into (`_first_field_groups`, one pass); or group by value field after field, recursively
+(ranges multiply), which is far tighter when several fields hold single values (topic levels:
+`_paths`, with a bounded effort). When it
+stays within a budget linear in the terms, the diagram is built; otherwise the bit-vector stage
+(linear by construction).
 """
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from ..logic.dnf import Term
 from ..logic.lowering import Atom, Lowered
 
 CAP = 1 << 62
+WORK_PER_TERM = 1000   # the recursive estimate's effort, in term visits per term,
+MAX_WORK = 2_000_000   # and at most this many (about 0.3 s)
+MAX_INTERVALS = 16     # a range field cut into more intervals multiplies instead
 
 
 def _cuts(members: list[Term], v: int) -> set[int]:
@@ -29,10 +34,21 @@ def bdd_estimate(terms: list[tuple[Term, frozenset[Atom]]], order: list[int], st
     it passes `stop_above` (the answer is then some number above it)."""
     if not order or not terms:
         return len(terms)
+    members = [cons for cons, _ in terms]
+    first = _first_field_groups(members, order, stop_above)
+    if first <= stop_above:
+        return first
+    work = [min(MAX_WORK, WORK_PER_TERM * len(members))]   # the recursion gives up (CAP) past this many visits
+    return min(first, _paths(members, order, stop_above, work))
+
+
+def _first_field_groups(members: list[Term], order: list[int], stop_above: int) -> int:
+    """Group by the point value on the first field (others in every group); within a group,
+    multiply the intervals each remaining field is cut into."""
     first, rest = order[0], order[1:]
     groups: dict[int, list[Term]] = {}
     anywhere: list[Term] = []
-    for cons, _ in terms:
+    for cons in members:
         iset = cons.get(first)
         if iset is not None and len(iset) == 1 and iset[0][0] == iset[0][1]:
             groups.setdefault(iset[0][0], []).append(cons)
@@ -45,6 +61,58 @@ def bdd_estimate(terms: list[tuple[Term, frozenset[Atom]]], order: list[int], st
         for v in rest:
             size = min(CAP, size * (len(shared[v] | _cuts(group, v)) + 1))
         total = min(CAP, total + size)
+        if total > stop_above:
+            break
+    return total
+
+
+def _paths(members: list[Term], order: list[int], stop_above: int, work: list[int]) -> int:
+    """Paths below a node whose live terms are `members`, testing `order` next. A field every
+    constraint of which is one value splits the terms into one group per value (plus the terms
+    that leave it free, in every group and in the "other values" branch), and each group is
+    counted the same way on the next field; a field with ranges multiplies by the number of
+    intervals its boundaries cut (each interval's terms are among `members`)."""
+    if not members:
+        return 0
+    if not order:
+        return 1
+    work[0] -= len(members)
+    if work[0] < 0:
+        return CAP
+    v, rest = order[0], order[1:]
+    groups: dict[int, list[Term]] = {}
+    free: list[Term] = []
+    for cons in members:
+        iset = cons.get(v)
+        if iset is None:
+            free.append(cons)
+        elif len(iset) == 1 and iset[0][0] == iset[0][1]:
+            groups.setdefault(iset[0][0], []).append(cons)
+        else:                                   # a range: count per interval instead
+            return _by_interval(members, v, rest, stop_above, work)
+    if not groups:
+        return _paths(members, rest, stop_above, work)
+    total = _paths(free, rest, stop_above, work) if free else 1
+    for group in groups.values():
+        if total > stop_above:
+            break
+        total = min(CAP, total + _paths(group + free, rest, stop_above, work))
+    return total
+
+
+def _by_interval(members: list[Term], v: int, rest: list[int], stop_above: int, work: list[int]) -> int:
+    """A field with ranges: each interval its boundaries cut holds the terms whose constraint
+    covers it; with many intervals, the count below times their number (a looser bound)."""
+    cuts = sorted(_cuts(members, v))
+    if len(cuts) > MAX_INTERVALS:
+        return min(CAP, _paths(members, rest, stop_above, work) * (len(cuts) + 1))
+    starts = [0] + [c for c in cuts if c > 0]
+    total = 0
+    for i, lo in enumerate(starts):
+        hi = starts[i + 1] - 1 if i + 1 < len(starts) else CAP
+        alive = [cons for cons in members if v not in cons or
+                 any(a <= lo and hi <= b for a, b in cons[v])]
+        total = min(CAP, total + _paths(alive, rest, stop_above, work))
         if total > stop_above:
             break
     return total

@@ -57,16 +57,18 @@ def test_topics_in_the_kernel_match_mqtt_semantics(prog, filters, topics, strate
 
 
 def test_long_topics_levels_past_the_labelled_ones_and_sys(prog) -> None:
-    run_case(prog, ["a/+/+/+/#", "#", "a/b/a/b", "$x/#", "+/b", "ab/"],
+    run_case(prog, ["a/+/+/+/#", "#", "a/b/a/b", "$x/#", "+/b", "ab/", "twelve-bytes/+", "+/" + "z" * 30,
+                    "abcdefgh/abcdefghi"],
              ["a/b/a/b/a/b/a/b/a", "a/b/a/b", "$x", "$x/b", "a/b", "ab/", "ab", "x" * 48, "/" * 47,
-              "ab/" + "a" * 45], "bdd", 1)
+              "ab/" + "a" * 45, "twelve-bytes/x", "twelve-byteZ/x", "q/" + "z" * 30, "q/" + "z" * 29,
+              "abcdefgh/abcdefghi", "abcdefgh/abcdefgh", "abcdefg/abcdefghi"], "bdd", 1)
 
 
 def test_removed_labels_leave_the_map(prog) -> None:
-    c = compile_rules(MQTT, 'topic == "a/b" : fwd(1)\ntopic == "c/+/d" : fwd(2)')
+    c = compile_rules(MQTT, 'topic == "a/b" : fwd(1)\ntopic == "c/+/d" : fwd(2)\ntopic == "longer-than-8/+" : fwd(1)')
     contents = map_contents(c.pipeline, MQTT, LIMITS, bank=0)
     prog.write(contents)
     prog.remove(contents)
-    assert contents.labels                                    # there was something to take out
-    first = label_key_type(contents.label_words)()
-    assert prog.maps.lib.bpf_map_get_next_key(prog.maps.fds["labels"], None, ctypes.byref(first)) < 0   # empty
+    assert len(contents.labels) == 1                          # the long level: something to take out
+    key = label_key_type(contents.label_words)()
+    assert prog.maps.lib.bpf_map_get_next_key(prog.maps.fds["labels"], None, ctypes.byref(key)) < 0

@@ -44,12 +44,12 @@ static __always_inline __u32 camus_var_width(__u32 idx) {
     switch (idx) {
     case 0: return 16;
     case 1: return 1;
-    case 2: return 32;
-    case 3: return 32;
-    case 4: return 32;
-    case 5: return 32;
-    case 6: return 32;
-    case 7: return 32;
+    case 2: return 64;
+    case 3: return 64;
+    case 4: return 64;
+    case 5: return 64;
+    case 6: return 64;
+    case 7: return 64;
     case 8: return 32;
     default: return 64;
     }
