@@ -5,7 +5,7 @@ topic written into the spec's topic field, the payload after the header — and 
 datagram to the XDP broker's feed address; the XDP program classifies it by topic and sends a
 copy to every edge broker with a matching subscription (each edge broker is one logical port
 of the XDP broker). An edge broker hands a copy to each of its own clients whose filters match
-(`topics.matches`, the same MQTT semantics the tables were compiled from).
+(a trie of their filters, edge/trie.py, with the MQTT semantics the tables were compiled from).
 
 Subscriptions: the union of this edge's clients' filters is this port's rule set on the XDP
 broker (`topic == "F" : fwd(PORT)`, one rule per distinct filter); changes within `batch_s`
@@ -28,6 +28,7 @@ from camus.compiler.language import topics
 from camus.compiler.language.spec import Spec
 
 from . import mqtt
+from .trie import TopicTrie
 
 log = logging.getLogger("camus.edge")
 
@@ -103,6 +104,7 @@ class EdgeBroker:
         self.framing, self.feed, self.port, self.sink, self.batch_s = framing, feed, port, sink, batch_s
         self.sessions: dict[int, Session] = {}
         self.filters: Counter[str] = Counter()         # filter -> sessions holding it
+        self.trie = TopicTrie(framing.topic.flavor)     # filter -> sessions, for local delivery
         self.stats = EdgeStats()
         self._ids = itertools.count(1)
         self._out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -160,16 +162,16 @@ class EdgeBroker:
             self.stats.unmatched += 1
 
     def deliver(self, msg: Message) -> int:
-        flavor = self.framing.topic.flavor
-        packet = None
-        n = 0
-        for s in self.sessions.values():
-            if any(topics.matches(flavor, f, msg.topic) for f in s.filters):
-                packet = packet or mqtt.publish_packet(msg.topic, msg.payload)
-                s.writer.write(packet)
-                n += 1
-        self.stats.delivered += n
-        return n
+        """Hand a publication to every local session with a matching filter (one copy each)."""
+        hits = self.trie.match(msg.topic)
+        if hits:
+            packet = mqtt.publish_packet(msg.topic, msg.payload)
+            for sid in hits:
+                s = self.sessions.get(sid)
+                if s is not None:
+                    s.writer.write(packet)
+        self.stats.delivered += len(hits)
+        return len(hits)
 
     # -- MQTT sessions -----------------------------------------------------------------------
     async def client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -196,6 +198,8 @@ class EdgeBroker:
             if s.filters:
                 self.filters.subtract(s.filters)
                 self.filters += Counter()                   # drop filters nobody holds
+                for flt in s.filters:
+                    self.trie.remove(flt, s.sid)
                 asyncio.get_running_loop().create_task(self._quiet_sync())
             writer.close()
 
@@ -224,9 +228,11 @@ class EdgeBroker:
                     if ok and flt not in s.filters:
                         s.filters.add(flt)
                         self.filters[flt] += 1
+                        self.trie.add(flt, s.sid)
                     codes.append(0 if ok else 0x80)
                 elif flt in s.filters:
                     s.filters.discard(flt)
+                    self.trie.remove(flt, s.sid)
                     self.filters[flt] -= 1
                     if self.filters[flt] <= 0:
                         del self.filters[flt]

@@ -58,7 +58,12 @@ def edge():
         await started.wait()
         ready.set()
         await task
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    def run() -> None:
+        try:
+            loop.run_until_complete(main())
+        except asyncio.CancelledError:
+            pass                                   # the fixture's teardown stops it
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     assert ready.wait(10)
     yield port
