@@ -71,6 +71,33 @@ async def read_packet(reader: asyncio.StreamReader) -> Packet | None:
     return Packet(first[0] >> 4, first[0] & 0x0F, await reader.readexactly(length))
 
 
+def split_packets(buf: bytearray) -> tuple[list[Packet], int]:
+    """The whole control packets at the start of `buf` and the bytes they take (a client that
+    streams many PUBLISH packets is parsed from one read, not one await per packet)."""
+    out: list[Packet] = []
+    pos, n = 0, len(buf)
+    while pos + 2 <= n:
+        length, shift, i = 0, 0, pos + 1
+        while True:
+            if i >= n:
+                return out, pos
+            b = buf[i]
+            length |= (b & 0x7F) << shift
+            i += 1
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 21:
+                raise ProtocolError("remaining length longer than four bytes")
+        if length > MAX_PACKET:
+            raise ProtocolError(f"packet of {length} bytes (at most {MAX_PACKET})")
+        if i + length > n:
+            break
+        out.append(Packet(buf[pos] >> 4, buf[pos] & 0x0F, bytes(buf[i:i + length])))
+        pos = i + length
+    return out, pos
+
+
 def _string(data: bytes, pos: int) -> tuple[str, int]:
     if pos + 2 > len(data):
         raise ProtocolError("truncated string")

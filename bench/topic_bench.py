@@ -1,0 +1,270 @@
+"""Same-semantics topic benchmark: one topic workload through camus-xdp (MQTT edge brokers and the
+XDP broker), mosquitto and nats-server, every broker receiving exactly the same subscriptions.
+
+The workload (bench/workloads.py): Zipf topics `site<s>/dev<d>/<metric>`, MQTT filters (half
+exact, a quarter with one `+`, the rest `#` tails and a few wide ones) spread over the
+subscribers. NATS gets each filter as subjects of the same meaning (`+` -> `*`; `a/#` -> `a` and
+`a.>`). Every publication carries its sequence number and send time; each subscriber records
+what arrives with the kernel's receive timestamp; afterwards each subscriber's deliveries are
+compared with what its filters select (`topics.matches`): precision and recall must be 1.0.
+
+Per broker and phase (`--rate` msgs/s, then as fast as the publisher goes): delivered msgs/s
+(distinct deliveries over the time from the first send to the last delivery), loss, duplicates,
+latency p50/p99. The publisher and subscribers are the same raw-socket clients for every broker
+(bench/topic_clients.py).
+
+    sudo python bench/topic_bench.py --subscriptions 1000 --subscribers 4 --messages 20000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from camus.bench.topic_clients import hello, parse, publish
+from camus.bench.workloads import topic_filters, topic_name
+from camus.compiler.language.topics import matches
+from camus.dataplane.lab import Lab
+
+HERE = Path(__file__).resolve().parent
+SPEC = HERE.parent / "apps" / "topics" / "topics.p4"
+EDGE_PORT = 9201
+PORTS = {"mosquitto": ("mqtt", 18830), "nats": ("nats", 42220), "camus": ("mqtt", 1883)}
+CHUNK = 64
+
+
+def nats_subjects(flt: str) -> list[str]:
+    """An MQTT filter as NATS subjects with the same matches (for topics without '$' or '.')."""
+    levels = ["*" if lv == "+" else lv for lv in flt.split("/")]
+    if levels[-1] != "#":
+        return [".".join(levels)]
+    head = levels[:-1]
+    return [">"] if not head else [".".join(head), ".".join(head + [">"])]
+
+
+# -- the publisher (run in the publisher's namespace) -------------------------------------------
+def publisher(proto: str, host: str, port: int, topics_file: str, rate: float) -> int:
+    names = Path(topics_file).read_text().split()
+    stream, stamps, bounds = bytearray(), [], [0]
+    for seq, t in enumerate(names):
+        cmd, off = publish(proto, t.replace("/", ".") if proto == "nats" else t, struct.pack("!QQ", seq, 0))
+        stamps.append(len(stream) + off + 8)
+        stream += cmd
+        if (seq + 1) % CHUNK == 0:
+            bounds.append(len(stream))
+    if bounds[-1] != len(stream):
+        bounds.append(len(stream))
+    s = socket.create_connection((host, port), timeout=5)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 20)
+    s.sendall(hello(proto, "publisher"))
+    threading.Thread(target=lambda: [None for _ in iter(lambda: s.recv(1 << 20), b"")], daemon=True).start()
+    t0, view = time.monotonic(), memoryview(stream)
+    for c in range(len(bounds) - 1):
+        if rate > 0:
+            due = t0 + c * CHUNK / rate
+            while time.monotonic() < due:
+                time.sleep(max(0.0, min(0.001, due - time.monotonic())))
+        now = struct.pack("!Q", time.time_ns())
+        for k in range(c * CHUNK, min((c + 1) * CHUNK, len(names))):
+            stream[stamps[k]:stamps[k] + 8] = now
+        s.sendall(view[bounds[c]:bounds[c + 1]])
+    elapsed = time.monotonic() - t0
+    time.sleep(0.5)
+    s.close()
+    print(json.dumps({"sent": len(names), "seconds": elapsed}), flush=True)
+    return 0
+
+
+# -- the runner ------------------------------------------------------------------------------
+def _ns(ns: str, *cmd: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen(["ip", "netns", "exec", ns, *cmd], **kw)
+
+
+class Setup:
+    """One broker on the lab: start(), the address clients use, stop()."""
+
+    def __init__(self, name: str, lab: Lab, work: Path, filters: dict[int, list[str]]) -> None:
+        self.name, self.lab, self.work, self.filters = name, lab, work, filters
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        host = f"{self.lab.net}.0.2"
+        if self.name == "camus":
+            self._camus()
+            return
+        port = PORTS[self.name][1]
+        if self.name == "mosquitto":
+            conf = self.work / "mosquitto.conf"
+            conf.write_text(f"listener {port} {host}\nallow_anonymous true\npersistence false\n"
+                            "max_queued_messages 0\nmax_queued_bytes 0\nlog_dest none\n")
+            cmd = ["mosquitto", "-c", str(conf)]
+        else:
+            cmd = ["nats-server", "-a", host, "-p", str(port)]
+        self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((host, port), timeout=0.2).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.name} did not start")
+                time.sleep(0.05)
+
+    def _camus(self) -> None:
+        from camus.compiler.compile import compile_rules
+        from camus.compiler.language.spec_parser import load_spec
+        from camus.dataplane import runtime
+        lines = []
+        for p in self.lab.ports:
+            mac = subprocess.run(["ip", "netns", "exec", self.lab.sub_ns(p), "cat",
+                                  f"/sys/class/net/{self.lab.sub_if(p, False)}/address"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+            lines.append(f"{p}: {{iface: {self.lab.sub_if(p, True)}, mac: '{mac}', ip: {self.lab.sub_ip(p)}, "
+                         f"udp_port: {EDGE_PORT}}}")
+        (self.work / "ports.yaml").write_text("\n".join(lines) + "\n")
+        (self.work / "none.rules").write_text("# edge brokers add the subscriptions\n")
+        runtime.attach(self.lab.broker, compile_rules(load_spec(SPEC), ""), str(SPEC), str(self.work / "none.rules"),
+                       "native", ports_path=str(self.work / "ports.yaml"))
+        exe = str(Path(sys.executable).parent / "camus-xdp")
+        edge = [exe, "edge", "--spec", str(SPEC), "--listen", "127.0.0.1:1883"]
+        for ns, extra in [(self.lab.pub_ns, ["--feed", f"{self.lab.net}.0.2:9200"])] + [
+                (self.lab.sub_ns(p), ["--deliveries", f"0.0.0.0:{EDGE_PORT}", "--iface", self.lab.broker,
+                                      "--port", str(p)]) for p in self.lab.ports]:
+            sh = ["ip", "netns", "exec", ns, "sh", "-c", "ip link set lo up"]
+            subprocess.run(sh, check=True)
+            self.procs.append(subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", *edge, *extra],
+                                               stderr=subprocess.DEVNULL))
+        time.sleep(1.0)
+
+    def installed(self) -> bool:
+        if self.name != "camus":
+            return True
+        from camus.dataplane import runtime
+        want = sum(len(set(f)) for f in self.filters.values())
+        return len(runtime.load_installed(self.lab.broker).rule_lines) >= want
+
+    def client_addr(self, ns_is_pub: bool) -> tuple[str, int]:
+        return ("127.0.0.1", 1883) if self.name == "camus" else (f"{self.lab.net}.0.2", PORTS[self.name][1])
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if self.name == "camus":
+            from camus.dataplane import runtime
+            runtime.detach(self.lab.broker)
+
+
+def run_phase(setup: Setup, lab: Lab, topics: list[str], rate: float, work: Path, tag: str) -> dict:
+    proto = PORTS[setup.name][0]
+    host, port = setup.client_addr(False)
+    subs = {}
+    for p, fl in setup.filters.items():
+        wanted = [s for f in fl for s in nats_subjects(f)] if proto == "nats" else fl
+        out = work / f"{setup.name}-{tag}-{p}.rec"
+        subs[p] = (_ns(lab.sub_ns(p), sys.executable, "-m", "camus.bench.topic_clients", "sub", proto, host,
+                       str(port), str(out), "120", "1.5", *wanted, stdout=subprocess.PIPE, text=True), out)
+        assert subs[p][0].stdout.readline().strip() == "ready"            # type: ignore[union-attr]
+    deadline = time.monotonic() + 120
+    while not setup.installed():
+        if time.monotonic() > deadline:
+            raise RuntimeError("subscriptions were not installed in 120 s")
+        time.sleep(0.2)
+    time.sleep(1.0)
+    tfile = work / "topics.txt"
+    tfile.write_text("\n".join(topics) + "\n")
+    t_send = time.time_ns()
+    pub = _ns(lab.pub_ns, sys.executable, str(HERE / "topic_bench.py"), "pub", proto, host, str(port), str(tfile),
+              str(rate), stdout=subprocess.PIPE, text=True)
+    sent = json.loads(pub.communicate(timeout=600)[0].strip().splitlines()[-1])
+    expected, got, lat, dupes, last = 0, 0, [], 0, t_send
+    false = 0
+    for p, (proc, out) in subs.items():
+        proc.communicate(timeout=300)
+        want = {i for i, t in enumerate(topics) if any(matches("mqtt", f, t) for f in setup.filters[p])}
+        seen: set[int] = set()
+        data, stamps, pos = out.read_bytes(), [], 0
+        stream = bytearray()
+        while pos + 12 <= len(data):                   # records: ts(8) len(4) bytes
+            ts, n = struct.unpack_from("<QI", data, pos)
+            stream += data[pos + 12:pos + 12 + n]
+            stamps.append((len(stream), ts))
+            pos += 12 + n
+        k = 0
+        for end, payload in parse(proto, bytes(stream)):
+            while k < len(stamps) - 1 and stamps[k][0] < end:
+                k += 1
+            seq, sent_ns = struct.unpack("!QQ", payload[:16])
+            if seq in seen:
+                dupes += 1
+                continue
+            seen.add(seq)
+            lat.append(stamps[k][1] - sent_ns)
+            last = max(last, stamps[k][1])
+        expected += len(want)
+        got += len(seen & want)
+        false += len(seen - want)
+    lat.sort()
+    secs = max(1e-9, (last - t_send) / 1e9)
+    pick = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e6, 3)) if lat else (lambda q: None)
+    return {"broker": setup.name, "phase": tag, "rate": rate, "sent": sent["sent"], "expected": expected,
+            "delivered": got, "recall": round(got / expected, 6) if expected else 1.0,
+            "precision": round(got / (got + false), 6) if got + false else 1.0, "duplicates": dupes,
+            "delivered_per_s": round(got / secs), "p50_ms": pick(0.5), "p99_ms": pick(0.99)}
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "pub":
+        return publisher(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], float(sys.argv[6]))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--brokers", default="camus,mosquitto,nats")
+    ap.add_argument("--subscriptions", type=int, action="append")
+    ap.add_argument("--subscribers", type=int, default=4)
+    ap.add_argument("--messages", type=int, default=20_000)
+    ap.add_argument("--rate", type=float, default=10_000, help="msgs/s of the paced phase (then: unpaced)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/camus-topic-bench"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(args.seed)
+    topics = [topic_name(rng) for _ in range(args.messages)]
+    rows = []
+    print(f"(command: {' '.join(['python', 'bench/topic_bench.py', *sys.argv[1:]])})", flush=True)
+    print(f"{'broker':>10} {'subs':>7} {'phase':>6} {'sent':>7} {'expected':>9} {'recall':>7} {'prec':>6} "
+          f"{'dup':>6} {'deliv/s':>9} {'p50 ms':>8} {'p99 ms':>8}", flush=True)
+    for n in args.subscriptions or [1000]:
+        flts = topic_filters(n, args.seed)
+        filters = {p: flts[p - 1::args.subscribers] for p in range(1, args.subscribers + 1)}
+        for name in args.brokers.split(","):
+            with Lab(prefix="camus-tb", subscribers=args.subscribers, net="10.83", routed=True) as lab:
+                setup = Setup(name, lab, args.out, filters)
+                setup.start()
+                try:
+                    for tag, rate in (("paced", args.rate), ("max", 0.0)):
+                        r = run_phase(setup, lab, topics, rate, args.out, tag) | {"subscriptions": n}
+                        rows.append(r)
+                        print(f"{name:>10} {n:>7} {tag:>6} {r['sent']:>7} {r['expected']:>9} {r['recall']:>7} "
+                              f"{r['precision']:>6} {r['duplicates']:>6} {r['delivered_per_s']:>9} "
+                              f"{r['p50_ms']!s:>8} {r['p99_ms']!s:>8}", flush=True)
+                finally:
+                    setup.stop()
+    print(json.dumps({"rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
