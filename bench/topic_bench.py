@@ -192,7 +192,7 @@ def run_phase(setup: Setup, lab: Lab, topics: list[str], rate: float, work: Path
               str(rate), stdout=subprocess.PIPE, text=True)
     sent = json.loads(pub.communicate(timeout=600)[0].strip().splitlines()[-1])
     expected, got, lat, dupes, last = 0, 0, [], 0, t_send
-    false = 0
+    false, each = 0, []
     for p, (proc, out) in subs.items():
         proc.communicate(timeout=300)
         want = {i for i, t in enumerate(topics) if any(matches("mqtt", f, t) for f in setup.filters[p])}
@@ -217,6 +217,7 @@ def run_phase(setup: Setup, lab: Lab, topics: list[str], rate: float, work: Path
             last = max(last, stamps[k][1])
         expected += len(want)
         got += len(seen & want)
+        each.append(round(len(seen & want) / len(want), 4) if want else 1.0)
         false += len(seen - want)
     lat.sort()
     secs = max(1e-9, (last - t_send) / 1e9)
@@ -224,7 +225,8 @@ def run_phase(setup: Setup, lab: Lab, topics: list[str], rate: float, work: Path
     return {"broker": setup.name, "phase": tag, "rate": rate, "sent": sent["sent"], "expected": expected,
             "delivered": got, "recall": round(got / expected, 6) if expected else 1.0,
             "precision": round(got / (got + false), 6) if got + false else 1.0, "duplicates": dupes,
-            "delivered_per_s": round(got / secs), "p50_ms": pick(0.5), "p99_ms": pick(0.99)}
+            "delivered_per_s": round(got / secs), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+            "recall_per_subscriber": each}
 
 
 def main() -> int:

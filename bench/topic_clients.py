@@ -153,6 +153,7 @@ def _subscriber(proto: str, host: str, port: int, out_path: str, seconds: float,
         s.sendall(b"PING\r\n")
     s.settimeout(0.1)
     start, last, total = time.monotonic(), 0.0, 0
+    first_message = {"mqtt": b"\x30", "nats": b"MSG ", "redis": b"message"}[proto]
     print("ready", flush=True)
     with open(out_path, "wb") as f:
         while True:
@@ -167,7 +168,8 @@ def _subscriber(proto: str, host: str, port: int, out_path: str, seconds: float,
                 break
             if not data:
                 break
-            last = time.monotonic()
+            if last or first_message in data[:64]:   # the idle clock starts with the first message,
+                last = time.monotonic()              # not with the SUBACK (subscribing may take a while)
             ts = 0
             for level, kind, raw in anc:
                 if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
