@@ -51,11 +51,11 @@ def nats_subjects(flt: str) -> list[str]:
 
 
 # -- the publisher (run in the publisher's namespace) -------------------------------------------
-def publisher(proto: str, host: str, port: int, topics_file: str, rate: float) -> int:
+def publisher(proto: str, host: str, port: int, topics_file: str, rate: float, base: int = 0) -> int:
     names = Path(topics_file).read_text().split()
     stream, stamps, bounds = bytearray(), [], [0]
     for seq, t in enumerate(names):
-        cmd, off = publish(proto, t.replace("/", ".") if proto == "nats" else t, struct.pack("!QQ", seq, 0))
+        cmd, off = publish(proto, t.replace("/", ".") if proto == "nats" else t, struct.pack("!QQ", base + seq, 0))
         stamps.append(len(stream) + off + 8)
         stream += cmd
         if (seq + 1) % CHUNK == 0:
@@ -169,69 +169,84 @@ class Setup:
             runtime.detach(self.lab.broker)
 
 
-def run_phase(setup: Setup, lab: Lab, topics: list[str], rate: float, work: Path, tag: str) -> dict:
+def run_broker(setup: Setup, lab: Lab, topics: list[str], rates: list[float], work: Path) -> list[dict]:
+    """Subscribe once, then one publisher run per rate (sequence numbers apart); each
+    subscriber records until its deliveries stop."""
     proto = PORTS[setup.name][0]
     host, port = setup.client_addr(False)
     subs = {}
     for p, fl in setup.filters.items():
         wanted = [s for f in fl for s in nats_subjects(f)] if proto == "nats" else fl
-        out = work / f"{setup.name}-{tag}-{p}.rec"
+        out = work / f"{setup.name}-{p}.rec"
         subs[p] = (_ns(lab.sub_ns(p), sys.executable, "-m", "camus.bench.topic_clients", "sub", proto, host,
-                       str(port), str(out), "120", "1.5", *wanted, stdout=subprocess.PIPE, text=True), out)
+                       str(port), str(out), "900", "2.0", *wanted, stdout=subprocess.PIPE, text=True), out)
         assert subs[p][0].stdout.readline().strip() == "ready"            # type: ignore[union-attr]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600
     while not setup.installed():
         if time.monotonic() > deadline:
-            raise RuntimeError("subscriptions were not installed in 120 s")
+            raise RuntimeError("subscriptions were not installed in 600 s")
         time.sleep(0.2)
     time.sleep(1.0)
     tfile = work / "topics.txt"
     tfile.write_text("\n".join(topics) + "\n")
-    t_send = time.time_ns()
-    pub = _ns(lab.pub_ns, sys.executable, str(HERE / "topic_bench.py"), "pub", proto, host, str(port), str(tfile),
-              str(rate), stdout=subprocess.PIPE, text=True)
-    sent = json.loads(pub.communicate(timeout=600)[0].strip().splitlines()[-1])
-    expected, got, lat, dupes, last = 0, 0, [], 0, t_send
-    false, each = 0, []
+    starts, sent = [], []
+    for k, rate in enumerate(rates):
+        starts.append(time.time_ns())
+        pub = _ns(lab.pub_ns, sys.executable, str(HERE / "topic_bench.py"), "pub", proto, host, str(port), str(tfile),
+                  str(rate), str(k * len(topics)), stdout=subprocess.PIPE, text=True)
+        sent.append(json.loads(pub.communicate(timeout=600)[0].strip().splitlines()[-1])["sent"])
+    n = len(topics)
+    per = [{"expected": 0, "got": 0, "false": 0, "dupes": 0, "lat": [], "last": starts[k], "each": []}
+           for k in range(len(rates))]
     for p, (proc, out) in subs.items():
-        proc.communicate(timeout=300)
+        proc.communicate(timeout=900)
         want = {i for i, t in enumerate(topics) if any(matches("mqtt", f, t) for f in setup.filters[p])}
-        seen: set[int] = set()
-        data, stamps, pos = out.read_bytes(), [], 0
-        stream = bytearray()
+        seen: list[set[int]] = [set() for _ in rates]
+        data, stamps, pos, stream = out.read_bytes(), [], 0, bytearray()
         while pos + 12 <= len(data):                   # records: ts(8) len(4) bytes
-            ts, n = struct.unpack_from("<QI", data, pos)
-            stream += data[pos + 12:pos + 12 + n]
+            ts, size = struct.unpack_from("<QI", data, pos)
+            stream += data[pos + 12:pos + 12 + size]
             stamps.append((len(stream), ts))
-            pos += 12 + n
-        k = 0
+            pos += 12 + size
+        j = 0
         for end, payload in parse(proto, bytes(stream)):
-            while k < len(stamps) - 1 and stamps[k][0] < end:
-                k += 1
+            while j < len(stamps) - 1 and stamps[j][0] < end:
+                j += 1
             seq, sent_ns = struct.unpack("!QQ", payload[:16])
-            if seq in seen:
-                dupes += 1
+            k, i = divmod(seq, n)
+            if k >= len(rates):
                 continue
-            seen.add(seq)
-            lat.append(stamps[k][1] - sent_ns)
-            last = max(last, stamps[k][1])
-        expected += len(want)
-        got += len(seen & want)
-        each.append(round(len(seen & want) / len(want), 4) if want else 1.0)
-        false += len(seen - want)
-    lat.sort()
-    secs = max(1e-9, (last - t_send) / 1e9)
-    pick = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e6, 3)) if lat else (lambda q: None)
-    return {"broker": setup.name, "phase": tag, "rate": rate, "sent": sent["sent"], "expected": expected,
-            "delivered": got, "recall": round(got / expected, 6) if expected else 1.0,
-            "precision": round(got / (got + false), 6) if got + false else 1.0, "duplicates": dupes,
-            "delivered_per_s": round(got / secs), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
-            "recall_per_subscriber": each}
+            ph = per[k]
+            if i in seen[k]:
+                ph["dupes"] += 1
+                continue
+            seen[k].add(i)
+            ph["lat"].append(stamps[j][1] - sent_ns)
+            ph["last"] = max(ph["last"], stamps[j][1])
+        for k, ph in enumerate(per):
+            ph["expected"] += len(want)
+            ph["got"] += len(seen[k] & want)
+            ph["false"] += len(seen[k] - want)
+            ph["each"].append(round(len(seen[k] & want) / len(want), 4) if want else 1.0)
+    rows = []
+    for k, (rate, ph) in enumerate(zip(rates, per)):
+        lat, got = sorted(ph["lat"]), ph["got"]
+        secs = max(1e-9, (ph["last"] - starts[k]) / 1e9)
+
+        def pick(q: float, lat: list[int] = lat) -> float | None:
+            return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e6, 3) if lat else None
+        rows.append({"broker": setup.name, "phase": "paced" if rate else "max", "rate": rate, "sent": sent[k],
+                     "expected": ph["expected"], "delivered": got,
+                     "recall": round(got / ph["expected"], 6) if ph["expected"] else 1.0,
+                     "precision": round(got / (got + ph["false"]), 6) if got + ph["false"] else 1.0,
+                     "duplicates": ph["dupes"], "delivered_per_s": round(got / secs),
+                     "p50_ms": pick(0.5), "p99_ms": pick(0.99), "recall_per_subscriber": ph["each"]})
+    return rows
 
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "pub":
-        return publisher(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], float(sys.argv[6]))
+        return publisher(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], float(sys.argv[6]), int(sys.argv[7]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--brokers", default="camus,mosquitto,nats")
     ap.add_argument("--subscriptions", type=int, action="append")
@@ -256,10 +271,10 @@ def main() -> int:
                 setup = Setup(name, lab, args.out, filters)
                 setup.start()
                 try:
-                    for tag, rate in (("paced", args.rate), ("max", 0.0)):
-                        r = run_phase(setup, lab, topics, rate, args.out, tag) | {"subscriptions": n}
+                    for r in run_broker(setup, lab, topics, [args.rate, 0.0], args.out):
+                        r["subscriptions"] = n
                         rows.append(r)
-                        print(f"{name:>10} {n:>7} {tag:>6} {r['sent']:>7} {r['expected']:>9} {r['recall']:>7} "
+                        print(f"{name:>10} {n:>7} {r['phase']:>6} {r['sent']:>7} {r['expected']:>9} {r['recall']:>7} "
                               f"{r['precision']:>6} {r['duplicates']:>6} {r['delivered_per_s']:>9} "
                               f"{r['p50_ms']!s:>8} {r['p99_ms']!s:>8}", flush=True)
                 finally:
