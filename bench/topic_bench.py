@@ -244,6 +244,30 @@ def run_broker(setup: Setup, lab: Lab, topics: list[str], rates: list[float], wo
     return rows
 
 
+def plot(rows: list[dict], path: Path) -> None:
+    """Delivered msgs/s (unpaced) and p99 (paced) per broker against subscriptions."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for broker in dict.fromkeys(r["broker"] for r in rows):
+        for ax, phase, key in ((left, "max", "delivered_per_s"), (right, "paced", "p99_ms")):
+            pts = sorted((r["subscriptions"], r[key]) for r in rows
+                         if r["broker"] == broker and r["phase"] == phase and r[key] is not None)
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label="camus-xdp" if broker == "camus" else broker)
+    for ax, title in ((left, "delivered msgs/s, unpaced"), (right, "p99 latency (ms), paced")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("subscriptions")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle("the same topic subscriptions through each broker (bench/topic_bench.py)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "pub":
         return publisher(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], float(sys.argv[6]), int(sys.argv[7]))
@@ -255,7 +279,13 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10_000, help="msgs/s of the paced phase (then: unpaced)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("/tmp/camus-topic-bench"))
+    ap.add_argument("--plot", type=Path, help="write the figure here (PNG); also from --replot")
+    ap.add_argument("--replot", type=Path, help="plot the JSON last line of an earlier run's output, run nothing")
     args = ap.parse_args()
+    if args.replot:
+        rows = json.loads(args.replot.read_text().strip().splitlines()[-1])["rows"]
+        plot(rows, args.plot or args.replot.with_suffix(".png"))
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     topics = [topic_name(rng) for _ in range(args.messages)]
@@ -279,6 +309,8 @@ def main() -> int:
                               f"{r['p50_ms']!s:>8} {r['p99_ms']!s:>8}", flush=True)
                 finally:
                     setup.stop()
+    if args.plot:
+        plot(rows, args.plot)
     print(json.dumps({"rows": rows}))
     return 0
 
