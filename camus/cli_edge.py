@@ -57,7 +57,19 @@ def register(main: click.Group) -> None:
         except (CompileError, CompileErrors, ValueError, KeyError) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
-        sink = LocalSink(iface) if iface else None
+        sink = None
+        if iface:                 # fail now, not at the first SUBSCRIBE
+            from camus.dataplane import runtime
+            from camus.dataplane.program import DataplaneError
+            try:
+                inst = runtime.load_installed(iface)
+            except DataplaneError as exc:
+                click.echo(f"error: {exc}", err=True)
+                sys.exit(1)
+            if not load_spec(inst.spec).topics:
+                click.echo(f"error: {iface} was attached with {inst.spec}, which has no topic field", err=True)
+                sys.exit(1)
+            sink = LocalSink(iface)
         broker = EdgeBroker(framing, _addr(feed, "--feed") if feed else None, port, sink, batch_ms / 1000)
         where = _addr(listen, "--listen")
         back = _addr(deliveries, "--deliveries") if deliveries else None
