@@ -98,6 +98,12 @@ def _state_path(iface: str) -> Path:
     return STATE_ROOT / f"{valid_iface(iface)}.json"
 
 
+def attachment_dir(iface: str) -> Path:
+    """Files other tools keep for this attachment (the edge brokers' rules): removed with it,
+    cleared when it is made again, so nothing of an earlier attachment comes back."""
+    return STATE_ROOT / f"{valid_iface(iface)}.d"
+
+
 def _keys(c: MapContents) -> dict[str, list]:
     return {"desc": sorted(c.desc), "xslots": sorted(c.xslots), "leaf": sorted(c.leaf),
             "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates),
@@ -222,6 +228,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     _ifindex(iface)
     if _state_path(iface).exists() or pin_dir(iface).exists():
         raise DataplaneError(f"{iface} already has camus-xdp attached: use `update` or `detach`")
+    shutil.rmtree(attachment_dir(iface), ignore_errors=True)
     bits, specs = _port_specs(ports_path)
     try:
         # map capacity from the rule set (with headroom for updates) unless given
@@ -338,6 +345,7 @@ def detach(iface: str) -> str:
                     pass
             _remove_ours_by_name(iface)
         shutil.rmtree(pin_dir(iface), ignore_errors=True)
+        shutil.rmtree(attachment_dir(iface), ignore_errors=True)
         return f"{iface}: no state file; removed the leftover pins and XDP program"
     inst = load_installed(iface)
     note = ""
@@ -352,6 +360,7 @@ def detach(iface: str) -> str:
     _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
     _fault("detach:tc")
     shutil.rmtree(pin_dir(iface), ignore_errors=True)
+    shutil.rmtree(attachment_dir(iface), ignore_errors=True)
     _fault("detach:pins")
     _state_path(iface).unlink(missing_ok=True)      # last: until then a detach can start over
     return note

@@ -123,17 +123,22 @@ class EdgeBroker:
         self.stats = EdgeStats()
         self._ids = itertools.count(1)
         self._out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._push: asyncio.Future[None] | None = None
+        self._push: asyncio.Future[None] | None = None      # the batch being gathered
+        self._pushing = asyncio.Lock()
         self._applied: list[str] | None = None
 
     # -- subscriptions -> the XDP broker's rules ----------------------------------------------
     async def _sync(self) -> None:
-        """Push this edge's filter set once the batch window closes; every waiter shares it."""
-        if self._push is None:
-            self._push = asyncio.get_running_loop().create_future()
-            push = self._push
-            await asyncio.sleep(self.batch_s)
-            self._push = None
+        """Push this edge's filter set once the batch window closes; every waiter shares it.
+        Pushes run one at a time, each with the set as it is when its turn comes, so a later
+        push can never be overtaken by an earlier one."""
+        if self._push is not None:
+            await self._push
+            return
+        push = self._push = asyncio.get_running_loop().create_future()
+        await asyncio.sleep(self.batch_s)
+        async with self._pushing:
+            self._push = None                 # changes from here on go out with the next push
             wanted = sorted(self.filters)
             try:
                 if self.sink is not None and self.port is not None and wanted != self._applied:
@@ -143,9 +148,14 @@ class EdgeBroker:
             except Exception as exc:          # the waiting SUBACKs report the failure
                 log.error("rule update failed: %s", exc)
                 push.set_exception(exc)
-            await push
-        else:
-            await self._push
+        await push
+
+    async def withdraw(self) -> None:
+        """Take this edge's rules out of the XDP broker (on exit)."""
+        async with self._pushing:
+            if self.sink is not None and self.port is not None and self._applied:
+                await asyncio.to_thread(self.sink.apply, self.port, [])
+                self._applied = []
 
     def check_filter(self, flt: str) -> bool:
         try:
@@ -303,5 +313,4 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
     finally:
         if transport is not None:
             transport.close()
-        if broker.sink is not None and broker.port is not None and broker._applied:
-            await asyncio.to_thread(broker.sink.apply, broker.port, [])   # leave nothing behind
+        await broker.withdraw()                                          # leave nothing behind
