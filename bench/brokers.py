@@ -96,16 +96,8 @@ class XdpBroker(Broker):
 
     def start(self, compiled, spec_path: Path, rules_path: Path, flat_path: Path) -> None:
         from camus.dataplane import runtime
-        ports = self.workdir / "ports.yaml"
-        lines = []
-        for p in self.lab.ports:
-            # each copy is rewritten to its subscriber's own MAC, IP and port (remote endpoints)
-            peer = subprocess.run(["ip", "netns", "exec", self.lab.sub_ns(p), "cat",
-                                   f"/sys/class/net/{self.lab.sub_if(p, False)}/address"],
-                                  capture_output=True, text=True, check=True).stdout.strip()
-            lines.append(f"{p}: {{iface: {self.lab.sub_if(p, True)}, mac: '{peer}', ip: {self.lab.sub_ip(p)}, "
-                         f"udp_port: {FEED_PORT}}}")
-        ports.write_text("\n".join(lines) + "\n")
+        # each copy is rewritten to its subscriber's own MAC, IP and port (remote endpoints)
+        ports = self.lab.write_endpoint_ports(self.workdir / "ports.yaml")
         runtime.attach(self.lab.broker, compiled, str(spec_path), str(rules_path), mode="native",
                        ports_path=str(ports))
 

@@ -20,25 +20,21 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
-import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-from camus.bench.topic_clients import hello, parse, publish
+from camus.bench.topic_clients import parse, publish_paced
 from camus.bench.workloads import topic_filters, topic_name
 from camus.compiler.language.topics import matches
-from camus.dataplane.lab import Lab
+from camus.bench.brokers import TOPIC_BROKERS, make_broker
+from camus.dataplane.lab import Lab, netns_popen, sh
 
 HERE = Path(__file__).resolve().parent
 SPEC = HERE.parent / "apps" / "topics" / "topics.p4"
 EDGE_PORT = 9201
-PORTS = {"mosquitto": ("mqtt", 18830), "nats": ("nats", 42220), "camus": ("mqtt", 1883)}
-CHUNK = 64
 
 
 def nats_subjects(flt: str) -> list[str]:
@@ -53,132 +49,90 @@ def nats_subjects(flt: str) -> list[str]:
 # -- the publisher (run in the publisher's namespace) -------------------------------------------
 def publisher(proto: str, host: str, port: int, topics_file: str, rate: float, base: int = 0) -> int:
     names = Path(topics_file).read_text().split()
-    stream, stamps, bounds = bytearray(), [], [0]
-    for seq, t in enumerate(names):
-        cmd, off = publish(proto, t.replace("/", ".") if proto == "nats" else t, struct.pack("!QQ", base + seq, 0))
-        stamps.append(len(stream) + off + 8)
-        stream += cmd
-        if (seq + 1) % CHUNK == 0:
-            bounds.append(len(stream))
-    if bounds[-1] != len(stream):
-        bounds.append(len(stream))
-    s = socket.create_connection((host, port), timeout=5)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 20)
-    s.sendall(hello(proto, "publisher"))
-    threading.Thread(target=lambda: [None for _ in iter(lambda: s.recv(1 << 20), b"")], daemon=True).start()
-    t0, view = time.monotonic(), memoryview(stream)
-    for c in range(len(bounds) - 1):
-        if rate > 0:
-            due = t0 + c * CHUNK / rate
-            while time.monotonic() < due:
-                time.sleep(max(0.0, min(0.001, due - time.monotonic())))
-        now = struct.pack("!Q", time.time_ns())
-        for k in range(c * CHUNK, min((c + 1) * CHUNK, len(names))):
-            stream[stamps[k]:stamps[k] + 8] = now
-        s.sendall(view[bounds[c]:bounds[c + 1]])
-    elapsed = time.monotonic() - t0
-    time.sleep(0.5)
-    s.close()
-    print(json.dumps({"sent": len(names), "seconds": elapsed}), flush=True)
+    items = [(t.replace("/", ".") if proto == "nats" else t, struct.pack("!QQ", base + seq, 0))
+             for seq, t in enumerate(names)]
+    sent, elapsed = publish_paced(proto, host, port, items, 8, lambda: struct.pack("!Q", time.time_ns()), rate)
+    print(json.dumps({"sent": sent, "seconds": elapsed}), flush=True)
     return 0
 
 
 # -- the runner ------------------------------------------------------------------------------
-def _ns(ns: str, *cmd: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen(["ip", "netns", "exec", ns, *cmd], **kw)
-
-
 class Setup:
-    """One broker on the lab: start(), the address clients use, stop()."""
+    """One broker on the lab: start(), where clients connect, installed(), stop(). The topic
+    brokers are bench/brokers.py's; camus-xdp is the XDP broker with an edge broker per
+    namespace (the publisher's and each subscriber's)."""
 
     def __init__(self, name: str, lab: Lab, work: Path, filters: dict[int, list[str]]) -> None:
         self.name, self.lab, self.work, self.filters = name, lab, work, filters
         self.procs: list[subprocess.Popen] = []
+        self.broker = None if name == "camus" else make_broker(name, lab, work)
+
+    @property
+    def proto(self) -> str:
+        return "mqtt" if self.broker is None else TOPIC_BROKERS[self.name][0]
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where the lab's clients connect (camus-xdp: the edge broker in their own namespace)."""
+        return ("127.0.0.1", 1883) if self.broker is None else (f"{self.lab.net}.0.2", TOPIC_BROKERS[self.name][1])
 
     def start(self) -> None:
-        host = f"{self.lab.net}.0.2"
-        if self.name == "camus":
-            self._camus()
+        if self.broker is not None:
+            self.broker.start(None, SPEC, SPEC, SPEC)     # (the topic brokers take no tables)
             return
-        port = PORTS[self.name][1]
-        if self.name == "mosquitto":
-            conf = self.work / "mosquitto.conf"
-            conf.write_text(f"listener {port} {host}\nallow_anonymous true\npersistence false\n"
-                            "max_queued_messages 0\nmax_queued_bytes 0\nlog_dest none\n")
-            cmd = ["mosquitto", "-c", str(conf)]
-        else:
-            cmd = ["nats-server", "-a", host, "-p", str(port)]
-        self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection((host, port), timeout=0.2).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.name} did not start")
-                time.sleep(0.05)
-
-    def _camus(self) -> None:
         from camus.compiler.compile import compile_rules
         from camus.compiler.language.spec_parser import load_spec
         from camus.dataplane import runtime
-        lines = []
-        for p in self.lab.ports:
-            mac = subprocess.run(["ip", "netns", "exec", self.lab.sub_ns(p), "cat",
-                                  f"/sys/class/net/{self.lab.sub_if(p, False)}/address"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-            lines.append(f"{p}: {{iface: {self.lab.sub_if(p, True)}, mac: '{mac}', ip: {self.lab.sub_ip(p)}, "
-                         f"udp_port: {EDGE_PORT}}}")
-        (self.work / "ports.yaml").write_text("\n".join(lines) + "\n")
+        ports = self.lab.write_endpoint_ports(self.work / "ports.yaml", EDGE_PORT)
         (self.work / "none.rules").write_text("# edge brokers add the subscriptions\n")
         runtime.attach(self.lab.broker, compile_rules(load_spec(SPEC), ""), str(SPEC), str(self.work / "none.rules"),
-                       "native", ports_path=str(self.work / "ports.yaml"))
-        exe = str(Path(sys.executable).parent / "camus-xdp")
-        edge = [exe, "edge", "--spec", str(SPEC), "--listen", "127.0.0.1:1883"]
-        for ns, extra in [(self.lab.pub_ns, ["--feed", f"{self.lab.net}.0.2:9200"])] + [
-                (self.lab.sub_ns(p), ["--deliveries", f"0.0.0.0:{EDGE_PORT}", "--iface", self.lab.broker,
-                                      "--port", str(p)]) for p in self.lab.ports]:
-            sh = ["ip", "netns", "exec", ns, "sh", "-c", "ip link set lo up"]
-            subprocess.run(sh, check=True)
-            self.procs.append(subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", *edge, *extra],
-                                               stderr=subprocess.DEVNULL))
-        time.sleep(1.0)
+                       "native", ports_path=str(ports))
+        edge = [str(Path(sys.executable).parent / "camus-xdp"), "edge", "--spec", str(SPEC),
+                "--listen", "127.0.0.1:1883"]
+        edges = [(self.lab.pub_ns, ["--feed", f"{self.lab.net}.0.2:9200"])] + [
+            (self.lab.sub_ns(p), ["--deliveries", f"0.0.0.0:{EDGE_PORT}", "--iface", self.lab.broker, "--port", str(p)])
+            for p in self.lab.ports]
+        for ns, extra in edges:
+            self.procs.append(netns_popen(ns, *edge, *extra, bpffs=True, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 30
+        for ns, _ in edges:                   # each edge broker listens before clients come
+            while ":1883" not in sh("ip", "netns", "exec", ns, "ss", "-ltn").stdout:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the edge broker in {ns} did not start")
+                time.sleep(0.1)
 
     def installed(self) -> bool:
-        if self.name != "camus":
+        if self.broker is not None:
             return True
         from camus.dataplane import runtime
         want = sum(len(set(f)) for f in self.filters.values())
         return len(runtime.load_installed(self.lab.broker).rule_lines) >= want
 
-    def client_addr(self, ns_is_pub: bool) -> tuple[str, int]:
-        return ("127.0.0.1", 1883) if self.name == "camus" else (f"{self.lab.net}.0.2", PORTS[self.name][1])
-
     def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+        if self.broker is not None:
+            self.broker.stop()
+            return
+        from camus.dataplane import runtime
+        for p in self.procs:                  # SIGTERM: each edge broker takes its rules out
+            p.terminate()
         for p in self.procs:
             try:
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
-        if self.name == "camus":
-            from camus.dataplane import runtime
-            runtime.detach(self.lab.broker)
+        runtime.detach(self.lab.broker)
 
 
 def run_broker(setup: Setup, lab: Lab, topics: list[str], rates: list[float], work: Path) -> list[dict]:
     """Subscribe once, then one publisher run per rate (sequence numbers apart); each
     subscriber records until its deliveries stop."""
-    proto = PORTS[setup.name][0]
-    host, port = setup.client_addr(False)
+    proto = setup.proto
+    host, port = setup.address
     subs = {}
     for p, fl in setup.filters.items():
         wanted = [s for f in fl for s in nats_subjects(f)] if proto == "nats" else fl
         out = work / f"{setup.name}-{p}.rec"
-        subs[p] = (_ns(lab.sub_ns(p), sys.executable, "-m", "camus.bench.topic_clients", "sub", proto, host,
+        subs[p] = (netns_popen(lab.sub_ns(p), sys.executable, "-m", "camus.bench.topic_clients", "sub", proto, host,
                        str(port), str(out), "900", "2.0", *wanted, stdout=subprocess.PIPE, text=True), out)
         assert subs[p][0].stdout.readline().strip() == "ready"            # type: ignore[union-attr]
     deadline = time.monotonic() + 600
@@ -192,7 +146,7 @@ def run_broker(setup: Setup, lab: Lab, topics: list[str], rates: list[float], wo
     starts, sent = [], []
     for k, rate in enumerate(rates):
         starts.append(time.time_ns())
-        pub = _ns(lab.pub_ns, sys.executable, str(HERE / "topic_bench.py"), "pub", proto, host, str(port), str(tfile),
+        pub = netns_popen(lab.pub_ns, sys.executable, str(HERE / "topic_bench.py"), "pub", proto, host, str(port), str(tfile),
                   str(rate), str(k * len(topics)), stdout=subprocess.PIPE, text=True)
         sent.append(json.loads(pub.communicate(timeout=600)[0].strip().splitlines()[-1])["sent"])
     n = len(topics)

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from camus.bench.feeds import ADD_ORDER, STOCK_OFFSET, TIMESTAMP_OFFSET
 
@@ -193,17 +194,18 @@ def _drain(s: socket.socket) -> None:
         pass
 
 
-def _publisher(proto: str, host: str, port: int, messages_file: str, rate: float, seconds: float) -> int:
-    raw = Path(messages_file).read_bytes()
-    size = ADD_ORDER.size
-    msgs = [raw[i:i + size] for i in range(0, len(raw), size)]
+def publish_paced(proto: str, host: str, port: int, messages: list[tuple[str, bytes]], stamp_at: int,
+                  stamp: Callable[[], bytes], rate: float, seconds: float = float("inf")) -> tuple[int, float]:
+    """Publish (topic, payload) messages, pre-encoded, in chunks of CHUNK_MESSAGES at `rate`
+    msgs/s (0: as fast as the socket takes them) for at most `seconds`; just before a chunk goes
+    out, each of its messages gets `stamp()` written at byte `stamp_at` of its payload (the send
+    time). Returns (messages sent, seconds taken)."""
     stream = bytearray()
-    stamps: list[int] = []            # offsets of timestamp fields in the stream
+    stamps: list[int] = []            # offsets of the stamp fields in the stream
     bounds: list[int] = [0]           # chunk ends
-    for i, m in enumerate(msgs):
-        stock = m[STOCK_OFFSET:STOCK_OFFSET + 8].decode().strip()
-        cmd, off = publish(proto, topic(proto, stock), m)
-        stamps.append(len(stream) + off + TIMESTAMP_OFFSET)
+    for i, (t, payload) in enumerate(messages):
+        cmd, off = publish(proto, t, payload)
+        stamps.append(len(stream) + off + stamp_at)
         stream += cmd
         if (i + 1) % CHUNK_MESSAGES == 0:
             bounds.append(len(stream))
@@ -223,15 +225,25 @@ def _publisher(proto: str, host: str, port: int, messages_file: str, rate: float
             due = t0 + sent / rate
             while time.monotonic() < due:
                 time.sleep(max(0.0, min(0.001, due - time.monotonic())))
-        first, last = c * CHUNK_MESSAGES, min((c + 1) * CHUNK_MESSAGES, len(msgs))
-        ts = (time.time_ns() & 0xFFFFFFFFFFFF).to_bytes(6, "big")
+        first, last = c * CHUNK_MESSAGES, min((c + 1) * CHUNK_MESSAGES, len(messages))
+        now = stamp()
         for k in range(first, last):
-            stream[stamps[k]:stamps[k] + 6] = ts
+            stream[stamps[k]:stamps[k] + len(now)] = now
         s.sendall(view[bounds[c]:bounds[c + 1]])
         sent = last
     elapsed = time.monotonic() - t0
     time.sleep(0.5)                    # let the broker drain before the connection closes
     s.close()
+    return sent, elapsed
+
+
+def _publisher(proto: str, host: str, port: int, messages_file: str, rate: float, seconds: float) -> int:
+    raw = Path(messages_file).read_bytes()
+    size = ADD_ORDER.size
+    msgs = [raw[i:i + size] for i in range(0, len(raw), size)]
+    items = [(topic(proto, m[STOCK_OFFSET:STOCK_OFFSET + 8].decode().strip()), m) for m in msgs]
+    sent, elapsed = publish_paced(proto, host, port, items, TIMESTAMP_OFFSET,
+                                  lambda: (time.time_ns() & 0xFFFFFFFFFFFF).to_bytes(6, "big"), rate, seconds)
     print(f"sent {sent} messages in {elapsed:.3f} s", flush=True)
     return 0
 

@@ -32,9 +32,8 @@ struct camus_topic_work {
 BPF_HASH(labels, struct camus_label_key, __u64, CAMUS_MAX_LABELS);
 BPF_PERCPU_ARRAY(topic_work, struct camus_topic_work, 1);
 
-static __always_inline __u32 camus_label_bank(__u32 root) {
-    return (root & CAMUS_STATE_MASK) >= CAMUS_MAX_STATES / 2 &&
-           (root & CAMUS_STATE_MASK) != CAMUS_STATE_BV;
+static __always_inline __u32 camus_label_bank(__u32 root) {   /* as ebpf_tables.map_contents */
+    return (root & CAMUS_STATE_MASK) >= CAMUS_MAX_STATES / 2;
 }
 
 /* 0x80 in every byte of x that is zero, nothing elsewhere (no false positives). */

@@ -76,6 +76,14 @@ def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, check=check)
 
 
+def netns_popen(ns: str, *cmd: str, bpffs: bool = False, **kw) -> subprocess.Popen:
+    """Start `cmd` in a lab namespace. With `bpffs`, only the network namespace is entered (as
+    a container on the host shares its bpffs): `ip netns exec` mounts a fresh /sys, which hides
+    the pinned maps an edge broker updates."""
+    prefix = ["nsenter", f"--net=/run/netns/{ns}"] if bpffs else ["ip", "netns", "exec", ns]
+    return subprocess.Popen([*prefix, *cmd], **kw)
+
+
 class Lab:
     def __init__(self, prefix: str = "camus-demo", subscribers: int = 3, net: str = "10.79",
                  remote_endpoint: bool = True, routed: bool = False) -> None:
@@ -108,6 +116,7 @@ class Lab:
         self.teardown()
         try:
             sh("ip", "netns", "add", self.pub_ns)
+            sh("ip", "netns", "exec", self.pub_ns, "ip", "link", "set", "lo", "up")   # local clients
             sh("ip", "link", "add", self.broker, "type", "veth", "peer", "name", self.pub_if, "netns", self.pub_ns)
             sh("ip", "addr", "add", f"{self.net}.0.2/24", "dev", self.broker)
             sh("ip", "link", "set", self.broker, "up")
@@ -116,6 +125,7 @@ class Lab:
             for p in self.ports:
                 ns = self.sub_ns(p)
                 sh("ip", "netns", "add", ns)
+                sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
                 sh("ip", "link", "add", self.sub_if(p, True), "type", "veth", "peer", "name", self.sub_if(p, False),
                    "netns", ns)
                 sh("ip", "link", "set", self.sub_if(p, True), "up")
@@ -159,14 +169,25 @@ class Lab:
     def broker_mac(self) -> bytes:
         return bytes.fromhex(Path(f"/sys/class/net/{self.broker}/address").read_text().strip().replace(":", ""))
 
+    def sub_mac(self, p: int) -> str:
+        return sh("ip", "netns", "exec", self.sub_ns(p), "cat",
+                  f"/sys/class/net/{self.sub_if(p, False)}/address").stdout.strip()
+
+    def _endpoint(self, p: int, udp_port: int) -> str:
+        return (f"{p}: {{iface: {self.sub_if(p, True)}, mac: '{self.sub_mac(p)}', ip: {self.sub_ip(p)}, "
+                f"udp_port: {udp_port}}}")
+
     def write_ports(self, path: Path) -> Path:
+        """Subscribers as interfaces, the last one (if `remote_endpoint`) as an endpoint."""
         lines = [f"{p}: {{iface: {self.sub_if(p, True)}}}" for p in self.ports if p != self.remote]
         if self.remote is not None:
-            mac = sh("ip", "netns", "exec", self.sub_ns(self.remote), "cat",
-                     f"/sys/class/net/{self.sub_if(self.remote, False)}/address").stdout.strip()
-            lines.append(f"{self.remote}: {{iface: {self.sub_if(self.remote, True)}, mac: '{mac}', "
-                         f"ip: {self.sub_ip(self.remote)}, udp_port: {FEED_PORT}}}")
+            lines.append(self._endpoint(self.remote, FEED_PORT))
         path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def write_endpoint_ports(self, path: Path, udp_port: int = FEED_PORT) -> Path:
+        """Every subscriber as an endpoint: copies rewritten to its MAC, IP and `udp_port`."""
+        path.write_text("\n".join(self._endpoint(p, udp_port) for p in self.ports) + "\n")
         return path
 
     def capture(self, port: int, seconds: float) -> subprocess.Popen:

@@ -249,7 +249,7 @@ def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
     out.bank = bank or 0
     # the labels' bank is the one the program derives from the root (bpf/camus_topic.h)
     root = out.root & STATE_MASK
-    out.label_bank = int(root >= lim.max_states // 2 and root != STATE_MASK)
+    out.label_bank = int(root >= lim.max_states // 2)
     return out
 
 

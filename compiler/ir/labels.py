@@ -84,6 +84,8 @@ def _label_field(f: BitvectorField, label: Callable[[int], int]) -> BitvectorFie
 def label_wide(p: Pipeline, widths: dict[str, int], max_width: int = 64) -> tuple[Pipeline, Labels]:
     """The pipeline with every field wider than `max_width` matched by labels."""
     wide = {path for path, w in widths.items() if w > max_width}
+    if not wide:
+        return p, Labels({}, {})
     nbytes = {path: widths[path] // 8 for path in wide}
     named: dict[str, set[int]] = {path: set() for path in wide}
     tables: list[FieldTable] = []

@@ -21,7 +21,7 @@ filter evaluator and the edge broker use it, and the differential tests compare 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .spec import MatchKind, QueryField, Spec
 
@@ -70,15 +70,14 @@ def expand(spec: Spec, levels: dict[str, int]) -> list[str]:
         k = levels.pop(q.path, DEFAULT_LEVELS)
         t = Topic(q.path, q.instance, q.name, q.width, q.offset, flavor, k)
         spec.topics[q.path] = t
-        base = dict(instance=q.instance, offset=q.offset, role=q.role, topic=q.path)
-        out.append(QueryField(name=f"{q.name}/depth", width=DEPTH_WIDTH, kind=MatchKind.RANGE,
-                              vtype="int", part="depth", **base))  # type: ignore[arg-type]
+        # the topic's instance, offset and role, under their own names, widths and kinds
+        out.append(replace(q, name=f"{q.name}/depth", width=DEPTH_WIDTH, kind=MatchKind.RANGE, vtype="int",
+                           topic=q.path, part="depth"))
         if flavor == "mqtt":
-            out.append(QueryField(name=f"{q.name}/sys", width=1, kind=MatchKind.EXACT, vtype="int",
-                                  part="sys", **base))  # type: ignore[arg-type]
-        for i in range(k):
-            out.append(QueryField(name=f"{q.name}/{i}", width=q.width, kind=MatchKind.EXACT,
-                                  vtype="string", part="level", level=i, **base))  # type: ignore[arg-type]
+            out.append(replace(q, name=f"{q.name}/sys", width=1, kind=MatchKind.EXACT, vtype="int",
+                               topic=q.path, part="sys"))
+        out += [replace(q, name=f"{q.name}/{i}", kind=MatchKind.EXACT, vtype="string", topic=q.path,
+                        part="level", level=i) for i in range(k)]
     problems += [f"topic_levels names {p}, which is not a topic field (query_type(..., topic))"
                  for p in levels]
     spec.query_fields[:] = out

@@ -18,7 +18,7 @@ from camus.compiler.compile import compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.language.topics import matches
 from camus.dataplane import runtime
-from camus.dataplane.lab import Lab, sh
+from camus.dataplane.lab import Lab, netns_popen, processes, sh
 from tests.conftest import APPS
 
 pytestmark = [pytest.mark.netns, pytest.mark.bpf]
@@ -27,17 +27,6 @@ CLI = [str(Path(sys.executable).parent / "camus-xdp")]
 EDGE_PORT = 9201
 SUBS = {1: "plant/+/temp", 2: "plant/#"}
 PUBS = ["plant/7/temp", "office/1/temp", "plant", "plant/3/temp", "plant/3/humidity", "$SYS/x", "plant/7/temp/raw"]
-
-
-def in_ns(ns: str, *cmd: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen(["ip", "netns", "exec", ns, *cmd], **kw)
-
-
-def edge_in_ns(ns: str, *cmd: str) -> subprocess.Popen:
-    """Only the network namespace: the edge brokers share the machine's bpffs with the XDP
-    broker (as containers on the XDP host do), which `ip netns exec` would hide behind a fresh
-    /sys mount."""
-    return subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", *cmd])
 
 
 def wait_for(what: str, check, timeout: float = 15.0, state=lambda: "") -> None:
@@ -58,45 +47,27 @@ def lab(tmp_path: Path):
     if not shutil.which("mosquitto_sub"):
         pytest.skip("mosquitto-clients is not installed (scripts/setup.sh installs it)")
     with Lab(prefix="camus-edge", subscribers=2, net="10.81") as lab:
-        for ns in (lab.pub_ns, lab.sub_ns(1), lab.sub_ns(2)):
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-        lines = []
-        for p in (1, 2):
-            mac = sh("ip", "netns", "exec", lab.sub_ns(p), "cat",
-                     f"/sys/class/net/{lab.sub_if(p, False)}/address").stdout.strip()
-            lines.append(f"{p}: {{iface: {lab.sub_if(p, True)}, mac: '{mac}', ip: {lab.sub_ip(p)}, "
-                         f"udp_port: {EDGE_PORT}}}")
-        ports = tmp_path / "ports.yaml"
-        ports.write_text("\n".join(lines) + "\n")
+        ports = lab.write_endpoint_ports(tmp_path / "ports.yaml", EDGE_PORT)
         rules = tmp_path / "none.rules"
         rules.write_text("# the edge brokers add the subscriptions\n")
         runtime.attach(lab.broker, compile_rules(load_spec(SPEC), rules.read_text()), str(SPEC), str(rules),
                        "native", ports_path=str(ports))
-        procs: list[subprocess.Popen] = []
-        try:
+        with processes() as procs:          # stopped (SIGTERM) before the lab goes
             yield lab, procs
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-            for p in procs:
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
 
 
 def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
     lab, procs = lab
     edge = [*CLI, "edge", "--spec", str(SPEC), "--listen", "127.0.0.1:1883"]
-    procs.append(edge_in_ns(lab.pub_ns, *edge, "--feed", f"{lab.net}.0.2:9200"))
+    # the edge brokers share the machine's bpffs (as containers on the XDP host do)
+    procs.append(netns_popen(lab.pub_ns, *edge, "--feed", f"{lab.net}.0.2:9200", bpffs=True))
     for p in SUBS:
-        procs.append(edge_in_ns(lab.sub_ns(p), *edge, "--deliveries", f"0.0.0.0:{EDGE_PORT}", "--iface", lab.broker,
-                           "--port", str(p)))
+        procs.append(netns_popen(lab.sub_ns(p), *edge, "--deliveries", f"0.0.0.0:{EDGE_PORT}", "--iface", lab.broker,
+                                 "--port", str(p), bpffs=True))
     for ns in (lab.pub_ns, lab.sub_ns(1), lab.sub_ns(2)):
         wait_for(f"the edge broker in {ns}", lambda ns=ns: sh("ip", "netns", "exec", ns, "ss", "-ltn").stdout.count(":1883") > 0)
-    subs = {p: in_ns(lab.sub_ns(p), "mosquitto_sub", "-h", "127.0.0.1", "-t", flt, "-v",
-                     stdout=subprocess.PIPE, text=True) for p, flt in SUBS.items()}
+    subs = {p: netns_popen(lab.sub_ns(p), "mosquitto_sub", "-h", "127.0.0.1", "-t", flt, "-v",
+                           stdout=subprocess.PIPE, text=True) for p, flt in SUBS.items()}
     procs.extend(subs.values())
     wait_for("the subscriptions in the XDP tables",
              lambda: all(f'topic == "{f}" : fwd({p})' in live_rules(lab.broker) for p, f in SUBS.items()),
@@ -115,3 +86,11 @@ def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
     assert after["no_match"] - before["no_match"] == 2                  # office/1/temp and $SYS/x: dropped there
     # a subscriber leaving takes its filter out of the tables
     wait_for("the subscriptions to leave", lambda: not any("fwd(" in r for r in live_rules(lab.broker)))
+    # the edge brokers' files belong to the attachment: detach takes them too
+    edge_files = runtime.attachment_dir(lab.broker) / "edge"
+    assert (edge_files / "1.rules").exists()
+    for proc in procs:
+        proc.terminate()
+        proc.wait(20)
+    runtime.detach(lab.broker)
+    assert not edge_files.exists()
