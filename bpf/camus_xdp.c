@@ -164,19 +164,25 @@ static __always_inline void update_svars(__u32 state, __u64 *v) {
             break;
         struct camus_svar_cfg *c = svar_cfg.lookup(&k);
         struct camus_svar *s = svars.lookup(&k);
-        if (!c || !s || c->window_ns == 0)
+        if (!c || !s)
             continue;
-        __u64 win = now / c->window_ns;
-        if (s->window != win) {           /* a new tumbling window */
-            s->window = win;
-            s->count = 0;
-            s->sum = 0;
+        if (c->window_ns) {
+            __u64 win = now / c->window_ns;
+            if (s->window != win) {       /* a new tumbling window */
+                s->window = win;
+                s->count = 0;
+                s->sum = 0;
+            }
         }
+        /* The count this message made (the add's own result, not a re-read): two CPUs never
+         * see the same count, so every(n) delivers exactly one message in n. */
+        __u64 count = s->count;
         if (mask && (*mask >> k) & 1) {
-            __sync_fetch_and_add(&s->count, 1);
+            count = __sync_fetch_and_add(&s->count, 1) + 1;
             __sync_fetch_and_add(&s->sum, v[c->field & (CAMUS_VAR_SLOTS - 1)]);
         }
-        __u64 agg = c->fn == 0 ? s->count : c->fn == 1 ? s->sum : (s->count ? s->sum / s->count : 0);
+        __u64 agg = c->fn == 0 ? count : c->fn == 1 ? s->sum : c->fn == 2 ? (count ? s->sum / count : 0)
+                  : (c->modulus ? count % c->modulus : 0);
         v[CAMUS_N_FIELDS + k] = agg;
     }
 #endif

@@ -134,9 +134,10 @@ struct camus_svar {          /* one state variable's tumbling window */
 };
 
 struct camus_svar_cfg {
-    __u64 window_ns;
-    __u32 fn;                /* 0 count, 1 sum, 2 avg */
+    __u64 window_ns;         /* 0: one endless window */
+    __u32 fn;                /* 0 count, 1 sum, 2 avg, 3 every(n): the count modulo n */
     __u32 field;             /* which query field feeds it */
+    __u64 modulus;           /* every(n): n */
 };
 
 /* Bit-vector stage (compiler/structure/bitvector.py; the kernel side is bpf/camus_bv.h). The root's

@@ -126,7 +126,7 @@ class Routing:
             self.exact.setdefault(device, {})[port] = exact
 
 
-_STATE_CALL = re.compile(r"\b(count|sum|avg)\s*\(")
+_STATE_CALL = re.compile(r"\b(count|sum|avg|every)\s*\(")
 
 
 @lru_cache(maxsize=65536)

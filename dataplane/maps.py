@@ -119,7 +119,8 @@ def bv_stage_value(fields: int, max_segs: int) -> type[ctypes.Structure]:
 
 class SvarCfg(ctypes.Structure):
     c_struct = "camus_svar_cfg"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("window_ns", ctypes.c_uint64), ("fn", ctypes.c_uint32), ("field", ctypes.c_uint32)]
+    _fields_ = [("window_ns", ctypes.c_uint64), ("fn", ctypes.c_uint32), ("field", ctypes.c_uint32),
+                ("modulus", ctypes.c_uint64)]
 
 
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm", "leaf", "updates", "svars",
@@ -289,8 +290,8 @@ class MapSet:
             for j, (mask, word, leaf, ports, flags, nxt, lbit) in enumerate(c.bv_segs):
                 segs.s[j] = BvSeg(mask, lbit, word, flags, leaf, nxt, (ctypes.c_uint64 * PORT_WORDS)(*ports))
             self.update("bv_segs", ctypes.c_uint32(c.bv_segs_base), segs)
-        for k, (window_ns, fn, fld) in enumerate(c.svar_cfg):
-            self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld))
+        for k, (window_ns, fn, fld, modulus) in enumerate(c.svar_cfg):
+            self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld, modulus))
         self.cfg(CFG_NSVARS, len(c.svar_cfg))
         self.cfg(CFG_ROOT, c.root)
 

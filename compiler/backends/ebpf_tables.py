@@ -23,7 +23,7 @@ import random
 KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4, "direct": 6}
 MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
-FN = {"count": 0, "sum": 1, "avg": 2}
+FN = {"count": 0, "sum": 1, "avg": 2, "every": 3}
 LEAF_DROP, LEAF_CALL, LEAF_PORTS = 1, 2, 4
 
 
@@ -46,7 +46,7 @@ class MapContents:
     leaf: dict[int, tuple[tuple[int, ...], int, int]] = field(default_factory=dict)  # ports words, flags, group
     updates: dict[int, int] = field(default_factory=dict)                           # state -> svar mask
     leaf_rules: dict[int, tuple[int, ...]] = field(default_factory=dict)            # state -> counted rules it matched
-    svar_cfg: list[tuple[int, int, int]] = field(default_factory=list)              # window_ns, fn, field
+    svar_cfg: list[tuple[int, int, int, int]] = field(default_factory=list)    # window_ns, fn, field, modulus
     ports: list[object] = field(default_factory=list)                               # bit i -> logical port
     xslot_count: int = 0                                                            # slots used, holes included
     bounds_base: int = 0                                                            # first bounds[] index
@@ -397,7 +397,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
             mask |= 1 << k
         out.updates[s] = mask
     for sv in p.state_vars:
-        out.svar_cfg.append((sv.window_us * 1000, FN[sv.fn], field_index[sv.field]))
+        out.svar_cfg.append((sv.window_us * 1000, FN[sv.fn], field_index[sv.field] if sv.field else 0, sv.modulus))
 
     _mark_final(out)
     top = max([p.root, *out.desc, *out.leaf], default=0)

@@ -112,6 +112,10 @@ def _state_layout(p: Pipeline, spec: Spec) -> StateLayout:
         c = spec.counter(v.counter)
         if c is None:
             raise BackendError(f"state variable {v.fn}({v.field}) uses an undeclared window {v.counter!r}")
+        if v.fn == "every" or c.window_us == 0:
+            raise BackendError(f"{v.fn}({v.field or v.modulus}) @{c.name}: the switch program keeps windowed "
+                               "count/sum only (every(n) and endless windows run on XDP hosts; the controller "
+                               "places such subscriptions at a host's last hop)")
         if v.fn not in ("count", "sum"):
             raise BackendError(f"{v.fn}({v.field}) needs a division the switch cannot do; use count/sum "
                                f"rules on the switch, or place this subscription on an XDP host")

@@ -224,7 +224,9 @@ def _window_registers(spec: Spec, decl: Emitter) -> None:
     that update and load them (the tables that call them are the schema's)."""
     counters = window_counters(spec, "v1model")
     for c in spec.counters:
-        if c not in counters:
+        if c not in counters and c.window_us == 0:
+            decl(f"// query_counter {c.name}: an endless count (every(n)); rules using it run on XDP hosts")
+        elif c not in counters:
             decl(f"// query_counter {c.name}: {c.window_us} us is not a power of two; the switch numbers")
             decl("// windows with a shift, so rules using it are refused (the XDP target takes them)")
     for c in counters:

@@ -231,9 +231,10 @@ class BitvectorStage:
 class StateVarInfo:
     id: int
     fn: str
-    field: str
+    field: str              # "" for every(n), which reads no field
     counter: str
-    window_us: int
+    window_us: int          # 0: never resets
+    modulus: int = 0        # every(n): n
 
 
 @dataclass

@@ -34,6 +34,8 @@ def filter_text(f: Filter) -> str:
         return "true"
     if isinstance(f, Rel):
         left = f.left
+        if isinstance(left, StateFn) and left.fn == "every":
+            return f"every({left.modulus}" + (f", {left.counter})" if left.counter else ")")
         if isinstance(left, StateFn):
             inner = left.attr.name + (f", {left.counter}" if left.counter else "")
             lhs = f"{left.fn}({inner})"

@@ -13,10 +13,11 @@ class Attr:
 
 @dataclass(slots=True)
 class StateFn:
-    fn: str            # count | sum | avg
-    attr: Attr
+    fn: str            # count | sum | avg | every
+    attr: Attr         # every(n) reads no field: its attr has an empty name
     counter: str | None
     offset: int
+    modulus: int = 0   # every(n): n (the relation is always `== 0`: the n-th, 2n-th ... match)
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@
     unary   := ('not' | '!') unary | '(' filter ')' | 'true' | relation
     relation:= operand op constant        op := == = != < <= > >= prefix
     operand := field | (count|sum|avg) '(' field [',' counter] ')'
+    every   := 'every' '(' n [',' counter] ')'                  a relation of its own (1 out of n)
     constant:= number | number/len | "string" | 'c' | bare-word | ipv4[/len] | ipv6[/len] | mac
     action  := name ['(' constant (',' constant)* ')']
 
@@ -196,8 +197,29 @@ class _Parser:
             return self.relation(tok)
         raise self.fail(tok, "a field, 'not', '(' or 'true'")
 
+    def every(self, tok: tuple[str, str, int]) -> Rel:
+        """`every(10)`: SANDS's 1-out-of-N frequency filter, true for the n-th, 2n-th ... message
+        matching the rest of the filter. A state function compared with 0 (lowering keeps the
+        count modulo n), so it shares the windows, the covers and the last-hop placement."""
+        self.i += 1
+        ntok = self.take()
+        if ntok[0] != "num" or "." in ntok[1] or not 1 <= parse_int(ntok[1]) <= 0xFFFFFFFF:
+            raise self.fail(ntok, "a whole number n >= 1 in every(n): one message out of n")
+        counter = None
+        if self.peek()[1] == ",":
+            self.i += 1
+            ctok = self.take()
+            if ctok[0] != "id":
+                raise self.fail(ctok, "a counter name declared by query_counter")
+            counter = ctok[1]
+        self.expect(")", "')' to close every(")
+        fn = StateFn("every", Attr("", tok[2]), counter, tok[2], parse_int(ntok[1]))
+        return Rel(fn, "==", Const("int", 0, None, "0", tok[2]), tok[2])
+
     def relation(self, tok: tuple[str, str, int]) -> Rel:
         left: Attr | StateFn
+        if tok[1] == "every" and self.peek()[1] == "(":
+            return self.every(tok)
         if tok[1] in _STATE_FNS and self.peek()[1] == "(":
             self.i += 1
             field = self.take()

@@ -95,7 +95,7 @@ class QueryField:
 class Counter:
     """`query_counter(name, window_us, size)`: a tumbling window for state functions."""
     name: str
-    window_us: int
+    window_us: int       # 0: one endless window (every(n)'s usual counter)
     size: int            # how many state variables may use this window
 
 

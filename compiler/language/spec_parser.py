@@ -11,7 +11,7 @@ Pragmas:
   query_field(h.f[, width])      match kind chosen from the rules (exact if only equality)
   query_field_exact(h.f)         exact match      query_field_range(h.f)   range match
   query_field_lpm(h.f)           longest-prefix match
-  query_counter(name, window_us, size)   tumbling window for count/sum/avg
+  query_counter(name, window_us, size)   tumbling window for count/sum/avg/every (0: never resets)
   udp_port(p[, p...])            UDP destination port(s) of the feed (default: any)
   message_framing(moldudp64|none)        batching (default: moldudp64 if a mold header exists)
   message_type(h.f, value)       only messages whose field has this value are subscribed to
@@ -374,8 +374,9 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
                 if len(p.args) != 3:
                     raise CompileError("query_counter takes 3 arguments", p.pos, "(name, window_us, size)")
                 cname, window, size = p.args[0], _int(p.args[1]), _int(p.args[2])
-                if window <= 0 or size <= 0:
-                    raise CompileError("query_counter window and size must be positive", p.pos)
+                if window < 0 or size <= 0:
+                    raise CompileError("query_counter size must be positive and the window 0 (never resets) "
+                                       "or positive", p.pos)
                 if spec.counter(cname):
                     raise CompileError(f"counter {cname!r} declared twice", p.pos)
                 spec.counters.append(Counter(cname, window, size))

@@ -34,14 +34,16 @@ Port = Union[int, str]
 
 @dataclass(frozen=True)
 class StateVar:
-    fn: str                 # count | sum | avg
-    field: QueryField
+    fn: str                 # count | sum | avg | every
+    field: QueryField | None        # None for every(n), which counts messages only
     counter: Counter
     guard: Formula          # the rest of the filter: the aggregate updates when it holds
+    modulus: int = 0        # every(n): the value is the count modulo n
 
     @property
     def label(self) -> str:
-        return f"{self.fn}({self.field.path})@{self.counter.name}"
+        inner = str(self.modulus) if self.field is None else self.field.path
+        return f"{self.fn}({inner})@{self.counter.name}"
 
 
 @dataclass(frozen=True)
@@ -229,11 +231,23 @@ class _Lowerer:
             lits.append(("lit", self.field_var[path], complement(iset, width) if negate else iset))
         return ("or" if negate else "and", tuple(lits))
 
+    def _counter(self, fn: StateFn) -> Counter | None:
+        if fn.fn == "every" and fn.counter is None:     # one out of n of all matches, unless a
+            endless = [c for c in self.spec.counters if c.window_us == 0]    # window is named
+            return endless[0] if len(endless) == 1 else None
+        return self.spec.counter(fn.counter)
+
     def state_literal(self, rel: Rel, negate: bool, guard: Formula) -> Formula:
         fn = rel.left
         assert isinstance(fn, StateFn)
-        q = self.resolve(fn.attr)
-        counter = self.spec.counter(fn.counter)
+        q = self.resolve(fn.attr) if fn.fn != "every" else None
+        counter = self._counter(fn)
+        if counter is None and fn.fn == "every" and fn.counter is None:
+            endless = [c.name for c in self.spec.counters if c.window_us == 0]
+            raise self.src.error("every(n) needs a counter that never resets" if not endless else
+                                 f"every(n): several endless counters ({', '.join(endless)})", fn.offset,
+                                 "@pragma query_counter(seq, 0, 64) in the spec (window 0: never resets), "
+                                 "or every(n, COUNTER) to start again each window")
         if counter is None:
             if not self.spec.counters:
                 raise self.src.error(f"{fn.fn}() needs a window", fn.offset,
@@ -245,16 +259,17 @@ class _Lowerer:
             raise self.src.error("prefix does not apply to state functions", rel.offset)
         if rel.right.kind not in ("int",) or rel.right.prefix_len is not None:
             raise self.src.error(f"{fn.fn}() compares with a number", rel.right.offset)
-        key = (fn.fn, q.path, counter.name, guard)
+        key = (fn.fn, q.path if q else fn.modulus, counter.name, guard)
         if key not in self.state_vars:
             used = sum(1 for s in self.state_list if s.counter == counter)
             if used >= counter.size:
                 raise self.src.error(f"counter {counter.name} holds {counter.size} state "
                                      "variables and all are used", fn.offset)
             self.state_vars[key] = len(self.state_list)
-            self.state_list.append(StateVar(fn.fn, q, counter, guard))
+            self.state_list.append(StateVar(fn.fn, q, counter, guard, fn.modulus))
         var = len(self.spec.query_fields) + self.state_vars[key]
-        iset = self.literal_set(rel, None, STATE_WIDTH, MatchKind.RANGE, f"{fn.fn}({q.path})", negate)
+        label = f"{fn.fn}({q.path if q else fn.modulus})"
+        iset = self.literal_set(rel, None, STATE_WIDTH, MatchKind.RANGE, label, negate)
         return ("lit", var, iset)
 
     def atoms(self, actions: tuple[Action, ...]) -> frozenset[Atom]:

@@ -48,7 +48,7 @@ class FilterEvaluator:
         self.lw = lowered.lowerer
         self.by_index = {r.index: r for r in lowered.rules if r.index >= 0}
         self.state_vars = lowered.state_vars
-        self.store = StateStore([s.counter.window_us for s in self.state_vars])
+        self.store = StateStore([s.counter.window_us for s in self.state_vars], [s.modulus for s in self.state_vars])
         self.paths = [q.path for q in lowered.spec.query_fields]
         self._sets: dict[int, tuple[Any, ...]] = {}
 
@@ -87,7 +87,7 @@ class FilterEvaluator:
         hit = []
         for k, sv in enumerate(self.state_vars):
             if eval_formula(sv.guard, vector):
-                self.store.update(k, values[sv.field.path], now_us)
+                self.store.update(k, values[sv.field.path] if sv.field else 0, now_us)
                 hit.append(k)
         return tuple(hit)
 

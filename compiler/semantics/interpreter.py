@@ -108,7 +108,7 @@ class PipelineInterpreter:
         self.p = pipeline
         self.header_tables = [_TableIndex(t) for t in pipeline.tables if t.state_var is None]
         self.state_tables = [_TableIndex(t) for t in pipeline.tables if t.state_var is not None]
-        self.store = StateStore([v.window_us for v in pipeline.state_vars])
+        self.store = StateStore([v.window_us for v in pipeline.state_vars], [v.modulus for v in pipeline.state_vars])
 
     def run(self, values: dict[str, int], now_us: int = 0) -> Verdict:
         if self.p.bitvector is not None:
@@ -124,7 +124,7 @@ class PipelineInterpreter:
         updates = self.p.state_updates.get(state, ())
         for var in updates:
             info = self.p.state_vars[var]
-            self.store.update(var, values[info.field], now_us)
+            self.store.update(var, values[info.field] if info.field else 0, now_us)
         for idx in self.state_tables:
             if state in idx.states:
                 info = self.p.state_vars[idx.t.state_var]  # type: ignore[index]

@@ -1,4 +1,5 @@
-"""Windowed aggregates for state functions (count, sum, avg over tumbling windows).
+"""Windowed aggregates for state functions (count, sum, avg over tumbling windows; every(n): the
+count modulo n). A window of 0 never resets.
 
 Shared by the reference interpreter and the direct filter evaluator: on each message, the
 variables whose guard holds are updated first, then predicates read the current window.
@@ -16,13 +17,14 @@ class _Window:
 
 
 class StateStore:
-    def __init__(self, windows_us: list[int]) -> None:
+    def __init__(self, windows_us: list[int], moduli: list[int] | None = None) -> None:
         self.windows_us = windows_us
+        self.moduli = moduli or [0] * len(windows_us)
         self._w = [_Window() for _ in windows_us]
 
     def _current(self, var: int, now_us: int) -> _Window:
         w = self._w[var]
-        idx = now_us // self.windows_us[var]
+        idx = now_us // self.windows_us[var] if self.windows_us[var] else 0
         if idx != w.index:
             w.index, w.count, w.total = idx, 0, 0
         return w
@@ -38,4 +40,6 @@ class StateStore:
             return w.count
         if fn == "sum":
             return w.total
+        if fn == "every":
+            return w.count % self.moduli[var]
         return w.total // w.count if w.count else 0

@@ -208,7 +208,8 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
         if a.ports or a.drop or a.calls or a.updates or a.rules:
             leaves[nid] = replace(a, group=group_of.get(a.ports)) if len(a.ports) > 1 else a
 
-    state_vars = [StateVarInfo(k, sv.fn, sv.field.path, sv.counter.name, sv.counter.window_us)
+    state_vars = [StateVarInfo(k, sv.fn, sv.field.path if sv.field else "", sv.counter.name, sv.counter.window_us,
+                               sv.modulus)
                   for k, sv in enumerate(lowered.state_vars)]
     updates = _state_updates(builder, nodes, len(lowered.spec.query_fields)) if state_vars else {}
     if default is not None and len(default.ports) > 1:

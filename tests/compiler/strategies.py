@@ -45,6 +45,7 @@ class RandomSpec:
                 lines.append(f"@pragma query_type(msg.{f.name}, string)")
         if self.counter:
             lines.append("@pragma query_counter(win, 1000, 64)")
+            lines.append("@pragma query_counter(seq, 0, 64)")       # every(n)'s endless count
         return "\n".join(lines) + "\n"
 
 
@@ -114,9 +115,11 @@ def filters(draw, spec: RandomSpec, depth: int = 0, camus_syntax: bool = False,
     if choice <= 4:
         if state and draw(st.integers(0, 6)) == 0:
             f = draw(st.sampled_from([f for f in spec.fields if not f.string] or list(spec.fields)))
-            fn = draw(st.sampled_from(["count", "sum", "avg"]))
+            fn = draw(st.sampled_from(["count", "sum", "avg", "every"]))
+            if fn == "every":
+                return f"every({draw(st.integers(1, 4))})"
             op = draw(st.sampled_from(["<", ">", ">=", "=="]))
-            return f"{fn}(msg.{f.name}) {op} {draw(st.integers(0, 6))}"
+            return f"{fn}(msg.{f.name}, win) {op} {draw(st.integers(0, 6))}"
         return draw(relations(spec, camus_syntax))
     if choice <= 6:
         inner = draw(filters(spec, depth + 1, camus_syntax, state))

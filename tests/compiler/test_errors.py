@@ -112,7 +112,7 @@ SPEC_CASES = [
     ("header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a, 16)\n", "declared bit<8> but the pragma says 16", 3),
     ("header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)\n@pragma query_field_exact(h.a)\n", "declared as a query field twice", 4),
     ("header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)\n@pragma query_counter(c, 10)\n", "query_counter takes 3 arguments", 4),
-    ("header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)\n@pragma query_counter(c, 0, 1)\n", "window and size must be positive", 4),
+    ("header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)\n@pragma query_counter(c, -1, 1)\n", "window 0 (never resets) or positive", 4),
     ("header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)\n@pragma udp_port(70000)\n", "udp_port needs ports in 1..65535", 4),
     ("header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)\n@pragma message_framing(tcp)\n", "unknown framing 'tcp'", 4),
     ("header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)\n@pragma query_type(h.a, float)\n", "query_type needs a query field and a type", 4),

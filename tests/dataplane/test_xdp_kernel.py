@@ -206,3 +206,30 @@ def test_range_layouts_at_every_boundary(programs, layout) -> None:
             check_packet(prog, compiled, contents, interp, build_packet(spec, [message_from_text(spec, f"f2={v}")]))
     finally:
         prog.remove(contents)
+
+
+def test_every_n_in_the_kernel() -> None:
+    """every(n) in the kernel, message by message (twelve to a packet, counted in order): the
+    same deliveries as the reference filters, so exactly every tenth GOOGL message."""
+    from camus.compiler.semantics.filter_eval import FilterEvaluator
+    from tests.compiler.test_every import ITCH, RULES, SEQ, feed, stock_of
+    spec = parse_spec(ITCH + SEQ, "itch.p4")
+    compiled = compile_rules(spec, RULES)
+    direct = FilterEvaluator(compiled.rules, compiled.lowered)
+    prog = XdpProgram.load(spec, LIMITS)
+    try:
+        contents = install(prog, compiled)
+        msgs = feed(spec)
+        to_port1 = []
+        for start in range(0, len(msgs), 12):
+            batch = msgs[start:start + 12]
+            got = prog.classify(build_packet(spec, batch))
+            for i, m in enumerate(batch):
+                ports = contents.ports_of(got.messages[i][2])
+                assert sorted(ports) == sorted(direct.run(m).ports), start + i
+                if 1 in ports:
+                    to_port1.append(start + i)
+        assert to_port1 == [i for i in range(len(msgs)) if stock_of(i) == "GOOGL"][9::10]
+    finally:
+        prog.remove(contents)
+        prog.close()
