@@ -253,6 +253,7 @@ struct camus_scratch {
     __u32 empty;                /* framed messages that go nowhere (skipped or no ports) */
     __u32 nsvars;               /* state variables in use */
     __u32 uend;                 /* from the packet start: where the UDP datagram ends */
+    __u32 bypass;               /* over budget: this packet's messages go by the cover */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];   /* bit-vector stage: each message's
                                                                 ports (no leaf state holds them) */
@@ -263,6 +264,37 @@ BPF_PERCPU_ARRAY(ring, struct camus_pkt, CAMUS_RING);
 BPF_ARRAY(ports_cfg, struct camus_port, 64 * CAMUS_PORT_WORDS);
 BPF_DEVMAP(tx_ports, 64 * CAMUS_PORT_WORDS);                  /* port -> ifindex, for XDP_REDIRECT */
 BPF_PERCPU_ARRAY(port_stats, __u64, 64 * CAMUS_PORT_WORDS);   /* copies sent, per port */
+
+BPF_ARRAY(bypass, struct camus_bypass, 2);             /* [bank]: written with the bank's tables */
+BPF_PERCPU_ARRAY(overload, struct camus_overload, 1);
+
+/* Graceful degradation (SANDS): above the configured packet rate a packet skips exact filtering
+ * and its messages go to every port any rule forwards to, the cover of all filters: more copies,
+ * never a missing one. A token bucket per CPU refilled at the rate, holding 10 ms of it. */
+static __always_inline __u32 over_budget(void) {
+    __u32 pps = cfg_get(CAMUS_CFG_BYPASS_PPS);
+    __u32 zero = 0;
+    struct camus_overload *o = pps ? overload.lookup(&zero) : 0;
+    if (!o)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    __u64 elapsed = now - o->last_ns;
+    if (elapsed > 1000000000ULL)                 /* idle for a second: the bucket is full anyway */
+        elapsed = 1000000000ULL;
+    o->last_ns = now;
+    __u64 cap = (__u64)pps * 10;                 /* 10 ms of the rate, at least one packet */
+    if (cap < 1000)
+        cap = 1000;
+    __u64 tokens = o->milli_tokens + elapsed * pps / 1000000;
+    if (tokens > cap)
+        tokens = cap;
+    if (tokens < 1000) {
+        o->milli_tokens = tokens;
+        return 1;
+    }
+    o->milli_tokens = tokens - 1000;
+    return 0;
+}
 
 static __always_inline void count_port(__u32 port) {
     __u64 *c = port_stats.lookup(&port);
@@ -304,7 +336,19 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
 #endif
     struct camus_bv_out got = {};
     __u32 state;
-    if (s->root_desc.kind == CAMUS_KIND_BV) {
+    if (s->bypass) {
+        __u32 bank = (s->root & CAMUS_STATE_MASK) >= CAMUS_MAX_STATES / 2;
+        struct camus_bypass *b = bypass.lookup(&bank);
+        state = CAMUS_STATE_BV;                  /* its ports are in the scratch, as below */
+        count(CAMUS_STAT_BYPASS);
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
+            got.ports[w] = b ? b->ports[w] : 0;
+            s->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)][w] = got.ports[w];
+            if (got.ports[w])
+                got.flags = CAMUS_LEAF_PORTS;
+        }
+    } else if (s->root_desc.kind == CAMUS_KIND_BV) {
         state = CAMUS_STATE_BV;                  /* the matching terms' leaves, united */
         if (!bv_classify(&s->root_desc, s->root, s->v, &got))
             got.flags = 0;                       /* maps inconsistent: deliver nothing */
@@ -427,7 +471,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->ports[w] = s->acc.ports[w];
         __builtin_memcpy(pk->msg_state, s->msg_state, sizeof(pk->msg_state));   /* TC reads nmsgs */
-        if (s->root_desc.kind == CAMUS_KIND_BV)     /* no leaf state holds these messages' ports */
+        if (s->root_desc.kind == CAMUS_KIND_BV || s->bypass)   /* no leaf state holds these ports */
             __builtin_memcpy(pk->msg_ports, s->msg_ports, sizeof(pk->msg_ports));
     }
     __u32 seq = s->seq;
@@ -466,6 +510,7 @@ static __always_inline void begin_packet(struct camus_scratch *s) {
     s->skipped = 0;
     s->empty = 0;
     s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
+    s->bypass = over_budget();
 }
 
 /*@CAMUS_ATTRS_H@*/

@@ -49,6 +49,7 @@
 #define CAMUS_STAT_LOCAL        7   /* packets trimmed for this host's stack */
 #define CAMUS_STAT_REDIRECT     8   /* packets sent straight from XDP to their one port */
 #define CAMUS_STAT_OVERFLOW     9   /* batches of more messages than classified: to the stack */
+#define CAMUS_STAT_BYPASS      10   /* messages sent by the cover under overload, not filtered */
 #define CAMUS_STAT_MAX          12
 
 /* cfg[] indices */
@@ -57,6 +58,8 @@
 #define CAMUS_CFG_RECORD        2   /* 1: record per-message results (tests, explain) */
 #define CAMUS_CFG_NSVARS        3   /* state variables in use (0: skip the windows) */
 #define CAMUS_CFG_REDIRECT      4   /* 1: one-port packets leave by XDP_REDIRECT, not TC */
+#define CAMUS_CFG_BYPASS_PPS    6   /* packets/s per CPU above which messages skip exact filtering
+                                       and go to every subscribed port (0: never) */
 #define CAMUS_CFG_TC            5   /* 1: TC programs replicate (and count) delivering packets;
                                        0: they go to this host's stack, XDP counts their rules */
 #define CAMUS_CFG_MAX           8
@@ -131,6 +134,15 @@ struct camus_svar {          /* one state variable's tumbling window */
     __u64 window;            /* index of the current window */
     __u64 count;
     __u64 sum;
+};
+
+struct camus_bypass {        /* per bank: every port a rule forwards to (the cover of all filters) */
+    __u64 ports[CAMUS_PORT_WORDS];
+};
+
+struct camus_overload {      /* per CPU: a token bucket in thousandths of a packet */
+    __u64 last_ns;
+    __u64 milli_tokens;
 };
 
 struct camus_svar_cfg {

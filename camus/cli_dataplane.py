@@ -113,6 +113,26 @@ def register(main: click.Group) -> None:
 
     @main.command()
     @click.argument("iface")
+    @click.option("--bypass-pps", type=click.IntRange(0, 0xFFFFFFFF), required=True,
+                  help="Packets per second per CPU above which filtering is bypassed; 0 turns it off.")
+    def overload(iface: str, bypass_pps: int) -> None:
+        """Graceful degradation under overload (SANDS): above the rate, IFACE stops exact filtering.
+
+        Each CPU keeps a token bucket (10 ms of the rate). A packet over it is not classified:
+        its messages go to every port any rule forwards to (the cover of all filters), so
+        subscribers get more than they asked for, never less. `stats` counts them as
+        `bypassed` (messages). Takes effect at once; survives `update`.
+        """
+        from camus.dataplane import runtime
+        try:
+            runtime.set_bypass_pps(iface, bypass_pps)
+        except DataplaneError as exc:
+            _fail(exc)
+        click.echo(f"{iface}: filtering bypassed above {bypass_pps} packets/s per CPU" if bypass_pps else
+                   f"{iface}: overload bypass off (every packet filtered exactly)")
+
+    @main.command()
+    @click.argument("iface")
     def detach(iface: str) -> None:
         """Remove camus-xdp from IFACE: the interface is back as it was."""
         from camus.dataplane import runtime

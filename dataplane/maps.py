@@ -124,12 +124,12 @@ class SvarCfg(ctypes.Structure):
 
 
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm", "leaf", "updates", "svars",
-             "svar_cfg", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
+             "svar_cfg", "bypass", "overload", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
              "tc_progs", "tx_ports", "leaf_hits", "bv_bits", "bv_segs", "bv_acc")
 OPTIONAL_MAPS = ("labels", "topic_work")     # only in programs whose spec has topic fields
-CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC = 0, 1, 2, 3, 4, 5
+CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC, CFG_BYPASS_PPS = 0, 1, 2, 3, 4, 5, 6
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
-              "local", "redirected", "overflow")
+              "local", "redirected", "overflow", "bypassed")
 
 
 class MapError(OSError):
@@ -293,6 +293,7 @@ class MapSet:
         for k, (window_ns, fn, fld, modulus) in enumerate(c.svar_cfg):
             self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld, modulus))
         self.cfg(CFG_NSVARS, len(c.svar_cfg))
+        self.update("bypass", ctypes.c_uint32(c.label_bank), (ctypes.c_uint64 * PORT_WORDS)(*c.cover_ports))
         self.cfg(CFG_ROOT, c.root)
 
     def write_ports(self, bits: list[object], specs: dict) -> None:

@@ -26,7 +26,7 @@ from camus.compiler.backends.ebpf_tables import MapContents, map_contents
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
-from .maps import CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
+from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .program import DataplaneError, XdpProgram, require_root
 
 PIN_ROOT = Path("/sys/fs/bpf/camus")
@@ -478,6 +478,15 @@ def stats(iface: str) -> dict[str, int]:
             for port, n in zip(bits, maps.port_stats(len(bits))):
                 out[f"port {port}"] = n
         return out
+    finally:
+        maps.close()
+
+
+def set_bypass_pps(iface: str, pps: int) -> None:
+    """Overload bypass (bpf/camus_xdp.c over_budget): above `pps` packets/s per CPU, 0 = never."""
+    maps = MapSet.from_pins(load_installed(iface).pins)
+    try:
+        maps.cfg(CFG_BYPASS_PPS, pps)
     finally:
         maps.close()
 

@@ -48,6 +48,7 @@ class MapContents:
     leaf_rules: dict[int, tuple[int, ...]] = field(default_factory=dict)            # state -> counted rules it matched
     svar_cfg: list[tuple[int, int, int, int]] = field(default_factory=list)    # window_ns, fn, field, modulus
     ports: list[object] = field(default_factory=list)                               # bit i -> logical port
+    cover_ports: tuple[int, ...] = ()           # port words of every port a rule forwards to: the overload bypass
     xslot_count: int = 0                                                            # slots used, holes included
     bounds_base: int = 0                                                            # first bounds[] index
     rnodes_base: int = 0                                                            # first rnodes[] index
@@ -55,7 +56,7 @@ class MapContents:
     bank: int = 0
     labels: dict[tuple[int, bytes], int] = field(default_factory=dict)              # (var, level bytes) -> label id
     label_words: int = 0                                                            # 64-bit words of a label key
-    label_bank: int = 0                                                             # which half of `labels`
+    label_bank: int = 0                 # the bank the program derives from the root: which half of labels, bypass
     # the bit-vector stage (ebpf_bitvector.py): bitmaps as words; segments (mask, word, leaf
     # state, its port words, its flags with its plane, the next leaf's first segment, the leaf's
     # settled bit), the prefix planes, all of a bank in one bv_segs value
@@ -270,7 +271,8 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
 
     def ref(r: int) -> int:
         return r + dsub if r & RADIX_SUB else st(r)
-    out = MapContents(st(c.root), ports=c.ports, svar_cfg=c.svar_cfg, xslot_count=c.xslot_count + dx,
+    out = MapContents(st(c.root), ports=c.ports, svar_cfg=c.svar_cfg, cover_ports=c.cover_ports,
+                      xslot_count=c.xslot_count + dx,
                       bounds_base=db, rnodes_base=dr, rsub_base=dsub,
                       bounds=[(keys, tuple(st(v) if leaf else v + db for v in vals), n, leaf)
                               for keys, vals, n, leaf in c.bounds],
@@ -391,6 +393,10 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
         out.leaf[s] = (out.port_mask(a.ports), flags, a.group or 0)
         if a.rules:
             out.leaf_rules[s] = a.rules
+    forwarded: set[Any] = set()
+    for a in p.leaves.values():
+        forwarded.update(a.ports)
+    out.cover_ports = out.port_mask(tuple(forwarded))
     for s, ups in p.state_updates.items():
         mask = 0
         for k in ups:

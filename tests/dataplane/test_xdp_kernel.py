@@ -233,3 +233,38 @@ def test_every_n_in_the_kernel() -> None:
     finally:
         prog.remove(contents)
         prog.close()
+
+
+def test_overload_bypass_over_delivers_only_and_is_counted() -> None:
+    """Above the rate, packets skip filtering: their messages go to every port a rule forwards
+    to (never fewer than the filters give), counted as `bypassed`; rate 0 filters all again."""
+    from camus.dataplane.maps import CFG_BYPASS_PPS
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    compiled = compile_rules(spec, "stock == GOOGL : fwd(1)\nstock == AAPL and price > 50 : fwd(2)\n"
+                                   "stock == IBM : drop\n")
+    interp = PipelineInterpreter(compiled.pipeline)
+    prog = XdpProgram.load(spec, LIMITS)
+    try:
+        contents = install(prog, compiled)
+        everyone = {1, 2}
+        batch = [message_from_text(spec, t) for t in ("stock=GOOGL price=1", "stock=AAPL price=10", "stock=MSFT")]
+        pkt = build_packet(spec, batch)
+        want = [set(interp.run(m).actions.ports) for m in batch]
+        prog.maps.cfg(CFG_BYPASS_PPS, 1000)           # a bucket of 10 packets, refilled at 1/ms
+        before = prog.stats()["bypassed"]
+        exact = bypassed = 0
+        for _ in range(60):
+            got = [set(contents.ports_of(m[2])) for m in prog.classify(pkt).messages]
+            if got == want:
+                exact += 1
+            else:
+                assert got == [everyone] * 3        # the cover: more, never less
+                bypassed += 1
+        assert exact >= 10 and bypassed >= 20, (exact, bypassed)
+        assert prog.stats()["bypassed"] - before == 3 * bypassed
+        prog.maps.cfg(CFG_BYPASS_PPS, 0)
+        for _ in range(20):
+            assert [set(contents.ports_of(m[2])) for m in prog.classify(pkt).messages] == want
+    finally:
+        prog.remove(contents)
+        prog.close()
