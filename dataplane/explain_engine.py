@@ -13,7 +13,7 @@ from camus.compiler.backends.ebpf_bitvector import STATE_BV
 from camus.compiler.backends.ebpf_tables import LEAF_DROP, LEAF_CALL, map_contents
 from camus.compiler.compile import Compiled
 from camus.compiler.semantics.interpreter import Step
-from camus.compiler.codec.packets import build_packet, decode_packet
+from camus.compiler.codec.packets import build_packet, packet_addresses, decode_packet
 from camus.compiler.ir.pipeline import ActionSet
 
 from .program import PacketResult, XdpProgram
@@ -66,7 +66,8 @@ class XdpEngine:
         self._answers: dict[bytes, deque[PacketResult]] = defaultdict(deque)
 
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
-        return self._per_message(self.prog.classify(build_packet(self.c.spec, [values])))[0]
+        frame = build_packet(self.c.spec, [values], **packet_addresses(self.c.spec, values))
+        return self._per_message(self.prog.classify(frame))[0]
 
     def run_packet(self, frame: bytes) -> list[tuple[ActionSet, list[Step] | None]]:
         """The frame itself through the kernel program: per framed message, its verdict."""

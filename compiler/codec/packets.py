@@ -239,6 +239,20 @@ def encode_message(spec: Spec, values: dict[str, int]) -> bytes:
     return bytes(buf)
 
 
+def packet_addresses(spec: Spec, values: dict[str, int]) -> dict[str, str]:
+    """build_packet's address arguments for the packet-level query fields a message's values
+    give (ipv4.dst = 10.1.0.1 -> dst_ip="10.1.0.1"), so one message becomes the packet it means."""
+    out: dict[str, str] = {}
+    where = {(Role.IPV4, 96, 32): "src_ip", (Role.IPV4, 128, 32): "dst_ip",
+             (Role.IPV6, 64, 128): "src_ip", (Role.IPV6, 192, 128): "dst_ip"}
+    for q in spec.query_fields:
+        arg = where.get((q.role, q.offset, q.width))
+        if arg is not None and q.path in values:
+            out[arg] = str(ipaddress.ip_address(values[q.path]) if q.width == 32 else
+                           ipaddress.IPv6Address(values[q.path]))
+    return out
+
+
 def build_packet(spec: Spec, messages: list[dict[str, int]], *, src_ip: str = "10.0.0.1",
                  dst_ip: str = "10.0.0.2", dst_port: int | None = None, sequence: int = 1,
                  src_mac: bytes = b"\x02\x00\x00\x00\x00\x01",

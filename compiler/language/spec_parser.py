@@ -87,6 +87,8 @@ class _Pragma:
 
 
 def _parse_pragma_text(text: str, pos: Position) -> _Pragma:
+    # a trailing `// comment` (outside quotes) is not part of the pragma, even with parentheses
+    text = re.sub(r'^((?:[^"/]|"[^"]*"|/(?!/))*)//.*$', r"\1", text)
     m = re.match(r"@pragma\s+(\w+)\s*(?:\((.*)\)|(.*))\s*;?\s*$", text.strip())
     if not m:
         raise CompileError("malformed pragma", pos, "@pragma name(args)")

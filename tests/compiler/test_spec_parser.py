@@ -68,3 +68,9 @@ def test_other_p4_is_skipped() -> None:
     """)
     assert [q.path for q in spec.query_fields] == ["h.b"]
     assert spec.query_fields[0].offset == 8
+
+
+def test_a_comment_after_a_pragma_is_not_part_of_it() -> None:
+    spec = parse_spec('header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)  // (not, an arg)\n'
+                      '@pragma query_counter(seq, 0, 4)   // every(n) (see rules): endless\n', "c.p4")
+    assert [q.path for q in spec.query_fields] == ["h.a"] and spec.counters[0].window_us == 0
