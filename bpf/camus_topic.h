@@ -32,9 +32,6 @@ struct camus_topic_work {
 BPF_HASH(labels, struct camus_label_key, __u64, CAMUS_MAX_LABELS);
 BPF_PERCPU_ARRAY(topic_work, struct camus_topic_work, 1);
 
-static __always_inline __u32 camus_label_bank(__u32 root) {   /* as ebpf_tables.map_contents */
-    return (root & CAMUS_STATE_MASK) >= CAMUS_MAX_STATES / 2;
-}
 
 /* 0x80 in every byte of x that is zero, nothing elsewhere (no false positives). */
 static __always_inline __u64 zero_bytes(__u64 x) {

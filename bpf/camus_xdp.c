@@ -63,6 +63,12 @@ static __always_inline __u32 cfg_get(__u32 idx) {
     return v ? *v : 0;
 }
 
+/* Which half of the maps the root's table set lives in (as ebpf_tables.map_contents): the
+ * per-bank values written beside the tables (topic labels, the bypass cover) are indexed by it. */
+static __always_inline __u32 camus_bank(__u32 root) {
+    return (root & CAMUS_STATE_MASK) >= CAMUS_MAX_STATES / 2;
+}
+
 /* Unsigned a <= b, without a branch (branches per key would multiply the verifier's paths). */
 static __always_inline __u32 le64(__u64 a, __u64 b) {
     __u64 borrow = ((~b & a) | ((~b | a) & (b - a))) >> 63;      /* 1 when b < a */
@@ -337,7 +343,7 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     struct camus_bv_out got = {};
     __u32 state;
     if (s->bypass) {
-        __u32 bank = (s->root & CAMUS_STATE_MASK) >= CAMUS_MAX_STATES / 2;
+        __u32 bank = camus_bank(s->root);
         struct camus_bypass *b = bypass.lookup(&bank);
         state = CAMUS_STATE_BV;                  /* its ports are in the scratch, as below */
         count(CAMUS_STAT_BYPASS);
@@ -541,7 +547,7 @@ int camus_msg(struct xdp_md *ctx) {
     s->index = index + 1;
     if (len >= CAMUS_MSG_BYTES && msg + CAMUS_MSG_BYTES <= end && CAMUS_MSG_TYPE_OK(msg)) {
         camus_message_fields(s->v, msg);
-        CAMUS_READ_TOPICS(s->v, msg, camus_label_bank(s->root));
+        CAMUS_READ_TOPICS(s->v, msg, camus_bank(s->root));
         deliver(s, index);
     } else {                                /* other message types: framed, not filtered */
         s->empty++;
@@ -654,7 +660,7 @@ int camus_xdp(struct xdp_md *ctx) {
     s->nmsgs = 1;
     if (CAMUS_MSG_TYPE_OK(msg)) {
         camus_message_fields(s->v, msg);
-        CAMUS_READ_TOPICS(s->v, msg, camus_label_bank(s->root));
+        CAMUS_READ_TOPICS(s->v, msg, camus_bank(s->root));
         deliver(s, 0);
     } else {
         s->empty++;

@@ -65,6 +65,10 @@ class XdpEngine:
         # predicates would otherwise see it twice), identical frames in order.
         self._answers: dict[bytes, deque[PacketResult]] = defaultdict(deque)
 
+    def close(self) -> None:
+        """Unload the program (its maps go with it)."""
+        self.prog.close()
+
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
         frame = build_packet(self.c.spec, [values], **packet_addresses(self.c.spec, values))
         return self._per_message(self.prog.classify(frame))[0]

@@ -80,9 +80,9 @@ def test_every_app_delivers_its_corpus_on_every_back_end(path: Path, layer: str)
             got = _names(eng.run(message_from_text(c.spec, text), 0)[0])
             assert got == want, f"{path.name}:{line}: {text} -> {got} via {layer}, corpus says {want}"
     finally:
-        prog = getattr(eng, "prog", None)
-        if prog is not None:
-            prog.close()
+        close = getattr(eng, "close", None)        # the kernel engine unloads its program
+        if close is not None:
+            close()
 
 
 def test_every_app_has_a_corpus() -> None:

@@ -203,8 +203,14 @@ class _Parser:
         count modulo n), so it shares the windows, the covers and the last-hop placement."""
         self.i += 1
         ntok = self.take()
-        if ntok[0] != "num" or "." in ntok[1] or not 1 <= parse_int(ntok[1]) <= 0xFFFFFFFF:
+        n = parse_int(ntok[1]) if ntok[0] == "num" and "." not in ntok[1] else 0
+        if not 1 <= n <= 0xFFFFFFFF:
             raise self.fail(ntok, "a whole number n >= 1 in every(n): one message out of n")
+        fn = StateFn("every", Attr("", tok[2]), self.counter_arg("every"), tok[2], n)
+        return Rel(fn, "==", Const("int", 0, None, "0", tok[2]), tok[2])
+
+    def counter_arg(self, fn: str) -> str | None:
+        """A state function's optional `, COUNTER` and its closing parenthesis."""
         counter = None
         if self.peek()[1] == ",":
             self.i += 1
@@ -212,9 +218,8 @@ class _Parser:
             if ctok[0] != "id":
                 raise self.fail(ctok, "a counter name declared by query_counter")
             counter = ctok[1]
-        self.expect(")", "')' to close every(")
-        fn = StateFn("every", Attr("", tok[2]), counter, tok[2], parse_int(ntok[1]))
-        return Rel(fn, "==", Const("int", 0, None, "0", tok[2]), tok[2])
+        self.expect(")", f"')' to close {fn}(")
+        return counter
 
     def relation(self, tok: tuple[str, str, int]) -> Rel:
         left: Attr | StateFn
@@ -225,15 +230,7 @@ class _Parser:
             field = self.take()
             if field[0] != "id":
                 raise self.fail(field, f"a field name inside {tok[1]}(...)")
-            counter = None
-            if self.peek()[1] == ",":
-                self.i += 1
-                ctok = self.take()
-                if ctok[0] != "id":
-                    raise self.fail(ctok, "a counter name declared by query_counter")
-                counter = ctok[1]
-            self.expect(")", f"')' to close {tok[1]}(")
-            left = StateFn(tok[1], Attr(field[1], field[2]), counter, tok[2])
+            left = StateFn(tok[1], Attr(field[1], field[2]), self.counter_arg(tok[1]), tok[2])
         else:
             left = Attr(tok[1], tok[2])
         optok = self.take()

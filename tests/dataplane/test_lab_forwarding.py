@@ -107,25 +107,24 @@ def start_capture(port: int, secs: float) -> subprocess.Popen:
     return p
 
 
-@pytest.mark.parametrize("mode,redirect", [("native", False), ("generic", False), ("native", True)])
-def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirect: bool) -> None:
-    spec = load_spec(APPS / "itch" / "itch.p4")
-    compiled = compile_rules(spec, RULES, options=CompileOptions(count_rules=64))
-    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab),
-                   xdp_redirect=redirect)
+def lab_feed(spec, interp, seed: int, n_packets: int) -> tuple[list[bytes], dict]:
+    """The lab's ITCH feed to the broker's interface, and per port what the IR says it must get."""
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
-    interp = PipelineInterpreter(compiled.pipeline)
-    frames, want = itch_feed(spec, interp, random.Random(11), 60, ["GOOGL", "AAPL", "MSFT", "TSLA", "JUNK", "IBM"],
-                             {1: [], 2: [], 3: [], 4: []}, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2")
+    return itch_feed(spec, interp, random.Random(seed), n_packets, ["GOOGL", "AAPL", "MSFT", "TSLA", "JUNK", "IBM"],
+                     {1: [], 2: [], 3: [], 4: []}, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2")
+
+
+def publish_and_capture(spec, frames: list[bytes]) -> dict[int, list[int]]:
+    """Send the frames from the publisher; per port, the order references its capture got (each
+    interface copy checked: it decodes and its IP length was fixed after pruning)."""
     caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
     subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
                    input=" ".join(f.hex() for f in frames), text=True, check=True)
     got = {}
     for p, proc in caps.items():
         out, _ = proc.communicate(timeout=10)
-        packets = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
         refs = []
-        for pkt in packets:
+        for pkt in (bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])):
             if p in (3, 4):
                 refs += mold_order_refs(pkt)                      # a real UDP socket got it
             else:
@@ -134,6 +133,18 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirec
                 assert int.from_bytes(pkt[14 + 2:14 + 4], "big") == len(pkt) - 14   # IP length fixed
                 refs += mold_order_refs(pkt[14 + 20 + 8:])
         got[p] = refs
+    return got
+
+
+@pytest.mark.parametrize("mode,redirect", [("native", False), ("generic", False), ("native", True)])
+def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirect: bool) -> None:
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    compiled = compile_rules(spec, RULES, options=CompileOptions(count_rules=64))
+    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab),
+                   xdp_redirect=redirect)
+    interp = PipelineInterpreter(compiled.pipeline)
+    frames, want = lab_feed(spec, interp, 11, 60)
+    got = publish_and_capture(spec, frames)
     for p in (*SUBS, 4):
         assert sorted(got[p]) == sorted(want[p]), f"subscriber {p}"
         assert want[p], f"the feed should have something for subscriber {p}"
@@ -240,17 +251,9 @@ def test_overload_bypass_over_delivers_and_counts(lab: Path) -> None:
     cli = Path(sys.executable).parent / "camus-xdp"
     out = sh(str(cli), "overload", BRK, "--bypass-pps", "100").stdout
     assert "bypassed above 100 packets/s per CPU" in out
-    brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
-    interp = PipelineInterpreter(compiled.pipeline)
-    frames, want = itch_feed(spec, interp, random.Random(5), 80, ["GOOGL", "AAPL", "MSFT", "TSLA", "JUNK", "IBM"],
-                             {1: [], 2: [], 3: [], 4: []}, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2")
-    caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
-    subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
-                   input=" ".join(f.hex() for f in frames), text=True, check=True)
+    frames, want = lab_feed(spec, PipelineInterpreter(compiled.pipeline), 5, 80)
     extra = 0
-    for p, proc in caps.items():
-        packets = [bytes.fromhex(h) for h in json.loads(proc.communicate(timeout=10)[0].strip().splitlines()[-1])]
-        refs = [r for pkt in packets for r in mold_order_refs(pkt if p in (3, 4) else pkt[14 + 20 + 8:])]
+    for p, refs in publish_and_capture(spec, frames).items():
         assert len(refs) == len(set(refs)), f"subscriber {p}: a message twice"
         assert set(want[p]) <= set(refs), f"subscriber {p} missed {sorted(set(want[p]) - set(refs))[:10]}"
         extra += len(set(refs) - set(want[p]))
