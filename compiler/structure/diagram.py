@@ -127,6 +127,56 @@ class DiagramBuilder:
             h ^= k
         return self._build(0, alive, h)
 
+    # -- persistent terms (live_diagram.py: the top level kept between changes) ----------------
+    def keep_terms(self, order: list[int]) -> None:
+        """Hold terms between calls (`add_term`/`remove_term`) instead of per `build`: a
+        live diagram changes a term at a time and rebuilds below its top level with
+        `build_below`. The memo survives when the order is the one it was built for."""
+        self._order = list(order)
+        self._level_of = {v: i for i, v in enumerate(order)}
+        self._cons, self._last, self._atoms, self._keys = [], [], [], []
+        self._free: list[int] = []
+        if tuple(order) != self._memo_order:
+            self._memo, self._leaf_memo = {}, {}
+        self._memo_order = tuple(order)
+
+    def add_term(self, cons: Term, atoms: frozenset[Atom], key: int) -> int:
+        """Store one term under its content key; returns its slot."""
+        by_level = {self._level_of[v]: iset for v, iset in cons.items()}
+        last = max(by_level) if by_level else -1
+        if self._free:
+            t = self._free.pop()
+            self._cons[t], self._last[t], self._atoms[t], self._keys[t] = by_level, last, atoms, key
+        else:
+            t = len(self._cons)
+            self._cons.append(by_level)
+            self._last.append(last)
+            self._atoms.append(atoms)
+            self._keys.append(key)
+        return t
+
+    def remove_term(self, t: int) -> None:
+        self._cons[t], self._last[t], self._atoms[t], self._keys[t] = {}, -1, frozenset(), 0
+        self._free.append(t)
+
+    def term_top(self, t: int) -> Any:
+        """A stored term's interval set at the top level (None: unconstrained there)."""
+        return self._cons[t].get(0)
+
+    def term_key(self, t: int) -> int:
+        return self._keys[t]
+
+    def build_below(self, alive: list[int], key: int) -> int:
+        """The sub-diagram below the top level for the stored terms `alive` (whose keys xor to
+        `key`), from the memo when it holds it."""
+        return self._build(1, alive, key)
+
+    def branch(self, var: int, edges: tuple[tuple[int, int, int], ...]) -> int:
+        """The node for these edges (one child: that child), hash-consed."""
+        if len(edges) == 1:
+            return edges[0][2]
+        return self._intern(Branch(var, edges))
+
     def _leaf_for(self, alive: list[int]) -> int:
         atoms: set[Atom] = set()
         for t in alive:
