@@ -85,6 +85,11 @@ class IncrementalCompiler:
         self._variables = [Variable(i, q.path, q.width, q.kind, field=q) for i, q in enumerate(self.spec.query_fields)]
         self._widths = [v.width for v in self._variables]
 
+    @property
+    def variables(self) -> list[Variable]:
+        """The compiler's variables (the spec's query fields, in order): the live path's tables."""
+        return self._variables
+
     def _simple(self) -> bool:
         o = self.options
         return o.alpha <= 1 and o.count_rules == 0      # (exact_rules only matter with alpha > 1)

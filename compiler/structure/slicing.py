@@ -63,7 +63,7 @@ def reachable(builder: DiagramBuilder, root: int) -> list[int]:
     return sorted(seen)
 
 
-def _exact_shape(edges: tuple[Any, ...]) -> int | None:
+def exact_shape(edges: tuple[Any, ...]) -> int | None:
     """The default child if the edges are points plus one default, else None."""
     rest = {c for lo, hi, c in edges if lo != hi}
     if len(rest) > 1:
@@ -114,6 +114,26 @@ def _lpm_entries(state: int, edges: tuple[Any, ...], width: int) -> list[Entry]:
     return out
 
 
+def table_kind(kind: MatchKind, defaults: Collection[int | None]) -> str:
+    """A field table's match kind: the spec's, or for AUTO fields exact only if every state
+    tests equality alone (`exact_shape` gave each a default)."""
+    got = {MatchKind.EXACT: "exact", MatchKind.RANGE: "range", MatchKind.LPM: "lpm"}.get(kind)
+    if got is None:
+        got = "exact" if all(d is not None for d in defaults) else "range"
+    if got == "exact" and any(d is None for d in defaults):
+        got = "range"    # unreachable for EXACT fields: the language only allows == and !=
+    return got
+
+
+def state_entries(kind: str, nid: int, edges: tuple[Any, ...], width: int, default: int | None) -> list[Entry]:
+    """One state's entries in a table of `kind` (its edges; `default`: exact_shape's)."""
+    if kind == "exact":
+        return _exact_entries(nid, edges, default)  # type: ignore[arg-type]
+    if kind == "lpm":
+        return _lpm_entries(nid, edges, width)
+    return [Entry(nid, ("range", lo, hi), c) for lo, hi, c in edges if c != EMPTY_LEAF]
+
+
 def _compress(table: FieldTable, branches: dict[int, Branch], max_codes: int) -> None:
     """Replace raw values by small codes when the field has few distinct boundaries."""
     if table.kind == "exact":
@@ -162,21 +182,11 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
         if not branches:
             continue
         v = lowered.variables[var]
-        kind = {MatchKind.EXACT: "exact", MatchKind.RANGE: "range", MatchKind.LPM: "lpm"}.get(v.kind)
-        defaults = {nid: _exact_shape(b.edges) for nid, b in branches.items()}
-        if kind is None:   # AUTO: exact only if every state tests equality alone
-            kind = "exact" if all(d is not None for d in defaults.values()) else "range"
-        if kind == "exact" and any(d is None for d in defaults.values()):
-            kind = "range"   # unreachable for EXACT fields: the language only allows == and !=
+        defaults = {nid: exact_shape(b.edges) for nid, b in branches.items()}
+        kind = table_kind(v.kind, defaults.values())
         entries: list[Entry] = []
         for nid in sorted(branches):
-            edges = branches[nid].edges
-            if kind == "exact":
-                entries += _exact_entries(nid, edges, defaults[nid])  # type: ignore[arg-type]
-            elif kind == "lpm":
-                entries += _lpm_entries(nid, edges, v.width)
-            else:
-                entries += [Entry(nid, ("range", lo, hi), c) for lo, hi, c in edges if c != EMPTY_LEAF]
+            entries += state_entries(kind, nid, branches[nid].edges, v.width, defaults[nid])
         table = FieldTable(v.name, var, kind, v.width, sorted(branches), entries,
                            field=v.field.path if v.field else None,
                            state_var=(var - len(lowered.spec.query_fields)) if v.state else None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from camus.compiler.structure.diagram import Branch, DiagramBuilder, Leaf
-from camus.compiler.structure.slicing import _exact_shape
+from camus.compiler.structure.slicing import exact_shape
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class BinaryBdd:
         return out
 
     def _chain(self, node: Branch) -> int:
-        default = _exact_shape(node.edges)
+        default = exact_shape(node.edges)
         if default is not None:
             cur = self._convert(default)
             for lo, hi, child in reversed(node.edges):
