@@ -50,10 +50,10 @@ class PipelineDelta:
             tables[t.var] = FieldTable(t.name, t.var, t.kind, t.field_width, [s for s in t.states if s not in gone],
                                        [e for e in t.entries if e.state not in gone], t.field, t.state_var)
         for s, rows in self.added.items():
-            t = tables.get(rows.var)
-            if t is None:
+            if rows.var not in tables:
                 name, width, path = names[rows.var]
-                t = tables[rows.var] = FieldTable(name, rows.var, rows.kind, width, [], [], path)
+                tables[rows.var] = FieldTable(name, rows.var, rows.kind, width, [], [], path)
+            t = tables[rows.var]
             t.states.append(s)
             t.entries.extend(rows.entries)
         for t in tables.values():

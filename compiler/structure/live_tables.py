@@ -123,13 +123,13 @@ class LiveTables:
         delta.leaves = leaves
         delta.removed = self._drop(self.root)
         for n in delta.removed:
-            a = self.leaf_actions.pop(n, None)      # type: ignore[assignment]
-            if a is not None and a.group is not None:
-                self.group_refs[a.group] -= 1
-                if not self.group_refs[a.group]:
-                    del self.group_refs[a.group]
-                    del self.group_of[a.ports]
-                    delta.dropped_groups.append(a.group)
+            gone = self.leaf_actions.pop(n, None)
+            if gone is not None and gone.group is not None:
+                self.group_refs[gone.group] -= 1
+                if not self.group_refs[gone.group]:
+                    del self.group_refs[gone.group]
+                    del self.group_of[gone.ports]
+                    delta.dropped_groups.append(gone.group)
         self.root = root
         return delta
 
