@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import Any
 
 from camus.compiler.backends.ebpf_bitvector import LEAF_COUNTED, SEG_PLANE_SHIFT
 from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_MASK, MapContents
@@ -194,6 +195,23 @@ class MapSet:
     def update(self, name: str, key: ctypes._CData, value: ctypes._CData) -> None:
         _check(self.lib.bpf_map_update_elem(self.fds[name], ctypes.byref(key), ctypes.byref(value), BPF_ANY),
                f"update {name}")
+
+    def update_many(self, name: str, key_type: type, value_type: type, items: list[tuple[Any, Any]]) -> None:
+        """Write many entries with one BPF_MAP_UPDATE_BATCH call (arrays and hashes since 5.6);
+        entry by entry where the map has no batch operation (an LPM trie)."""
+        if not items:
+            return
+        keys = (key_type * len(items))(*[k for k, _ in items])
+        values = (value_type * len(items))(*[v for _, v in items])
+        count = ctypes.c_uint32(len(items))
+        rc = self.lib.bpf_map_update_batch(self.fds[name], keys, values, ctypes.byref(count), None)
+        if rc == 0 and count.value == len(items):
+            return
+        errno = ctypes.get_errno()
+        if rc < 0 and errno not in (22, 95, 524):        # EINVAL, EOPNOTSUPP, ENOTSUPP: no batch here
+            raise MapError(errno, f"batch update {name}: {os.strerror(errno)}")
+        for k, v in items[count.value if rc == 0 else 0:]:
+            self.update(name, k, v)
 
     def delete(self, name: str, key: ctypes._CData) -> None:
         rc = self.lib.bpf_map_delete_elem(self.fds[name], ctypes.byref(key))

@@ -271,7 +271,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          0, contents.root, lines, _keys(contents),
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
-                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled, lines),
+                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled.options, lines),
                          list(bits) if bits is not None else None)
         _fault("attach:pinned")
         _save(inst)
@@ -371,12 +371,12 @@ def _rule_text(c: Compiled, rule) -> str:
     return strip_comment(c.source.line_text(rule.offset))
 
 
-def tables_key(c: Compiled, lines: list[str]) -> str:
+def tables_key(options: object, lines: list[str]) -> str:
     """The live tables are a function of the rules (`lines`, _rule_lines(c): comments and blank
     lines do not count), the options and the spec, which attach fixes: the compiler is
     deterministic (golden files), so an update with the same key would write the very entries
     the live bank holds."""
-    text = "\n".join(lines) + "\0" + repr(c.options)
+    text = "\n".join(lines) + "\0" + repr(options)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -428,7 +428,7 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     try:
         recover(inst, maps)
         lines = _rule_lines(compiled)
-        key = tables_key(compiled, lines)
+        key = tables_key(compiled.options, lines)
         if key == inst.tables_key and inst.pending is None:     # a refresh: nothing to write
             inst.rules = str(Path(rules_path).resolve())
             _save(inst)

@@ -238,6 +238,49 @@ def _decompress(t: FieldTable, entries: list[Entry]) -> list[tuple[int, MatchSpe
     return [(e.state, ("range", spans[e.match[1]][0], spans[e.match[2]][1]), e.next) for e in entries]
 
 
+Desc = tuple[int, int, int, int, int, int, int]     # kind, var, bits, default, base, count, mult
+
+
+def exact_state(s: int, var: int, entries: list[tuple[int, MatchSpec, int]], out: MapContents) -> Desc:
+    """One exact state's open-addressing slots, appended at out.xslot_count; its descriptor."""
+    default = 0
+    points: dict[int, int] = {}
+    for _, m, n in entries:
+        if m[0] == "exact":
+            points[m[1]] = n
+        else:
+            default = n
+    base = out.xslot_count
+    bits, mult, slots = _slot_table(s, points)
+    for i, item in enumerate(slots):
+        if item is not None:
+            out.xslots[base + i] = item
+    out.xslot_count = base + len(slots)
+    return (KIND["exact"], var, bits, default, base, 0, mult)
+
+
+def range_state(var: int, entries: list[tuple[int, MatchSpec, int]], width: int, out: MapContents) -> Desc:
+    """One range state's lookup structure (radix, direct or search tree) appended to out;
+    its descriptor."""
+    slice_: list[tuple[int, int]] = []
+    pos = 0
+    for _, m, n in sorted(entries, key=lambda e: e[1][1]):
+        lo, hi = m[1], m[2]
+        if lo > pos:
+            _put(slice_, pos, 0)             # a gap: nobody subscribed
+        _put(slice_, lo, n)
+        pos = hi + 1
+    if pos <= (1 << width) - 1:
+        _put(slice_, pos, 0)
+    return _range_desc(var, slice_, out)
+
+
+def lpm_key_of(s: int, m: MatchSpec, width: int) -> tuple[int, int, int]:
+    """The LPM trie key of a state's prefix entry: 32 bits of state, then the value."""
+    value, plen = m[1], m[2]
+    return (32 + plen, s, value << (64 - width))
+
+
 def map_contents(p: Pipeline, spec: Spec, limits: EbpfLimits | None = None,
                  ports: list[object] | None = None, bank: int | None = None) -> MapContents:
     """Map contents for the IR. With `bank` 0 or 1 the table set is placed in that half of
@@ -347,43 +390,24 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
         var = field_index[t.field] if t.field is not None else nf + t.state_var  # type: ignore[operator]
         entries = _decompress(t, t.entries)
         if t.kind == "exact":
-            defaults = {s: n for s, m, n in entries if m[0] == "any"}
-            per_state: dict[int, dict[int, int]] = {s: {} for s in t.states}
+            per_state: dict[int, list[tuple[int, MatchSpec, int]]] = {s: [] for s in t.states}
             for s, m, n in entries:
+                per_state[s].append((s, m, n))
                 if m[0] == "exact":
                     out.exact[(s, m[1])] = n
-                    per_state[s][m[1]] = n
             for s in sorted(per_state):
-                base = out.xslot_count
-                bits, mult, slots = _slot_table(s, per_state[s])
-                for i, item in enumerate(slots):
-                    if item is not None:
-                        out.xslots[base + i] = item
-                out.desc[s] = (KIND["exact"], var, bits, defaults.get(s, 0), base, 0, mult)
-                out.xslot_count = base + len(slots)
+                out.desc[s] = exact_state(s, var, per_state[s], out)
         elif t.kind == "range":
-            spans: dict[int, list[tuple[int, int, int]]] = {s: [] for s in t.states}
+            spans: dict[int, list[tuple[int, MatchSpec, int]]] = {s: [] for s in t.states}
             for s, m, n in entries:
-                spans[s].append((m[1], m[2], n))
-            top = (1 << t.field_width) - 1
+                spans[s].append((s, m, n))
             for s in sorted(spans):
-                slice_: list[tuple[int, int]] = []
-                pos = 0
-                for lo, hi, n in sorted(spans[s]):
-                    if lo > pos:
-                        _put(slice_, pos, 0)             # a gap: nobody subscribed
-                    _put(slice_, lo, n)
-                    pos = hi + 1
-                if pos <= top:
-                    _put(slice_, pos, 0)
-                out.desc[s] = _range_desc(var, slice_, out)
+                out.desc[s] = range_state(var, spans[s], t.field_width, out)
         else:
-            width = t.field_width
             for s in t.states:
                 out.desc[s] = (KIND["lpm"], var, 0, 0, 0, 0, 0)
             for s, m, n in entries:
-                value, plen = m[1], m[2]
-                out.lpm[(32 + plen, s, value << (64 - width))] = n
+                out.lpm[lpm_key_of(s, m, t.field_width)] = n
 
     if p.bitvector is not None:
         from .ebpf_bitvector import bitvector_contents

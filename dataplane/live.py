@@ -1,0 +1,219 @@
+"""Subscription changes into an attached interface's maps as deltas, in milliseconds.
+
+A long-lived process (the host agent, an edge broker) holds a `LiveClassifier` for an interface.
+It keeps the rule set in an `IncrementalCompiler`'s live diagram, follows the diagram's root
+with `LiveTables` and places states in one bank of the maps with an `EbpfLayout`. A change of
+a few subscriptions is then: the diagram below the symbols it touches rebuilt, the new states
+written under ids no live state uses (batched map writes), the root moved (one array write: a
+packet sees the old tables or the new ones), and the states no longer reachable cleared and
+reused once a grace period has passed (at a later change, or `close`).
+
+Taking over an attachment, and any change the live bank cannot hold (its space used up, a table
+kind the delta cannot keep, node ids renumbered after the compiler started afresh), writes the
+whole set into the other bank instead, flips to it and clears the old bank: the atomic update of
+`runtime.update`, which also compacts. What cannot take this path at all (state functions,
+per-rule counters, topic fields matched by labels) raises and stays with `camus-xdp update`.
+
+While a `LiveClassifier` holds an interface it owns its tables: the state file
+(/run/camus/IFACE.json) is brought up to date on whole writes, at most every SAVE_S seconds after
+changes, and on `close`; a process killed between leaves garbage in unreachable states of its
+bank, which the next whole write into that bank overwrites.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass
+
+from camus.compiler.backends.ebpf_delta import EbpfLayout, Held, MapDelta
+from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_FINAL, STATE_MASK, CapacityError, Desc
+from camus.compiler.backends.emit import BackendError
+from camus.compiler.compile import CompileOptions
+from camus.compiler.incremental import IncrementalCompiler, NotLive
+from camus.compiler.language.spec_parser import load_spec
+from camus.compiler.structure.live_tables import LiveTables, NeedsFullWrite
+from camus.compiler.structure.slicing import sort_ports
+
+from . import runtime
+from .maps import Bound, Leaf, MapSet, RNode, RSub, Slot, _lpm_key
+from .maps import Desc as CDesc
+from .program import DataplaneError, require_root
+
+SAVE_S = 10.0
+
+
+def _cdesc(d: Desc | None) -> CDesc:
+    if d is None:
+        return CDesc()
+    kind, var, bits, default, base, count, mult = d
+    return CDesc(kind, var, bits, 0, default, base, count, mult)
+
+
+def write_delta(maps: MapSet, md: MapDelta, descs: dict[int, Desc]) -> None:
+    """Write a delta's states (storage, descriptors, leaves), then move the root: nothing
+    reaches the new states before the last write."""
+    u32 = ctypes.c_uint32
+    maps.update_many("xslots", u32, Slot, [
+        (u32(i), Slot(v, n, 1, _cdesc(None if n & STATE_FINAL else descs.get(n & STATE_MASK))))
+        for i, (v, n) in md.xslots.items()])
+    maps.update_many("rnodes", u32, RNode, [(u32(i), RNode(*r)) for i, r in md.rnodes.items()])
+    maps.update_many("rsub", u32, RSub, [(u32(i), RSub(lo, b, last, shift)) for i, (lo, b, last, shift)
+                                         in md.rsub.items()])
+    maps.update_many("bounds", u32, Bound, [
+        (u32(i), Bound((ctypes.c_uint64 * 8)(*keys), (ctypes.c_uint32 * 8)(*vals), nkeys, leaf))
+        for i, (keys, vals, nkeys, leaf) in md.bounds.items()])
+    for (plen, s, v), nxt in md.lpm.items():
+        maps.update("lpm", _lpm_key(plen, s, v), u32(nxt))
+    maps.update_many("desc", u32, CDesc, [(u32(s), _cdesc(d)) for s, d in md.desc.items()])
+    maps.update_many("leaf", u32, Leaf, [(u32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*w), flags, group))
+                                         for s, (w, flags, group) in md.leaf.items()])
+    if md.cover is not None:
+        maps.update("bypass", u32(md.bank), (ctypes.c_uint64 * PORT_WORDS)(*md.cover))
+    maps.cfg(runtime.CFG_ROOT, md.root)
+
+
+def clear_states(maps: MapSet, held: list[Held]) -> None:
+    """Take out states no packet reaches any more: descriptors, leaves, LPM entries (storage
+    needs nothing: it is only read through a descriptor, and is overwritten when reused)."""
+    u32 = ctypes.c_uint32
+    maps.update_many("desc", u32, CDesc, [(u32(h.sid), CDesc()) for h in held if h.tests])
+    maps.update_many("leaf", u32, Leaf, [(u32(h.sid), Leaf()) for h in held if not h.tests])
+    for h in held:
+        for plen, s, v in h.lpm:
+            maps.delete("lpm", _lpm_key(plen, s, v))
+
+
+@dataclass
+class LiveReport:
+    added: int
+    removed: int
+    writes: int               # map entries written
+    compile_ms: float
+    write_ms: float
+    whole: bool = False       # a whole set was written into the other bank
+
+
+class LiveClassifier:
+    def __init__(self, iface: str, options: CompileOptions | None = None) -> None:
+        require_root()
+        self.iface = iface
+        self.inst = runtime.load_installed(iface)
+        spec = load_spec(self.inst.spec)
+        if any(q.width > 64 for q in spec.query_fields):
+            raise DataplaneError(f"{iface}: fields wider than 64 bits are matched by labels; "
+                                 "their changes go through `camus-xdp update`")
+        self.compiler = IncrementalCompiler(spec, options or CompileOptions(count_rules=self.inst.count_rules))
+        self.limits = self.inst.limits()
+        bits = self.inst.port_bits if self.inst.port_bits is not None else runtime._port_specs(self.inst.ports)[0]
+        self.fixed_ports = bits is not None
+        self.ports: list[object] = list(bits or [])
+        self.widths = {v.index: v.width for v in self.compiler.variables}
+        self.tables: LiveTables | None = None
+        self.layout: EbpfLayout | None = None
+        self.generation = -1
+        self._saved = 0.0
+        self.maps = MapSet.from_pins(self.inst.pins)
+        try:
+            runtime.recover(self.inst, self.maps)
+            root = self.compiler.change(list(self.inst.rule_lines), [])     # the installed rules
+            self._whole(root)
+        except NotLive as exc:
+            self.maps.close()
+            raise DataplaneError(f"{iface}: {exc}; use `camus-xdp update`") from None
+        except BaseException:
+            self.maps.close()
+            raise
+
+    # -- changes ----------------------------------------------------------------------------
+    def apply(self, added: list[str], removed: list[str]) -> LiveReport:
+        """Add and remove rule lines. A bad line or a removed line that is not live raises
+        (CompileErrors, KeyError) and nothing changes; a change that does not fit anywhere
+        raises DataplaneError and the old tables keep serving."""
+        assert self.tables is not None and self.layout is not None
+        t0 = time.perf_counter()
+        clear_states(self.maps, self.layout.reclaim())
+        root = self.compiler.change(added, removed)
+        t1 = time.perf_counter()
+        try:
+            if self.generation != self.compiler.generation:
+                raise NeedsFullWrite("the compiler started its diagram afresh")
+            delta = self.tables.move(root)
+            try:
+                md = self.layout.plan(delta, self.widths)
+            except (CapacityError, BackendError) as exc:
+                self.tables.move(delta.old_root)             # back where the maps are
+                if isinstance(exc, BackendError) and not isinstance(exc, CapacityError) and self.fixed_ports:
+                    raise
+                raise NeedsFullWrite(str(exc)) from None
+            write_delta(self.maps, md, self.layout.descs)
+            report = LiveReport(len(added), len(removed), md.writes(), (t1 - t0) * 1e3,
+                                (time.perf_counter() - t1) * 1e3)
+        except NeedsFullWrite:
+            try:
+                writes = self._whole(root)
+            except (CapacityError, BackendError) as exc:
+                self.compiler.change(removed, added)          # undo: the live lines are the old ones
+                raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
+            report = LiveReport(len(added), len(removed), writes, (t1 - t0) * 1e3,
+                                (time.perf_counter() - t1) * 1e3, whole=True)
+        except BackendError as exc:
+            self.compiler.change(removed, added)
+            raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
+        if time.monotonic() - self._saved > SAVE_S:
+            self._save()
+        return report
+
+    def _whole(self, root: int) -> int:
+        """Write the whole live set into the other bank, flip to it, clear the old bank."""
+        old_bank = self.layout.bank if self.layout is not None else self.inst.bank
+        tables = LiveTables(self.compiler.live.builder, self.compiler.variables)   # type: ignore[union-attr]
+        delta = tables.move(root)
+        ports = self.ports
+        if not self.fixed_ports:                     # no ports file: the rules' ports, in order
+            ports = list(sort_ports({p for a in delta.leaves.values() for p in a.ports}))
+        layout = EbpfLayout(self.limits, 1 - old_bank, ports)
+        md = layout.plan(delta, self.widths)
+        write_delta(self.maps, md, layout.descs)
+        time.sleep(runtime.GRACE_S)
+        if self.layout is not None:
+            clear_states(self.maps, self.layout.holding() + self.layout.reclaim(everything=True))
+        else:
+            self.maps.remove(runtime._contents_from_keys(self.inst.keys))
+        self.tables, self.layout, self.ports = tables, layout, ports
+        self.generation = self.compiler.generation
+        self._save()
+        return md.writes()
+
+    # -- the state file -----------------------------------------------------------------------
+    def _keys(self) -> dict[str, list]:
+        assert self.layout is not None
+        held = self.layout.holding()
+        return {"desc": sorted(h.sid for h in held if h.tests), "leaf": sorted(h.sid for h in held if not h.tests),
+                "xslots": sorted(i for h in held for region, off, size in h.storage if region == "xslots"
+                                 for i in range(off, off + size)),
+                "lpm": sorted(list(k) for h in held for k in h.lpm), "updates": [], "labels": [],
+                "label_bank": self.layout.bank, "label_words": 0}
+
+    def _save(self) -> None:
+        assert self.layout is not None
+        lines = sorted(self.compiler.live_slots)
+        self.inst.bank, self.inst.root, self.inst.keys = self.layout.bank, self.layout.root, self._keys()
+        self.inst.rule_lines, self.inst.tables_key = lines, runtime.tables_key(self.compiler.options, lines)
+        self.inst.pending = None
+        runtime._save(self.inst)
+        self._saved = time.monotonic()
+
+    def close(self) -> None:
+        """Clear what waits in quarantine, save the state file, release the maps."""
+        if self.layout is not None and self.maps.fds:
+            time.sleep(runtime.GRACE_S)
+            clear_states(self.maps, self.layout.reclaim(everything=True))
+            self._save()
+        self.maps.close()
+
+    def __enter__(self) -> "LiveClassifier":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
