@@ -196,7 +196,7 @@ class MapSet:
         _check(self.lib.bpf_map_update_elem(self.fds[name], ctypes.byref(key), ctypes.byref(value), BPF_ANY),
                f"update {name}")
 
-    def update_many(self, name: str, key_type: type, value_type: type, items: list[tuple[Any, Any]]) -> None:
+    def update_many(self, name: str, key_type: Any, value_type: Any, items: list[tuple[Any, Any]]) -> None:
         """Write many entries with one BPF_MAP_UPDATE_BATCH call (arrays and hashes since 5.6);
         entry by entry where the map has no batch operation (an LPM trie)."""
         if not items:
