@@ -18,10 +18,9 @@ from typing import Any
 
 from ..ir.delta import PipelineDelta, StateRows
 from ..ir.pipeline import ActionSet, Pipeline
-from ..language.spec import MatchKind
 from ..logic.lowering import Variable
 from .diagram import EMPTY_LEAF, Branch, DiagramBuilder, Leaf
-from .slicing import exact_shape, leaf_action, state_entries
+from .slicing import exact_shape, leaf_action, state_entries, table_kind
 
 
 class NeedsFullWrite(Exception):
@@ -40,12 +39,17 @@ class LiveTables:
         self.next_group = 1
         self.leaf_actions: dict[int, ActionSet] = {}
 
-    def _kind(self, var: int) -> str:
-        got = self.kinds.get(var)
-        if got is None:
-            v = self.variables[var]
-            got = self.kinds[var] = {MatchKind.EXACT: "exact", MatchKind.LPM: "lpm"}.get(v.kind, "range")
-        return got
+    def _settle_kinds(self, born: list[int]) -> None:
+        """Fix the kind of each table that gets its first states now, as slicing does for a
+        whole set: the spec's, or for an AUTO field exact if every such state tests equality."""
+        nodes = self.builder.nodes
+        first: dict[int, list[int | None]] = {}
+        for n in born:
+            node = nodes[n]
+            if isinstance(node, Branch) and node.var not in self.kinds:
+                first.setdefault(node.var, []).append(exact_shape(node.edges))
+        for var, defaults in first.items():
+            self.kinds[var] = table_kind(self.variables[var].kind, defaults)
 
     def _take(self, root: int) -> list[int]:
         """Reference `root`; the nodes that became live, children before parents."""
@@ -93,11 +97,13 @@ class LiveTables:
         rows: dict[int, StateRows] = {}
         leaves: dict[int, ActionSet] = {}
         nodes = self.builder.nodes
+        fixed = set(self.kinds)
+        self._settle_kinds(born)
         try:
             for n in born:
                 node = nodes[n]
                 if isinstance(node, Branch):
-                    kind = self._kind(node.var)
+                    kind = self.kinds[node.var]
                     default = exact_shape(node.edges) if kind == "exact" else None
                     if kind == "exact" and default is None:
                         raise NeedsFullWrite(f"{self.variables[node.var].name}: a range test in an exact table")
@@ -105,6 +111,7 @@ class LiveTables:
                         kind, n, node.edges, self.variables[node.var].width, default)))
         except NeedsFullWrite:
             self._drop(root)
+            self.kinds = {v: k for v, k in self.kinds.items() if v in fixed}
             raise
         delta = PipelineDelta(root, self.root, rows)
         for n in born:
