@@ -13,7 +13,6 @@ kernel-verified. The last line is one JSON object.
 """
 from __future__ import annotations
 
-import ctypes
 import random
 import statistics
 import subprocess
