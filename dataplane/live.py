@@ -54,8 +54,9 @@ def write_delta(maps: MapSet, md: MapDelta, descs: dict[int, Desc]) -> None:
     reaches the new states before the last write."""
     u32 = ctypes.c_uint32
     maps.update_many("xslots", u32, Slot, [
-        (u32(i), Slot(v, n, 1, _cdesc(None if n & STATE_FINAL else descs.get(n & STATE_MASK))))
-        for i, (v, n) in md.xslots.items()])
+        (u32(i), Slot() if slot is None else
+         Slot(slot[0], slot[1], 1, _cdesc(None if slot[1] & STATE_FINAL else descs.get(slot[1] & STATE_MASK))))
+        for i, slot in md.xslots.items()])
     maps.update_many("rnodes", u32, RNode, [(u32(i), RNode(*r)) for i, r in md.rnodes.items()])
     maps.update_many("rsub", u32, RSub, [(u32(i), RSub(lo, b, last, shift)) for i, (lo, b, last, shift)
                                          in md.rsub.items()])

@@ -24,7 +24,7 @@ from typing import Any
 from ..ir.delta import PipelineDelta
 from ..ir.pipeline import ActionSet, MatchSpec
 from .ebpf_program import EbpfLimits
-from .ebpf_tables import (KIND, LEAF_CALL, LEAF_DROP, LEAF_PORTS, RADIX_SUB, STATE_FINAL, CapacityError, Desc,
+from .ebpf_tables import (KIND, LEAF_CALL, LEAF_DROP, LEAF_PORTS, PORT_WORDS, RADIX_SUB, STATE_FINAL, CapacityError, Desc,
                           MapContents, exact_state, lpm_key_of, range_state)
 from .emit import BackendError
 
@@ -60,7 +60,7 @@ class MapDelta:
     """Entries to write before the root moves (children first), and the root."""
     root: int
     desc: dict[int, Desc] = field(default_factory=dict)
-    xslots: dict[int, tuple[int, int]] = field(default_factory=dict)
+    xslots: dict[int, tuple[int, int] | None] = field(default_factory=dict)      # None: an empty slot
     rnodes: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     rsub: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     bounds: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int, int]] = field(default_factory=dict)
@@ -97,6 +97,8 @@ class EbpfLayout:
             "bounds": Region(bank * (limits.max_bounds // 2), (bank + 1) * (limits.max_bounds // 2)),
         }
         self.lpm_free = limits.max_lpm // 2
+        if len(ports) > 64 * PORT_WORDS:
+            raise CapacityError(f"{len(ports)} ports; an XDP broker serves at most {64 * PORT_WORDS}")
         self.ports = ports
         self._mask = MapContents(0, ports=list(ports))           # port bits of a port set
         self.held: dict[int, Held] = {}                         # node -> its id and storage
@@ -213,8 +215,8 @@ class EbpfLayout:
             off[region] = self.regions[region].alloc(size)
             h.storage.append((region, off[region], size))
         dx, dr, ds, db = off["xslots"], off["rnodes"], off["rsub"], off["bounds"]
-        for i, slot in c.xslots.items():
-            md.xslots[i + dx] = slot
+        for i in range(sizes["xslots"]):        # every slot: an empty one may hold a freed state's key
+            md.xslots[i + dx] = c.xslots.get(i)
         for i, (split, below, above) in enumerate(c.rnodes):
             md.rnodes[i + dr] = (split, below, above + ds if above & RADIX_SUB else above)
         for i, (lo, rbase, last, shift) in enumerate(c.rsub):
