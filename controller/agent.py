@@ -1,12 +1,19 @@
 """The host agent: on an XDP host, receives the tables the controller computed for it and
 applies them with the data plane's atomic update (attaching first if needed).
 
-    POST /v1/tables  {"rules": "...", "digest": "..."}  -> 200 {"digest", "summary"}
+    POST /v1/tables   {"rules": "...", "digest": "..."}  -> 200 {"digest", "summary"}
+    POST /v1/changes  {"base": "...", "digest": "...", "added": [...], "removed": [...]}
+                      -> 200 {"digest", "summary"} | 409 (the agent does not hold `base`)
     GET  /v1/status
 
 The rules are compiled here against the agent's spec, then swapped in as one update: a packet
 sees the old tables or the new ones. A rule set that does not compile or does not fit is
 refused (4xx) and the tables in place keep serving.
+
+A change of a few rule lines against the tables the agent holds (`/v1/changes`, the digest it
+holds as `base`) goes to the maps as a delta through a `LiveClassifier`, in milliseconds; an
+agent that holds other tables, or rules the delta path does not take, answers 409 and the
+controller sends the whole rule set instead.
 """
 from __future__ import annotations
 
@@ -19,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+
+class Conflict(Exception):
+    """The change is not against the tables the agent holds (HTTP 409)."""
 
 
 @dataclass
@@ -34,6 +45,7 @@ class Agent:
     last_error: str = ""
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="camus-agent-")))
     compiler: Any = None            # IncrementalCompiler for the spec, made on the first push
+    live: Any = None                # LiveClassifier holding the interface while changes come as deltas
 
     def apply(self, rules: str, digest: str) -> str:
         """Compile and install; raises ValueError (bad rules) or RuntimeError (data plane)."""
@@ -44,6 +56,7 @@ class Agent:
         from camus.dataplane import runtime
         path = self.workdir / f"rules-{digest}.txt"
         path.write_text(rules)
+        self._release_live()                   # a whole update owns the interface again
         try:
             if self.compiler is None:          # kept warm: the next rule set is compiled incrementally
                 self.compiler = IncrementalCompiler(load_spec(self.spec_path), CompileOptions())
@@ -69,9 +82,43 @@ class Agent:
                 old.unlink(missing_ok=True)
         return summary
 
+    def apply_changes(self, added: list[str], removed: list[str], base: str, digest: str) -> str:
+        """Apply rule lines added and removed as a delta. Raises Conflict (the caller sends
+        the whole set), ValueError (bad rules) or RuntimeError (data plane); nothing changes then."""
+        from camus.compiler.compile import CompileOptions
+        from camus.compiler.language.errors import CompileError, CompileErrors
+        from camus.dataplane.live import LiveClassifier
+        from camus.dataplane.program import DataplaneError
+        if not self.digest or base != self.digest:
+            raise Conflict(f"holding {repr(self.digest) if self.digest else 'nothing'}, not {base!r}")
+        if self.live is None:
+            try:
+                self.live = LiveClassifier(self.iface, CompileOptions())
+            except DataplaneError as exc:
+                raise Conflict(str(exc)) from None
+        try:
+            report = self.live.apply(added, removed)
+        except (CompileErrors, CompileError) as exc:
+            raise ValueError(str(exc)) from None
+        except KeyError as exc:
+            raise Conflict(str(exc)) from None
+        except DataplaneError as exc:
+            raise RuntimeError(str(exc)) from None
+        self.digest, self.applied = digest, self.applied + 1
+        self.rules += len(added) - len(removed)
+        how = "whole set written into the other bank" if report.whole else "delta"
+        return (f"{len(added)} rules added, {len(removed)} removed: {report.writes} map entries ({how}) in "
+                f"{report.compile_ms + report.write_ms:.1f} ms")
+
+    def _release_live(self) -> None:
+        if self.live is not None:
+            self.live.close()
+            self.live = None
+
     def close(self) -> None:
-        """Remove the agent's working directory (on exit)."""
+        """Release the interface's maps and remove the agent's working directory (on exit)."""
         import shutil
+        self._release_live()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -101,6 +148,30 @@ def make_agent_app(agent: Agent) -> web.Application:
         agent.last_error = ""
         return web.json_response({"digest": agent.digest, "summary": summary})
 
+    async def changes(request: web.Request) -> web.Response:
+        authorised(request)
+        try:
+            data = await request.json()
+            if not isinstance(data["added"], list) or not isinstance(data["removed"], list):
+                raise TypeError("added and removed are lists of rule lines")
+            added, removed = [str(x) for x in data["added"]], [str(x) for x in data["removed"]]
+            base, digest = str(data["base"]), str(data["digest"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return web.json_response({"error": "expected {base, digest, added, removed}"}, status=400)
+        async with lock:
+            try:
+                summary = await asyncio.to_thread(agent.apply_changes, added, removed, base, digest)
+            except Conflict as exc:
+                return web.json_response({"error": str(exc)}, status=409)
+            except ValueError as exc:
+                agent.last_error = str(exc)
+                return web.json_response({"error": str(exc)}, status=422)
+            except RuntimeError as exc:
+                agent.last_error = str(exc)
+                return web.json_response({"error": str(exc)}, status=503)
+        agent.last_error = ""
+        return web.json_response({"digest": agent.digest, "summary": summary})
+
     async def status(request: web.Request) -> web.Response:
         authorised(request)
         return web.json_response({"iface": agent.iface, "digest": agent.digest, "applied": agent.applied,
@@ -110,6 +181,7 @@ def make_agent_app(agent: Agent) -> web.Application:
         agent.close()
 
     app = web.Application()
-    app.add_routes([web.post("/v1/tables", tables), web.get("/v1/status", status)])
+    app.add_routes([web.post("/v1/tables", tables), web.post("/v1/changes", changes),
+                    web.get("/v1/status", status)])
     app.on_cleanup.append(cleanup)
     return app

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import shutil
 import tempfile
 import urllib.error
@@ -51,21 +52,59 @@ class AgentTarget:
             return None
         return Held(str(doc.get("digest", "")), int(doc.get("rules", 0)))
 
+    def __post_init__(self) -> None:
+        self._sent: dict[str, tuple[str, str]] = {}          # device -> (digest, rules) it last took
+
     def push(self, device: str, tables: DeviceTables) -> str:
-        body = json.dumps({"device": device, "rules": tables.rules, "digest": tables.digest}).encode()
-        req = urllib.request.Request(self.url.rstrip("/") + "/v1/tables", data=body, method="POST",
+        """The rule lines that changed since the agent's last push, as a delta (`/v1/changes`),
+        when it still holds that push and the change is a small part of the set; else (or when
+        it answers 409) the whole rule set."""
+        sent = self._sent.get(device)
+        if sent is not None:
+            added, removed = rule_line_diff(sent[1], tables.rules)
+            if len(added) + len(removed) <= max(64, tables.rules.count("\n") // 4):   # a small part of the set
+                try:
+                    summary = self._post("/v1/changes", {"device": device, "base": sent[0], "digest": tables.digest,
+                                                          "added": added, "removed": removed}, tables.digest)
+                    self._sent[device] = (tables.digest, tables.rules)
+                    return summary
+                except _Conflict:
+                    pass
+        self._sent.pop(device, None)
+        summary = self._post("/v1/tables", {"device": device, "rules": tables.rules, "digest": tables.digest},
+                             tables.digest)
+        self._sent[device] = (tables.digest, tables.rules)
+        return summary
+
+    def _post(self, path: str, doc: dict, digest: str) -> str:
+        req = urllib.request.Request(self.url.rstrip("/") + path, data=json.dumps(doc).encode(), method="POST",
                                      headers={"Content-Type": "application/json",
                                               "Authorization": f"Bearer {self.token}"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 answer = json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
+            if exc.code == 409:
+                raise _Conflict() from None
             raise PushError(f"agent {self.url} refused: {exc.code} {exc.read()[:300].decode(errors='replace')}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise PushError(f"agent {self.url} unreachable: {exc}") from None
-        if answer.get("digest") != tables.digest:
-            raise PushError(f"agent {self.url} applied {answer.get('digest')!r}, not {tables.digest!r}")
-        return answer.get("summary", "")
+        if answer.get("digest") != digest:
+            raise PushError(f"agent {self.url} applied {answer.get('digest')!r}, not {digest!r}")
+        return str(answer.get("summary", ""))
+
+
+class _Conflict(Exception):
+    """The agent does not hold what a delta was made against."""
+
+
+def rule_line_diff(old: str, new: str) -> tuple[list[str], list[str]]:
+    """Rule lines (stripped; comments and blank lines left out) added and removed between two
+    rule texts, repeats counted."""
+    def lines(text: str) -> Counter[str]:
+        return Counter(ln for ln in (raw.strip() for raw in text.splitlines()) if ln and not ln.startswith("#"))
+    a, b = lines(old), lines(new)
+    return list((b - a).elements()), list((a - b).elements())
 
 
 @dataclass

@@ -38,3 +38,28 @@ def test_agent_refuses_before_touching_the_data_plane(tmp_path) -> None:
 
     status = _run(agent, go)
     assert status["applied"] == 0 and status["digest"] == "" and "error" in status["last_error"]
+
+
+def test_a_delta_against_tables_the_agent_does_not_hold_is_a_conflict(tmp_path) -> None:
+    """409 (the controller then sends the whole set) before anything is touched; a malformed
+    delta is 400."""
+    agent = Agent("cxt-none0", str(APPS / "itch" / "itch.p4"), "secret", workdir=tmp_path)
+    auth = {"Authorization": "Bearer secret"}
+
+    async def go(c):
+        r = await c.post("/v1/changes", json={"base": "d0", "digest": "d1", "added": ["stock == X : fwd(1)"],
+                                              "removed": []}, headers=auth)
+        assert r.status == 409 and "holding nothing" in (await r.json())["error"]
+        r = await c.post("/v1/changes", json={"base": "d0", "digest": "d1", "added": "stock == X : fwd(1)",
+                                              "removed": []}, headers=auth)
+        assert r.status == 400
+
+    _run(agent, go)
+    assert agent.applied == 0 and agent.live is None
+
+
+def test_rule_line_diff_counts_repeats_and_ignores_comments() -> None:
+    from camus.controller.targets import rule_line_diff
+    old = "# h1\na : fwd(1)\na : fwd(1)\n b : fwd(2)\n"
+    new = "a : fwd(1)\nb : fwd(2)\n\nc : fwd(3)  \n"
+    assert rule_line_diff(old, new) == (["c : fwd(3)"], ["a : fwd(1)"])
