@@ -139,6 +139,8 @@ class LiveClassifier:
             if self.generation != self.compiler.generation:
                 raise NeedsFullWrite("the compiler started its diagram afresh")
             delta = self.tables.move(root)
+            if delta.empty:                                  # a refresh: nothing to write
+                return LiveReport(len(added), len(removed), 0, (t1 - t0) * 1e3, 0.0)
             try:
                 md = self.layout.plan(delta, self.widths)
             except (CapacityError, BackendError) as exc:

@@ -40,6 +40,7 @@ def test_changes_reach_the_attached_program_as_deltas(lab, tmp_path) -> None:  #
         assert received([googl, msft, ibm]) == [True, True, True]
         live.apply([], ["stock == MSFT : fwd(2)"])
         assert received([googl, msft, ibm]) == [True, False, True]
+        assert live.apply(["stock == IBM and price > 60 : fwd(2)"], ["stock == IBM and price > 60 : fwd(2)"]).writes == 0
         with pytest.raises(CompileErrors):                   # a bad line: nothing changes
             live.apply(["stock == AAPL : fwd(4)", "stok == X : fwd(1)"], [])
         with pytest.raises(KeyError):                        # removing what is not there
