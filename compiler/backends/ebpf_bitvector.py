@@ -118,7 +118,7 @@ def group_bits(plane: BitvectorPlane) -> tuple[dict[int, int], int, int]:
 def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapContents") -> None:
     """Fill `out` (bank 0 numbering) with the stage of `p`; raises CapacityError when it does
     not fit the program's limits (before anything live is touched)."""
-    from .ebpf_tables import CapacityError, LEAF_CALL, LEAF_DROP, LEAF_PORTS, _put, _range_desc, direct_desc
+    from .ebpf_tables import CapacityError, _put, _range_desc, direct_desc, leaf_flags
 
     bv = p.bitvector
     assert bv is not None
@@ -145,8 +145,7 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapConten
     leaf_state = {leaf: first_leaf + k for k, leaf in enumerate(sorted(p.leaves))}
     for leaf, s in leaf_state.items():
         a = p.leaves[leaf]
-        flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0)
-        out.leaf[s] = (out.port_mask(a.ports), flags, 0)
+        out.leaf[s] = (out.port_mask(a.ports), leaf_flags(a), 0)
         if a.rules:
             out.leaf_rules[s] = a.rules
     def seg_flags(leaf: int) -> int:

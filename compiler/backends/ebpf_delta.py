@@ -24,8 +24,8 @@ from typing import Any
 from ..ir.delta import PipelineDelta
 from ..ir.pipeline import ActionSet, MatchSpec
 from .ebpf_program import EbpfLimits
-from .ebpf_tables import (KIND, LEAF_CALL, LEAF_DROP, LEAF_PORTS, PORT_WORDS, RADIX_SUB, STATE_FINAL, CapacityError, Desc,
-                          MapContents, exact_state, lpm_key_of, range_state)
+from .ebpf_tables import (KIND, RADIX_SUB, STATE_FINAL, CapacityError, Desc, MapContents, check_ports, exact_state,
+                          leaf_value, lpm_key_of, range_state)
 from .emit import BackendError
 
 QUARANTINE_S = 0.05      # runtime.GRACE_S: in-flight packets finish well within it
@@ -97,8 +97,7 @@ class EbpfLayout:
             "bounds": Region(bank * (limits.max_bounds // 2), (bank + 1) * (limits.max_bounds // 2)),
         }
         self.lpm_free = limits.max_lpm // 2
-        if len(ports) > 64 * PORT_WORDS:
-            raise CapacityError(f"{len(ports)} ports; an XDP broker serves at most {64 * PORT_WORDS}")
+        check_ports(ports, ())
         self.ports = ports
         self._mask = MapContents(0, ports=list(ports))           # port bits of a port set
         self.held: dict[int, Held] = {}                         # node -> its id and storage
@@ -123,12 +122,15 @@ class EbpfLayout:
         due: list[Held] = []
         while self.quarantine and (everything or now - self.quarantine[0][0] >= QUARANTINE_S):
             for h in self.quarantine.pop(0)[1]:
-                self.ids.release(h.sid, 1)
-                for region, off, size in h.storage:
-                    self.regions[region].release(off, size)
-                self.lpm_free += len(h.lpm)
+                self._free(h)
                 due.append(h)
         return due
+
+    def _free(self, h: Held) -> None:
+        self.ids.release(h.sid, 1)
+        for region, off, size in h.storage:
+            self.regions[region].release(off, size)
+        self.lpm_free += len(h.lpm)
 
     def holding(self) -> list[Held]:
         """Every live state's id and storage (to take a whole bank out)."""
@@ -152,10 +154,7 @@ class EbpfLayout:
             for n, h in reversed(taken):          # nothing of the delta stays allocated
                 del self.held[n]
                 self.descs.pop(h.sid, None)
-                self.ids.release(h.sid, 1)
-                for region, off, size in h.storage:
-                    self.regions[region].release(off, size)
-                self.lpm_free += len(h.lpm)
+                self._free(h)
             raise
         ports_before = set(self.port_refs)
         for n, a in delta.leaves.items():
@@ -179,11 +178,8 @@ class EbpfLayout:
         return md
 
     def _leaf(self, a: ActionSet) -> tuple[tuple[int, ...], int, int]:
-        missing = [p for p in a.ports if p not in self.ports]
-        if missing:
-            raise BackendError(f"ports {sorted(map(str, missing))} used by the rules have no port mapping")
-        flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0)
-        return (self._mask.port_mask(a.ports), flags, a.group or 0)
+        check_ports(self.ports, a.ports)
+        return leaf_value(a, self._mask)
 
     def _state(self, n: int, var: int, kind: str, entries: tuple[Any, ...], width: int, md: MapDelta) -> None:
         h = self.held[n]

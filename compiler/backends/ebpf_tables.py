@@ -11,7 +11,7 @@ from typing import Any
 from dataclasses import dataclass, field
 
 from ..ir.labels import LabelError, label_wide
-from ..ir.pipeline import Entry, FieldTable, MatchSpec, Pipeline
+from ..ir.pipeline import ActionSet, Entry, FieldTable, MatchSpec, Pipeline
 from ..structure.slicing import sort_ports
 from ..language.spec import Spec
 from .ebpf_bitvector import KIND_BV
@@ -241,6 +241,24 @@ def _decompress(t: FieldTable, entries: list[Entry]) -> list[tuple[int, MatchSpe
 Desc = tuple[int, int, int, int, int, int, int]     # kind, var, bits, default, base, count, mult
 
 
+def check_ports(ports: list[object], used: Any) -> None:
+    """The port bits (`ports`) must name every port the rules use and fit the port words."""
+    missing = set(used) - set(ports)
+    if missing:
+        raise BackendError(f"ports {sorted(map(str, missing))} used by the rules have no port mapping")
+    if len(ports) > 64 * PORT_WORDS:
+        raise CapacityError(f"{len(ports)} ports; an XDP broker serves at most {64 * PORT_WORDS}")
+
+
+def leaf_flags(a: ActionSet) -> int:
+    return (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0)
+
+
+def leaf_value(a: ActionSet, out: MapContents) -> tuple[tuple[int, ...], int, int]:
+    """A leaf[] value: its ports as bits of `out.ports`, its flags, its multicast group."""
+    return (out.port_mask(a.ports), leaf_flags(a), a.group or 0)
+
+
 def exact_state(s: int, var: int, entries: list[tuple[int, MatchSpec, int]], out: MapContents) -> Desc:
     """One exact state's open-addressing slots, appended at out.xslot_count; its descriptor."""
     default = 0
@@ -378,11 +396,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
         raise CapacityError(f"{len(out.labels)} topic level labels; this program holds {lim.max_labels}")
     all_ports = sort_ports({x for a in p.leaves.values() for x in a.ports})
     out.ports = list(ports) if ports is not None else list(all_ports)
-    missing = set(all_ports) - set(out.ports)
-    if missing:
-        raise BackendError(f"ports {sorted(map(str, missing))} used by the rules have no port mapping")
-    if len(out.ports) > 64 * PORT_WORDS:
-        raise CapacityError(f"{len(out.ports)} ports; an XDP broker serves at most {64 * PORT_WORDS}")
+    check_ports(out.ports, all_ports)
     if len(p.state_vars) > n_svars(spec, lim):
         raise CapacityError(f"{len(p.state_vars)} state variables; this program holds {n_svars(spec, lim)}")
 
@@ -413,8 +427,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
         from .ebpf_bitvector import bitvector_contents
         bitvector_contents(p, spec, lim, out)
     for s, a in (p.leaves.items() if p.bitvector is None else ()):
-        flags = (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0)
-        out.leaf[s] = (out.port_mask(a.ports), flags, a.group or 0)
+        out.leaf[s] = leaf_value(a, out)
         if a.rules:
             out.leaf_rules[s] = a.rules
     forwarded: set[Any] = set()
