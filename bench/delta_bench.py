@@ -13,6 +13,7 @@ kernel-verified. The last line is one JSON object.
 """
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import subprocess
@@ -85,7 +86,6 @@ def measure(n: int, changes: int) -> dict:
                 compile_ms.append(rep.compile_ms)
                 write_ms.append(rep.write_ms)
                 writes.append(rep.writes)
-        import os
         os.close(fd)
         return {"subscriptions": n, "attach_s": round(attach_s, 2), "takeover_s": round(takeover_s, 2),
                 "changes": len(apply_ms),
@@ -99,7 +99,8 @@ def measure(n: int, changes: int) -> dict:
     finally:
         if live is not None:
             live.close()
-        runtime.detach(IFACE)
+        if runtime._state_path(IFACE).exists():           # attach may have failed (and left nothing)
+            runtime.detach(IFACE)
         subprocess.run(["ip", "link", "del", IFACE], capture_output=True)
         for f in workdir.iterdir():
             f.unlink()

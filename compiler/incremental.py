@@ -27,6 +27,7 @@ import gc
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from collections import Counter
 
@@ -44,6 +45,16 @@ from .structure.strategy import bdd_budget, bdd_estimate
 
 MEMO_LIMIT = 1_000_000      # memo entries (or diagram nodes) before the builder starts afresh: memory
                             # stays bounded under churn (about 100 bytes each)
+
+
+def rule_lines(text: str) -> list[str]:
+    """The rule lines of a rules text: stripped, without blank lines and comment lines."""
+    return [ln for ln in (raw.strip() for raw in text.splitlines()) if ln and not ln.startswith("#")]
+
+
+def line_changes(old: Counter[str], new: Counter[str]) -> tuple[list[str], list[str]]:
+    """Lines added and removed from `old` to `new` (repeats counted)."""
+    return list((new - old).elements()), list((old - new).elements())
 
 
 def settle_heap() -> None:
@@ -163,17 +174,23 @@ class IncrementalCompiler:
             return self._assemble(text, source, rule_lines, starts, parts)   # type: ignore[arg-type]
 
     # -- the live path --------------------------------------------------------------------
+    def _live_options(self) -> bool:
+        """The live diagram serves the spec's field order with the diagram strategy (or auto)."""
+        return self._simple() and self.options.order == "spec" and self.options.strategy in ("bdd", "auto")
+
     def _live_path(self, parts: list[_Line]) -> bool:
-        """The live diagram serves the spec's field order with the diagram strategy; with auto,
-        the choice is weighed on the whole set when it is first made and again when the rule
-        count has doubled or halved since."""
-        if self.options.order != "spec" or self.options.strategy not in ("bdd", "auto"):
-            return False
+        """`_live_options`; with auto, the diagram must be the choice: weighed on the whole set
+        when first made and again when the rule count has doubled or halved since."""
+        return self._live_options() and self._diagram_chosen(len(parts), lambda: parts)
+
+    def _diagram_chosen(self, n: int, parts: Callable[[], list[_Line]]) -> bool:
+        """With strategy auto, whether the diagram (not the bit-vector stage) serves `n` rule
+        lines: weighed on all of them (`parts()`) when first asked and again when the count has
+        doubled or halved since."""
         if self.options.strategy == "bdd":
             return True
-        n = len(parts)
         if self._live_ok is None or not (self._decided_at // 2 <= n <= 2 * self._decided_at + 64):
-            terms = [t for p in parts for t in p.terms]
+            terms = [t for p in parts() for t in p.terms]
             budget = bdd_budget(len(terms))
             self._live_ok = bdd_estimate(terms, list(range(len(self._variables))), budget) <= budget
             self._decided_at = n
@@ -200,13 +217,21 @@ class IncrementalCompiler:
         assert self.live is not None
         occ = self.live_slots.setdefault(ln, [])
         o = len(occ)
-        slots = []
-        for k, (term, atoms) in enumerate(part.terms):
-            key = self.keys.get((ln, o, k))
-            if key is None:
-                key = self.keys[(ln, o, k)] = self._rng.getrandbits(128)
-            slots.append(self.live.add(term, atoms, key))
-        occ.append(slots)
+        occ.append([self.live.add(term, atoms, self._key(ln, o, k)) for k, (term, atoms) in enumerate(part.terms)])
+
+    def _key(self, ln: str, occurrence: int, k: int) -> int:
+        """The content key of a line's k-th term (a repeated line's terms are terms of their own)."""
+        key = self.keys.get((ln, occurrence, k))
+        if key is None:
+            key = self.keys[(ln, occurrence, k)] = self._rng.getrandbits(128)
+        return key
+
+    def _rules(self, parts: list[_Line], starts: list[int]) -> tuple[list[Rule], Lowered]:
+        """The rules as parsed from the file (offsets in it) and their lowered forms."""
+        rules = [Rule(p.rule.filter, p.rule.actions, starts[i] + p.rule.offset, i) for i, p in enumerate(parts)]
+        lowered_rules = [LoweredRule(i, p.lowered.formula, p.lowered.atoms, p.lowered.offset)
+                         for i, p in enumerate(parts)]
+        return rules, Lowered(self.spec, list(self._variables), lowered_rules, len(lowered_rules), self._lowerer)
 
     def _remove(self, ln: str) -> None:
         assert self.live is not None
@@ -223,7 +248,7 @@ class IncrementalCompiler:
         not compile alone, raises (CompileErrors with the line's own positions, KeyError) and
         the diagram stays as it was. Raises NotLive for lines this path does not take (state
         functions) or options it does not serve: compile the whole text instead."""
-        if not self._simple() or self.options.order != "spec" or self.options.strategy not in ("bdd", "auto"):
+        if not self._live_options():
             raise NotLive(f"options {self.options!r} take the whole compile")
         taken: Counter[str] = Counter(removed)
         for ln, n in taken.items():
@@ -233,6 +258,9 @@ class IncrementalCompiler:
             if self._line(ln) is None:
                 compile_rules(self.spec, ln + "\n", "<change>", self.options)   # raises with the position
                 raise NotLive(f"{ln!r} takes the whole compile (state functions or several rules)")
+        if not self._diagram_chosen(len(self.live_slots) + len(added), lambda: [
+                self.lines[ln] for ln in [*self.live_slots, *added]]):   # type: ignore[misc]
+            raise NotLive("the bit-vector stage serves this rule set: compile the whole text")
         with no_cyclic_gc():
             return self._change(added, removed)
 
@@ -263,28 +291,13 @@ class IncrementalCompiler:
     def _live_compile(self, text: str, source: str, rule_lines: list[str], starts: list[int],
                       parts: list[_Line]) -> Compiled:
         t0 = time.perf_counter()
-        want = Counter(rule_lines)
-        have = self.live_lines()
-        added: list[str] = []
-        removed: list[str] = []
-        for ln, n in want.items():
-            d = n - have.get(ln, 0)
-            if d > 0:
-                added += [ln] * d
-            elif d < 0:
-                removed += [ln] * -d
-        for ln, n in have.items():
-            if ln not in want:
-                removed += [ln] * n
+        added, removed = line_changes(Counter(self.live_lines()), Counter(rule_lines))
         cold = self.live is None or len(added) + len(removed) > 1024
         root = self._change(added, removed) if (added or removed or self.live is None) else self.live.root
         assert self.live is not None
         t1 = time.perf_counter()
         src = SourceText(text, source)
-        rules = [Rule(p.rule.filter, p.rule.actions, starts[i] + p.rule.offset, i) for i, p in enumerate(parts)]
-        lowered_rules = [LoweredRule(i, p.lowered.formula, p.lowered.atoms, p.lowered.offset)
-                         for i, p in enumerate(parts)]
-        lowered = Lowered(self.spec, list(self._variables), lowered_rules, len(lowered_rules), self._lowerer)
+        rules, lowered = self._rules(parts, starts)
         order = list(range(len(self._variables)))
         pipeline = slice_pipeline(lowered, self.live.builder, root, order, self.options.compress_max)
         t2 = time.perf_counter()
@@ -303,19 +316,14 @@ class IncrementalCompiler:
                 or len(self.builder.nodes) > min(MEMO_LIMIT, self.options.max_nodes // 2)):   # past sets' nodes
             self.builder = DiagramBuilder(self._widths, self.options.max_nodes)
             self.keys.clear()                       # the new builder's memo knows none of them
-        rules, lowered_rules, terms, keys = [], [], [], []
+        terms, keys = [], []
         seen: dict[str, int] = {}
-        for i, (ln, p) in enumerate(zip(rule_lines, parts)):
+        for ln, p in zip(rule_lines, parts):
             occurrence = seen[ln] = seen.get(ln, -1) + 1      # a repeated line is a term set of its own
-            rules.append(Rule(p.rule.filter, p.rule.actions, starts[i] + p.rule.offset, i))   # in this file
-            lowered_rules.append(LoweredRule(i, p.lowered.formula, p.lowered.atoms, p.lowered.offset))
             for k, term in enumerate(p.terms):
-                key = self.keys.get((ln, occurrence, k))
-                if key is None:
-                    key = self.keys[(ln, occurrence, k)] = self._rng.getrandbits(128)
                 terms.append(term)
-                keys.append(key)
-        lowered = Lowered(self.spec, list(self._variables), lowered_rules, len(lowered_rules), self._lowerer)
+                keys.append(self._key(ln, occurrence, k))
+        rules, lowered = self._rules(parts, starts)
         c = assemble(self.spec, rules, src, lowered, terms, self.options, self.builder, keys)
         self.incremental_last = True
         self._prune(set(rule_lines))

@@ -23,7 +23,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from aiohttp import web
 
@@ -86,6 +86,7 @@ class Agent:
         """Apply rule lines added and removed as a delta. Raises Conflict (the caller sends
         the whole set), ValueError (bad rules) or RuntimeError (data plane); nothing changes then."""
         from camus.compiler.compile import CompileOptions
+        from camus.compiler.incremental import NotLive
         from camus.compiler.language.errors import CompileError, CompileErrors
         from camus.dataplane.live import LiveClassifier
         from camus.dataplane.program import DataplaneError
@@ -100,7 +101,7 @@ class Agent:
             report = self.live.apply(added, removed)
         except (CompileErrors, CompileError) as exc:
             raise ValueError(str(exc)) from None
-        except KeyError as exc:
+        except (KeyError, NotLive) as exc:            # not what it holds, or rules only a whole update takes
             raise Conflict(str(exc)) from None
         except DataplaneError as exc:
             raise RuntimeError(str(exc)) from None
@@ -136,15 +137,18 @@ def make_agent_app(agent: Agent) -> web.Application:
             rules, digest = str(data["rules"]), str(data["digest"])
         except (json.JSONDecodeError, KeyError, TypeError):
             return web.json_response({"error": "expected {rules, digest}"}, status=400)
+        return await applied(agent.apply, rules, digest)
+
+    async def applied(fn: Callable[..., str], *args: Any) -> web.Response:
+        """Run one update at a time off the event loop; its refusal as an HTTP status."""
         async with lock:
             try:
-                summary = await asyncio.to_thread(agent.apply, rules, digest)
-            except ValueError as exc:
+                summary = await asyncio.to_thread(fn, *args)
+            except Conflict as exc:
+                return web.json_response({"error": str(exc)}, status=409)
+            except (ValueError, RuntimeError) as exc:
                 agent.last_error = str(exc)
-                return web.json_response({"error": str(exc)}, status=422)
-            except RuntimeError as exc:
-                agent.last_error = str(exc)
-                return web.json_response({"error": str(exc)}, status=503)
+                return web.json_response({"error": str(exc)}, status=422 if isinstance(exc, ValueError) else 503)
         agent.last_error = ""
         return web.json_response({"digest": agent.digest, "summary": summary})
 
@@ -158,19 +162,7 @@ def make_agent_app(agent: Agent) -> web.Application:
             base, digest = str(data["base"]), str(data["digest"])
         except (json.JSONDecodeError, KeyError, TypeError):
             return web.json_response({"error": "expected {base, digest, added, removed}"}, status=400)
-        async with lock:
-            try:
-                summary = await asyncio.to_thread(agent.apply_changes, added, removed, base, digest)
-            except Conflict as exc:
-                return web.json_response({"error": str(exc)}, status=409)
-            except ValueError as exc:
-                agent.last_error = str(exc)
-                return web.json_response({"error": str(exc)}, status=422)
-            except RuntimeError as exc:
-                agent.last_error = str(exc)
-                return web.json_response({"error": str(exc)}, status=503)
-        agent.last_error = ""
-        return web.json_response({"digest": agent.digest, "summary": summary})
+        return await applied(agent.apply_changes, added, removed, base, digest)
 
     async def status(request: web.Request) -> web.Response:
         authorised(request)

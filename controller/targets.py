@@ -19,6 +19,7 @@ from camus.compiler.backends.base import TargetOptions
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4_entries import P4Tables
 from camus.compiler.backends.registry import backend
+from camus.compiler.incremental import line_changes, rule_lines
 
 from .devices import DeviceTables
 
@@ -101,10 +102,7 @@ class _Conflict(Exception):
 def rule_line_diff(old: str, new: str) -> tuple[list[str], list[str]]:
     """Rule lines (stripped; comments and blank lines left out) added and removed between two
     rule texts, repeats counted."""
-    def lines(text: str) -> Counter[str]:
-        return Counter(ln for ln in (raw.strip() for raw in text.splitlines()) if ln and not ln.startswith("#"))
-    a, b = lines(old), lines(new)
-    return list((b - a).elements()), list((a - b).elements())
+    return line_changes(Counter(rule_lines(old)), Counter(rule_lines(new)))
 
 
 @dataclass

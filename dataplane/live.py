@@ -30,6 +30,7 @@ from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_FINAL, STATE_M
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import CompileOptions
 from camus.compiler.incremental import IncrementalCompiler, NotLive
+from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.structure.live_tables import LiveTables, NeedsFullWrite
 from camus.compiler.structure.slicing import sort_ports
@@ -118,9 +119,10 @@ class LiveClassifier:
             runtime.recover(self.inst, self.maps)
             root = self.compiler.change(list(self.inst.rule_lines), [])     # the installed rules
             self._whole(root)
-        except NotLive as exc:
+        except (NotLive, CompileErrors, CompileError) as exc:
             self.maps.close()
-            raise DataplaneError(f"{iface}: {exc}; use `camus-xdp update`") from None
+            raise DataplaneError(f"{iface}: the installed rules do not take the delta path ({exc}); "
+                                 "use `camus-xdp update`") from None
         except BaseException:
             self.maps.close()
             raise
@@ -130,41 +132,45 @@ class LiveClassifier:
         """Add and remove rule lines. A bad line or a removed line that is not live raises
         (CompileErrors, KeyError) and nothing changes; a change that does not fit anywhere
         raises DataplaneError and the old tables keep serving."""
-        assert self.tables is not None and self.layout is not None
+        assert self.layout is not None
         t0 = time.perf_counter()
         clear_states(self.maps, self.layout.reclaim())
         root = self.compiler.change(added, removed)
         t1 = time.perf_counter()
         try:
-            if self.generation != self.compiler.generation:
-                raise NeedsFullWrite("the compiler started its diagram afresh")
-            delta = self.tables.move(root)
+            writes, whole = self._write(root)
+        except (CapacityError, BackendError) as exc:
+            self.compiler.change(removed, added)              # undo: the live lines are the old ones
+            raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
+        report = LiveReport(len(added), len(removed), writes, (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3,
+                            whole)
+        if writes and time.monotonic() - self._saved > SAVE_S:
+            self._save()
+        return report
+
+    def _write(self, root: int) -> tuple[int, bool]:
+        """Move the maps to `root`: as a delta in the live bank when it can take it, else as a
+        whole write into the other bank. Returns (entries written, whole). Raises what no bank
+        can take (CapacityError; BackendError: a port the ports file does not name), with the
+        maps and the live tables as they were."""
+        assert self.tables is not None and self.layout is not None
+        if self.generation == self.compiler.generation:     # else the node ids mean other nodes now
+            try:
+                delta = self.tables.move(root)
+            except NeedsFullWrite:
+                return self._whole(root), True
             if delta.empty:                                  # a refresh: nothing to write
-                return LiveReport(len(added), len(removed), 0, (t1 - t0) * 1e3, 0.0)
+                return 0, False
             try:
                 md = self.layout.plan(delta, self.widths)
             except (CapacityError, BackendError) as exc:
                 self.tables.move(delta.old_root)             # back where the maps are
-                if isinstance(exc, BackendError) and not isinstance(exc, CapacityError) and self.fixed_ports:
-                    raise
-                raise NeedsFullWrite(str(exc)) from None
+                if self.fixed_ports and not isinstance(exc, CapacityError):
+                    raise                                    # no whole write names that port either
+                return self._whole(root), True
             write_delta(self.maps, md, self.layout.descs)
-            report = LiveReport(len(added), len(removed), md.writes(), (t1 - t0) * 1e3,
-                                (time.perf_counter() - t1) * 1e3)
-        except NeedsFullWrite:
-            try:
-                writes = self._whole(root)
-            except (CapacityError, BackendError) as exc:
-                self.compiler.change(removed, added)          # undo: the live lines are the old ones
-                raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
-            report = LiveReport(len(added), len(removed), writes, (t1 - t0) * 1e3,
-                                (time.perf_counter() - t1) * 1e3, whole=True)
-        except BackendError as exc:
-            self.compiler.change(removed, added)
-            raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
-        if time.monotonic() - self._saved > SAVE_S:
-            self._save()
-        return report
+            return md.writes(), False
+        return self._whole(root), True
 
     def _whole(self, root: int) -> int:
         """Write the whole live set into the other bank, flip to it, clear the old bank."""

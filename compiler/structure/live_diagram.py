@@ -16,7 +16,6 @@ partition, the same children, hash-consed into the same ids.
 from __future__ import annotations
 
 import bisect
-from typing import Any
 
 from ..logic.dnf import Term
 from ..logic.lowering import Atom
@@ -39,7 +38,6 @@ class LiveDiagram:
         self.dirty: set[int] = set()
         self.all_dirty = False
         self.root = EMPTY_LEAF
-        self.terms = 0
 
     # -- the partition ----------------------------------------------------------------------
     def _split(self, p: int) -> None:
@@ -76,7 +74,6 @@ class LiveDiagram:
     def add(self, cons: Term, atoms: frozenset[Atom], key: int) -> int:
         """Store a term (its content key as in `DiagramBuilder.build`); returns its slot."""
         t = self.builder.add_term(cons, atoms, key)
-        self.terms += 1
         iset = self.builder.term_top(t)
         if iset is None:
             self.uncon.add(t)
@@ -98,7 +95,6 @@ class LiveDiagram:
     def remove(self, t: int) -> None:
         key = self.builder.term_key(t)
         iset = self.builder.term_top(t)
-        self.terms -= 1
         if iset is None:
             self.uncon.discard(t)
             self.uncon_key ^= key
@@ -136,6 +132,3 @@ class LiveDiagram:
                 edges.append((s, end, c))
         self.root = b.branch(self.var, tuple(edges))
         return self.root
-
-    def stats(self) -> dict[str, Any]:
-        return {"terms": self.terms, "intervals": len(self.starts), "free_on_top": len(self.uncon)}

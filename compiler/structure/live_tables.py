@@ -6,9 +6,10 @@ and drops the old root's after, so nodes both share keep theirs; nodes whose cou
 zero are the change's new states (found children first), nodes whose count falls to zero the
 states it removes. The cost follows the change, not the table set.
 
-Per table the match kind is fixed when the table set is first made (the spec's kind; an AUTO
-field's from the first set, range if it had none): a new state that the kind cannot hold
-(an exact table meeting a range test) raises NeedsFullWrite and changes nothing. Multicast
+Per table the match kind is fixed when the table gets its first states, as slicing fixes it for
+a whole set (the spec's kind; an AUTO field exact if each of those states tests equality): a
+later state that the kind cannot hold (a range test meeting a table made exact) raises
+NeedsFullWrite and changes nothing; a whole set starts from fresh LiveTables. Multicast
 groups keep their numbers while a leaf uses them; new port sets get new numbers.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from ..ir.delta import PipelineDelta, StateRows
-from ..ir.pipeline import ActionSet, Pipeline
+from ..ir.pipeline import ActionSet
 from ..logic.lowering import Variable
 from .diagram import EMPTY_LEAF, Branch, DiagramBuilder, Leaf
 from .slicing import exact_shape, leaf_action, state_entries, table_kind
@@ -28,10 +29,10 @@ class NeedsFullWrite(Exception):
 
 
 class LiveTables:
-    def __init__(self, builder: DiagramBuilder, variables: list[Variable], base: Pipeline | None = None) -> None:
+    def __init__(self, builder: DiagramBuilder, variables: list[Variable]) -> None:
         self.builder = builder
         self.variables = variables
-        self.kinds: dict[int, str] = {t.var: t.kind for t in base.tables} if base else {}
+        self.kinds: dict[int, str] = {}
         self.refs: dict[int, int] = {}
         self.root = EMPTY_LEAF
         self.group_of: dict[tuple[Any, ...], int] = {}
