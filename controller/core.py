@@ -1,29 +1,33 @@
 """The controller's state machine, without HTTP: subscriptions as soft state, routing and
-per-device compilation on every change, and pushes that are retried until each device holds
+per-device tables kept up to date change by change, and pushes that are retried until each device holds
 exactly the tables it should.
 
 A subscription belongs to one host (the token's), lives for its TTL unless refreshed, and is
-validated alone before it is accepted (a bad filter changes nothing). Every change recomputes
-the routing and recompiles the devices whose rule set changed; each such device gets its new
-tables through its push target (an XDP host's agent, a P4 switch's P4Runtime server, or its
-entries directory). A switch whose P4Runtime session broke is pushed again: read back, diff, write. A
-device whose push fails keeps its previous tables (the agent swaps atomically or not at all)
-and is retried; `status()` reports it.
+validated alone before it is accepted (a bad filter changes nothing). Every change updates the
+routing of its host's ports (live_routing.py) and so the rule lines of the devices on them;
+switches recompile incrementally, XDP hosts get the changed lines (their agents compile). Each
+such device gets its new tables through its push target (an XDP host's agent, a P4 switch's
+P4Runtime server, or its entries directory). A switch whose P4Runtime session broke is pushed
+again: read back, diff, write. A device whose push fails keeps its previous tables (the agent
+swaps atomically or not at all) and is retried; `status()` reports it.
 """
 from __future__ import annotations
 
 import itertools
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Protocol
 
-from camus.compiler.compile import CompileOptions, compile_rules
+from camus.compiler.compile import Compiled, CompileOptions, compile_rules
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
 
-from .devices import DeviceCompiler, DeviceTables
-from .routing import Routing, route
+from .devices import DeviceCompiler, DeviceTables, LineDelta
+from .live_routing import LineChanges, LiveRouting
+from .routing import Routing
 from .store import SubscriptionStore
 from .topology import Topology
 
@@ -45,6 +49,16 @@ def _held(target: object, device: str) -> tuple[str, int] | None:
     current = getattr(target, "current", None)
     got = current(device) if current is not None else None
     return (got.digest, got.rules) if got is not None else None
+
+
+@dataclass
+class Batch:
+    """The subscription changes up to `version`, routed: per device that changed, its rule
+    lines added and removed and its new (digest, rule count); the switches' rules to compile."""
+    version: int
+    changes: dict[str, LineChanges]
+    heads: dict[str, tuple[str, int]]
+    switches: dict[str, tuple[str, frozenset[int]]]
 
 
 @dataclass
@@ -70,6 +84,7 @@ class DeviceState:
     attempts: int = 0
     next_try: float = 0.0
     pushed_at: float = 0.0
+    since: Counter[str] = field(default_factory=Counter)   # net rule-line changes since `applied`
 
 
 @dataclass
@@ -84,24 +99,26 @@ class Controller:
     subs: dict[str, Subscription] = field(default_factory=dict)
     devices: dict[str, DeviceState] = field(default_factory=dict)
     tables: dict[str, DeviceTables] = field(default_factory=dict)
-    routing: Routing | None = None
     store: SubscriptionStore | None = None          # persisted subscriptions (restarts lose none)
     restart_hold_s: float = 0.0                     # after a restart: no smaller tables for this long
     wall: Callable[[], float] = time.time           # the store's clock (expiry survives restarts)
     deferred: bool = False          # compile off the request path: a change only bumps `version`;
-                                    # `snapshot` / `compile_snapshot` / `install` catch up (the service)
+                                    # `take_batch` / `compile_batch` / `install` catch up (the service)
     version: int = 0                # bumped by every change of the subscriptions
     compiled_version: int = 0       # the version the tables are compiled for
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
         self.compiler = DeviceCompiler(self.spec, self.options)
+        self.live = LiveRouting(self.topology, self.policy, track_exact=self.options.alpha > 1)
+        self._events: list[tuple[str, str, int]] = []     # (host, filter, +1/-1) since the last batch
         if self.store is not None:                  # back from a restart: every live subscription
             now, wall = self.clock(), self.wall()
             for r in self.store.live(wall):
                 if r.host in self.topology.hosts:
                     self.subs[f"s{r.id}"] = Subscription(f"s{r.id}", r.host, r.filter, r.ttl,
                                                          now + (r.expires_wall - wall))
+                    self._events.append((r.host, r.filter, 1))
         self.recompute()
         # After a restart the devices keep the tables they had. Those that already hold what
         # we computed need no push; for one TTL nobody gets fewer rules than it holds (a lost
@@ -144,6 +161,7 @@ class Controller:
             sub_id = f"s{next(self._ids)}"
         sub = Subscription(sub_id, host, text, ttl, now + ttl)
         self.subs[sub.id] = sub
+        self._events.append((host, text, 1))
         self._changed()
         return sub
 
@@ -154,8 +172,9 @@ class Controller:
         return sub
 
     def remove(self, host: str, sub_id: str) -> None:
-        self._own(host, sub_id)
+        sub = self._own(host, sub_id)
         del self.subs[sub_id]
+        self._events.append((host, sub.filter, -1))
         if self.store is not None:
             self.store.remove([int(sub_id[1:])])
         self._changed()
@@ -179,7 +198,8 @@ class Controller:
         now = self.clock()
         gone = [i for i, s in self.subs.items() if s.expires <= now]
         for i in gone:
-            del self.subs[i]
+            s = self.subs.pop(i)
+            self._events.append((s.host, s.filter, -1))
         if gone and self.store is not None:
             self.store.remove([int(i[1:]) for i in gone])
         if gone:
@@ -187,14 +207,6 @@ class Controller:
         return gone
 
     # -- routing, compiling, pushing -------------------------------------------------------
-    def by_host(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {h: [] for h in self.topology.hosts}
-        # in id order without sorting (it runs on the event loop at every change): ids only
-        # grow and `subs` keeps insertion order, and a restart loads them in id order
-        for s in self.subs.values():
-            out[s.host].append(s.filter)
-        return out
-
     def _changed(self) -> None:
         self.version += 1
         if not self.deferred:
@@ -204,40 +216,70 @@ class Controller:
     def dirty(self) -> bool:
         return self.compiled_version < self.version
 
-    def snapshot(self) -> tuple[int, dict[str, list[str]]]:
-        """The subscriptions to compile for, with their version (taken under the caller's lock)."""
-        return self.version, self.by_host()
+    @property
+    def routing(self) -> Routing:
+        """Port filters as of the last batch taken (`route()` on the subscriptions then)."""
+        return self.live.view()
 
-    def compile_snapshot(self, snap: tuple[int, dict[str, list[str]]]) -> tuple[int, Routing, dict[str, DeviceTables]]:
-        """Routing and per-device tables for a snapshot: the slow part, safe outside the lock
-        (it reads only the snapshot; one caller at a time, it owns the compiler's cache)."""
-        version, by_host = snap
-        routing = route(self.topology, by_host, self.policy)
-        return version, routing, self.compiler.compile(routing)
+    def take_batch(self) -> Batch:
+        """The changes since the last batch, applied to the live routing (taken under the
+        caller's lock; cheap: each change touches its host's ports only). Switches whose rule
+        set changed come with their rules text, to compile."""
+        events, self._events = self._events, []
+        for host, text, delta in events:
+            self.live.change(host, text, delta)
+        changes = self.live.take_changes()
+        if not self.tables:                                     # the first batch: every device
+            changes = {d: changes.get(d, LineChanges()) for d in self.live.devices}
+        heads = {d: (self.live.digest(d), self.live.rule_count(d)) for d in changes}
+        switches = {d: (self.live.rules(d), self.live.exact_indices(d)) for d in changes
+                    if self.topology.kind(d) == "p4" and (d not in self.tables or self.tables[d].digest != heads[d][0])}
+        return Batch(self.version, changes, heads, switches)
 
-    def install(self, version: int, routing: Routing, tables: dict[str, DeviceTables]) -> list[str]:
-        """Make compiled tables the desired ones; returns the devices whose tables changed."""
-        self.routing, self.tables, self.compiled_version = routing, tables, version
+    def compile_batch(self, batch: Batch) -> dict[str, Compiled]:
+        """The switches' tables for a batch: the slow part, safe outside the lock (one caller
+        at a time; it owns the compiler's per-device state). XDP hosts compile themselves."""
+        return {d: self.compiler.compile_device(d, "p4", text, exact) for d, (text, exact) in batch.switches.items()}
+
+    def install(self, batch: Batch, compiled: dict[str, Compiled]) -> list[str]:
+        """Make a batch's tables the desired ones; returns the devices whose tables changed."""
+        self.compiled_version = batch.version
         changed = []
-        for d, t in self.tables.items():
+        for d, (dig, count) in batch.heads.items():
             st = self.devices.setdefault(d, DeviceState())
-            if st.desired != t.digest:
-                st.desired, st.attempts, st.next_try, st.error = t.digest, 0, 0.0, ""
+            lines = batch.changes[d]
+            for ln in lines.added:
+                st.since[ln] += 1
+            for ln in lines.removed:
+                st.since[ln] -= 1
+            if d not in self.tables or self.tables[d].digest != dig:
+                kind = self.topology.kind(d)
+                self.tables[d] = DeviceTables(d, kind, dig, count, partial(self.live.rules, d), compiled.get(d),
+                                              partial(self._compile_now, d, kind))
+            if st.desired != dig:
+                st.desired, st.attempts, st.next_try, st.error = dig, 0, 0.0, ""
                 changed.append(d)
             elif st.applied == st.desired:
-                st.applied_version = version          # it already holds the tables of this version
-            st.desired_version = version
+                st.applied_version = batch.version    # it already holds the tables of this version
+        for st in self.devices.values():
+            st.desired_version = batch.version
         return changed
+
+    def _compile_now(self, device: str, kind: str, rules: str) -> Compiled:
+        """A device's tables compiled here when something asks for them (simulation, a
+        switch directory): its current rule set."""
+        return self.compiler.compile_device(device, kind, rules, self.live.exact_indices(device))
 
     def recompute(self) -> list[str]:
         """New routing and tables now; returns the devices whose tables changed."""
-        return self.install(*self.compile_snapshot(self.snapshot()))
+        batch = self.take_batch()
+        return self.install(batch, self.compile_batch(batch))
 
     def held_back(self, device: str) -> bool:
         """Within the restart hold: would this push leave the device with fewer rules?"""
         if self.clock() >= self.hold_until or device not in self.holding or device not in self.tables:
             return False
-        return self.tables[device].rules.count("\n") < self.holding[device]
+        return self.tables[device].rule_count < self.holding[device]
 
     def resync_lost(self) -> list[str]:
         """Devices whose target lost its session since the last push (a switch that restarted
@@ -262,6 +304,10 @@ class Controller:
         """Push the device's desired tables once; on failure back off (0.2 s doubling to 5 s)."""
         st, tables = self.devices[device], self.tables[device]
         digest, version = st.desired, st.desired_version
+        tables.delta = None
+        if st.applied:                                 # what changed since the tables it holds
+            tables.delta = LineDelta(st.applied, [ln for ln, n in st.since.items() for _ in range(n)],
+                                     [ln for ln, n in st.since.items() for _ in range(-n)])
         try:
             self.targets[device].push(device, tables)
         except Exception as exc:                       # any failure: report, keep old tables, retry
@@ -272,6 +318,7 @@ class Controller:
         st.applied_version = max(st.applied_version, version)
         if st.desired == digest:
             st.applied, st.error, st.attempts = digest, "", 0
+            st.since.clear()
             st.pushed_at = self.clock()
         return True
 
@@ -283,7 +330,8 @@ class Controller:
         it holds the tables of (a client waits until every pushed device reaches its change's)."""
         return {"policy": self.policy, "subscriptions": len(self.subs), "version": self.version,
                 "compiled_version": self.compiled_version,
-                "devices": {d: {"kind": self.topology.kind(d), "entries": self.tables[d].entries if d in self.tables else 0,
+                "devices": {d: {"kind": self.topology.kind(d), "entries": self.tables[d].entries_known if d in self.tables else 0,
+                                "rules": self.tables[d].rule_count if d in self.tables else 0,
                                 "in_sync": st.desired == st.applied, "desired": st.desired, "applied": st.applied,
                                 "applied_version": st.applied_version,
                                 "error": st.error, "attempts": st.attempts, "push_target": d in self.targets}

@@ -156,7 +156,19 @@ def _rank(t: Topology, n: str) -> int:
     return LAYER_RANK[layer]
 
 
-def hierarchical(t: Topology, subs: dict[str, list[str]], policy: str = "mr") -> Routing:
+@dataclass(frozen=True)
+class PortPlan:
+    """Who a port carries filters for: the hosts beyond it, and those of them it is the last
+    filtering hop to (their filters exact). Only the topology and the policy decide it."""
+    beyond: frozenset[str]
+    last_hop: frozenset[str]
+
+
+# device -> port -> its plan, or None: the port carries everything (MR's up ports)
+PortPlans = dict[str, dict[int, "PortPlan | None"]]
+
+
+def hierarchical_plan(t: Topology, policy: str = "mr") -> tuple[Routing, PortPlans]:
     """Algorithm 1 (Camus): down ports carry what the hosts below want; up ports MR or TR."""
     if policy not in ("mr", "tr"):
         raise ValueError("hierarchical policies: mr, tr")
@@ -183,19 +195,20 @@ def hierarchical(t: Topology, subs: dict[str, list[str]], policy: str = "mr") ->
                 tree.add_edge(d, m)
     r = Routing(t, policy, tree, {}, up_ports, designated)
     hosts = set(t.hosts)
+    plans: PortPlans = {}
     for d in t.devices:
         if t.kind(d) not in FILTERING:
             continue
-        r.filters[d] = {}
+        plans[d] = {}
         for m in sorted(t.g[d], key=lambda x: t.port(d, x)):
             p = t.port(d, m)
             if _rank(t, m) < _rank(t, d):
-                r.set_port(d, p, subs, below[m], r.last_hop_hosts(d, m))
+                plans[d][p] = PortPlan(frozenset(below[m]), frozenset(r.last_hop_hosts(d, m)))
             elif policy == "mr":
-                r.filters[d][p] = MATCH_ALL
+                plans[d][p] = None
             else:
-                r.set_port(d, p, subs, hosts - below[d], r.last_hop_hosts(d, m))
-    return r
+                plans[d][p] = PortPlan(frozenset(hosts - below[d]), frozenset(r.last_hop_hosts(d, m)))
+    return r, plans
 
 
 def spanning_tree(t: Topology, weighted: bool) -> nx.Graph:
@@ -209,7 +222,7 @@ def spanning_tree(t: Topology, weighted: bool) -> nx.Graph:
     return nx.minimum_spanning_tree(g, weight="weight", algorithm="kruskal")
 
 
-def tree_routing(t: Topology, subs: dict[str, list[str]], policy: str = "mst") -> Routing:
+def tree_plan(t: Topology, policy: str = "mst") -> tuple[Routing, PortPlans]:
     """General topologies: each tree port carries the union of the subscriptions beyond it."""
     if policy not in ("mst", "mst++"):
         raise ValueError("tree policies: mst, mst++")
@@ -226,19 +239,37 @@ def tree_routing(t: Topology, subs: dict[str, list[str]], policy: str = "mst") -
     for n in reversed(order):
         inside[n] = ({n} & hosts).union(*(inside[c] for c in tree[n] if parent.get(c) == n))
     r = Routing(t, policy, tree, {})
+    plans: PortPlans = {}
     for d in t.devices:
         if t.kind(d) not in FILTERING:
             continue
-        r.filters[d] = {}
+        plans[d] = {}
         for m in tree[d]:
             beyond = inside[m] if parent.get(m) == d else hosts - inside[d]
-            r.set_port(d, t.port(d, m), subs, beyond, r.last_hop_hosts(d, m))
-    return r
+            plans[d][t.port(d, m)] = PortPlan(frozenset(beyond), frozenset(r.last_hop_hosts(d, m)))
+    return r, plans
+
+
+
+
+def plan_routes(t: Topology, policy: str) -> tuple[Routing, PortPlans]:
+    """The routing without filters yet, and what each port of each filtering device carries."""
+    if policy in ("mr", "tr"):
+        return hierarchical_plan(t, policy)
+    if policy in ("mst", "mst++"):
+        return tree_plan(t, policy)
+    raise ValueError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})")
 
 
 def route(t: Topology, subs: dict[str, list[str]], policy: str) -> Routing:
-    if policy in ("mr", "tr"):
-        return hierarchical(t, subs, policy)
-    if policy in ("mst", "mst++"):
-        return tree_routing(t, subs, policy)
-    raise ValueError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})")
+    """Every port's filters for the hosts' subscriptions (controller/live_routing.py keeps
+    the same answer up to date one subscription at a time)."""
+    r, plans = plan_routes(t, policy)
+    for d, ports in plans.items():
+        r.filters[d] = {}
+        for p, plan in ports.items():
+            if plan is None:
+                r.filters[d][p] = MATCH_ALL
+            else:
+                r.set_port(d, p, subs, set(plan.beyond), set(plan.last_hop))
+    return r

@@ -137,17 +137,17 @@ async def _housekeeping(app: web.Application) -> None:
             gone = c.expire()
             if gone:
                 log.info("expired %s", ", ".join(gone))
-            snap = c.snapshot() if c.dirty else None
-        if snap is not None:
+            batch = c.take_batch() if c.dirty else None
+        if batch is not None:
             try:
                 worker = app[COMPILER]
-                compiled = (await worker.compile(snap, dict(c.tables)) if isinstance(worker, CompileProcess)
-                            else await asyncio.to_thread(c.compile_snapshot, snap))
-            except Exception:                      # validated filters compile; log anything else, retry
-                log.exception("compiling version %d failed", snap[0])
-                continue
+                compiled = (await worker.compile(batch.switches) if isinstance(worker, CompileProcess)
+                            else await asyncio.to_thread(c.compile_batch, batch))
+            except Exception:                      # validated filters compile; log anything else:
+                log.exception("compiling version %d failed", batch.version)
+                compiled = {}                      # the push compiles again, reports it and retries
             async with app[LOCK]:
-                c.install(*compiled)
+                c.install(batch, compiled)
         async with app[LOCK]:
             todo = c.pending()
         for d in todo:
@@ -175,7 +175,7 @@ def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default
              compile_process: bool = False) -> web.Application:
     """`compile_process`: compile in a worker process (the CLI's choice), else in a thread."""
     app = web.Application()
-    app[COMPILER] = (CompileProcess(controller.topology, controller.spec, controller.policy, controller.options)
+    app[COMPILER] = (CompileProcess(controller.spec, controller.options)
                      if compile_process else None)
     book = tokens if isinstance(tokens, TokenBook) else TokenBook(tokens)
     app[CONTROLLER], app[TOKENS], app[DEFAULT_TTL] = controller, book, default_ttl

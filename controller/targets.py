@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 import shutil
 import tempfile
 import urllib.error
@@ -19,7 +18,6 @@ from camus.compiler.backends.base import TargetOptions
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4_entries import P4Tables
 from camus.compiler.backends.registry import backend
-from camus.compiler.incremental import line_changes, rule_lines
 
 from .devices import DeviceTables
 
@@ -54,27 +52,27 @@ class AgentTarget:
         return Held(str(doc.get("digest", "")), int(doc.get("rules", 0)))
 
     def __post_init__(self) -> None:
-        self._sent: dict[str, tuple[str, str]] = {}          # device -> (digest, rules) it last took
+        self._sent: dict[str, str] = {}          # device -> the digest it last took from us
 
     def push(self, device: str, tables: DeviceTables) -> str:
-        """The rule lines that changed since the agent's last push, as a delta (`/v1/changes`),
-        when it still holds that push and the change is a small part of the set; else (or when
-        it answers 409) the whole rule set."""
-        sent = self._sent.get(device)
-        if sent is not None:
-            added, removed = rule_line_diff(sent[1], tables.rules)
-            if len(added) + len(removed) <= max(64, tables.rules.count("\n") // 4):   # a small part of the set
-                try:
-                    summary = self._post("/v1/changes", {"device": device, "base": sent[0], "digest": tables.digest,
-                                                          "added": added, "removed": removed}, tables.digest)
-                    self._sent[device] = (tables.digest, tables.rules)
-                    return summary
-                except _Conflict:
-                    pass
+        """The rule lines that changed since the tables the agent holds, as a delta
+        (`/v1/changes`), when the controller knows them (`tables.delta`), the agent still holds
+        their base and the change is a small part of the set; else (or when it answers 409)
+        the whole rule set."""
+        delta = tables.delta
+        if (delta is not None and delta.base == self._sent.get(device)
+                and len(delta.added) + len(delta.removed) <= max(64, tables.rule_count // 4)):
+            try:
+                summary = self._post("/v1/changes", {"device": device, "base": delta.base, "digest": tables.digest,
+                                                      "added": delta.added, "removed": delta.removed}, tables.digest)
+                self._sent[device] = tables.digest
+                return summary
+            except _Conflict:
+                pass
         self._sent.pop(device, None)
         summary = self._post("/v1/tables", {"device": device, "rules": tables.rules, "digest": tables.digest},
                              tables.digest)
-        self._sent[device] = (tables.digest, tables.rules)
+        self._sent[device] = tables.digest
         return summary
 
     def _post(self, path: str, doc: dict, digest: str) -> str:
@@ -97,12 +95,6 @@ class AgentTarget:
 
 class _Conflict(Exception):
     """The agent does not hold what a delta was made against."""
-
-
-def rule_line_diff(old: str, new: str) -> tuple[list[str], list[str]]:
-    """Rule lines (stripped; comments and blank lines left out) added and removed between two
-    rule texts, repeats counted."""
-    return line_changes(Counter(rule_lines(old)), Counter(rule_lines(new)))
 
 
 @dataclass
@@ -224,7 +216,7 @@ class P4RuntimeTarget:
                 for phase in step.phases:
                     c.write([change_update(names, ch) for ch in phase])
             stamp = default_entry(names, "t_root", "set_state", (steps[-1].tables.root,))
-            stamp.metadata = f"{tables.digest} {tables.rules.count(chr(10))}".encode()
+            stamp.metadata = f"{tables.digest} {tables.rule_count}".encode()
             c.write([update(MODIFY, stamp)])          # what we wrote, for a controller that restarts
         except (BackendError, P4RuntimeError) as exc:
             raise PushError(f"switch {device} at {self.address}: {exc}") from None

@@ -56,10 +56,3 @@ def test_a_delta_against_tables_the_agent_does_not_hold_is_a_conflict(tmp_path) 
 
     _run(agent, go)
     assert agent.applied == 0 and agent.live is None
-
-
-def test_rule_line_diff_counts_repeats_and_ignores_comments() -> None:
-    from camus.controller.targets import rule_line_diff
-    old = "# h1\na : fwd(1)\na : fwd(1)\n b : fwd(2)\n"
-    new = "a : fwd(1)\nb : fwd(2)\n\nc : fwd(3)  \n"
-    assert rule_line_diff(old, new) == (["c : fwd(3)"], ["a : fwd(1)"])

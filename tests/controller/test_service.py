@@ -153,13 +153,13 @@ def test_changes_are_acknowledged_at_once_and_compiled_off_the_request_path() ->
     rec = Recorder()
     ctl = Controller(t, SPEC, "mr", targets={d: rec for d in t.devices}, deferred=True)
     compiles = []
-    plain = ctl.compile_snapshot
+    plain = ctl.compile_batch
 
-    def slow(snap):
-        compiles.append(snap[0])
+    def slow(batch):
+        compiles.append(batch.version)
         time.sleep(0.3)
-        return plain(snap)
-    ctl.compile_snapshot = slow
+        return plain(batch)
+    ctl.compile_batch = slow
 
     async def go(c):
         t0 = time.monotonic()
