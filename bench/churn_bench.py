@@ -1,16 +1,20 @@
 """Subscription churn through the controller's HTTP API, measured: how long a subscribe or
-unsubscribe call takes to answer, and how long until the switch holds the change (its
-`applied_version` in /v1/status reaches the version the call answered with).
+unsubscribe call takes to answer, and how long until the data plane classifies by the change.
 
-    python bench/churn_bench.py [-n 1000 -n 10000] [--clients 8] [--seconds 20]
+    sudo python bench/churn_bench.py [-n 1000 -n 100000] [--clients 8] [--seconds 20]
+                                     [--target xdp|p4] [--rate R]
 
 Per size: N ITCH subscriptions already live (in the database of `camus-xdp controller serve`,
-its own process; one leaf switch, three hosts; the switch is the software P4Runtime switch in
-its own process, written over gRPC), then `--clients` API clients for `--seconds`, each
-alternately subscribing and unsubscribing a filter of its own, waiting until the switch holds
-each change (closed loop), or with `--rate R` issuing R changes/s in total without waiting
-(open loop: time to installed from a poller of /v1/status). The controller compiles off the
-request path (a worker process), a burst of changes together.
+its own process; one edge device, three hosts). The device is an XDP host (`--target xdp`, the
+default, root): an agent (`camus-xdp agent`, its own process) attached to a veth, taking the
+controller's rule-line deltas into its maps; or the software P4Runtime switch in its own
+process, written over gRPC (`--target p4`). Then `--clients` API clients for `--seconds`, each
+alternately subscribing and unsubscribing a filter on a symbol of its own and waiting until
+the change is installed (closed loop): on XDP, until the attached program (BPF_PROG_TEST_RUN on
+its pinned program) delivers a packet of that symbol after the subscribe and drops it after the
+unsubscribe, so the time is kernel-verified; on the switch, until its `applied_version` in
+/v1/status reaches the version the call answered with. With `--rate R` the clients issue R
+changes/s in total without waiting (open loop: time to installed from a poller of /v1/status).
 The last line is one JSON object with the figures.
 """
 from __future__ import annotations
@@ -24,6 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "apps" / "itch" / "itch.p4"
+IFACE, PEER = "cxch0", "cxch1"                           # the XDP host's interface (--target xdp)
+XDP_DROP = 1
 sys.path.insert(0, str(ROOT / "bench"))
 from p4rt_bench import SERVER, _port  # noqa: E402   the P4Runtime switch process, a free port
 
@@ -41,25 +47,88 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0) -> dict:
+def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp") -> dict:
     from camus.dataplane.lab import processes
-    with processes() as procs:                           # the switch, then the controller
-        return _measure(n, clients, seconds, tmp, rate, procs)
+    with processes() as procs:                           # the device, then the controller
+        try:
+            return _measure(n, clients, seconds, tmp, rate, procs, target)
+        finally:
+            for proc in procs:                           # the agent detaches before its links go
+                proc.terminate()
+                proc.wait(timeout=60)
+            if target == "xdp":
+                _veths(down=True)
 
 
-def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list) -> dict:
+def _veths(down: bool = False) -> None:
+    """The XDP host's interface (the agent attaches to it) and one veth per subscriber port."""
+    for a, b in [(IFACE, PEER)] + [(f"cxcp{i}", f"cxcq{i}") for i in (1, 2, 3)]:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+        if not down:
+            subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+            for x in (a, b):
+                subprocess.run(["ip", "link", "set", x, "up"], check=True)
+
+
+def _device(target: str, tmp: Path, procs: list) -> tuple[dict, dict]:
+    """The filtering device the subscribers hang off: a software P4Runtime switch in its own
+    process, or an XDP host (veths here) with its agent; its topology entry and extra options."""
+    if target == "p4":
+        sw_port = _port()
+        procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{sw_port}"],
+                                      stdout=subprocess.PIPE, text=True))
+        assert procs[0].stdout is not None and procs[0].stdout.readline().strip() == "ready"
+        return {"name": "sw", "kind": "p4", "layer": "edge", "p4runtime": f"127.0.0.1:{sw_port}"}, {}
+    _veths()
+    agent = f"127.0.0.1:{_port()}"
+    (tmp / "agent.token").write_text("agent-tok\n")
+    (tmp / "ports.yaml").write_text("".join(f"{i}: {{iface: cxcp{i}}}\n" for i in (1, 2, 3)))
+    procs.append(subprocess.Popen([str(Path(sys.executable).parent / "camus-xdp"), "agent", IFACE, "--spec", str(SPEC),
+                                   "--ports", str(tmp / "ports.yaml"), "--listen", agent,
+                                   "--token-file", str(tmp / "agent.token")], stderr=subprocess.DEVNULL))
+    return ({"name": "sw", "kind": "xdp", "layer": "edge", "agent": f"http://{agent}"},
+            {"--agent-token-file": str(tmp / "agent.token")})
+
+
+class KernelCheck:
+    """Whether the attached XDP program delivers a packet of a symbol (BPF_PROG_TEST_RUN on the
+    pinned program): the time to installed is taken when the kernel classifies the change."""
+
+    def __init__(self) -> None:
+        from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
+        from camus.compiler.language.spec_parser import load_spec
+        from camus.dataplane import runtime
+        from camus.dataplane.testrun import _libbpf, test_run
+        self.spec, self.build, self.msg, self.addr = load_spec(SPEC), build_packet, message_from_text, packet_addresses
+        self.run = test_run
+        self.fd = _libbpf().bpf_obj_get(str(runtime.pin_dir(IFACE) / "prog_xdp").encode())
+        assert self.fd >= 0, "the agent has not attached"
+
+    def frame(self, stock: str) -> bytes:
+        m = self.msg(self.spec, f"stock={stock} price=1000")
+        return self.build(self.spec, [m], **self.addr(self.spec, m))
+
+    def delivered(self, pkt: bytes) -> bool:
+        return self.run(self.fd, pkt).retval != XDP_DROP
+
+    def wait(self, pkt: bytes, delivered: bool, timeout: float = 120.0) -> None:
+        end = time.monotonic() + timeout
+        while self.delivered(pkt) != delivered:
+            if time.monotonic() > end:
+                raise AssertionError("the change never reached the data plane")
+            time.sleep(0.0005)
+
+
+def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
     from camus.controller.store import SubscriptionStore
 
-    sw_port, api_port = _port(), _port()
-    procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{sw_port}"],
-                                  stdout=subprocess.PIPE, text=True))
-    assert procs[0].stdout is not None and procs[0].stdout.readline().strip() == "ready"
+    api_port = _port()
     hosts = ["h1", "h2", "h3"]
-    topo = {"devices": [{"name": "sw", "kind": "p4", "layer": "edge", "p4runtime": f"127.0.0.1:{sw_port}"}]
-            + [{"name": h, "kind": "host"} for h in hosts],
+    device, extra = _device(target, tmp, procs)
+    topo = {"devices": [device] + [{"name": h, "kind": "host"} for h in hosts],
             "links": [{"a": "sw", "a_port": i, "b": h, "b_port": 1} for i, h in enumerate(hosts, start=1)]}
     (tmp / "topo.yaml").write_text(yaml.safe_dump(topo))
     tokens = {f"tok{i}": hosts[i % len(hosts)] for i in range(clients)}
@@ -77,17 +146,26 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     exe = str(Path(sys.executable).parent / "camus-xdp")
     procs.append(subprocess.Popen([exe, "controller", "serve", "--topology", str(tmp / "topo.yaml"), "--spec", str(SPEC),
                                    "--tokens", str(tmp / "tokens.yaml"), "--db", str(db), "--policy", "mr",
-                                   "--listen", f"127.0.0.1:{api_port}"], stderr=subprocess.DEVNULL))
+                                   "--listen", f"127.0.0.1:{api_port}", "--switch-dir", str(tmp / "sw"),
+                                   *[x for kv in extra.items() for x in kv]], stderr=subprocess.DEVNULL))
     url = f"http://127.0.0.1:{api_port}"
     first = SubscriptionClient(url, "tok0")
-    for _ in range(600):
+    t_ready = time.monotonic()
+    while time.monotonic() - t_ready < 900:              # the whole set compiled and installed
         try:
             st = first.status()
-            if all(d["in_sync"] for d in st["devices"].values()):
+            if st["devices"] and all(d["in_sync"] for d in st["devices"].values()):
                 break
         except Exception:
             pass
         time.sleep(0.2)
+    else:
+        raise RuntimeError("the device never held the initial subscription set")
+    ready_s = time.monotonic() - t_ready
+    kernel = KernelCheck() if target == "xdp" else None
+    warm = first.subscribe("stock == WARM and price > 1", ttl=600)   # the agent takes the maps over for deltas
+    first.wait_installed(warm["version"], timeout=600, poll=0.05)
+    first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600, poll=0.05)
     calls: list[float] = []
     installed: list[float] = []
     stop = time.monotonic() + seconds
@@ -98,6 +176,7 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
 
     def client(tok: str, k: int) -> None:
         c = SubscriptionClient(url, tok)
+        pkt = kernel.frame(f"C{k}") if kernel is not None else b""
         sub = None
         next_at = time.monotonic()
         while time.monotonic() < stop:
@@ -112,7 +191,9 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                 version = c.unsubscribe(sub)["version"]
                 sub = None
             t1 = time.monotonic()
-            if not rate:
+            if kernel is not None and not rate:
+                kernel.wait(pkt, delivered=sub is not None)   # the kernel classifies by the change
+            elif not rate:
                 c.wait_installed(version, timeout=300, poll=0.005)
             with lock:
                 calls.append(t1 - t0)
@@ -152,7 +233,8 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
             at = next((t for t, v in samples if t >= when and v >= version), None)
             if at is not None:
                 installed.append(at - when)
-    return {"subscriptions": n, "clients": clients, "rate": rate, "changes": len(calls),
+    return {"subscriptions": n, "target": target, "kernel_verified": kernel is not None and not rate,
+            "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
             "changes_per_s": round(len(calls) / wall, 1), "not_installed": len(calls) - len(installed),
             "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
             "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
@@ -169,15 +251,18 @@ def main() -> int:
     ap = size_args(__doc__, default)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--target", choices=["xdp", "p4"], default="xdp",
+                    help="the device: an XDP host with its agent on a veth (root; installs kernel-verified in "
+                         "closed loop), or the software P4Runtime switch")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="open loop: changes/s in total, not waiting for installs (0: closed loop, the default)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="camus-churn-"))
     try:
-        return run_sizes("churn", f"churn_bench.py --clients {args.clients} --seconds {args.seconds:g}"
+        return run_sizes("churn", f"churn_bench.py --target {args.target} --clients {args.clients} --seconds {args.seconds:g}"
                          + (f" --rate {args.rate:g}" if args.rate else ""), args.n or default,
                          f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}",
-                         lambda n: measure(n, args.clients, args.seconds, tmp, args.rate),
+                         lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target),
                          lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
                                       f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")
     finally:

@@ -39,6 +39,7 @@ class AgentTarget:
     url: str
     token: str
     timeout: float = 10.0
+    whole_timeout: float = 600.0      # a whole rule set: the agent compiles and writes all of it
 
     def current(self, device: str) -> Held | None:
         """The agent's tables now (None when it cannot be asked)."""
@@ -71,16 +72,16 @@ class AgentTarget:
                 pass
         self._sent.pop(device, None)
         summary = self._post("/v1/tables", {"device": device, "rules": tables.rules, "digest": tables.digest},
-                             tables.digest)
+                             tables.digest, self.whole_timeout)
         self._sent[device] = tables.digest
         return summary
 
-    def _post(self, path: str, doc: dict, digest: str) -> str:
+    def _post(self, path: str, doc: dict, digest: str, timeout: float | None = None) -> str:
         req = urllib.request.Request(self.url.rstrip("/") + path, data=json.dumps(doc).encode(), method="POST",
                                      headers={"Content-Type": "application/json",
                                               "Authorization": f"Bearer {self.token}"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
                 answer = json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
             if exc.code == 409:
