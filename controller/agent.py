@@ -28,6 +28,9 @@ from typing import Any, Callable
 from aiohttp import web
 
 
+MAX_BODY = 512 * 1024 * 1024
+
+
 class Conflict(Exception):
     """The change is not against the tables the agent holds (HTTP 409)."""
 
@@ -172,7 +175,8 @@ def make_agent_app(agent: Agent) -> web.Application:
     async def cleanup(app: web.Application) -> None:
         agent.close()
 
-    app = web.Application()
+    # a whole rule set is one request body: 1M subscriptions are tens of MB (aiohttp's default: 1 MB)
+    app = web.Application(client_max_size=MAX_BODY)
     app.add_routes([web.post("/v1/tables", tables), web.post("/v1/changes", changes),
                     web.get("/v1/status", status)])
     app.on_cleanup.append(cleanup)

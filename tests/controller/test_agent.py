@@ -53,6 +53,11 @@ def test_a_delta_against_tables_the_agent_does_not_hold_is_a_conflict(tmp_path) 
         r = await c.post("/v1/changes", json={"base": "d0", "digest": "d1", "added": "stock == X : fwd(1)",
                                               "removed": []}, headers=auth)
         assert r.status == 400
+        # a large rule set is one body (100K subscriptions: several MB): read, not refused for its size
+        many = [f"stock == S{i} and price > {i % 999 + 1} : fwd(1)" for i in range(100_000)]
+        r = await c.post("/v1/changes", json={"base": "d0", "digest": "d1", "added": many, "removed": []},
+                         headers=auth)
+        assert r.status == 409
 
     _run(agent, go)
     assert agent.applied == 0 and agent.live is None
