@@ -19,10 +19,10 @@ The last line is one JSON object with the figures.
 """
 from __future__ import annotations
 
+import asyncio
 import random
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -119,6 +119,80 @@ class KernelCheck:
             time.sleep(0.0005)
 
 
+async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel: KernelCheck | None
+                ) -> tuple[list[float], list[float], int]:
+    """The API clients, in one event loop over keep-alive connections (so the client costs
+    little CPU beside the controller on this 2-core machine): API call times, times to
+    installed, and how many changes were never installed within two minutes."""
+    import aiohttp
+    calls: list[float] = []
+    installed: list[float] = []
+    issued: list[tuple[float, int]] = []                 # open loop: (when, version) of each change
+    stop = time.monotonic() + seconds
+    rng = random.Random(2)
+    async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=0)) as http:
+        async def call(tok: str, method: str, path: str, body: dict | None = None) -> dict:
+            async with http.request(method, path, json=body, headers={"Authorization": f"Bearer {tok}"}) as r:
+                r.raise_for_status()
+                return await r.json()
+
+        async def held_version() -> int:
+            st = await call(tokens[0], "GET", "/v1/status")
+            return min(d["applied_version"] for d in st["devices"].values() if d["push_target"])
+
+        async def client(tok: str, k: int) -> None:
+            pkt = kernel.frame(f"C{k}") if kernel is not None else b""
+            sub = None
+            next_at = time.monotonic() + k / rate if rate else 0.0     # staggered: no bursts
+            while time.monotonic() < stop:
+                if rate:                                 # open loop: this client's share of the rate
+                    next_at += len(tokens) / rate
+                    await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                t0 = time.monotonic()
+                if sub is None:
+                    got = await call(tok, "POST", "/v1/subscriptions",
+                                     {"filter": f"stock == C{k} and price > {rng.randint(1, 999)}", "ttl": 600})
+                    sub, version = got["id"], got["version"]
+                else:
+                    version = (await call(tok, "DELETE", f"/v1/subscriptions/{sub}"))["version"]
+                    sub = None
+                calls.append(time.monotonic() - t0)
+                if rate:
+                    issued.append((t0, version))
+                    continue
+                while True:                              # closed loop: until installed
+                    if kernel is not None:               # the kernel classifies by the change
+                        if kernel.delivered(pkt) == (sub is not None):
+                            break
+                    elif await held_version() >= version:
+                        break
+                    if time.monotonic() - t0 > 120:
+                        raise AssertionError(f"version {version} never reached the data plane")
+                    await asyncio.sleep(0.0005 if kernel is not None else 0.005)
+                installed.append(time.monotonic() - t0)
+
+        async def watch() -> None:                       # open loop: when each version is held
+            samples: list[tuple[float, int]] = []
+            while True:
+                samples.append((time.monotonic(), await held_version()))
+                last = max((v for _, v in issued), default=0)
+                if done.is_set() and (samples[-1][1] >= last or time.monotonic() > stop + 120):
+                    break
+                await asyncio.sleep(0.005)
+            for when, version in issued:                 # first sample at or after the call holding it
+                at = next((t for t, v in samples if t >= when and v >= version), None)
+                if at is not None:
+                    installed.append(at - when)
+
+        done = asyncio.Event()
+
+        async def clients() -> None:
+            await asyncio.gather(*(client(tok, k) for k, tok in enumerate(tokens)))
+            done.set()
+        await asyncio.gather(clients(), *([watch()] if rate else []))
+    return calls, installed, len(calls) - len(installed)
+
+
 def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str) -> dict:
     import yaml
 
@@ -166,76 +240,12 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     warm = first.subscribe("stock == WARM and price > 1", ttl=600)   # the agent takes the maps over for deltas
     first.wait_installed(warm["version"], timeout=600, poll=0.05)
     first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600, poll=0.05)
-    calls: list[float] = []
-    installed: list[float] = []
-    stop = time.monotonic() + seconds
-    lock = threading.Lock()
-
-    issued: list[tuple[float, int]] = []                 # open loop: (when, version) of each change
-    samples: list[tuple[float, int]] = []                # (when, the version every device holds)
-
-    def client(tok: str, k: int) -> None:
-        c = SubscriptionClient(url, tok)
-        pkt = kernel.frame(f"C{k}") if kernel is not None else b""
-        sub = None
-        next_at = time.monotonic()
-        while time.monotonic() < stop:
-            if rate:                                     # open loop: this client's share of the rate
-                next_at += clients / rate
-                time.sleep(max(0.0, next_at - time.monotonic()))
-            t0 = time.monotonic()
-            if sub is None:
-                got = c.subscribe(f"stock == C{k} and price > {rng.randint(1, 999)}", ttl=600)
-                sub, version = got["id"], got["version"]
-            else:
-                version = c.unsubscribe(sub)["version"]
-                sub = None
-            t1 = time.monotonic()
-            if kernel is not None and not rate:
-                kernel.wait(pkt, delivered=sub is not None)   # the kernel classifies by the change
-            elif not rate:
-                c.wait_installed(version, timeout=300, poll=0.005)
-            with lock:
-                calls.append(t1 - t0)
-                if rate:
-                    issued.append((t0, version))
-                else:
-                    installed.append(time.monotonic() - t0)
-
-    def watch() -> None:                                 # until every change is installed (or 2 min more)
-        c = SubscriptionClient(url, "tok0")
-        while time.monotonic() < stop + 120:
-            devs = c.status()["devices"].values()
-            held = min(d["applied_version"] for d in devs if d["push_target"])
-            samples.append((time.monotonic(), held))
-            with lock:
-                last = max((v for _, v in issued), default=0)
-            if done.is_set() and held >= last:
-                return
-            time.sleep(0.005)
-    done = threading.Event()
     rss0 = _rss_mb(procs[1].pid)
-    threads = [threading.Thread(target=client, args=(tok, k)) for k, tok in enumerate(tokens)]
-    watcher = threading.Thread(target=watch)
-    t0 = time.monotonic()
-    if rate:
-        watcher.start()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    wall = time.monotonic() - t0
+    calls, installed, not_installed = asyncio.run(_load(url, list(tokens), seconds, rate, kernel))
     rss1 = _rss_mb(procs[1].pid)
-    done.set()
-    if rate:
-        watcher.join()
-        for when, version in issued:                     # first sample at or after the call holding it
-            at = next((t for t, v in samples if t >= when and v >= version), None)
-            if at is not None:
-                installed.append(at - when)
     return {"subscriptions": n, "target": target, "kernel_verified": kernel is not None and not rate,
             "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
-            "changes_per_s": round(len(calls) / wall, 1), "not_installed": len(calls) - len(installed),
+            "changes_per_s": round(len(calls) / seconds, 1), "not_installed": not_installed,
             "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
             "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
             "installed_ms_p50": round(_pct(installed, 0.5) * 1e3, 1),

@@ -10,6 +10,11 @@ import click
 from camus.controller.routing import POLICIES
 
 
+# one line per request on stderr: off by default (a thousand subscription changes a second
+# would be a thousand lines a second, and formatting them costs the event loop)
+ACCESS_LOG = click.option("--access-log", is_flag=True, help="Log every HTTP request on stderr.")
+
+
 def _listen(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit():
@@ -53,8 +58,9 @@ def register(main: click.Group) -> None:
                   help="Where each P4 switch without a `p4runtime: HOST:PORT` in the topology gets its "
                        "program and entries written (DIR/<switch>/); the others are driven over P4Runtime.")
     @click.option("--default-ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
+    @ACCESS_LOG
     def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
-              default_ttl) -> None:
+              default_ttl, access_log) -> None:
         """Serve the subscription API; push tables to host agents and to switches.
 
         \b
@@ -104,7 +110,8 @@ def register(main: click.Group) -> None:
         host, port = _listen(listen)
         click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
                    f"http://{host}:{port}/v1/", err=True)
-        web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None)
+        web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None,
+                    access_log=web.access_logger if access_log else None)
 
     @main.command()
     @click.argument("iface")
@@ -116,7 +123,8 @@ def register(main: click.Group) -> None:
                   help="File holding the bearer token the controller must present ($CAMUS_AGENT_TOKEN also "
                        "works; never on the command line, where ps shows it).")
     @click.option("--mode", type=click.Choice(["native", "generic"]), default="native", show_default=True)
-    def agent(iface, spec, ports_path, listen, token_file, mode) -> None:
+    @ACCESS_LOG
+    def agent(iface, spec, ports_path, listen, token_file, mode, access_log) -> None:
         """Host agent: apply the controller's tables to IFACE atomically (root)."""
         from aiohttp import web
         from camus.controller.agent import Agent, make_agent_app
@@ -127,7 +135,8 @@ def register(main: click.Group) -> None:
             sys.exit(2)
         a = Agent(iface, spec, token, ports_path, mode)
         click.echo(f"agent for {iface} on http://{host}:{port}/v1/", err=True)
-        web.run_app(make_agent_app(a), host=host, port=port, print=None)
+        web.run_app(make_agent_app(a), host=host, port=port, print=None,
+                    access_log=web.access_logger if access_log else None)
 
     def _client(url: str, token: str):
         from camus.controller.client import SubscriptionClient
