@@ -13,6 +13,7 @@ swaps atomically or not at all) and is retried; `status()` reports it.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import re
 import time
@@ -22,6 +23,7 @@ from functools import partial
 from typing import Callable, Protocol
 
 from camus.compiler.compile import Compiled, CompileOptions, compile_rules
+from camus.compiler.incremental import settle_heap
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
 
@@ -112,14 +114,18 @@ class Controller:
         self.compiler = DeviceCompiler(self.spec, self.options)
         self.live = LiveRouting(self.topology, self.policy, track_exact=self.options.alpha > 1)
         self._events: list[tuple[str, str, int]] = []     # (host, filter, +1/-1) since the last batch
+        self._expiry: list[tuple[float, str]] = []         # heap of (expires, id); stale notes skipped
         if self.store is not None:                  # back from a restart: every live subscription
             now, wall = self.clock(), self.wall()
             for r in self.store.live(wall):
                 if r.host in self.topology.hosts:
                     self.subs[f"s{r.id}"] = Subscription(f"s{r.id}", r.host, r.filter, r.ttl,
                                                          now + (r.expires_wall - wall))
+                    self._due(self.subs[f"s{r.id}"])
                     self._events.append((r.host, r.filter, 1))
         self.recompute()
+        if len(self.subs) > 10_000:
+            settle_heap()              # a large set loaded: later collections need not walk it
         # After a restart the devices keep the tables they had. Those that already hold what
         # we computed need no push; for one TTL nobody gets fewer rules than it holds (a lost
         # database, or clients that have not resubscribed yet, must not turn subscribers dark).
@@ -161,6 +167,7 @@ class Controller:
             sub_id = f"s{next(self._ids)}"
         sub = Subscription(sub_id, host, text, ttl, now + ttl)
         self.subs[sub.id] = sub
+        self._due(sub)
         self._events.append((host, text, 1))
         self._changed()
         return sub
@@ -186,6 +193,7 @@ class Controller:
                 raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
             sub.ttl = ttl
         sub.expires = self.clock() + sub.ttl
+        self._due(sub)
         if self.store is not None:
             self.store.refresh(int(sub_id[1:]), sub.ttl, self.wall() + sub.ttl)
         return sub
@@ -194,12 +202,24 @@ class Controller:
         now = self.clock()
         return [s.view(now) for s in self.subs.values() if s.host == host]
 
+    def _due(self, sub: Subscription) -> None:
+        """Note when a subscription lapses (a refresh adds a later note; the earlier one is
+        skipped when it comes up), so expiry looks only at what is due, not at every subscription."""
+        heapq.heappush(self._expiry, (sub.expires, sub.id))
+        if len(self._expiry) > 2 * len(self.subs) + 1024:        # mostly stale notes: start afresh
+            self._expiry = [(x.expires, x.id) for x in self.subs.values()]
+            heapq.heapify(self._expiry)
+
     def expire(self) -> list[str]:
         now = self.clock()
-        gone = [i for i, s in self.subs.items() if s.expires <= now]
-        for i in gone:
-            s = self.subs.pop(i)
-            self._events.append((s.host, s.filter, -1))
+        gone = []
+        while self._expiry and self._expiry[0][0] <= now:
+            _, i = heapq.heappop(self._expiry)
+            s = self.subs.get(i)
+            if s is not None and s.expires <= now:
+                del self.subs[i]
+                gone.append(i)
+                self._events.append((s.host, s.filter, -1))
         if gone and self.store is not None:
             self.store.remove([int(i[1:]) for i in gone])
         if gone:
