@@ -6,11 +6,11 @@ same symbol (its price table rebuilt under it) and on others."""
 from __future__ import annotations
 
 import random
+import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -62,7 +62,8 @@ def test_unchanged_subscription_loses_nothing_while_others_churn(tmp_path: Path)
                                        "--switch-dir", str(tmp_path / "sw"),
                                        "--agent-token-file", str(tmp_path / "agent.token")],
                                       stderr=subprocess.DEVNULL))
-        _wait(agent, lambda: urllib.request.urlopen(f"http://{agent}/v1/status", timeout=1))
+        host, port = agent.split(":")
+        _wait(agent, lambda: socket.create_connection((host, int(port)), timeout=1).close() or True)
         url = f"http://{api}"
         keeper = SubscriptionClient(url, "tok-1")
         _wait(api, keeper.status)
@@ -73,7 +74,7 @@ def test_unchanged_subscription_loses_nothing_while_others_churn(tmp_path: Path)
         churners[0].wait_installed(warm["version"], timeout=120, poll=0.05)
 
         m = message_from_text(spec, "stock=KEEP price=500")
-        frame = build_packet(spec, [m], **packet_addresses(spec, m, dst_mac=lab.broker_mac()))
+        frame = build_packet(spec, [m], dst_mac=lab.broker_mac(), **packet_addresses(spec, m))
         sent = 4000
         stop = threading.Event()
         changes: list[int] = []
