@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "apps" / "itch" / "itch.p4"
 IFACE, PEER = "cxch0", "cxch1"                           # the XDP host's interface (--target xdp)
-XDP_DROP = 1
 sys.path.insert(0, str(ROOT / "bench"))
+from delta_bench import KernelCheck  # noqa: E402   the attached program, asked through the kernel
 from p4rt_bench import SERVER, _port  # noqa: E402   the P4Runtime switch process, a free port
 
 
@@ -49,15 +49,12 @@ def _pct(xs: list[float], q: float) -> float:
 
 def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp") -> dict:
     from camus.dataplane.lab import processes
-    with processes() as procs:                           # the device, then the controller
-        try:
+    try:
+        with processes() as procs:                       # the device, then the controller
             return _measure(n, clients, seconds, tmp, rate, procs, target)
-        finally:
-            for proc in procs:                           # the agent detaches before its links go
-                proc.terminate()
-                proc.wait(timeout=60)
-            if target == "xdp":
-                _veths(down=True)
+    finally:                                             # after the agent has detached
+        if target == "xdp":
+            _veths(down=True)
 
 
 def _veths(down: bool = False) -> None:
@@ -88,35 +85,6 @@ def _device(target: str, tmp: Path, procs: list) -> tuple[dict, dict]:
                                    "--token-file", str(tmp / "agent.token")], stderr=subprocess.DEVNULL))
     return ({"name": "sw", "kind": "xdp", "layer": "edge", "agent": f"http://{agent}"},
             {"--agent-token-file": str(tmp / "agent.token")})
-
-
-class KernelCheck:
-    """Whether the attached XDP program delivers a packet of a symbol (BPF_PROG_TEST_RUN on the
-    pinned program): the time to installed is taken when the kernel classifies the change."""
-
-    def __init__(self) -> None:
-        from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
-        from camus.compiler.language.spec_parser import load_spec
-        from camus.dataplane import runtime
-        from camus.dataplane.testrun import _libbpf, test_run
-        self.spec, self.build, self.msg, self.addr = load_spec(SPEC), build_packet, message_from_text, packet_addresses
-        self.run = test_run
-        self.fd = _libbpf().bpf_obj_get(str(runtime.pin_dir(IFACE) / "prog_xdp").encode())
-        assert self.fd >= 0, "the agent has not attached"
-
-    def frame(self, stock: str) -> bytes:
-        m = self.msg(self.spec, f"stock={stock} price=1000")
-        return self.build(self.spec, [m], **self.addr(self.spec, m))
-
-    def delivered(self, pkt: bytes) -> bool:
-        return self.run(self.fd, pkt).retval != XDP_DROP
-
-    def wait(self, pkt: bytes, delivered: bool, timeout: float = 120.0) -> None:
-        end = time.monotonic() + timeout
-        while self.delivered(pkt) != delivered:
-            if time.monotonic() > end:
-                raise AssertionError("the change never reached the data plane")
-            time.sleep(0.0005)
 
 
 async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel: KernelCheck | None
@@ -236,12 +204,16 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     else:
         raise RuntimeError("the device never held the initial subscription set")
     ready_s = time.monotonic() - t_ready
-    kernel = KernelCheck() if target == "xdp" else None
+    kernel = KernelCheck(IFACE, price=1000) if target == "xdp" else None
     warm = first.subscribe("stock == WARM and price > 1", ttl=600)   # the agent takes the maps over for deltas
     first.wait_installed(warm["version"], timeout=600, poll=0.05)
     first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600, poll=0.05)
     rss0 = _rss_mb(procs[1].pid)
-    calls, installed, not_installed = asyncio.run(_load(url, list(tokens), seconds, rate, kernel))
+    try:
+        calls, installed, not_installed = asyncio.run(_load(url, list(tokens), seconds, rate, kernel))
+    finally:
+        if kernel is not None:
+            kernel.close()
     rss1 = _rss_mb(procs[1].pid)
     return {"subscriptions": n, "target": target, "kernel_verified": kernel is not None and not rate,
             "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),

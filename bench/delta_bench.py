@@ -32,14 +32,46 @@ def _p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+class KernelCheck:
+    """Whether the program attached to an interface delivers a packet (BPF_PROG_TEST_RUN on its
+    pinned program): a change is timed until the kernel classifies by it."""
+
+    def __init__(self, iface: str, price: int = 500) -> None:
+        from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
+        from camus.compiler.language.spec_parser import load_spec
+        from camus.dataplane import runtime
+        from camus.dataplane.testrun import _libbpf, test_run
+        self.spec, self.price = load_spec(SPEC), price
+        self.build, self.msg, self.addr, self.run = build_packet, message_from_text, packet_addresses, test_run
+        self.fd = _libbpf().bpf_obj_get(str(runtime.pin_dir(iface) / "prog_xdp").encode())
+        if self.fd < 0:
+            raise RuntimeError(f"{iface}: no attached program pinned")
+
+    def frame(self, stock: str) -> bytes:
+        """An ITCH packet of one message on `stock` at the check's price."""
+        m = self.msg(self.spec, f"stock={stock} price={self.price}")
+        return self.build(self.spec, [m], **self.addr(self.spec, m))
+
+    def delivered(self, pkt: bytes) -> bool:
+        return self.run(self.fd, pkt).retval != XDP_DROP
+
+    def wait(self, pkt: bytes, delivered: bool, timeout: float = 5.0) -> None:
+        """Spin until the program delivers (or drops) `pkt`."""
+        end = time.perf_counter() + timeout
+        while self.delivered(pkt) != delivered:
+            if time.perf_counter() > end:
+                raise AssertionError("the change never reached the data plane")
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 def measure(n: int, changes: int) -> dict:
     from camus.bench.workloads import itch_rules, symbols
-    from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
     from camus.compiler.compile import compile_rules
     from camus.compiler.language.spec_parser import load_spec
     from camus.dataplane import runtime
     from camus.dataplane.live import LiveClassifier
-    from camus.dataplane.testrun import _libbpf, test_run
     spec = load_spec(SPEC)
     lines = sorted({r for r in itch_rules(n, 1) if r.strip()})
     held = symbols(100)
@@ -57,36 +89,28 @@ def measure(n: int, changes: int) -> dict:
         t0 = time.perf_counter()
         live = LiveClassifier(IFACE)
         takeover_s = time.perf_counter() - t0
-        fd = _libbpf().bpf_obj_get(str(runtime.pin_dir(IFACE) / "prog_xdp").encode())
-
-        def frame(stock: str) -> bytes:
-            m = message_from_text(spec, f"stock={stock} price=500")
-            return build_packet(spec, [m], **packet_addresses(spec, m))
-
+        kernel = KernelCheck(IFACE)
         rng = random.Random(7)
         apply_ms, compile_ms, write_ms, classified_ms, writes = [], [], [], [], []
         for k in range(changes // 2):
             fresh = k % 2 == 1
             stock = f"Z{k:05d}" if fresh else rng.choice(held)
             rule = f"stock == {stock} and price > {rng.randint(1, 499)} : fwd({rng.randint(1, 200)})"
-            pkt = frame(stock)
+            pkt = kernel.frame(stock)
             for added, removed in (([rule], []), ([], [rule])):
                 if fresh:
-                    before = test_run(fd, pkt).retval
-                    assert (before == XDP_DROP) == bool(added), (stock, before)
+                    assert kernel.delivered(pkt) != bool(added), stock
                 t = time.perf_counter()
                 rep = live.apply(added, removed)
                 done = time.perf_counter()
                 if fresh:
-                    while (test_run(fd, pkt).retval == XDP_DROP) == bool(added):   # the kernel sees it
-                        if time.perf_counter() - t > 5:
-                            raise AssertionError(f"{stock}: the change never reached the data plane")
+                    kernel.wait(pkt, delivered=bool(added))             # the kernel sees it
                     classified_ms.append((time.perf_counter() - t) * 1e3)
                 apply_ms.append((done - t) * 1e3)
                 compile_ms.append(rep.compile_ms)
                 write_ms.append(rep.write_ms)
                 writes.append(rep.writes)
-        os.close(fd)
+        kernel.close()
         return {"subscriptions": n, "attach_s": round(attach_s, 2), "takeover_s": round(takeover_s, 2),
                 "changes": len(apply_ms),
                 "apply_ms_p50": round(statistics.median(apply_ms), 2), "apply_ms_p99": round(_p(apply_ms, 0.99), 2),

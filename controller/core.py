@@ -267,11 +267,12 @@ class Controller:
         changed = []
         for d, (dig, count) in batch.heads.items():
             st = self.devices.setdefault(d, DeviceState())
-            lines = batch.changes[d]
-            for ln in lines.added:
-                st.since[ln] += 1
-            for ln in lines.removed:
-                st.since[ln] -= 1
+            if d in self.targets:                     # what it will need since what it holds
+                for lines, k in ((batch.changes[d].added, 1), (batch.changes[d].removed, -1)):
+                    for ln in lines:
+                        st.since[ln] += k
+                        if not st.since[ln]:
+                            del st.since[ln]
             if d not in self.tables or self.tables[d].digest != dig:
                 kind = self.topology.kind(d)
                 self.tables[d] = DeviceTables(d, kind, dig, count, partial(self.live.rules, d), compiled.get(d),

@@ -53,10 +53,6 @@ class DeviceTables:
         return self.compiled_
 
     @property
-    def rule_total(self) -> int:
-        return self.rule_count
-
-    @property
     def entries(self) -> int:
         p = self.compiled.pipeline
         return p.entry_count + len(p.leaves)
@@ -88,7 +84,6 @@ class DeviceCompiler:
         inc = self.incremental.get(device)
         if inc is None or inc.options != options:
             inc = self.incremental[device] = IncrementalCompiler(self.spec, options)
-        self.compiled_last.append(device)
         return inc.compile(rules, f"<{device}>")
 
     def forget(self, devices: Iterable[str]) -> None:
@@ -109,6 +104,7 @@ class DeviceCompiler:
                 kind = routing.topology.kind(d)
                 cached = DeviceTables(d, kind, h, len(lines), rules, self.compile_device(d, kind, rules, exact))
                 self.cache[d] = cached
+                self.compiled_last.append(d)
             out[d] = cached
         self.forget(set(self.cache) - set(out))
         return out
@@ -123,7 +119,7 @@ def memory_per_layer(routing: Routing, tables: dict[str, DeviceTables]) -> dict[
         row["devices"] += 1
         row["entries"] += t.entries
         row["max_entries"] = max(row["max_entries"], t.entries)
-        row["rules"] += t.rule_total
+        row["rules"] += t.rule_count
     return out
 
 

@@ -82,49 +82,45 @@ class LiveRouting:
         for d, ports in self.plans.items():
             for p, plan in sorted(ports.items()):
                 if plan is None:
-                    self._line(d, f"{MATCH_ALL[0]} : fwd({p})", True, False)
+                    self._set(d, f"{MATCH_ALL[0]} : fwd({p})", None, False)
 
     @property
     def devices(self) -> list[str]:
         return sorted(self.plans)
 
     def change(self, host: str, filter_text: str, delta: int) -> None:
-        """One subscription of `host` to `filter_text` added (+1) or removed (-1)."""
+        """One subscription of `host` to `filter_text` added (+1) or removed (-1); removing one
+        the host does not hold raises KeyError and changes nothing."""
         f = filter_text.strip()
-        for r in self.reach.get(host, ()):
-            variant = f if r.windowed else _cover(f)
+        wants = [(r, f if r.windowed else _cover(f), 0 if r.last_hop else 1) for r in self.reach.get(host, ())]
+        if delta < 0 and any(self.counts.get((r.device, r.port), {}).get(v, [0, 0])[k] <= 0 for r, v, k in wants):
+            raise KeyError(f"{host} does not subscribe to {f!r}")
+        for r, variant, k in wants:
             slot = self.counts.setdefault((r.device, r.port), {})
             n = slot.setdefault(variant, [0, 0])
-            was_exact = n[0] > 0
-            n[0 if r.last_hop else 1] += delta
-            if n[0] < 0 or n[1] < 0:
-                raise KeyError(f"{host} does not subscribe to {f!r}")
-            line = f"{variant} : fwd({r.port})"
-            if n[0] == 0 and n[1] == 0:
+            before = n[0] > 0 if n[0] + n[1] else None
+            n[k] += delta
+            after = n[0] > 0 if n[0] + n[1] else None
+            if after is None:
                 del slot[variant]
-                self._line(r.device, line, False, was_exact)
-            else:
-                self._line(r.device, line, True, n[0] > 0, was_exact if sum(n) - delta > 0 else None)
+            self._set(r.device, f"{variant} : fwd({r.port})", before, after)
 
-    def _line(self, d: str, line: str, present: bool, exact: bool, was: bool | None = None) -> None:
-        """Record a line's presence (and exactness); `was`: its exactness before, None if new."""
-        held = self.lines[d]
+    def _set(self, d: str, line: str, before: bool | None, after: bool | None) -> None:
+        """A line's state from `before` to `after`: None when absent, else whether it is exact."""
+        if before == after:
+            return
         ex = self.track_exact
-        if present:
-            if was is not None:
-                if was == exact or not ex:
-                    return
-                self.sums[d] = (self.sums[d] - line_hash(line, was) + line_hash(line, exact)) & _MASK
-                held[line] = exact
-                self.pending.setdefault(d, Counter())      # exactness changed: the device recompiles
-                return
-            held[line] = exact
-            self.sums[d] = (self.sums[d] + line_hash(line, exact and ex)) & _MASK
-            self.pending.setdefault(d, Counter())[line] += 1
+        if before is not None:
+            self.sums[d] = (self.sums[d] - line_hash(line, before and ex)) & _MASK
+        if after is not None:
+            self.sums[d] = (self.sums[d] + line_hash(line, after and ex)) & _MASK
+            self.lines[d][line] = after
         else:
-            was_exact = held.pop(line)
-            self.sums[d] = (self.sums[d] - line_hash(line, was_exact and ex)) & _MASK
-            self.pending.setdefault(d, Counter())[line] -= 1
+            del self.lines[d][line]
+        if (before is None) != (after is None):
+            self.pending.setdefault(d, Counter())[line] += 1 if after is not None else -1
+        elif ex:
+            self.pending.setdefault(d, Counter())      # only its exactness changed: the device recompiles
 
     def take_changes(self) -> dict[str, LineChanges]:
         """Per device, the lines added and removed since the last call (net; a device whose

@@ -87,11 +87,13 @@ def test_line_changes_are_net_and_digests_ignore_arrival_order() -> None:
     a.change("h0_0", "stock == GOOGL", -1)
     a.change("h0_0", "stock == GOOGL", +1)
     assert all(not c.added and not c.removed for c in a.take_changes().values())     # net nothing
+    before = ({d: a.digest(d) for d in a.devices}, a.view().filters)
     try:
         a.change("h1_0", "stock == GOOGL", -1)
         raise AssertionError("removing what nobody wanted must raise")
     except KeyError:
         pass
+    assert ({d: a.digest(d) for d in a.devices}, a.view().filters) == before       # and changes nothing
 
 
 def test_device_compiler_and_live_routing_agree_on_digests() -> None:
