@@ -20,6 +20,8 @@ The last line is one JSON object with the figures.
 from __future__ import annotations
 
 import asyncio
+import bisect
+import json
 import random
 import subprocess
 import sys
@@ -47,11 +49,12 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp") -> dict:
+def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp",
+            trace: Path | None = None) -> dict:
     from camus.dataplane.lab import processes
     try:
         with processes() as procs:                       # the device, then the controller
-            return _measure(n, clients, seconds, tmp, rate, procs, target)
+            return _measure(n, clients, seconds, tmp, rate, procs, target, trace)
     finally:                                             # after the agent has detached
         if target == "xdp":
             _veths(down=True)
@@ -88,7 +91,7 @@ def _device(target: str, tmp: Path, procs: list) -> tuple[dict, dict]:
 
 
 async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel: KernelCheck | None
-                ) -> tuple[list[float], list[float], int]:
+                ) -> tuple[list[float], list[float], int, list[tuple[float, float]]]:
     """The API clients, in one event loop over keep-alive connections (so the client costs
     little CPU beside the controller on this 2-core machine): API call times, times to
     installed, and how many changes were never installed within two minutes."""
@@ -96,7 +99,9 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
     calls: list[float] = []
     installed: list[float] = []
     issued: list[tuple[float, int]] = []                 # open loop: (when, version) of each change
-    stop = time.monotonic() + seconds
+    trace: list[tuple[float, float]] = []                # open loop: (issued after start, to installed)
+    start = time.monotonic()
+    stop = start + seconds
     rng = random.Random(2)
     async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=0)) as http:
         async def call(tok: str, method: str, path: str, body: dict | None = None) -> dict:
@@ -140,17 +145,19 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
                 installed.append(time.monotonic() - t0)
 
         async def watch() -> None:                       # open loop: when each version is held
-            samples: list[tuple[float, int]] = []
+            samples: list[tuple[float, int]] = []        # (asked at, version held); both increase
             while True:
                 samples.append((time.monotonic(), await held_version()))
-                last = max((v for _, v in issued), default=0)
-                if done.is_set() and (samples[-1][1] >= last or time.monotonic() > stop + 120):
+                if done.is_set() and (samples[-1][1] >= max(v for _, v in issued) or time.monotonic() > stop + 120):
                     break
                 await asyncio.sleep(0.005)
-            for when, version in issued:                 # first sample at or after the call holding it
-                at = next((t for t, v in samples if t >= when and v >= version), None)
-                if at is not None:
-                    installed.append(at - when)
+            asked = [t for t, _ in samples]
+            held = [v for _, v in samples]
+            for when, version in issued:                 # first sample asked after the call, holding it
+                i = max(bisect.bisect_left(asked, when), bisect.bisect_left(held, version))
+                if i < len(samples):
+                    installed.append(asked[i] - when)
+                    trace.append((when - start, asked[i] - when))
 
         done = asyncio.Event()
 
@@ -158,10 +165,11 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
             await asyncio.gather(*(client(tok, k) for k, tok in enumerate(tokens)))
             done.set()
         await asyncio.gather(clients(), *([watch()] if rate else []))
-    return calls, installed, len(calls) - len(installed)
+    return calls, installed, len(calls) - len(installed), trace
 
 
-def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str) -> dict:
+def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str,
+             trace: Path | None) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
@@ -208,17 +216,22 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     warm = first.subscribe("stock == WARM and price > 1", ttl=600)   # the agent takes the maps over for deltas
     first.wait_installed(warm["version"], timeout=600, poll=0.05)
     first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600, poll=0.05)
-    rss0 = _rss_mb(procs[1].pid)
+    rss0, agent0 = _rss_mb(procs[1].pid), _rss_mb(procs[0].pid)
     try:
-        calls, installed, not_installed = asyncio.run(_load(url, list(tokens), seconds, rate, kernel))
+        calls, installed, not_installed, series = asyncio.run(_load(url, list(tokens), seconds, rate, kernel))
+        if trace is not None:                            # open loop: each change, when issued and how long to installed
+            with trace.open("a") as out:
+                out.writelines(json.dumps({"subscriptions": n, "issued_s": round(t, 4), "installed_ms": round(d * 1e3, 2)})
+                               + "\n" for t, d in series)
     finally:
         if kernel is not None:
             kernel.close()
-    rss1 = _rss_mb(procs[1].pid)
+    rss1, agent1 = _rss_mb(procs[1].pid), _rss_mb(procs[0].pid)
     return {"subscriptions": n, "target": target, "kernel_verified": kernel is not None and not rate,
             "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
             "changes_per_s": round(len(calls) / seconds, 1), "not_installed": not_installed,
             "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
+            f"{target}_device_rss_mb_before": agent0, f"{target}_device_rss_mb_after": agent1,
             "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
             "installed_ms_p50": round(_pct(installed, 0.5) * 1e3, 1),
             "installed_ms_p99": round(_pct(installed, 0.99) * 1e3, 1)}
@@ -236,6 +249,8 @@ def main() -> int:
     ap.add_argument("--target", choices=["xdp", "p4"], default="xdp",
                     help="the device: an XDP host with its agent on a veth (root; installs kernel-verified in "
                          "closed loop), or the software P4Runtime switch")
+    ap.add_argument("--trace", type=Path, help="open loop: append one JSON line per change (when issued, time "
+                                                 "to installed) to this file, to find stalls")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="open loop: changes/s in total, not waiting for installs (0: closed loop, the default)")
     args = ap.parse_args()
@@ -244,7 +259,7 @@ def main() -> int:
         return run_sizes("churn", f"churn_bench.py --target {args.target} --clients {args.clients} --seconds {args.seconds:g}"
                          + (f" --rate {args.rate:g}" if args.rate else ""), args.n or default,
                          f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}",
-                         lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target),
+                         lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target, args.trace),
                          lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
                                       f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")
     finally:

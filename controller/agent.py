@@ -96,6 +96,7 @@ class Agent:
         if not self.digest or base != self.digest:
             raise Conflict(f"holding {repr(self.digest) if self.digest else 'nothing'}, not {base!r}")
         if self.live is None:
+            self.compiler = None       # the live classifier holds the set now; a whole update compiles anew
             try:
                 self.live = LiveClassifier(self.iface, CompileOptions())
             except DataplaneError as exc:

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Callable, Protocol
 
 from camus.compiler.compile import Compiled, CompileOptions, compile_rules
-from camus.compiler.incremental import settle_heap
+from camus.compiler.heap import settle_heap
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
 

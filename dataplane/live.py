@@ -29,6 +29,7 @@ from camus.compiler.backends.ebpf_delta import EbpfLayout, Held, MapDelta
 from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_FINAL, STATE_MASK, CapacityError, Desc
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import CompileOptions
+from camus.compiler.heap import HeapKeeper
 from camus.compiler.incremental import IncrementalCompiler, NotLive
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec_parser import load_spec
@@ -117,6 +118,7 @@ class LiveClassifier:
         self.layout: EbpfLayout | None = None
         self.generation = -1
         self._saved = 0.0
+        self.heap = HeapKeeper()                 # no full collections of the live diagram under churn
         self.maps = MapSet.from_pins(self.inst.pins)
         try:
             runtime.recover(self.inst, self.maps)
@@ -149,6 +151,8 @@ class LiveClassifier:
                             whole)
         if writes and time.monotonic() - self._saved > SAVE_S:
             self._save()
+        if not whole:                             # a whole write has swept already
+            self.heap.tick()
         return report
 
     def _write(self, root: int) -> tuple[int, bool]:
@@ -194,6 +198,7 @@ class LiveClassifier:
         self.tables, self.layout, self.ports = tables, layout, ports
         self.generation = self.compiler.generation
         self._save()
+        self.heap.sweep()                         # a new set is built: freeze it
         return md.writes()
 
     # -- the state file -----------------------------------------------------------------------
