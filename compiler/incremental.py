@@ -43,6 +43,7 @@ from .structure.live_diagram import LiveDiagram
 from .structure.slicing import slice_pipeline
 from .structure.strategy import bdd_budget, bdd_estimate
 
+ID_LIMIT = 1 << 24          # node ids (never reused) before the live diagram starts afresh: P4 state widths
 MEMO_LIMIT = 1_000_000      # memo entries (or diagram nodes) before the builder starts afresh: memory
                             # stays bounded under churn (about 100 bytes each)
 
@@ -258,9 +259,11 @@ class IncrementalCompiler:
 
     def _change(self, added: list[str], removed: list[str]) -> int:
         if (self.live is None or self.live.builder.memo_size() > MEMO_LIMIT
-                or len(self.live.builder.nodes) > min(MEMO_LIMIT, self.options.max_nodes // 2)):
+                or len(self.live.builder.nodes) > min(MEMO_LIMIT, self.options.max_nodes // 2)
+                or self.live.builder.next_id > ID_LIMIT):
             self._restart()
         assert self.live is not None
+        before = self.live.root
         for ln in removed:
             self._remove(ln)
         for ln in added:
@@ -278,6 +281,9 @@ class IncrementalCompiler:
                 Position("<change>", 1, 1), "--order heuristic, --alpha N, or a smaller rule set")]) from None
         if len(self.lines) > 2 * len(self.live_slots) + 1024:
             self._prune(set(self.live_slots))
+        # The nodes of this root and of the one before (what the caller's tables may still be on,
+        # and what undoing this change gives back under the same ids) are kept.
+        self.live.builder.collect([root, before, *self.live.child.values()])
         return root
 
     def _live_compile(self, text: str, source: str, rule_lines: list[str], starts: list[int],

@@ -47,9 +47,9 @@ def test_node_ids_are_stable_across_compilations_with_one_builder() -> None:
     first = "stock == A and price > 5 : fwd(1)\nstock == B and price > 7 : fwd(2)\n"
     c1 = compile_rules(ITCH, first)
     builder = c1.builder
-    nodes_before = list(builder.nodes)
+    nodes_before = dict(builder.nodes)
     c2 = compile_rules(ITCH, first + "stock == C and price > 9 : fwd(3)\n", builder=builder)
-    assert builder.nodes[:len(nodes_before)] == nodes_before     # nothing renumbered
+    assert {n: builder.nodes[n] for n in nodes_before} == nodes_before     # nothing renumbered
     old_price = {s for t in c1.pipeline.tables if t.name == "add_order.price" for s in t.states}
     new_price = {s for t in c2.pipeline.tables if t.name == "add_order.price" for s in t.states}
     assert old_price < new_price                                  # old states reused, one added
@@ -62,3 +62,19 @@ def test_builder_hash_conses_leaves() -> None:
     assert b.leaf(frozenset()) == EMPTY_LEAF
     root = b.build([({0: ((3, 3),)}, frozenset({("fwd", 1)}))], [0])
     assert isinstance(b.nodes[root], Branch) and b.nodes[root].edges[1] == (3, 3, 1)
+
+
+def test_collect_forgets_only_what_no_root_reaches() -> None:
+    from camus.compiler.structure.diagram import DiagramBuilder
+    c1 = compile_rules(ITCH, "stock == A and price > 5 : fwd(1)\nstock == B and price > 7 : fwd(2)\n")
+    b: DiagramBuilder = c1.builder
+    c2 = compile_rules(ITCH, "stock == A and price > 5 : fwd(1)\nstock == C and price > 9 : fwd(3)\n", builder=b)
+    reach = {n for c in (c2,) for t in c.pipeline.tables for n in t.states} | set(c2.pipeline.leaves)
+    stale = set(b.nodes) - reach - {c2.root, 0}
+    assert stale                                                 # c1's root and B's branch
+    assert b.collect([c2.root], force=True) == len(stale)
+    assert set(b.nodes) >= reach and not stale & set(b.nodes)
+    again = compile_rules(ITCH, "stock == A and price > 5 : fwd(1)\nstock == C and price > 9 : fwd(3)\n", builder=b)
+    assert again.root == c2.root                                 # the memo still answers for kept nodes
+    back = compile_rules(ITCH, "stock == A and price > 5 : fwd(1)\nstock == B and price > 7 : fwd(2)\n", builder=b)
+    assert back.root not in stale and back.root > max(stale)     # forgotten ids are never reused
