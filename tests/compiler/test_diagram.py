@@ -65,7 +65,6 @@ def test_builder_hash_conses_leaves() -> None:
 
 
 def test_collect_forgets_only_what_no_root_reaches() -> None:
-    from camus.compiler.structure.diagram import DiagramBuilder
     c1 = compile_rules(ITCH, "stock == A and price > 5 : fwd(1)\nstock == B and price > 7 : fwd(2)\n")
     b: DiagramBuilder = c1.builder
     c2 = compile_rules(ITCH, "stock == A and price > 5 : fwd(1)\nstock == C and price > 9 : fwd(3)\n", builder=b)
