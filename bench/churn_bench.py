@@ -25,6 +25,7 @@ import json
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -217,6 +218,14 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     first.wait_installed(warm["version"], timeout=600, poll=0.05)
     first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600, poll=0.05)
     rss0, agent0 = _rss_mb(procs[1].pid), _rss_mb(procs[0].pid)
+    rss: list[tuple[float, float]] = []                  # (controller, device) every second of the load
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(1.0):
+            rss.append((_rss_mb(procs[1].pid), _rss_mb(procs[0].pid)))
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     try:
         calls, installed, not_installed, series = asyncio.run(_load(url, list(tokens), seconds, rate, kernel))
         if trace is not None:                            # open loop: each change, when issued and how long to installed
@@ -224,14 +233,18 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                 out.writelines(json.dumps({"subscriptions": n, "issued_s": round(t, 4), "installed_ms": round(d * 1e3, 2)})
                                + "\n" for t, d in series)
     finally:
+        sampling.set()
         if kernel is not None:
             kernel.close()
+    tenths = [rss[min(len(rss) - 1, len(rss) * k // 10)] for k in range(1, 11)] if rss else []
     rss1, agent1 = _rss_mb(procs[1].pid), _rss_mb(procs[0].pid)
     return {"subscriptions": n, "target": target, "kernel_verified": kernel is not None and not rate,
             "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
             "changes_per_s": round(len(calls) / seconds, 1), "not_installed": not_installed,
             "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
             f"{target}_device_rss_mb_before": agent0, f"{target}_device_rss_mb_after": agent1,
+            "controller_rss_mb_by_tenth": [c for c, _ in tenths],
+            f"{target}_device_rss_mb_by_tenth": [d for _, d in tenths],
             "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
             "installed_ms_p50": round(_pct(installed, 0.5) * 1e3, 1),
             "installed_ms_p99": round(_pct(installed, 0.99) * 1e3, 1)}
