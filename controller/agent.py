@@ -83,7 +83,23 @@ class Agent:
         for old in self.workdir.glob("rules-*.txt"):     # only the live rule file is kept
             if old != path:
                 old.unlink(missing_ok=True)
+        self._go_live()
         return summary
+
+    def _go_live(self) -> None:
+        """Take the interface over for deltas now, inside the whole update (which the controller
+        waits long for), handing the compiler that holds the set to the live classifier: built
+        lazily by the first delta it took 30 s at 1M subscriptions, past the delta's timeout, and
+        the controller fell back to a whole update on every change. Rules the delta path does not
+        take (wide fields) keep the whole updates."""
+        from camus.compiler.compile import CompileOptions
+        from camus.dataplane.live import LiveClassifier
+        from camus.dataplane.program import DataplaneError
+        try:
+            self.live = LiveClassifier(self.iface, CompileOptions(), compiler=self.compiler)
+            self.compiler = None
+        except DataplaneError:
+            self.live = None
 
     def apply_changes(self, added: list[str], removed: list[str], base: str, digest: str) -> str:
         """Apply rule lines added and removed as a delta. Raises Conflict (the caller sends
@@ -95,10 +111,10 @@ class Agent:
         from camus.dataplane.program import DataplaneError
         if not self.digest or base != self.digest:
             raise Conflict(f"holding {repr(self.digest) if self.digest else 'nothing'}, not {base!r}")
-        if self.live is None:
-            self.compiler = None       # the live classifier holds the set now; a whole update compiles anew
+        if self.live is None:          # e.g. a restarted agent: take over what is attached
             try:
-                self.live = LiveClassifier(self.iface, CompileOptions())
+                self.live = LiveClassifier(self.iface, CompileOptions(), compiler=self.compiler)
+                self.compiler = None
             except DataplaneError as exc:
                 raise Conflict(str(exc)) from None
         try:
@@ -118,6 +134,7 @@ class Agent:
     def _release_live(self) -> None:
         if self.live is not None:
             self.live.close()
+            self.compiler = self.live.compiler    # warm: the next whole set compiles incrementally
             self.live = None
 
     def close(self) -> None:

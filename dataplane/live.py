@@ -100,7 +100,10 @@ class LiveReport:
 
 
 class LiveClassifier:
-    def __init__(self, iface: str, options: CompileOptions | None = None) -> None:
+    def __init__(self, iface: str, options: CompileOptions | None = None,
+                 compiler: IncrementalCompiler | None = None) -> None:
+        """`compiler`: one whose live diagram already holds the installed rules (the one that
+        compiled them, same options) is taken over instead of building the set again."""
         require_root()
         self.iface = iface
         self.inst = runtime.load_installed(iface)
@@ -108,7 +111,11 @@ class LiveClassifier:
         if any(q.width > 64 for q in spec.query_fields):
             raise DataplaneError(f"{iface}: fields wider than 64 bits are matched by labels; "
                                  "their changes go through `camus-xdp update`")
-        self.compiler = IncrementalCompiler(spec, options or CompileOptions(count_rules=self.inst.count_rules))
+        options = options or CompileOptions(count_rules=self.inst.count_rules)
+        holds = (compiler is not None and compiler.options == options and compiler.live is not None
+                 and set(compiler.live_lines()) == set(self.inst.rule_lines))
+        self.compiler: IncrementalCompiler = (compiler if holds and compiler is not None
+                                              else IncrementalCompiler(spec, options))
         self.limits = self.inst.limits()
         bits = self.inst.port_bits if self.inst.port_bits is not None else runtime._port_specs(self.inst.ports)[0]
         self.fixed_ports = bits is not None
@@ -122,7 +129,11 @@ class LiveClassifier:
         self.maps = MapSet.from_pins(self.inst.pins)
         try:
             runtime.recover(self.inst, self.maps)
-            root = self.compiler.change(list(self.inst.rule_lines), [])     # the installed rules
+            if holds:
+                assert self.compiler.live is not None
+                root = self.compiler.live.root
+            else:
+                root = self.compiler.change(list(self.inst.rule_lines), [])     # the installed rules
             self._whole(root)
         except (NotLive, CompileErrors, CompileError) as exc:
             self.maps.close()

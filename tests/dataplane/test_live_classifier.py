@@ -79,3 +79,26 @@ def test_what_the_live_path_does_not_take_is_refused(lab, tmp_path) -> None:  # 
         assert received([_frame(spec, "GOOGL", 1)]) == [True]
         live.apply(["stock == IBM : fwd(1)"], [])
         assert received([_frame(spec, "IBM", 1)]) == [True]
+
+
+def test_the_agent_takes_deltas_right_after_a_whole_update(lab, tmp_path) -> None:  # noqa: F811
+    """The whole update itself hands the compiler that holds the set to a live classifier (no
+    second build of the set on the first delta: at 1M subscriptions that took longer than the
+    controller waits for a delta); a later whole update compiles on the same compiler."""
+    from camus.controller.agent import Agent
+    spec = load_spec(SPEC_PATH)
+    agent = Agent(BRK, str(SPEC_PATH), "secret", workdir=tmp_path)
+    try:
+        agent.apply("stock == GOOGL and price > 10 : fwd(1)\nstock == MSFT : fwd(2)\n", "d1")
+        assert agent.live is not None and agent.compiler is None
+        compiler = agent.live.compiler
+        assert compiler.live_lines() == {"stock == GOOGL and price > 10 : fwd(1)": 1, "stock == MSFT : fwd(2)": 1}
+        googl, ibm = _frame(spec, "GOOGL", 50), _frame(spec, "IBM", 70)
+        assert received([googl, ibm]) == [True, False]
+        assert "delta" in agent.apply_changes(["stock == IBM : fwd(2)"], [], "d1", "d2")
+        assert agent.live.compiler is compiler and received([googl, ibm]) == [True, True]
+        agent.apply("stock == IBM : fwd(2)\n", "d3")                     # whole again: warm, and live again
+        assert agent.live is not None and agent.live.compiler is compiler
+        assert received([googl, ibm]) == [False, True]
+    finally:
+        agent.close()
