@@ -44,11 +44,14 @@ def register(main: click.Group) -> None:
     @click.option("--search/--no-search", default=True, show_default=True,
                   help="Also find the highest feed rate each broker keeps up with: loss under 0.1% and p99 "
                        "under 10 ms (5 probes of 2 s).")
+    @click.option("--sender", type=click.Choice(["xdp", "c"]), default="xdp", show_default=True,
+                  help="The feed's publisher: xdp sends XDP live frames from the kernel (millions of frames/s, "
+                       "bench/xdp_sender.py); c is the AF_PACKET sender (bench/c/send.c), a cross-check.")
     @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
                   help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
     @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")
     def run(brokers, subscribers, subscriptions, messages, duration, latency_rate, latency_seconds,
-            interesting_share, seed, search, out_dir, master) -> None:
+            interesting_share, seed, search, sender, out_dir, master) -> None:
         """Run the brokers on one lab with one feed; analyse the captures on Spark; report.
 
         Ends with one JSON line of headline figures (delivered messages/s, p99 latency,
@@ -69,7 +72,7 @@ def register(main: click.Group) -> None:
         cfg = BenchConfig(brokers=chosen, out=out, subscribers=list(subscribers), subscriptions=list(subscriptions),
                           messages=messages, duration=duration, latency_rate=latency_rate,
                           latency_seconds=latency_seconds, interesting_share=interesting_share, seed=seed,
-                          search=search)
+                          search=search, sender=sender)
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                       transient=False) as bar:
             task = bar.add_task("starting", total=1.0)

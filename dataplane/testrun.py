@@ -86,3 +86,22 @@ def test_run(prog_fd: int, packet: bytes, repeat: int = 1, ctx: bytes | None = N
 
 
 test_run.__test__ = False  # type: ignore[attr-defined]   # not a pytest test
+
+
+BPF_F_TEST_XDP_LIVE_FRAMES = 2
+
+
+def live_frames(prog_fd: int, packet: bytes, ctx: bytes, repeat: int, batch_size: int = 64) -> int:
+    """Run an XDP program `repeat` times in live-frames mode: each run's packet starts as
+    `packet` and what the program returns is carried out for real (XDP_TX: transmitted from the
+    context's ingress interface). `ctx` is a struct xdp_md with data_end = len(packet) and
+    ingress_ifindex set. Returns the last run's ns per run."""
+    buf = ctypes.create_string_buffer(packet, len(packet))
+    ctx_buf = ctypes.create_string_buffer(ctx, len(ctx))
+    opts = _Opts(sz=ctypes.sizeof(_Opts), data_in=ctypes.cast(buf, ctypes.c_void_p), data_size_in=len(packet),
+                 ctx_in=ctypes.cast(ctx_buf, ctypes.c_void_p), ctx_size_in=len(ctx), repeat=repeat,
+                 flags=BPF_F_TEST_XDP_LIVE_FRAMES, batch_size=batch_size)
+    if _libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"BPF_PROG_TEST_RUN (live frames) failed: {os.strerror(err)}")
+    return int(opts.duration)
