@@ -326,10 +326,12 @@ class Runner:
                         work.mkdir(parents=True, exist_ok=True)
                         broker = make_broker(name, lab, work)
                         broker.start(compiled, SPEC, rules_path, flat_path)
-                        # A veth takes XDP_TX frames into a peer with an XDP program: the camus-xdp
-                        # broker has its own; the userspace brokers' end gets one that passes all.
-                        relay = pass_through(lab.broker) if cfg.sender == "xdp" and name != "xdp" else None
+                        relay = None
                         try:
+                            # A veth takes XDP_TX frames into a peer with an XDP program: the camus-xdp
+                            # broker has its own; the userspace brokers' end gets one that passes all.
+                            if cfg.sender == "xdp" and name != "xdp" and name not in TOPIC_BROKERS:
+                                relay = pass_through(lab.broker)
                             for phase in ("throughput", "latency"):
                                 self.progress(f"{name}: {phase}, {n} subscribers, {m:,} subscriptions", done / steps)
                                 facts.append(self.phase(lab, broker, phase, frames, raw, cum, topics, m))
@@ -345,7 +347,7 @@ class Runner:
                                 self.search(lab, broker, frames, raw, cum, topics, m, wanted)
                         finally:
                             if relay is not None:
-                                relay.remove_xdp(lab.broker.encode(), 0)     # type: ignore[attr-defined]
+                                relay.remove_xdp(lab.broker.encode(), 0)
                             note = broker.stop()
                             if note:
                                 (work / "broker.out").write_text(note + "\n")

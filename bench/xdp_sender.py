@@ -28,6 +28,7 @@ import struct
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "bpf" / "camus_sender.c"
@@ -99,7 +100,7 @@ class XdpSender:
     def send(self, iface: str, count: int, rate: float = 0.0, max_seconds: float = 1e9) -> tuple[int, float]:
         """Transmit `count` frames (the map's frames in order, wrapping) out of `iface`, at
         `rate` frames/s (0: as fast as it goes) for at most `max_seconds`; returns (frames sent,
-        seconds from the first to the last)."""
+        seconds taken, the ~25 ms set-up of each test-run call included)."""
         from camus.dataplane.testrun import live_frames
         ifindex = socket.if_nametoindex(iface)
         template = bytes(self.template)
@@ -126,7 +127,7 @@ class XdpSender:
         return int(state[ctypes.c_int(0)].cursor), seconds
 
 
-def pass_through(iface: str) -> object:
+def pass_through(iface: str) -> Any:
     """A minimal XDP program (XDP_PASS) on a veth end, so the veth takes XDP_TX frames sent into
     its peer; returns the BPF object (detach with `bpf.remove_xdp(iface.encode(), 0)`)."""
     from camus.dataplane.program import _bcc

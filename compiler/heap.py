@@ -9,8 +9,8 @@ nodes, rule lines and table rows hold no cycles), so the collector only has to l
 new: move what is alive into the permanent generation after a large build (`settle_heap`), and
 again every few seconds under churn (`HeapKeeper.tick`, after a collection of the new objects
 only, so young cyclic garbage is still freed). Objects frozen while alive that later die inside
-a cycle are kept until the next full sweep (`HeapKeeper.sweep`: unfreeze and collect), done on
-the rare whole rebuilds and at most once an hour.
+a cycle are kept until the next full sweep (`HeapKeeper.sweep`: unfreeze and collect), at most
+once an hour.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def settle_heap() -> None:
 
 @dataclass
 class HeapKeeper:
-    """Call `tick()` after each change and `sweep()` after a whole rebuild."""
+    """Call `tick()` after each change and `settle()` after a whole rebuild."""
     freeze_every_s: float = 5.0
     sweep_every_s: float = 3600.0
     clock: Callable[[], float] = time.monotonic
@@ -38,22 +38,22 @@ class HeapKeeper:
     _swept_at: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
-        self._frozen_at = self._swept_at = self._now()
-
-    def _now(self) -> float:
-        return self.clock()
+        self._frozen_at = self._swept_at = self.clock()
 
     def tick(self) -> None:
-        now = self._now()
-        if now - self._swept_at >= self.sweep_every_s:
+        if self.clock() - self._swept_at >= self.sweep_every_s:
             self.sweep()
-        elif now - self._frozen_at >= self.freeze_every_s:
-            settle_heap()                    # walks only what is not frozen: seconds of churn
-            self._frozen_at = now
+        elif self.clock() - self._frozen_at >= self.freeze_every_s:
+            self.settle()
+
+    def settle(self) -> None:
+        """Collect what is new and freeze what is alive (walks only what is not frozen)."""
+        settle_heap()
+        self._frozen_at = self.clock()
 
     def sweep(self) -> None:
         """Everything back under the collector, collected, frozen again: frees cycles that died
         while frozen (costs a full walk: ~0.5 s at 100K subscriptions)."""
         gc.unfreeze()
-        settle_heap()
-        self._frozen_at = self._swept_at = self._now()
+        self.settle()
+        self._swept_at = self._frozen_at

@@ -86,37 +86,35 @@ class Agent:
         self._go_live()
         return summary
 
-    def _go_live(self) -> None:
-        """Take the interface over for deltas now, inside the whole update (which the controller
-        waits long for), handing the compiler that holds the set to the live classifier: built
+    def _go_live(self) -> str:
+        """Take the interface over for deltas, handing the compiler that holds the set to a live
+        classifier. Called inside each whole update (which the controller waits long for): built
         lazily by the first delta it took 30 s at 1M subscriptions, past the delta's timeout, and
-        the controller fell back to a whole update on every change. Rules the delta path does not
-        take (wide fields) keep the whole updates."""
+        the controller fell back to a whole update on every change. Returns why not, if the
+        delta path cannot take the rules (wide fields, a layout that does not fit): they keep
+        the whole updates."""
         from camus.compiler.compile import CompileOptions
         from camus.dataplane.live import LiveClassifier
         from camus.dataplane.program import DataplaneError
         try:
             self.live = LiveClassifier(self.iface, CompileOptions(), compiler=self.compiler)
-            self.compiler = None
-        except DataplaneError:
-            self.live = None
+        except DataplaneError as exc:
+            return str(exc)
+        self.compiler = None
+        return ""
 
     def apply_changes(self, added: list[str], removed: list[str], base: str, digest: str) -> str:
         """Apply rule lines added and removed as a delta. Raises Conflict (the caller sends
         the whole set), ValueError (bad rules) or RuntimeError (data plane); nothing changes then."""
-        from camus.compiler.compile import CompileOptions
         from camus.compiler.incremental import NotLive
         from camus.compiler.language.errors import CompileError, CompileErrors
-        from camus.dataplane.live import LiveClassifier
         from camus.dataplane.program import DataplaneError
         if not self.digest or base != self.digest:
             raise Conflict(f"holding {repr(self.digest) if self.digest else 'nothing'}, not {base!r}")
         if self.live is None:          # e.g. a restarted agent: take over what is attached
-            try:
-                self.live = LiveClassifier(self.iface, CompileOptions(), compiler=self.compiler)
-                self.compiler = None
-            except DataplaneError as exc:
-                raise Conflict(str(exc)) from None
+            why = self._go_live()
+            if self.live is None:
+                raise Conflict(why)
         try:
             report = self.live.apply(added, removed)
         except (CompileErrors, CompileError) as exc:

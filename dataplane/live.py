@@ -135,8 +135,8 @@ class LiveClassifier:
             else:
                 root = self.compiler.change(list(self.inst.rule_lines), [])     # the installed rules
             self._whole(root)
-        except (NotLive, CompileErrors, CompileError) as exc:
-            self.maps.close()
+        except (NotLive, CompileErrors, CompileError, CapacityError, BackendError) as exc:
+            self.maps.close()             # (nothing written: a take-over plans before it writes)
             raise DataplaneError(f"{iface}: the installed rules do not take the delta path ({exc}); "
                                  "use `camus-xdp update`") from None
         except BaseException:
@@ -209,7 +209,7 @@ class LiveClassifier:
         self.tables, self.layout, self.ports = tables, layout, ports
         self.generation = self.compiler.generation
         self._save()
-        self.heap.sweep()                         # a new set is built: freeze it
+        self.heap.settle()                        # a new set is built: freeze it
         return md.writes()
 
     # -- the state file -----------------------------------------------------------------------

@@ -95,7 +95,7 @@ def live_frames(prog_fd: int, packet: bytes, ctx: bytes, repeat: int, batch_size
     """Run an XDP program `repeat` times in live-frames mode: each run's packet starts as
     `packet` and what the program returns is carried out for real (XDP_TX: transmitted from the
     context's ingress interface). `ctx` is a struct xdp_md with data_end = len(packet) and
-    ingress_ifindex set. Returns the last run's ns per run."""
+    ingress_ifindex set. Returns the kernel's mean ns per run."""
     buf = ctypes.create_string_buffer(packet, len(packet))
     ctx_buf = ctypes.create_string_buffer(ctx, len(ctx))
     opts = _Opts(sz=ctypes.sizeof(_Opts), data_in=ctypes.cast(buf, ctypes.c_void_p), data_size_in=len(packet),

@@ -14,6 +14,17 @@ def thawed():
     gc.unfreeze()
 
 
+class Ring:
+    other: "Ring"
+
+
+def _dropped_cycle() -> weakref.ref:
+    """A weak reference to one of two objects that only hold each other (cyclic garbage)."""
+    a, b = Ring(), Ring()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
 class Clock:
     def __init__(self) -> None:
         self.t = 100.0
@@ -42,12 +53,7 @@ def test_young_cycles_are_collected_before_freezing(thawed):
     clock = Clock()
     keeper = HeapKeeper(freeze_every_s=5, sweep_every_s=60, clock=clock)
 
-    class Node:
-        pass
-    a, b = Node(), Node()
-    a.other, b.other = b, a                          # a garbage cycle, dropped before the tick
-    alive = weakref.ref(a)
-    del a, b
+    alive = _dropped_cycle()                         # garbage, dropped before the tick
     clock.t += 5
     keeper.tick()
     assert alive() is None
@@ -57,14 +63,12 @@ def test_sweep_frees_cycles_that_died_while_frozen(thawed):
     clock = Clock()
     keeper = HeapKeeper(freeze_every_s=5, sweep_every_s=60, clock=clock)
 
-    class Ring:
-        pass
-    a, b = Ring(), Ring()
-    a.other, b.other = b, a
-    alive = weakref.ref(a)
+    ring = [Ring(), Ring()]
+    ring[0].other, ring[1].other = ring[1], ring[0]
+    alive = weakref.ref(ring[0])
     clock.t += 5
     keeper.tick()                                    # frozen while alive
-    del a, b
+    del ring
     gc.collect()
     assert alive() is not None                       # a frozen cycle: the collector does not see it
     clock.t += 60                                    # the hourly (here: 60 s) sweep
