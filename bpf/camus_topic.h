@@ -44,13 +44,9 @@ static __always_inline __u64 level_word(struct camus_topic_work *w, __u32 at, __
     return left < 8 ? word & ((1ULL << ((8 * left) & 63)) - 1) : word;
 }
 
-/* Fill a topic's variables; `topic` is in bounds for `nbytes` (the message check did that). */
-static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbytes, __u32 first, __u32 lv0,
-                                        __u32 nlevels, __u8 sep, __u32 has_sys, __u32 bank) {
-    __u32 zero = 0;
-    struct camus_topic_work *w = topic_work.lookup(&zero);
-    if (!w)
-        return;
+/* A topic's bytes into the work area, then a zero word; `topic` is in bounds for `nbytes` (a
+ * constant; the message check did that). */
+static __always_inline void camus_topic_load(struct camus_topic_work *w, const void *topic, __u32 nbytes) {
     #pragma unroll
     for (__u32 k = 0; k < CAMUS_TOPIC_BUF / 16; k++)   /* 8 bytes at a time; nbytes is constant */
         if (8 * k + 8 <= nbytes)
@@ -60,6 +56,56 @@ static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbyte
     #pragma unroll
     for (__u32 k = nbytes & ~7U; k < nbytes; k++)
         w->buf[k & (CAMUS_TOPIC_BUF / 2 - 1)] = *(const __u8 *)(topic + k);
+}
+
+#if CAMUS_DNS_NAMES
+/* A DNS name (wire format, compiler/language/topics.py) into the work area as dotted text: buffer
+ * byte k is wire byte k + 1, so the first label starts at 0 and each later length byte becomes
+ * '.'; the root label's 0 ends the text. ASCII letters lower-cased (length bytes are below 64, so
+ * never letters). Only the datagram's bytes are read (`avail` of them); the rest reads as 0.
+ * Returns the text's length, or 0 for the root name and for a name that does not end within
+ * `nbytes` (the field) or has a label longer than 63 bytes: those have no levels. */
+static __always_inline __u32 camus_dns_load(struct camus_topic_work *w, const __u8 *name, const void *end,
+                                            __u32 avail, __u32 nbytes) {
+    #pragma unroll
+    for (__u32 k = 0; k < CAMUS_TOPIC_BUF / 16 + 1; k++)
+        *(__u64 *)(w->buf + 8 * k) = 0;
+    if ((const void *)(name + 1) > end || avail == 0)
+        return 0;
+    __u32 at = name[0];                                 /* the buffer index of the next length byte */
+    if (at == 0 || at > 63)
+        return 0;
+    #pragma nounroll
+    for (__u32 k = 0; k + 1 < nbytes && k + 1 < avail; k++) {
+        __u32 i = k;
+        asm volatile("" : "+r"(i));                   /* one byte, one bounds check: not vectorized */
+        const __u8 *p = name + 1 + (i & (CAMUS_TOPIC_BUF / 2 - 1));
+        if ((const void *)(p + 1) > end)
+            break;
+        __u8 c = *p;
+        w->buf[i & (CAMUS_TOPIC_BUF / 2 - 1)] = (__u8)(c - 'A') < 26 ? c + 32 : c;
+    }
+    #pragma nounroll
+    for (__u32 i = 0; i < CAMUS_TOPIC_BUF / 4; i++) {  /* labels are at least 2 wire bytes */
+        if (at + 1 >= nbytes)
+            return 0;                                   /* no root label inside the field */
+        __u8 n = w->buf[at & (CAMUS_TOPIC_BUF / 2 - 1)];
+        if (n == 0)
+            return at;
+        if (n > 63)
+            return 0;                                   /* a compression pointer or worse */
+        w->buf[at & (CAMUS_TOPIC_BUF / 2 - 1)] = '.';
+        at += n + 1;
+    }
+    return 0;
+}
+#endif
+
+/* Fill a topic's variables from the text in the work area (`nbytes` of it at most, then NUL);
+ * `reversed`: level 0 is the last one (DNS names). */
+static __always_inline void camus_topic_levels(__u64 *v, struct camus_topic_work *w, __u32 nbytes, __u32 first,
+                                               __u32 lv0, __u32 nlevels, __u8 sep, __u32 has_sys, __u32 bank,
+                                               __u32 reversed) {
     volatile __u32 *depth = &w->depth, *len = &w->len;
     *depth = 1;
     *len = nbytes;
@@ -99,8 +145,9 @@ static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbyte
             v[var] = 0;
             continue;
         }
-        __u32 s = w->start[i & 31] & (CAMUS_TOPIC_BUF / 2 - 1);
-        __u32 e = i + 1 < *depth ? w->start[(i + 1) & 31] - 1 : *len;
+        __u32 j = reversed ? *depth - 1 - i : i;
+        __u32 s = w->start[j & 31] & (CAMUS_TOPIC_BUF / 2 - 1);
+        __u32 e = j + 1 < *depth ? w->start[(j + 1) & 31] - 1 : *len;
         __u32 n = e > s ? e - s : 0;
         if (n <= 8) {
             v[var] = n ? level_word(w, s, n) : 0;
@@ -115,3 +162,38 @@ static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbyte
         v[var] = id ? *id : 1ULL << 8;           /* a long level no rule names */
     }
 }
+
+static __always_inline struct camus_topic_work *camus_topic_work(void) {
+    __u32 zero = 0;
+    return topic_work.lookup(&zero);
+}
+
+/* Fill a topic's variables; `topic` is in bounds for `nbytes` (the message check did that). */
+static __always_inline void camus_topic(__u64 *v, const void *topic, __u32 nbytes, __u32 first, __u32 lv0,
+                                        __u32 nlevels, __u8 sep, __u32 has_sys, __u32 bank) {
+    struct camus_topic_work *w = camus_topic_work();
+    if (!w)
+        return;
+    camus_topic_load(w, topic, nbytes);
+    camus_topic_levels(v, w, nbytes, first, lv0, nlevels, sep, has_sys, bank, 0);
+}
+
+#if CAMUS_DNS_NAMES
+/* Fill a DNS name's variables: its depth (0: root or malformed, then no levels) and its labels
+ * from the right. */
+static __always_inline void camus_dns_name(__u64 *v, const __u8 *name, const void *end, __u32 avail, __u32 nbytes,
+                                           __u32 first, __u32 lv0, __u32 nlevels, __u32 bank) {
+    struct camus_topic_work *w = camus_topic_work();
+    if (!w)
+        return;
+    __u32 len = camus_dns_load(w, name, end, avail, nbytes);
+    if (len) {
+        camus_topic_levels(v, w, len, first, lv0, nlevels, '.', 0, bank, 1);
+        return;
+    }
+    v[first] = 0;
+    #pragma nounroll
+    for (__u32 i = 0; i < nlevels && i < 24; i++)
+        v[(lv0 + i) & (CAMUS_VAR_SLOTS - 1)] = 0;
+}
+#endif

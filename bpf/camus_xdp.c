@@ -547,7 +547,7 @@ int camus_msg(struct xdp_md *ctx) {
     s->index = index + 1;
     if (len >= CAMUS_MSG_BYTES && msg + CAMUS_MSG_BYTES <= end && CAMUS_MSG_TYPE_OK(msg)) {
         camus_message_fields(s->v, msg);
-        CAMUS_READ_TOPICS(s->v, msg, camus_bank(s->root));
+        CAMUS_READ_TOPICS(s->v, msg, end, len, camus_bank(s->root));
         deliver(s, index);
     } else {                                /* other message types: framed, not filtered */
         s->empty++;
@@ -660,7 +660,7 @@ int camus_xdp(struct xdp_md *ctx) {
     s->nmsgs = 1;
     if (CAMUS_MSG_TYPE_OK(msg)) {
         camus_message_fields(s->v, msg);
-        CAMUS_READ_TOPICS(s->v, msg, camus_bank(s->root));
+        CAMUS_READ_TOPICS(s->v, msg, end, ulen - 8, camus_bank(s->root));
         deliver(s, 0);
     } else {
         s->empty++;

@@ -159,7 +159,7 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_BV_LOOP_FIELDS", min(nf, BV_LOOP_FIELDS)),
                         ("CAMUS_FRAMING_MOLD", int(spec.framing.kind == "moldudp64")),
                         ("CAMUS_FRAMING_ATTRS", {"attrs_pairs": 1, "attrs_bitmask": 2}.get(spec.framing.kind, 0)),
-                        ("CAMUS_MSG_BYTES", spec.message_bytes),
+                        ("CAMUS_MSG_BYTES", spec.message_min_bytes),
                         ("CAMUS_PARSE_ONLY", int(limits.parse_only))):
         e(f"#define {name} {value}")
     if any(a[0] == "call" for a in spec.default_atoms):   # a message no rule delivers goes up
@@ -220,7 +220,7 @@ def _attr_defines(e: Emitter, spec: Spec) -> None:
 def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
     """Topic fields: camus_topic.h's sizes and the calls that fill their variables."""
     if not spec.topics:
-        e("#define CAMUS_READ_TOPICS(v, msg, bank)")
+        e("#define CAMUS_READ_TOPICS(v, msg, end, avail, bank)")
         return
     index = {q.path: i for i, q in enumerate(spec.query_fields)}
     most = max(t.nbytes for t in spec.topics.values())
@@ -228,14 +228,20 @@ def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
     for name, value in (("CAMUS_TOPICS", 1), ("CAMUS_TOPIC_BUF", buf), ("CAMUS_LABEL_WORDS", (most + 7) // 8),
                         ("CAMUS_MAX_LABELS", limits.max_labels)):
         e(f"#define {name} {value}")
+    e(f"#define CAMUS_DNS_NAMES {int(any(t.flavor == 'dns' for t in spec.topics.values()))}")
     calls = []
     for t in spec.topics.values():
         head = f"{t.instance}.{t.name}"
         first, lv0 = index[f"{head}/depth"], index[f"{head}/0"]
+        at = t.offset // 8
+        if t.flavor == "dns":        # `avail`: the datagram's bytes from the message on
+            calls.append(f"camus_dns_name(v, (const __u8 *)(msg) + {at}, (end), (avail) - {at}, {t.nbytes}, "
+                         f"{first}, {lv0}, {t.levels}, bank);")
+            continue
         sep = "'/'" if t.flavor == "mqtt" else "'.'"
-        calls.append(f"camus_topic(v, (msg) + {t.offset // 8}, {t.nbytes}, {first}, {lv0}, {t.levels}, {sep}, "
+        calls.append(f"camus_topic(v, (msg) + {at}, {t.nbytes}, {first}, {lv0}, {t.levels}, {sep}, "
                      f"{int(t.flavor == 'mqtt')}, bank);")
-    e("#define CAMUS_READ_TOPICS(v, msg, bank) do { \\")
+    e("#define CAMUS_READ_TOPICS(v, msg, end, avail, bank) do { \\")
     for c in calls:
         e(f"    {c} \\")
     e("} while (0)")

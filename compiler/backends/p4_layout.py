@@ -42,6 +42,10 @@ class Layout:
 def refuse_topics(spec: Spec) -> None:
     """Topic fields need a parser that splits the levels into metadata and label tables before
     the field tables; the switch program does not have them yet (XDP hosts match topics)."""
+    names = [path for path, t in spec.topics.items() if t.flavor == "dns"]
+    if names:      # a parser loop over length-prefixed labels, and the answer in the deparser
+        raise BackendError(f"spec '{spec.name}' has DNS name fields ({', '.join(names)}): the P4 program does not "
+                           "parse variable-length names yet; place DNS subscriptions on XDP hosts")
     if spec.topics:
         raise BackendError(f"spec '{spec.name}' has topic fields ({', '.join(spec.topics)}): the P4 program does not "
                            "split topics into levels yet; place topic subscriptions on XDP hosts")

@@ -163,8 +163,11 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
         out.count = 1
         if msg_inst is None:
             out.messages.append(Message(0, pkt_values, off, 0))
-        elif limit < off + msg_len:
+        elif limit < off + spec.message_min_bytes:
             out.error = "truncated message"
+        elif limit < off + msg_len:        # a DNS name shorter than its field: the rest reads as 0
+            data = data[:limit] + bytes(off + msg_len - limit)
+            out.messages.append(message_at(0, off, limit - off))
         else:
             out.messages.append(message_at(0, off, msg_len))
         return out

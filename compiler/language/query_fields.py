@@ -87,7 +87,7 @@ def _undeclared_field(spec: Spec, path: str, width: int | None,
     return inst, hf
 
 
-VTYPES = ("int", "string", "ipv4", "ipv6", "mac", "topic", "subject")
+VTYPES = ("int", "string", "ipv4", "ipv6", "mac", "topic", "subject", "dnsname")
 
 
 def _infer_vtype(hf: HeaderField, kind: MatchKind) -> str:

@@ -143,6 +143,12 @@ class Spec:
         inst = self.message_instance
         return inst.type.width // 8 if inst else 0
 
+    @property
+    def message_min_bytes(self) -> int:
+        """The bytes a message must have: a DNS name, the header's last field, may be shorter than
+        its field (compiler/language/topics.py)."""
+        return min((t.offset // 8 for t in self.topics.values() if t.flavor == "dns"), default=self.message_bytes)
+
     def message_type_field(self) -> QueryField | None:
         """The field `message_type` names, readable like a query field (None without one)."""
         if self.message_type is None:

@@ -17,6 +17,8 @@ Pragmas:
   message_type(h.f, value)       only messages whose field has this value are subscribed to
   string_pad(byte)               padding of string constants (default 0x20, a space)
   query_type(h.f, topic|subject) h.f holds an MQTT topic / NATS subject (compiler/language/topics.py)
+  query_type(h.f, dnsname)       h.f is where a DNS name starts (wire format; the field's width is
+                                 the longest name; the last field of the message header)
   topic_levels(h.f, K)           levels of a topic filters may name (default 8)
 """
 from __future__ import annotations
@@ -400,7 +402,7 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
             elif p.name == "query_type":
                 if len(p.args) != 2 or p.args[1] not in VTYPES:
                     raise CompileError("query_type needs a query field and a type", p.pos,
-                                       "(header.field, int|string|ipv4|ipv6|mac|topic|subject)")
+                                       "(header.field, int|string|ipv4|ipv6|mac|topic|subject|dnsname)")
                 q = spec.query_field(p.args[0])
                 if q is None:
                     raise CompileError(f"{p.args[0]} is not a query field (declare it first)", p.pos)
@@ -429,7 +431,7 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
             check_dictionary(msg.type.fields)
         errors += [CompileError(f"{spec.framing.kind}: {m}", framing_at) for m in problems]
     for q in spec.query_fields:
-        if q.width > 128 and q.vtype not in ("topic", "subject"):
+        if q.width > 128 and q.vtype not in topics.FLAVORS:
             errors.append(CompileError(f"{q.path} is {q.width} bits wide; query fields are at most 128 "
                                        f"(topics up to {topics.MAX_TOPIC_BITS}: query_type({q.path}, topic))",
                                        declared_at[q.path]))

@@ -6,6 +6,15 @@ starting with `$`) or `query_type(note.subject, subject)` (NATS: `.`-separated t
 token, `>` one or more tokens). The field holds the topic's bytes, padded with NUL bytes (MQTT
 and NATS forbid NUL in topics, so the padding is unambiguous).
 
+`query_type(dns.qname, dnsname)` is a DNS name in wire format (length-prefixed labels ending in
+the root label 0), as a query carries it: the field is where the name starts and how long it may
+be; what follows the name in the packet (qtype, qclass) is not part of it. Its levels are the
+labels from the right (level 0 is the top-level domain), lower-cased (DNS names compare without
+case), so `qname == "*.example.com"` (one or more labels left of example.com, RFC 4592) is a
+depth and two levels, like `com.example.>` in NATS. A name that does not end inside the field
+or has a label longer than 63 bytes (a compression pointer), and the root name, have depth 0 and
+match no filter.
+
 The compiler never matches strings with wildcards: the topic field becomes plain variables that
 every stage, back end and interpreter already knows (`expand`):
 
@@ -23,12 +32,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .spec import MatchKind, QueryField, Spec
+from .spec import MatchKind, QueryField, Role, Spec
 
 DEFAULT_LEVELS = 8
 MAX_TOPIC_BITS = 1024           # 128 bytes: the XDP program walks the field byte by byte
 DEPTH_WIDTH = 16
-FLAVORS = {"topic": "mqtt", "subject": "nats"}
+FLAVORS = {"topic": "mqtt", "subject": "nats", "dnsname": "dns"}
+MAX_DNS_LABEL = 63
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,11 @@ class Topic:
     @property
     def sep(self) -> bytes:
         return b"/" if self.flavor == "mqtt" else b"."
+
+    @property
+    def reversed(self) -> bool:
+        """DNS names: level 0 is the rightmost label."""
+        return self.flavor == "dns"
 
     @property
     def nbytes(self) -> int:
@@ -67,6 +82,12 @@ def expand(spec: Spec, levels: dict[str, int]) -> list[str]:
             problems.append(f"topic field {q.path} must be whole bytes, byte-aligned and at most "
                             f"{MAX_TOPIC_BITS} bits (is bit<{q.width}> at bit {q.offset})")
             continue
+        if flavor == "dns":
+            inst = spec.instances[q.instance]
+            if q.role is not Role.MESSAGE or q.offset + q.width != inst.type.width or spec.framing.kind != "none":
+                problems.append(f"DNS name field {q.path} must be the last field of the message header, one "
+                                "message per packet (the name's length varies; what follows it is not read)")
+                continue
         k = levels.pop(q.path, DEFAULT_LEVELS)
         t = Topic(q.path, q.instance, q.name, q.width, q.offset, flavor, k)
         spec.topics[q.path] = t
@@ -84,13 +105,43 @@ def expand(spec: Spec, levels: dict[str, int]) -> list[str]:
     return problems
 
 
+def dns_text(raw: bytes) -> bytes | None:
+    """A wire-format name as the data plane sees it: its labels joined by dots, ASCII lower-cased,
+    cut at a NUL byte (the XDP program turns length bytes into dots in place and scans to the first
+    NUL); None if it does not end inside `raw` or has a label longer than 63 bytes."""
+    labels, pos = [], 0
+    while pos < len(raw):
+        n = raw[pos]
+        if n == 0:
+            text = b".".join(labels).lower() if labels else b""
+            return text.split(b"\0", 1)[0]
+        if n > MAX_DNS_LABEL or pos + 1 + n >= len(raw):
+            return None
+        labels.append(raw[pos + 1:pos + 1 + n])
+        pos += n + 1
+    return None
+
+
+def text(t: Topic, raw: bytes) -> bytes | None:
+    """The topic as text (NUL padding cut off); a DNS name dotted, None when malformed."""
+    return dns_text(raw) if t.flavor == "dns" else raw.split(b"\0", 1)[0]
+
+
 def split(t: Topic, raw: bytes) -> list[bytes]:
-    """The levels of a topic as it sits in the field (NUL padding cut off)."""
-    return raw.split(b"\0", 1)[0].split(t.sep)
+    """The levels of a topic as it sits in the field (NUL padding cut off); a DNS name's from
+    the right, none when malformed."""
+    data = text(t, raw)
+    if data is None or (t.reversed and not data):     # a malformed name, or the root: no levels
+        return []
+    levels = data.split(t.sep)
+    return levels[::-1] if t.reversed else levels
 
 
 def encode(t: Topic, topic: str) -> int:
-    """The field's value for a topic (what a publisher writes)."""
+    """The field's value for a topic (what a publisher writes; a DNS name in wire format, its
+    case kept)."""
+    if t.flavor == "dns":
+        return int.from_bytes(dns_wire(topic, t.nbytes).ljust(t.nbytes, b"\0"), "big")
     data = topic.encode("utf-8")
     if b"\0" in data:
         raise TopicError("a topic cannot contain NUL")
@@ -99,13 +150,25 @@ def encode(t: Topic, topic: str) -> int:
     return int.from_bytes(data.ljust(t.nbytes, b"\0"), "big")
 
 
+def dns_wire(name: str, nbytes: int) -> bytes:
+    """'www.example.com' (a trailing dot allowed; '' or '.' the root) -> its wire format."""
+    labels = [lv.encode("ascii", "strict") for lv in name.rstrip(".").split(".")] if name.strip(".") else []
+    for lv in labels:
+        if not 1 <= len(lv) <= MAX_DNS_LABEL or b"\0" in lv or b"." in lv:
+            raise TopicError(f"DNS name {name!r}: labels are 1..{MAX_DNS_LABEL} bytes")
+    wire = b"".join(bytes([len(lv)]) + lv for lv in labels) + b"\0"
+    if len(wire) > nbytes:
+        raise TopicError(f"DNS name {name!r} is {len(wire)} bytes in wire format; the field holds {nbytes}")
+    return wire
+
+
 def level_value(t: Topic, level: bytes) -> int:
     return int.from_bytes(level.ljust(t.nbytes, b"\0")[:t.nbytes], "big")
 
 
 def derived_values(t: Topic, value: int) -> dict[str, int]:
     """The topic's variables for a field value (the reference every data plane mirrors)."""
-    levels = split(t, value.to_bytes(t.nbytes, "big"))
+    levels = split(t, value.to_bytes(t.nbytes, "big"))     # a malformed DNS name: depth 0, no levels
     head = f"{t.instance}.{t.name}"
     out = {f"{head}/depth": len(levels)}
     if t.flavor == "mqtt":
@@ -144,8 +207,40 @@ def _word(t: Topic) -> str:
     return "level" if t.flavor == "mqtt" else "token"
 
 
+def check_dns_filter(t: Topic, flt: str) -> tuple[list[str], bool]:
+    """A DNS name filter's labels from the right, lower-cased, and whether it starts with `*.`."""
+    wild = flt == "*" or flt.startswith("*.")
+    name = flt[2:] if flt.startswith("*.") else "" if wild else flt
+    if "*" in name:
+        raise TopicError(f"'*' stands only for the leftmost labels ('*.example.com'), not in {flt!r}")
+    try:
+        dns_wire(name, t.nbytes - 2 * wild)        # '*.' needs at least one label of 1 byte more
+    except UnicodeEncodeError:
+        raise TopicError(f"DNS name {flt!r} is not ASCII (use its punycode form, xn--...)") from None
+    labels = [lv.lower() for lv in name.rstrip(".").split(".")][::-1] if name.strip(".") else []
+    if not labels and not wild:
+        raise TopicError("the root name is no filter: name at least one label ('example.com', '*')")
+    if len(labels) > t.levels:
+        raise TopicError(f"name {flt!r} has {len(labels)} labels, {t.path} has {t.levels} "
+                         f"(@pragma topic_levels({t.path}, N) in the spec)")
+    return labels, wild
+
+
+def _dns_literals(t: Topic, flt: str) -> list[tuple[str, tuple[int, int]]]:
+    labels, wild = check_dns_filter(t, flt)
+    head = f"{t.instance}.{t.name}"
+    depth = (len(labels) + 1, (1 << DEPTH_WIDTH) - 1) if wild else (len(labels), len(labels))
+    out = [(f"{head}/depth", depth)]
+    for i, lv in enumerate(labels):
+        v = level_value(t, lv.encode("ascii"))
+        out.append((f"{head}/{i}", (v, v)))
+    return out
+
+
 def filter_literals(t: Topic, flt: str) -> list[tuple[str, tuple[int, int]]]:
     """The conjunction a filter means: (variable path, closed interval) pairs."""
+    if t.flavor == "dns":
+        return _dns_literals(t, flt)
     levels = check_filter(t, flt)
     head = f"{t.instance}.{t.name}"
     one, many = ("+", "#") if t.flavor == "mqtt" else ("*", ">")
@@ -167,7 +262,15 @@ def filter_literals(t: Topic, flt: str) -> list[tuple[str, tuple[int, int]]]:
 
 
 def matches(flavor: str, flt: str, topic: str) -> bool:
-    """Does `topic` match filter `flt`? Straight from MQTT 3.1.1 4.7 / the NATS docs."""
+    """Does `topic` match filter `flt`? Straight from MQTT 3.1.1 4.7 / the NATS docs; DNS names
+    without case, `*.` for one or more labels on the left (RFC 4592)."""
+    if flavor == "dns":
+        name, flt = topic.lower().rstrip("."), flt.lower().rstrip(".")
+        if flt == "*":
+            return name != ""
+        if flt.startswith("*."):
+            return name.endswith(flt[1:]) and len(name) > len(flt) - 1
+        return name == flt
     if flavor == "mqtt":
         fl, tl = flt.split("/"), topic.split("/")
         if topic.startswith("$") and fl[0] in ("+", "#"):

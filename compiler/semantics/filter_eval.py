@@ -68,8 +68,9 @@ class FilterEvaluator:
             found = self.lw.spec.topics_named(f.left.name) if self.lw.spec.topics else []
             if len(found) == 1:        # MQTT/NATS matching on the string itself, not the variables
                 t = found[0]
-                topic = values[t.path].to_bytes(t.nbytes, "big").split(b"\0", 1)[0]
-                hit = topics.matches(t.flavor, str(f.right.value), topic.decode("utf-8", "surrogateescape"))
+                topic = topics.text(t, values[t.path].to_bytes(t.nbytes, "big"))
+                hit = topic is not None and topics.matches(t.flavor, str(f.right.value),
+                                                           topic.decode("utf-8", "surrogateescape"))
                 return hit if f.op == "==" else not hit
             q = self.lw.resolve(f.left)
             return self._rel(f, values[q.path], q.width, q.kind, q.path, q)

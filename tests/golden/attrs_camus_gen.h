@@ -38,7 +38,7 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
     v[5] = (__u64)bpf_ntohl(*(__u32 *)(msg + 21));   /* attrs.zone */
 }
 
-#define CAMUS_READ_TOPICS(v, msg, bank)
+#define CAMUS_READ_TOPICS(v, msg, end, avail, bank)
 #define CAMUS_N_ATTRS 7
 #define CAMUS_ETHERTYPE_ATTRS 0x9001
 static __always_inline __u32 camus_attr_bytes(__u32 idx) {

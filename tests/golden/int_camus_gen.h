@@ -36,7 +36,7 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
     v[3] = (__u64)bpf_ntohl(*(__u32 *)(msg + 20));   /* int_report.flow_dst */
 }
 
-#define CAMUS_READ_TOPICS(v, msg, bank)
+#define CAMUS_READ_TOPICS(v, msg, end, avail, bank)
 static __always_inline __u32 camus_var_width(__u32 idx) {
     switch (idx) {
     case 0: return 32;
