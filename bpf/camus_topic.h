@@ -26,6 +26,7 @@ struct camus_topic_work {
     __u8 buf[CAMUS_TOPIC_BUF];           /* the field (reads past it are masked off) */
     __u32 start[32];                     /* where each level starts (levels <= 24) */
     __u32 depth, len;                    /* loop-carried values live here, read back volatile: */
+    __u32 wire;                          /* a DNS name's length in wire format (0: none), camus_dns.h */
     struct camus_label_key key;          /* the verifier then sees one state per iteration */
 };
 
@@ -187,6 +188,7 @@ static __always_inline void camus_dns_name(__u64 *v, const __u8 *name, const voi
     if (!w)
         return;
     __u32 len = camus_dns_load(w, name, end, avail, nbytes);
+    w->wire = len ? len + 2 : 0;                    /* the first length byte, the text, the root label */
     if (len) {
         camus_topic_levels(v, w, len, first, lv0, nlevels, '.', 0, bank, 1);
         return;

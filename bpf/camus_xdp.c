@@ -260,6 +260,7 @@ struct camus_scratch {
     __u32 nsvars;               /* state variables in use */
     __u32 uend;                 /* from the packet start: where the UDP datagram ends */
     __u32 bypass;               /* over budget: this packet's messages go by the cover */
+    __u32 answer;               /* a DNS answer rule matched: the address (camus_dns.h) */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];   /* bit-vector stage: each message's
                                                                 ports (no leaf state holds them) */
@@ -329,6 +330,8 @@ BPF_PROG_ARRAY(progs, 1);       /* [0]: camus_msg */
 
 /*@CAMUS_TOPIC_H@*/
 
+/*@CAMUS_DNS_H@*/
+
 /*@CAMUS_BV_H@*/
 
 /* One message: classify, merge its ports into the packet's, record it if asked. Only the final
@@ -370,6 +373,8 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             got.ports[w] = l->ports[w];
+        if (l->flags & CAMUS_LEAF_ANSWER)
+            s->answer = l->answer;
     }
 #ifdef CAMUS_DEFAULT_FLAGS
     /* query_default_action: a message no rule delivered gets the spec's default (its custom
@@ -439,6 +444,20 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
                 r->ports[w] = s->acc.ports[w];
         }
     }
+#if CAMUS_DNS_ANSWERS
+    if (s->acc.flags & CAMUS_LEAF_ANSWER) {      /* one message per packet: the query itself */
+        struct camus_topic_work *w = camus_topic_work();
+        int answered = w ? camus_dns_answer(ctx, w->wire, s->answer) : 0;
+        if (answered > 0) {
+            count(CAMUS_STAT_ANSWERED);
+            return XDP_TX;
+        }
+        if (answered < 0) {                      /* resized, then out of bounds: cannot happen */
+            count(CAMUS_STAT_MALFORMED);
+            return XDP_DROP;
+        }
+    }
+#endif
     if (!any && !(s->acc.flags & CAMUS_LEAF_CALL)) {
         count(CAMUS_STAT_NO_MATCH);
         return XDP_DROP;
@@ -517,6 +536,7 @@ static __always_inline void begin_packet(struct camus_scratch *s) {
     s->empty = 0;
     s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
     s->bypass = over_budget();
+    s->answer = 0;
 }
 
 /*@CAMUS_ATTRS_H@*/

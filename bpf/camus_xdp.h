@@ -37,6 +37,7 @@
 #define CAMUS_LEAF_PORTS 4   /* at least one port (saves OR-ing the words per message) */
 #define CAMUS_LEAF_COUNTED 8 /* bit-vector segments: the leaf has per-rule counters (XDP counts it) */
 #define CAMUS_LEAF_WIDE 16   /* bit-vector segments: ports beyond the first 64 (else only word 0 is OR-ed) */
+#define CAMUS_LEAF_ANSWER 32 /* answerDNS(a.b.c.d): XDP answers the query itself (leaf.answer, camus_dns.h) */
 
 /* stats[] indices */
 #define CAMUS_STAT_PACKETS      0   /* packets seen */
@@ -50,6 +51,7 @@
 #define CAMUS_STAT_REDIRECT     8   /* packets sent straight from XDP to their one port */
 #define CAMUS_STAT_OVERFLOW     9   /* batches of more messages than classified: to the stack */
 #define CAMUS_STAT_BYPASS      10   /* messages sent by the cover under overload, not filtered */
+#define CAMUS_STAT_ANSWERED    11   /* DNS queries answered from XDP (sent back with XDP_TX) */
 #define CAMUS_STAT_MAX          12
 
 /* cfg[] indices */
@@ -128,6 +130,8 @@ struct camus_leaf {
     __u64 ports[CAMUS_PORT_WORDS];
     __u32 flags;
     __u32 group;
+    __u32 answer;            /* CAMUS_LEAF_ANSWER: the IPv4 address to answer with, network order */
+    __u32 pad;
 };
 
 struct camus_svar {          /* one state variable's tumbling window */

@@ -115,7 +115,7 @@ def _contents_from_keys(keys: dict[str, list]) -> MapContents:
     c = MapContents(0)
     c.desc = {s: (0, 0, 0, 0, 0, 0, 0) for s in keys["desc"]}
     c.xslots = {i: (0, 0) for i in keys["xslots"]}
-    c.leaf = {s: ((0,), 0, 0) for s in keys["leaf"]}
+    c.leaf = {s: ((0,), 0, 0, 0) for s in keys["leaf"]}
     c.lpm = {tuple(k): 0 for k in keys["lpm"]}
     c.updates = {s: 0 for s in keys["updates"]}
     c.labels = {(var, bytes.fromhex(level)): 0 for var, level in keys.get("labels", [])}

@@ -177,7 +177,7 @@ class EbpfLayout:
         self.root = md.root
         return md
 
-    def _leaf(self, a: ActionSet) -> tuple[tuple[int, ...], int, int]:
+    def _leaf(self, a: ActionSet) -> tuple[tuple[int, ...], int, int, int]:
         check_ports(self.ports, a.ports)
         return leaf_value(a, self._mask)
 

@@ -217,6 +217,12 @@ def _attr_defines(e: Emitter, spec: Spec) -> None:
         e("}")
 
 
+def dns_answers(spec: Spec) -> bool:
+    """Can the program answer DNS queries itself (bpf/camus_dns.h)? When a DNS name field starts
+    right after a 12-byte header: the message is a DNS query."""
+    return any(t.flavor == "dns" and t.offset == 96 for t in spec.topics.values())
+
+
 def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
     """Topic fields: camus_topic.h's sizes and the calls that fill their variables."""
     if not spec.topics:
@@ -229,6 +235,7 @@ def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
                         ("CAMUS_MAX_LABELS", limits.max_labels)):
         e(f"#define {name} {value}")
     e(f"#define CAMUS_DNS_NAMES {int(any(t.flavor == 'dns' for t in spec.topics.values()))}")
+    e(f"#define CAMUS_DNS_ANSWERS {int(dns_answers(spec))}")
     calls = []
     for t in spec.topics.values():
         head = f"{t.instance}.{t.name}"
@@ -256,6 +263,7 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     main = main.replace("/*@CAMUS_ATTRS_H@*/", bpf.joinpath("camus_attrs.h").read_text()
                         if spec.framing.kind in ATTRS_FRAMINGS else "")
     main = main.replace("/*@CAMUS_TOPIC_H@*/", bpf.joinpath("camus_topic.h").read_text() if spec.topics else "")
+    main = main.replace("/*@CAMUS_DNS_H@*/", bpf.joinpath("camus_dns.h").read_text() if dns_answers(spec) else "")
     tc = bpf.joinpath("camus_tc.c").read_text()
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)
                 .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim))

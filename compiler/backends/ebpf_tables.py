@@ -6,6 +6,7 @@ nothing.
 """
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from dataclasses import dataclass, field
@@ -15,9 +16,10 @@ from ..ir.pipeline import ActionSet, Entry, FieldTable, MatchSpec, Pipeline
 from ..structure.slicing import sort_ports
 from ..language.spec import Spec
 from .ebpf_bitvector import KIND_BV
-from .ebpf_program import RADIX_LEVELS, EbpfLimits, n_svars
+from .ebpf_program import RADIX_LEVELS, EbpfLimits, dns_answers, n_svars
 from .emit import BackendError
 
+import ipaddress
 import random
 
 KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4, "direct": 6}
@@ -25,6 +27,8 @@ MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2, "every": 3}
 LEAF_DROP, LEAF_CALL, LEAF_PORTS = 1, 2, 4
+LEAF_ANSWER = 32       # bpf/camus_xdp.h CAMUS_LEAF_ANSWER
+ANSWER_DNS = "answerDNS"
 
 
 class CapacityError(BackendError):
@@ -43,7 +47,8 @@ class MapContents:
     rnodes: list[tuple[int, int, int]] = field(default_factory=list)                # radix buckets: split, below, above
     rsub: list[tuple[int, int, int, int]] = field(default_factory=list)             # radix sub-tables: lo, base, last, shift
     lpm: dict[tuple[int, int, int], int] = field(default_factory=dict)              # (plen, state, value<<) -> next
-    leaf: dict[int, tuple[tuple[int, ...], int, int]] = field(default_factory=dict)  # ports words, flags, group
+    # state -> ports words, flags, group, DNS answer (IPv4 as the kernel reads it, network order)
+    leaf: dict[int, tuple[tuple[int, ...], int, int, int]] = field(default_factory=dict)
     updates: dict[int, int] = field(default_factory=dict)                           # state -> svar mask
     leaf_rules: dict[int, tuple[int, ...]] = field(default_factory=dict)            # state -> counted rules it matched
     svar_cfg: list[tuple[int, int, int, int]] = field(default_factory=list)    # window_ns, fn, field, modulus
@@ -250,13 +255,24 @@ def check_ports(ports: list[object], used: Any) -> None:
         raise CapacityError(f"{len(ports)} ports; an XDP broker serves at most {64 * PORT_WORDS}")
 
 
+def dns_answer(a: ActionSet) -> str:
+    """The address an `answerDNS(a.b.c.d)` of the leaf answers with ('' without one). Two answer
+    rules matching one name: the first call in the leaf's order (the lowest address text)."""
+    found = sorted(args[0] for name, args in a.calls if name == ANSWER_DNS and args)
+    return found[0] if found else ""
+
+
 def leaf_flags(a: ActionSet) -> int:
-    return (LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0)
+    return ((LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0) |
+            (LEAF_ANSWER if dns_answer(a) else 0))
 
 
-def leaf_value(a: ActionSet, out: MapContents) -> tuple[tuple[int, ...], int, int]:
-    """A leaf[] value: its ports as bits of `out.ports`, its flags, its multicast group."""
-    return (out.port_mask(a.ports), leaf_flags(a), a.group or 0)
+def leaf_value(a: ActionSet, out: MapContents) -> tuple[tuple[int, ...], int, int, int]:
+    """A leaf[] value: its ports as bits of `out.ports`, its flags, its multicast group, its DNS
+    answer (the address's bytes in packet order, as the kernel's little-endian load sees them)."""
+    answer = dns_answer(a)
+    addr = int.from_bytes(ipaddress.IPv4Address(answer).packed, "little") if answer else 0
+    return (out.port_mask(a.ports), leaf_flags(a), a.group or 0, addr)
 
 
 def exact_state(s: int, var: int, entries: list[tuple[int, MatchSpec, int]], out: MapContents) -> Desc:
@@ -426,7 +442,11 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     if p.bitvector is not None:
         from .ebpf_bitvector import bitvector_contents
         bitvector_contents(p, spec, lim, out)
+    answers = dns_answers(spec)
     for s, a in (p.leaves.items() if p.bitvector is None else ()):
+        if not answers and dns_answer(a):
+            raise BackendError(f"answerDNS({dns_answer(a)}): spec '{spec.name}' has no DNS query to answer (a "
+                               "query_type(h.f, dnsname) field right after a 12-byte DNS header)")
         out.leaf[s] = leaf_value(a, out)
         if a.rules:
             out.leaf_rules[s] = a.rules

@@ -6,6 +6,7 @@ action `("call", name, (arg text, ...))`. Shared by the rules (lowering) and by 
 """
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from .errors import CompileError, CompileErrors, Position
@@ -35,8 +36,21 @@ def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom
                 raise src.error("drop takes no arguments", a.offset)
             out.add(("drop",))
         else:
+            if a.name == "answerDNS":
+                _check_answer(a, src)
             out.add(("call", a.name, tuple(c.text for c in a.args)))
     return frozenset(out)
+
+
+def _check_answer(a: Action, src: SourceText) -> None:
+    """answerDNS(a.b.c.d): the data plane answers with this IPv4 address (an A record)."""
+    if len(a.args) != 1:
+        raise src.error("answerDNS takes one IPv4 address", a.offset, "answerDNS(10.0.0.105)")
+    try:
+        ipaddress.IPv4Address(a.args[0].text)
+    except ValueError:
+        raise src.error(f"answerDNS needs an IPv4 address, not {a.args[0].text}", a.args[0].offset,
+                        "answerDNS(10.0.0.105)") from None
 
 
 def default_action_atoms(text: str, pos: Position) -> frozenset[Atom]:

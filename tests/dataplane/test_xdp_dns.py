@@ -1,0 +1,124 @@
+"""The DNS app in the kernel (apps/dns): the XDP program answers the queries a rule answers
+itself (XDP_TX with a well-formed response), and hands everything else on as the rules say.
+Queries are real DNS packets built by scapy, run with BPF_PROG_TEST_RUN; responses are parsed
+back with scapy and checked field by field."""
+from __future__ import annotations
+
+import pytest
+from scapy.layers.dns import DNS, DNSQR, DNSRROPT
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.emit import BackendError
+from camus.compiler.compile import CompileOptions, compile_files, compile_rules
+from camus.compiler.language.spec_parser import load_spec
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.dataplane.program import XdpProgram
+from camus.dataplane.reference import expected_verdict
+from tests.conftest import APPS
+from tests.dataplane.test_xdp_kernel import LIMITS
+
+pytestmark = pytest.mark.bpf
+
+CLIENT, SERVER = "10.9.0.2", "10.9.0.53"
+CLIENT_MAC, SERVER_MAC = "02:00:00:00:00:02", "02:00:00:00:00:35"
+
+
+def query(name: str, qtype: str = "A", edns: bool = False, rd: int = 1, qid: int = 0x1234) -> bytes:
+    dns = DNS(id=qid, rd=rd, qd=DNSQR(qname=name, qtype=qtype), ar=[DNSRROPT(rclass=1232)] if edns else [])
+    return bytes(Ether(src=CLIENT_MAC, dst=SERVER_MAC) / IP(src=CLIENT, dst=SERVER, id=7) /
+                 UDP(sport=40123, dport=53) / dns)
+
+
+COMPILED = compile_files(str(APPS / "dns" / "dns.p4"), str(APPS / "dns" / "rules.txt"))
+
+
+@pytest.fixture(scope="module")
+def dns_prog():
+    compiled = COMPILED
+    prog = XdpProgram.load(compiled.spec, LIMITS)
+    contents = map_contents(compiled.pipeline, compiled.spec, LIMITS)
+    prog.write(contents)
+    yield prog
+    prog.remove(contents)
+    prog.close()
+
+
+@pytest.mark.parametrize("name, address", [("www.example.com", "10.0.0.105"), ("WWW.Example.Com.", "10.0.0.105"),
+                                           ("authentication-service.example.com", "10.0.0.107"),
+                                           ("a.b.cdn.example.com", "10.0.0.200")])
+@pytest.mark.parametrize("edns", [False, True])
+def test_a_query_a_rule_answers_is_answered_from_xdp(dns_prog: XdpProgram, name: str, address: str,
+                                                     edns: bool) -> None:
+    before = dns_prog.stats()["answered"]
+    out = dns_prog.run(query(name, edns=edns))
+    assert out.verdict == "XDP_TX"
+    assert dns_prog.stats()["answered"] == before + 1
+    r = Ether(out.packet)
+    assert (r.src, r.dst) == (SERVER_MAC, CLIENT_MAC)
+    assert (r[IP].src, r[IP].dst, r[UDP].sport, r[UDP].dport) == (SERVER, CLIENT, 53, 40123)
+    assert r[IP].len == len(out.packet) - 14 and r[UDP].len == r[IP].len - 20
+    fixed = r[IP].copy()
+    fixed.chksum = None
+    assert IP(bytes(fixed)).chksum == r[IP].chksum, "IPv4 header checksum"
+    assert r[UDP].chksum == 0
+    d = r[DNS]
+    assert (d.id, d.qr, d.opcode, d.aa, d.rd, d.rcode) == (0x1234, 1, 0, 1, 1, 0)
+    assert (d.qdcount, d.ancount, d.nscount, d.arcount) == (1, 1, 0, 0)
+    assert d.qd[0].qname.decode().lower() == name.lower().rstrip(".") + "."
+    assert (d.an[0].type, d.an[0].rclass, d.an[0].ttl, d.an[0].rdata) == (1, 1, 60, address)
+    assert d.an[0].rrname.decode().lower() == name.lower().rstrip(".") + "."
+
+
+def test_what_no_answer_rule_decides_goes_on_unchanged(dns_prog: XdpProgram) -> None:
+    cases = [(query("www.example.com", "AAAA"), "XDP_PASS"),     # answered: A only; the resolver does AAAA
+             (query("www.example.org"), "XDP_PASS"),             # the default: the host's resolver
+             (query("cdn.example.com"), "XDP_PASS"),             # '*.' needs a label more
+             (query("x.ads.tracker.net"), "XDP_DROP"),
+             (query("db.corp.internal"), "XDP_PASS")]            # fwd(2): to TC (no port here: passes up)
+    for pkt, verdict in cases:
+        before = dns_prog.stats()["answered"]
+        out = dns_prog.run(pkt)
+        assert out.verdict == verdict, Ether(pkt)[DNS].qd[0].qname
+        assert dns_prog.stats()["answered"] == before
+        if verdict == "XDP_PASS":
+            assert out.packet.endswith(pkt)   # after the metadata for TC
+
+
+def test_not_a_plain_query_is_left_to_the_resolver(dns_prog: XdpProgram) -> None:
+    response = bytes(Ether(src=CLIENT_MAC, dst=SERVER_MAC) / IP(src=CLIENT, dst=SERVER) / UDP(sport=1, dport=53) /
+                     DNS(qr=1, qd=DNSQR(qname="www.example.com")))
+    notify = bytes(Ether(src=CLIENT_MAC, dst=SERVER_MAC) / IP(src=CLIENT, dst=SERVER) / UDP(sport=1, dport=53) /
+                   DNS(opcode=4, qd=DNSQR(qname="www.example.com")))
+    options = bytes(Ether(src=CLIENT_MAC, dst=SERVER_MAC) / IP(src=CLIENT, dst=SERVER, options=b"\x01\x01\x01\x00") /
+                    UDP(sport=1, dport=53) / DNS(qd=DNSQR(qname="www.example.com")))
+    for pkt in (response, notify, options):
+        out = dns_prog.run(pkt)
+        assert out.verdict == "XDP_PASS" and out.packet.endswith(pkt)   # after the metadata for TC
+
+
+def test_malformed_names_match_no_name(dns_prog: XdpProgram) -> None:
+    """A compression pointer in a question, a label running past the datagram, a name longer
+    than the field: depth 0, the default (the resolver decides), never a crash or an answer."""
+    dns_head = bytes.fromhex("123401000001000000000000")
+    for name in (b"\xc0\x0c", b"\x03www\x07exam", b"\x3f" + b"a" * 63 + b"\x3f" + b"b" * 63 + b"\x00"):
+        pkt = bytes(Ether(src=CLIENT_MAC, dst=SERVER_MAC) / IP(src=CLIENT, dst=SERVER) / UDP(sport=1, dport=53) /
+                    Raw(dns_head + name + b"\x00\x01\x00\x01"))
+        before = dns_prog.stats()
+        out = dns_prog.run(pkt)
+        assert out.verdict == "XDP_PASS", name
+        assert expected_verdict(COMPILED.spec, PipelineInterpreter(COMPILED.pipeline), pkt, 1).verdict == "XDP_PASS"
+        assert dns_prog.stats()["malformed"] == before["malformed"]
+
+
+def test_answers_need_the_diagram_stage_and_a_dns_header() -> None:
+    spec = load_spec(APPS / "dns" / "dns.p4")
+    c = compile_rules(spec, 'qname == "a.example" : answerDNS(10.0.0.1)', options=CompileOptions(strategy="bitvector"))
+    with pytest.raises(BackendError, match="decision-diagram stage"):
+        map_contents(c.pipeline, c.spec, LIMITS)
+    itch = load_spec(APPS / "itch" / "itch.p4")
+    c = compile_rules(itch, "stock == GOOGL : answerDNS(10.0.0.1)")
+    with pytest.raises(BackendError, match="no DNS query to answer"):
+        map_contents(c.pipeline, c.spec, LIMITS)
