@@ -31,9 +31,8 @@ from typing import Callable
 
 from .brokers import TOPIC_BROKERS, Broker, available, make_broker, system_cpu_seconds
 from .cbuild import binary
-from .xdp_sender import pass_through
 from .feeds import FeedConfig, add_order, itch_feed, message_seq_ts, parse_mold, rules_for, write_frames
-from camus.dataplane.lab import FEED_PORT, Lab
+from camus.dataplane.lab import FEED_PORT, Lab, pass_through
 
 SPEC = Path(__file__).resolve().parent.parent / "apps" / "itch" / "itch.p4"
 MASK48 = (1 << 48) - 1

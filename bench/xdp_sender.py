@@ -15,7 +15,7 @@ which the kernel transmits from IFACE as if it had arrived there and been bounce
 no skb, no copy from user space per frame: one core sends millions of frames a second. Pacing:
 runs in slices of a millisecond's frames, each slice started on schedule. The receiving side of
 a veth needs an XDP program (or GRO on) to take XDP_TX frames: the camus-xdp broker has one;
-for userspace brokers the lab attaches a pass-through program (`pass_through`).
+for userspace brokers the lab attaches a pass-through program (`dataplane.lab.pass_through`).
 
 Run it inside the sender's network namespace (`ip netns exec NS python bench/xdp_sender.py ...`).
 """
@@ -28,7 +28,6 @@ import struct
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "bpf" / "camus_sender.c"
@@ -125,16 +124,6 @@ class XdpSender:
         seconds = time.monotonic() - t0
         self.bpf[b"sender_cfg"][ctypes.c_int(0)] = _Cfg(self.frames, 0, 0, 0, offset)   # stop
         return int(state[ctypes.c_int(0)].cursor), seconds
-
-
-def pass_through(iface: str) -> Any:
-    """A minimal XDP program (XDP_PASS) on a veth end, so the veth takes XDP_TX frames sent into
-    its peer; returns the BPF object (detach with `bpf.remove_xdp(iface.encode(), 0)`)."""
-    from camus.dataplane.program import _bcc
-    bcc = _bcc()
-    bpf = bcc.BPF(text=b"int pass(struct xdp_md *ctx) { return XDP_PASS; }")
-    bpf.attach_xdp(iface.encode(), bpf.load_func(b"pass", bcc.BPF.XDP), 0)
-    return bpf
 
 
 def main() -> int:

@@ -3,7 +3,8 @@
  * camus_tc_in  (clsact ingress of the broker interface): for a packet XDP classified, send one
  *              copy to each subscribed port (bpf_clone_redirect to the port's interface), the
  *              copy's skb->mark saying which port it is for and which messages it keeps. The
- *              original goes to this host's stack only if a LOCAL port subscribed.
+ *              original goes to this host's stack only if a LOCAL port subscribed or a message
+ *              has custom actions (they run on the host), trimmed to those messages.
  * camus_tc_out (clsact egress of every output interface): on a marked copy, drop the messages
  *              its port did not subscribe to (fixing the MoldUDP64 count, UDP and IP lengths and
  *              the IP checksum; the UDP checksum is zeroed, which IPv4 allows) and, for a REMOTE
@@ -216,6 +217,8 @@ int camus_tc_in(struct __sk_buff *skb) {
     CAMUS_FAN_WORD(2);
     CAMUS_FAN_WORD(3);
     skb->mark = 0;
+    pk->local_keep |= pk->call_keep;          /* custom actions run on this host: its stack gets them */
+    local |= nonzero(pk->call_keep);
     if (!local)
         return TC_ACT_SHOT;
     /* camus_tc_local trims ours for the stack. After clone_redirect the metadata may be gone,

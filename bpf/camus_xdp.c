@@ -261,6 +261,7 @@ struct camus_scratch {
     __u32 uend;                 /* from the packet start: where the UDP datagram ends */
     __u32 bypass;               /* over budget: this packet's messages go by the cover */
     __u32 answer;               /* a DNS answer rule matched: the address (camus_dns.h) */
+    __u32 call_keep;            /* messages with custom actions (for the host's stack) */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];   /* bit-vector stage: each message's
                                                                 ports (no leaf state holds them) */
@@ -384,6 +385,7 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
 #endif
     s->msg_state[index & (CAMUS_MAX_MSGS_RING - 1)] = state;
     __u32 flags = got.flags;
+    s->call_keep |= ((flags / CAMUS_LEAF_CALL) & 1) << (index & (CAMUS_MAX_MSGS_RING - 1));
     #pragma unroll
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
         s->acc.ports[w] |= got.ports[w];
@@ -450,6 +452,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         int answered = w ? camus_dns_answer(ctx, w->wire, s->answer) : 0;
         if (answered > 0) {
             count(CAMUS_STAT_ANSWERED);
+            count_packet_hits(s, 1);             /* TC never sees it: the rule is counted here */
             return XDP_TX;
         }
         if (answered < 0) {                      /* resized, then out of bounds: cannot happen */
@@ -492,6 +495,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     struct camus_pkt *pk = ring_slot(s);
     if (pk) {
         pk->nmsgs = s->nmsgs;
+        pk->call_keep = s->call_keep;
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->ports[w] = s->acc.ports[w];
@@ -537,6 +541,7 @@ static __always_inline void begin_packet(struct camus_scratch *s) {
     s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
     s->bypass = over_budget();
     s->answer = 0;
+    s->call_keep = 0;
 }
 
 /*@CAMUS_ATTRS_H@*/

@@ -222,6 +222,9 @@ struct camus_pkt {                   /* ring slot: which ports each message goes
     __u32 nmsgs;
     __u32 local_keep;                /* TC: messages a LOCAL port keeps (memory, not a register:
                                         keeps the verifier's loop states equal) */
+    __u32 call_keep;                 /* XDP: messages with custom actions, which run on this host:
+                                        the stack gets them as if a LOCAL port subscribed */
+    __u32 pad;
     __u64 ports[CAMUS_PORT_WORDS];   /* union */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];                    /* XDP: each message's final state */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];  /* TC: its ports, from leaf[] */

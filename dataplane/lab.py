@@ -19,7 +19,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 FEED_PORT = 26400
 
@@ -82,6 +82,23 @@ def netns_popen(ns: str, *cmd: str, bpffs: bool = False, **kw) -> subprocess.Pop
     the pinned maps an edge broker updates."""
     prefix = ["nsenter", f"--net=/run/netns/{ns}"] if bpffs else ["ip", "netns", "exec", ns]
     return subprocess.Popen([*prefix, *cmd], **kw)
+
+
+def pass_through(iface: str, ns: str | None = None) -> Any:
+    """A minimal XDP program (XDP_PASS) on a veth end, so the veth takes the XDP_TX frames its
+    peer's XDP sends back (a veth delivers those only with NAPI on its end; a real NIC sends them
+    out). Returns the BPF object (detach with `bpf.remove_xdp(iface.encode(), 0)`); with `ns`, a
+    short process attaches it inside that namespace (the attachment outlives it, and goes with
+    the interface) and None is returned."""
+    if ns is not None:
+        sh("ip", "netns", "exec", ns, sys.executable, "-c",
+           f"from camus.dataplane.lab import pass_through; pass_through({iface!r})")
+        return None
+    from camus.dataplane.program import _bcc
+    bcc = _bcc()
+    bpf = bcc.BPF(text=b"int pass(struct xdp_md *ctx) { return XDP_PASS; }")
+    bpf.attach_xdp(iface.encode(), bpf.load_func(b"pass", bcc.BPF.XDP), 0)
+    return bpf
 
 
 class Lab:

@@ -12,7 +12,7 @@ venv="$here/.venv"
 # edge broker's MQTT tests; Java for PySpark; gcc for the C programs.
 apt_packages=(python3-bpfcc bpfcc-tools clang linux-headers-amd64 xdp-tools netsniff-ng tshark
               python3-venv iproute2 iputils-ping ethtool gcc openjdk-17-jre-headless
-              mosquitto mosquitto-clients nats-server redis-server)
+              mosquitto mosquitto-clients nats-server redis-server bind9-dnsutils)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

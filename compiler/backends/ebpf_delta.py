@@ -65,7 +65,7 @@ class MapDelta:
     rsub: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     bounds: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], int, int]] = field(default_factory=dict)
     lpm: dict[tuple[int, int, int], int] = field(default_factory=dict)
-    leaf: dict[int, tuple[tuple[int, ...], int, int]] = field(default_factory=dict)
+    leaf: dict[int, tuple[tuple[int, ...], int, int, int]] = field(default_factory=dict)
     cover: tuple[int, ...] | None = None         # the bypass cover, when the forwarded ports changed
     bank: int = 0
 

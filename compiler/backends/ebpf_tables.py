@@ -19,7 +19,6 @@ from .ebpf_bitvector import KIND_BV
 from .ebpf_program import RADIX_LEVELS, EbpfLimits, dns_answers, n_svars
 from .emit import BackendError
 
-import ipaddress
 import random
 
 KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4, "direct": 6}

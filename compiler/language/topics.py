@@ -109,7 +109,8 @@ def dns_text(raw: bytes) -> bytes | None:
     """A wire-format name as the data plane sees it: its labels joined by dots, ASCII lower-cased,
     cut at a NUL byte (the XDP program turns length bytes into dots in place and scans to the first
     NUL); None if it does not end inside `raw` or has a label longer than 63 bytes."""
-    labels, pos = [], 0
+    labels: list[bytes] = []
+    pos = 0
     while pos < len(raw):
         n = raw[pos]
         if n == 0:

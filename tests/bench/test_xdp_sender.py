@@ -10,7 +10,8 @@ import time
 import pytest
 
 from camus.bench.feeds import ETH_IP_UDP, FeedConfig, itch_feed, write_frames
-from camus.bench.xdp_sender import XdpSender, pass_through, read_frames
+from camus.bench.xdp_sender import XdpSender, read_frames
+from camus.dataplane.lab import pass_through
 
 pytestmark = pytest.mark.bpf
 A, B = "cxsnd0", "cxsnd1"

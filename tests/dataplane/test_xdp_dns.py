@@ -5,12 +5,14 @@ back with scapy and checked field by field."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.layers.dns import DNS, DNSQR, DNSRROPT
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf_tables import LEAF_CALL, LEAF_DROP, MapContents, map_contents
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.language.spec_parser import load_spec
@@ -33,6 +35,7 @@ def query(name: str, qtype: str = "A", edns: bool = False, rd: int = 1, qid: int
 
 
 COMPILED = compile_files(str(APPS / "dns" / "dns.p4"), str(APPS / "dns" / "rules.txt"))
+CONTENTS: list[MapContents] = []            # what the fixture wrote (its port bits)
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +44,7 @@ def dns_prog():
     prog = XdpProgram.load(compiled.spec, LIMITS)
     contents = map_contents(compiled.pipeline, compiled.spec, LIMITS)
     prog.write(contents)
+    CONTENTS[:] = [contents]
     yield prog
     prog.remove(contents)
     prog.close()
@@ -122,3 +126,38 @@ def test_answers_need_the_diagram_stage_and_a_dns_header() -> None:
     c = compile_rules(itch, "stock == GOOGL : answerDNS(10.0.0.1)")
     with pytest.raises(BackendError, match="no DNS query to answer"):
         map_contents(c.pipeline, c.spec, LIMITS)
+
+
+LABELS = [b"www", b"img", b"x" * 63, b"a.b", b"A\0b", b"Ex"]
+NAMED = ["www.example.com", "api.example.com", "cdn.example.com", "ads.tracker.net", "corp.internal", "example.org",
+         "authentication-service.example.com", "example.com", ""]     # what the rules name, and near misses
+
+
+def _wire(labels: list[bytes]) -> bytes:
+    return b"".join(bytes([len(x)]) + x for x in labels) + b"\0"
+
+
+def _case(text: str, flips: list[bool]) -> bytes:
+    return "".join(c.upper() if f else c for c, f in zip(text, flips + [False] * len(text))).encode()
+
+
+wire_names = st.one_of(
+    st.builds(lambda pre, named, flips: _wire(pre + [lv for lv in _case(named, flips).split(b".") if lv]),
+              st.lists(st.sampled_from(LABELS), max_size=3), st.sampled_from(NAMED), st.lists(st.booleans(), max_size=40)),
+    st.binary(max_size=90))                                          # anything at all: pointers, cut labels
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=wire_names)
+def test_any_name_bytes_get_what_the_reference_gives(dns_prog: XdpProgram, name: bytes) -> None:
+    """XDP's reading of a name (in place, from the datagram's bytes only) against the reference
+    decoder and the IR, on valid, odd and malformed names; AAAA, so nothing is answered."""
+    pkt = bytes(Ether(src=CLIENT_MAC, dst=SERVER_MAC) / IP(src=CLIENT, dst=SERVER) / UDP(sport=1, dport=53) /
+                Raw(bytes.fromhex("123401000001000000000000") + name + b"\x00\x1c\x00\x01"))
+    want, _ = PipelineInterpreter(COMPILED.pipeline).run_packet(COMPILED.spec, pkt)
+    got = dns_prog.classify(pkt)
+    assert len(got.messages) == len(want) == 1
+    _, flags, ports = got.messages[0]
+    a = want[0].actions
+    assert (CONTENTS[0].ports_of(ports), bool(flags & LEAF_DROP), bool(flags & LEAF_CALL)) == \
+        (tuple(a.ports), a.drop, bool(a.calls)), name

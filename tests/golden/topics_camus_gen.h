@@ -38,6 +38,7 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
 #define CAMUS_LABEL_WORDS 8
 #define CAMUS_MAX_LABELS 65536
 #define CAMUS_DNS_NAMES 0
+#define CAMUS_DNS_ANSWERS 0
 #define CAMUS_READ_TOPICS(v, msg, end, avail, bank) do { \
     camus_topic(v, (msg) + 0, 64, 0, 2, 6, '/', 1, bank); \
 } while (0)
