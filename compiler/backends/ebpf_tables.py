@@ -256,8 +256,8 @@ def check_ports(ports: list[object], used: Any) -> None:
 
 def dns_answer(a: ActionSet) -> str:
     """The address an `answerDNS(a.b.c.d)` of the leaf answers with ('' without one). Two answer
-    rules matching one name: the first call in the leaf's order (the lowest address text)."""
-    found = sorted(args[0] for name, args in a.calls if name == ANSWER_DNS and args)
+    rules matching one name: the lowest address (a record per query, chosen the same every time)."""
+    found = sorted((args[0] for name, args in a.calls if name == ANSWER_DNS and args), key=ipaddress.IPv4Address)
     return found[0] if found else ""
 
 
