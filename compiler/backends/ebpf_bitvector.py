@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..ir.labels import long_label_count
 from ..ir.pipeline import BitvectorPlane, BitvectorStage, Pipeline
 from ..language.spec import Spec
 from .emit import BackendError
@@ -33,13 +34,17 @@ def _pow2(n: int) -> int:
 
 
 def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
-    """`base` with the bit-vector capacities grown to hold `p` with headroom (updates may grow
+    """`base` with the labels map sized for the long topic levels and DNS labels `p` names, and
+    the bit-vector capacities grown to hold `p` with headroom (updates may grow
     the rule set; both banks), within what the verifier accepts for a program with `fields`
     query fields and within BITMAP_BYTES of bitmaps. Raises CapacityError when the stage
     cannot fit an XDP host at all."""
     from dataclasses import replace
 
     from .ebpf_tables import CapacityError
+    longs = long_label_count(p)
+    if 2 * longs > base.max_labels:      # DNS names, topic levels: both banks, twice the room
+        base = replace(base, max_labels=_pow2(4 * longs))
     bv = p.bitvector
     if bv is None:
         return base

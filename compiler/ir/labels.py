@@ -121,3 +121,15 @@ def label_wide(p: Pipeline, widths: dict[str, int], max_width: int = 64) -> tupl
 def labelled_values(values: dict[str, int], labels: Labels) -> dict[str, int]:
     """A message's values as the labelled pipeline reads them."""
     return {k: labels.value(k, v) for k, v in values.items()}
+
+
+def long_label_count(p: Pipeline, max_width: int = 64) -> int:
+    """How many long-level labels `p` needs in one bank (what the data plane's labels map must
+    hold): the distinct named values longer than 8 bytes of the fields wider than `max_width`."""
+    widths = {t.field: t.field_width for t in p.tables if t.field is not None}
+    if p.bitvector is not None:
+        widths.update({f.name: f.field_width for f in p.bitvector.fields})
+    if all(w <= max_width for w in widths.values()):
+        return 0
+    _, labels = label_wide(p, widths, max_width)
+    return sum(len(d) for d in labels.by_field.values())
