@@ -374,8 +374,10 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             got.ports[w] = l->ports[w];
+#if CAMUS_DNS_ANSWERS
         if (l->flags & CAMUS_LEAF_ANSWER)
             s->answer = l->answer;
+#endif
     }
 #ifdef CAMUS_DEFAULT_FLAGS
     /* query_default_action: a message no rule delivered gets the spec's default (its custom
@@ -540,8 +542,10 @@ static __always_inline void begin_packet(struct camus_scratch *s) {
     s->empty = 0;
     s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
     s->bypass = over_budget();
-    s->answer = 0;
     s->call_keep = 0;
+#if CAMUS_DNS_ANSWERS
+    s->answer = 0;
+#endif
 }
 
 /*@CAMUS_ATTRS_H@*/

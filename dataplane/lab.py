@@ -91,8 +91,10 @@ def pass_through(iface: str, ns: str | None = None) -> Any:
     short process attaches it inside that namespace (the attachment outlives it, and goes with
     the interface) and None is returned."""
     if ns is not None:
-        sh("ip", "netns", "exec", ns, sys.executable, "-c",
-           f"from camus.dataplane.lab import pass_through; pass_through({iface!r})")
+        r = sh("ip", "netns", "exec", ns, sys.executable, "-c",
+               f"from camus.dataplane.lab import pass_through; pass_through({iface!r})", check=False)
+        if r.returncode:
+            raise RuntimeError(f"pass-through XDP program on {iface} in {ns}: {r.stderr.strip()[-500:]}")
         return None
     from camus.dataplane.program import _bcc
     bcc = _bcc()

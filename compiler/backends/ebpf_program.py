@@ -225,6 +225,8 @@ def dns_answers(spec: Spec) -> bool:
 
 def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
     """Topic fields: camus_topic.h's sizes and the calls that fill their variables."""
+    e(f"#define CAMUS_DNS_NAMES {int(any(t.flavor == 'dns' for t in spec.topics.values()))}")
+    e(f"#define CAMUS_DNS_ANSWERS {int(dns_answers(spec))}")
     if not spec.topics:
         e("#define CAMUS_READ_TOPICS(v, msg, end, avail, bank)")
         return
@@ -234,8 +236,6 @@ def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
     for name, value in (("CAMUS_TOPICS", 1), ("CAMUS_TOPIC_BUF", buf), ("CAMUS_LABEL_WORDS", (most + 7) // 8),
                         ("CAMUS_MAX_LABELS", limits.max_labels)):
         e(f"#define {name} {value}")
-    e(f"#define CAMUS_DNS_NAMES {int(any(t.flavor == 'dns' for t in spec.topics.values()))}")
-    e(f"#define CAMUS_DNS_ANSWERS {int(dns_answers(spec))}")
     calls = []
     for t in spec.topics.values():
         head = f"{t.instance}.{t.name}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..ir.labels import LabelError, label_wide
 from ..ir.pipeline import ActionSet, Entry, FieldTable, MatchSpec, Pipeline
 from ..structure.slicing import sort_ports
+from ..language.actions import ANSWER_DNS
 from ..language.spec import Spec
 from .ebpf_bitvector import KIND_BV
 from .ebpf_program import RADIX_LEVELS, EbpfLimits, dns_answers, n_svars
@@ -27,7 +28,6 @@ PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2, "every": 3}
 LEAF_DROP, LEAF_CALL, LEAF_PORTS = 1, 2, 4
 LEAF_ANSWER = 32       # bpf/camus_xdp.h CAMUS_LEAF_ANSWER
-ANSWER_DNS = "answerDNS"
 
 
 class CapacityError(BackendError):

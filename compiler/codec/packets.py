@@ -153,10 +153,10 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     mtype = spec.message_type
     mtype_field = spec.message_type_field()
 
-    def message_at(index: int, start: int, length: int) -> Message:
+    def message_at(index: int, start: int, length: int, src: bytes = data) -> Message:
         values = dict(pkt_values)
-        values.update(read_fields(spec, data, start, msg_fields))
-        ok = mtype_field is None or _read_field(data, start, mtype_field) == mtype[1]  # type: ignore[index]
+        values.update(read_fields(spec, src, start, msg_fields))
+        ok = mtype_field is None or _read_field(src, start, mtype_field) == mtype[1]  # type: ignore[index]
         return Message(index, values, start, length, ok)
 
     if spec.framing.kind == "none":
@@ -166,8 +166,7 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
         elif limit < off + spec.message_min_bytes:
             out.error = "truncated message"
         elif limit < off + msg_len:        # a DNS name shorter than its field: the rest reads as 0
-            data = data[:limit] + bytes(off + msg_len - limit)
-            out.messages.append(message_at(0, off, limit - off))
+            out.messages.append(message_at(0, off, limit - off, data[:limit] + bytes(off + msg_len - limit)))
         else:
             out.messages.append(message_at(0, off, msg_len))
         return out

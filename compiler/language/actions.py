@@ -14,6 +14,7 @@ from .rules_ast import Action
 from .rules_parser import SourceText, parse_rules
 
 Atom = tuple[Any, ...]
+ANSWER_DNS = "answerDNS"      # the custom action an XDP host runs itself (bpf/camus_dns.h)
 
 
 def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom]:
@@ -36,7 +37,7 @@ def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom
                 raise src.error("drop takes no arguments", a.offset)
             out.add(("drop",))
         else:
-            if a.name == "answerDNS":
+            if a.name == ANSWER_DNS:
                 _check_answer(a, src)
             out.add(("call", a.name, tuple(c.text for c in a.args)))
     return frozenset(out)

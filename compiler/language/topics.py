@@ -151,13 +151,22 @@ def encode(t: Topic, topic: str) -> int:
     return int.from_bytes(data.ljust(t.nbytes, b"\0"), "big")
 
 
-def dns_wire(name: str, nbytes: int) -> bytes:
-    """'www.example.com' (a trailing dot allowed; '' or '.' the root) -> its wire format."""
-    labels = [lv.encode("ascii", "strict") for lv in name.rstrip(".").split(".")] if name.strip(".") else []
+def dns_labels(name: str) -> list[bytes]:
+    """'www.example.com' (a trailing dot allowed; '' or '.' the root, no labels) -> its labels,
+    left to right, as written."""
+    try:
+        labels = [lv.encode("ascii") for lv in name.rstrip(".").split(".")] if name.strip(".") else []
+    except UnicodeEncodeError:
+        raise TopicError(f"DNS name {name!r} is not ASCII (use its punycode form, xn--...)") from None
     for lv in labels:
-        if not 1 <= len(lv) <= MAX_DNS_LABEL or b"\0" in lv or b"." in lv:
+        if not 1 <= len(lv) <= MAX_DNS_LABEL or b"\0" in lv:
             raise TopicError(f"DNS name {name!r}: labels are 1..{MAX_DNS_LABEL} bytes")
-    wire = b"".join(bytes([len(lv)]) + lv for lv in labels) + b"\0"
+    return labels
+
+
+def dns_wire(name: str, nbytes: int) -> bytes:
+    """A name's wire format (length-prefixed labels, then the root label 0), at most `nbytes`."""
+    wire = b"".join(bytes([len(lv)]) + lv for lv in dns_labels(name)) + b"\0"
     if len(wire) > nbytes:
         raise TopicError(f"DNS name {name!r} is {len(wire)} bytes in wire format; the field holds {nbytes}")
     return wire
@@ -214,11 +223,8 @@ def check_dns_filter(t: Topic, flt: str) -> tuple[list[str], bool]:
     name = flt[2:] if flt.startswith("*.") else "" if wild else flt
     if "*" in name:
         raise TopicError(f"'*' stands only for the leftmost labels ('*.example.com'), not in {flt!r}")
-    try:
-        dns_wire(name, t.nbytes - 2 * wild)        # '*.' needs at least one label of 1 byte more
-    except UnicodeEncodeError:
-        raise TopicError(f"DNS name {flt!r} is not ASCII (use its punycode form, xn--...)") from None
-    labels = [lv.lower() for lv in name.rstrip(".").split(".")][::-1] if name.strip(".") else []
+    dns_wire(name, t.nbytes - 2 * wild)            # what '*' stands for takes 2 wire bytes at least
+    labels = [lv.decode().lower() for lv in dns_labels(name)][::-1]
     if not labels and not wild:
         raise TopicError("the root name is no filter: name at least one label ('example.com', '*')")
     if len(labels) > t.levels:

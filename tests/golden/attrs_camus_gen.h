@@ -38,6 +38,8 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
     v[5] = (__u64)bpf_ntohl(*(__u32 *)(msg + 21));   /* attrs.zone */
 }
 
+#define CAMUS_DNS_NAMES 0
+#define CAMUS_DNS_ANSWERS 0
 #define CAMUS_READ_TOPICS(v, msg, end, avail, bank)
 #define CAMUS_N_ATTRS 7
 #define CAMUS_ETHERTYPE_ATTRS 0x9001

@@ -36,6 +36,8 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
     v[3] = (__u64)bpf_ntohl(*(__u32 *)(msg + 20));   /* int_report.flow_dst */
 }
 
+#define CAMUS_DNS_NAMES 0
+#define CAMUS_DNS_ANSWERS 0
 #define CAMUS_READ_TOPICS(v, msg, end, avail, bank)
 static __always_inline __u32 camus_var_width(__u32 idx) {
     switch (idx) {

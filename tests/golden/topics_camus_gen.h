@@ -33,12 +33,12 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
     v[8] = (__u64)bpf_ntohl(*(__u32 *)(msg + 64));   /* note.value */
 }
 
+#define CAMUS_DNS_NAMES 0
+#define CAMUS_DNS_ANSWERS 0
 #define CAMUS_TOPICS 1
 #define CAMUS_TOPIC_BUF 256
 #define CAMUS_LABEL_WORDS 8
 #define CAMUS_MAX_LABELS 65536
-#define CAMUS_DNS_NAMES 0
-#define CAMUS_DNS_ANSWERS 0
 #define CAMUS_READ_TOPICS(v, msg, end, avail, bank) do { \
     camus_topic(v, (msg) + 0, 64, 0, 2, 6, '/', 1, bank); \
 } while (0)
