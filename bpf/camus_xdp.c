@@ -260,7 +260,8 @@ struct camus_scratch {
     __u32 nsvars;               /* state variables in use */
     __u32 uend;                 /* from the packet start: where the UDP datagram ends */
     __u32 bypass;               /* over budget: this packet's messages go by the cover */
-    __u32 answer;               /* a DNS answer rule matched: the address (camus_dns.h) */
+    __u64 value;                /* a DNS answer's address or an ILA locator (leaf.value) */
+    __u32 l3off;                /* ILA: where the IPv6 header starts (camus_ila.h) */
     __u32 call_keep;            /* messages with custom actions (for the host's stack) */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];   /* bit-vector stage: each message's
@@ -333,6 +334,8 @@ BPF_PROG_ARRAY(progs, 1);       /* [0]: camus_msg */
 
 /*@CAMUS_DNS_H@*/
 
+/*@CAMUS_ILA_H@*/
+
 /*@CAMUS_BV_H@*/
 
 /* One message: classify, merge its ports into the packet's, record it if asked. Only the final
@@ -374,9 +377,9 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
         #pragma unroll
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             got.ports[w] = l->ports[w];
-#if CAMUS_DNS_ANSWERS
-        if (l->flags & CAMUS_LEAF_ANSWER)
-            s->answer = l->answer;
+#if CAMUS_DNS_ANSWERS || CAMUS_ILA
+        if (l->flags & (CAMUS_LEAF_ANSWER | CAMUS_LEAF_ILA))
+            s->value = l->value;
 #endif
     }
 #ifdef CAMUS_DEFAULT_FLAGS
@@ -451,7 +454,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
 #if CAMUS_DNS_ANSWERS
     if (s->acc.flags & CAMUS_LEAF_ANSWER) {      /* one message per packet: the query itself */
         struct camus_topic_work *w = camus_topic_work();
-        int answered = w ? camus_dns_answer(ctx, w->wire, s->answer) : 0;
+        int answered = w ? camus_dns_answer(ctx, w->wire, (__u32)s->value) : 0;
         if (answered > 0) {
             count(CAMUS_STAT_ANSWERED);
             count_packet_hits(s, 1);             /* TC never sees it: the rule is counted here */
@@ -462,6 +465,10 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
             return XDP_DROP;
         }
     }
+#endif
+#if CAMUS_ILA
+    if ((s->acc.flags & CAMUS_LEAF_ILA) && camus_ila_rewrite(ctx, s->l3off, s->value))
+        count(CAMUS_STAT_REWRITTEN);             /* the ports and the stack get the new address */
 #endif
     if (!any && !(s->acc.flags & CAMUS_LEAF_CALL)) {
         count(CAMUS_STAT_NO_MATCH);
@@ -543,8 +550,8 @@ static __always_inline void begin_packet(struct camus_scratch *s) {
     s->nsvars = CAMUS_N_SVARS ? cfg_get(CAMUS_CFG_NSVARS) : 0;
     s->bypass = over_budget();
     s->call_keep = 0;
-#if CAMUS_DNS_ANSWERS
-    s->answer = 0;
+#if CAMUS_DNS_ANSWERS || CAMUS_ILA
+    s->value = 0;
 #endif
 }
 
@@ -659,6 +666,9 @@ int camus_xdp(struct xdp_md *ctx) {
     if (!s)
         goto other;
     begin_packet(s);
+#if CAMUS_ILA
+    s->l3off = (__u32)(l3 - data);
+#endif
     s->uend = l4_off + ulen;
     if (!camus_packet_fields(s->v, data, l3, l4, end))
         goto other;

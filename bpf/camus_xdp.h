@@ -37,7 +37,8 @@
 #define CAMUS_LEAF_PORTS 4   /* at least one port (saves OR-ing the words per message) */
 #define CAMUS_LEAF_COUNTED 8 /* bit-vector segments: the leaf has per-rule counters (XDP counts it) */
 #define CAMUS_LEAF_WIDE 16   /* bit-vector segments: ports beyond the first 64 (else only word 0 is OR-ed) */
-#define CAMUS_LEAF_ANSWER 32 /* answerDNS(a.b.c.d): XDP answers the query itself (leaf.answer, camus_dns.h) */
+#define CAMUS_LEAF_ANSWER 32 /* answerDNS(a.b.c.d): XDP answers the query itself (leaf.value, camus_dns.h) */
+#define CAMUS_LEAF_ILA   64  /* ila(L::): XDP writes locator L into the IPv6 destination (leaf.value, camus_ila.h) */
 
 /* stats[] indices */
 #define CAMUS_STAT_PACKETS      0   /* packets seen */
@@ -52,7 +53,8 @@
 #define CAMUS_STAT_OVERFLOW     9   /* batches of more messages than classified: to the stack */
 #define CAMUS_STAT_BYPASS      10   /* messages sent by the cover under overload, not filtered */
 #define CAMUS_STAT_ANSWERED    11   /* DNS queries answered from XDP (sent back with XDP_TX) */
-#define CAMUS_STAT_MAX          12
+#define CAMUS_STAT_REWRITTEN   12   /* packets whose IPv6 destination got an ILA locator */
+#define CAMUS_STAT_MAX          13
 
 /* cfg[] indices */
 #define CAMUS_CFG_ROOT          0   /* root state: flipping it switches table sets atomically */
@@ -130,8 +132,8 @@ struct camus_leaf {
     __u64 ports[CAMUS_PORT_WORDS];
     __u32 flags;
     __u32 group;
-    __u32 answer;            /* CAMUS_LEAF_ANSWER: the IPv4 address to answer with, network order */
-    __u32 pad;
+    __u64 value;             /* CAMUS_LEAF_ANSWER: the IPv4 address to answer with; CAMUS_LEAF_ILA: the
+                                locator; bytes in packet order (compiler/backends/ebpf_custom.py) */
 };
 
 struct camus_svar {          /* one state variable's tumbling window */

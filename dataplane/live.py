@@ -71,8 +71,8 @@ def write_delta(maps: MapSet, md: MapDelta, descs: dict[int, Desc]) -> None:
     for (plen, s, v), nxt in md.lpm.items():
         maps.update("lpm", _lpm_key(plen, s, v), u32(nxt))
     maps.update_many("desc", u32, CDesc, [(u32(s), _cdesc(d)) for s, d in md.desc.items()])
-    maps.update_many("leaf", u32, Leaf, [(u32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*w), flags, group, answer))
-                                         for s, (w, flags, group, answer) in md.leaf.items()])
+    maps.update_many("leaf", u32, Leaf, [(u32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*w), flags, group, value))
+                                         for s, (w, flags, group, value) in md.leaf.items()])
     if md.cover is not None:
         maps.update("bypass", u32(md.bank), (ctypes.c_uint64 * PORT_WORDS)(*md.cover))
     maps.cfg(runtime.CFG_ROOT, md.root)

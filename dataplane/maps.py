@@ -56,7 +56,7 @@ class LpmKey(ctypes.Structure):
 class Leaf(ctypes.Structure):
     c_struct = "camus_leaf"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("group", ctypes.c_uint32),
-                ("answer", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+                ("value", ctypes.c_uint64)]
 
 
 class PortCfg(ctypes.Structure):
@@ -131,7 +131,8 @@ MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm"
 OPTIONAL_MAPS = ("labels", "topic_work")     # only in programs whose spec has topic fields
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC, CFG_BYPASS_PPS = 0, 1, 2, 3, 4, 5, 6
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
-              "local", "redirected", "overflow", "bypassed", "answered")
+              "local", "redirected", "overflow", "bypassed", "answered",
+              "rewritten")
 
 
 class MapError(OSError):
@@ -277,8 +278,8 @@ class MapSet:
             self.update("rsub", ctypes.c_uint32(c.rsub_base + i), RSub(lo, base, last, shift))
         for (plen, s, v), nxt in c.lpm.items():
             self.update("lpm", _lpm_key(plen, s, v), ctypes.c_uint32(nxt))
-        for s, (words, flags, group, answer) in c.leaf.items():
-            self.update("leaf", ctypes.c_uint32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*words), flags, group, answer))
+        for s, (words, flags, group, value) in c.leaf.items():
+            self.update("leaf", ctypes.c_uint32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*words), flags, group, value))
         for s, mask in c.updates.items():
             self.update("updates", ctypes.c_uint32(s), ctypes.c_uint64(mask))
         for (var, level), code in c.labels.items():

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from ..ir.labels import long_label_count
 from ..ir.pipeline import BitvectorPlane, BitvectorStage, Pipeline
 from ..language.spec import Spec
-from .emit import BackendError
 from .ebpf_program import EbpfLimits, max_bv_segs_for, max_bv_words_for
 
 if TYPE_CHECKING:
@@ -124,7 +123,8 @@ def group_bits(plane: BitvectorPlane) -> tuple[dict[int, int], int, int]:
 def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapContents") -> None:
     """Fill `out` (bank 0 numbering) with the stage of `p`; raises CapacityError when it does
     not fit the program's limits (before anything live is touched)."""
-    from .ebpf_tables import CapacityError, _put, _range_desc, direct_desc, dns_answer, leaf_flags
+    from .ebpf_custom import check_custom
+    from .ebpf_tables import CapacityError, _put, _range_desc, direct_desc, leaf_flags
 
     bv = p.bitvector
     assert bv is not None
@@ -151,9 +151,7 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapConten
     leaf_state = {leaf: first_leaf + k for k, leaf in enumerate(sorted(p.leaves))}
     for leaf, s in leaf_state.items():
         a = p.leaves[leaf]
-        if dns_answer(a):
-            raise BackendError(f"{dns_answer(a)}: DNS answers from XDP need the decision-diagram stage; "
-                               "compile with --strategy bdd")
+        check_custom(spec, a, diagram=False)
         out.leaf[s] = (out.port_mask(a.ports), leaf_flags(a), 0, 0)
         if a.rules:
             out.leaf_rules[s] = a.rules

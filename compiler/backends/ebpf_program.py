@@ -13,6 +13,7 @@ from importlib.resources import files
 from ..language.spec import QueryField, Role, Spec
 from ..codec.attrs import ATTRS_FRAMINGS, ETHERTYPE_ATTRS, dictionary
 from ..ir.labels import LABEL_WIDTH
+from .ebpf_custom import dns_answers, ila_rewrites
 from .emit import BackendError, Emitter
 
 
@@ -125,7 +126,7 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
             raise BackendError(f"the XDP back end reads topics in the message header only; {q.topic} is not")
         if q.width > 64 and q.part != "level":        # topic levels are matched by label ids
             raise BackendError(f"the XDP back end reads query fields up to 64 bits; {q.path} is {q.width}")
-        if q.role in (Role.VLAN, Role.IPV6, Role.FRAMING):
+        if q.role in (Role.VLAN, Role.FRAMING):
             raise BackendError(f"the XDP back end cannot read {q.path} ({q.role.value} header fields)")
     if any(a[0] == "fwd" for a in spec.default_atoms):    # port bits depend on the rule set
         raise BackendError(f"query_default_action({spec.default_action}) forwards; an XDP host applies a "
@@ -177,10 +178,11 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
         for i, q in enumerate(spec.query_fields):
             if q.role is Role.MESSAGE:
                 continue
-            base = {Role.ETHERNET: "l2", Role.IPV4: "l3", Role.UDP: "l4"}[q.role]
+            base = {Role.ETHERNET: "l2", Role.IPV4: "l3", Role.IPV6: "l3", Role.UDP: "l4"}[q.role]
             need = (q.offset + q.width + 7) // 8
-            if q.role is Role.IPV4:
-                e("if (l3 + 20 > end || (*(__u8 *)l3 >> 4) != 4)")
+            if q.role in (Role.IPV4, Role.IPV6):    # a field of the other IP version's packets: not the feed
+                version, size = (4, 20) if q.role is Role.IPV4 else (6, 40)
+                e(f"if (l3 + {size} > end || (*(__u8 *)l3 >> 4) != {version})")
                 e("    return 0;")
             e(f"if ({base} + {need} > end)")
             e("    return 0;")
@@ -217,16 +219,11 @@ def _attr_defines(e: Emitter, spec: Spec) -> None:
         e("}")
 
 
-def dns_answers(spec: Spec) -> bool:
-    """Can the program answer DNS queries itself (bpf/camus_dns.h)? When a DNS name field starts
-    right after a 12-byte header: the message is a DNS query."""
-    return any(t.flavor == "dns" and t.offset == 96 for t in spec.topics.values())
-
-
 def _topic_defines(e: Emitter, spec: Spec, limits: EbpfLimits) -> None:
     """Topic fields: camus_topic.h's sizes and the calls that fill their variables."""
     e(f"#define CAMUS_DNS_NAMES {int(any(t.flavor == 'dns' for t in spec.topics.values()))}")
     e(f"#define CAMUS_DNS_ANSWERS {int(dns_answers(spec))}")
+    e(f"#define CAMUS_ILA {int(ila_rewrites(spec))}")
     if not spec.topics:
         e("#define CAMUS_READ_TOPICS(v, msg, end, avail, bank)")
         return
@@ -264,6 +261,7 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
                         if spec.framing.kind in ATTRS_FRAMINGS else "")
     main = main.replace("/*@CAMUS_TOPIC_H@*/", bpf.joinpath("camus_topic.h").read_text() if spec.topics else "")
     main = main.replace("/*@CAMUS_DNS_H@*/", bpf.joinpath("camus_dns.h").read_text() if dns_answers(spec) else "")
+    main = main.replace("/*@CAMUS_ILA_H@*/", bpf.joinpath("camus_ila.h").read_text() if ila_rewrites(spec) else "")
     tc = bpf.joinpath("camus_tc.c").read_text()
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)
                 .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim))

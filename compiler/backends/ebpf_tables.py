@@ -6,7 +6,6 @@ nothing.
 """
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from dataclasses import dataclass, field
@@ -14,10 +13,10 @@ from dataclasses import dataclass, field
 from ..ir.labels import LabelError, label_wide
 from ..ir.pipeline import ActionSet, Entry, FieldTable, MatchSpec, Pipeline
 from ..structure.slicing import sort_ports
-from ..language.actions import ANSWER_DNS
 from ..language.spec import Spec
 from .ebpf_bitvector import KIND_BV
-from .ebpf_program import RADIX_LEVELS, EbpfLimits, dns_answers, n_svars
+from .ebpf_custom import check_custom, custom_flags, custom_value
+from .ebpf_program import RADIX_LEVELS, EbpfLimits, n_svars
 from .emit import BackendError
 
 import random
@@ -27,7 +26,6 @@ MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
 PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2, "every": 3}
 LEAF_DROP, LEAF_CALL, LEAF_PORTS = 1, 2, 4
-LEAF_ANSWER = 32       # bpf/camus_xdp.h CAMUS_LEAF_ANSWER
 
 
 class CapacityError(BackendError):
@@ -254,24 +252,15 @@ def check_ports(ports: list[object], used: Any) -> None:
         raise CapacityError(f"{len(ports)} ports; an XDP broker serves at most {64 * PORT_WORDS}")
 
 
-def dns_answer(a: ActionSet) -> str:
-    """The address an `answerDNS(a.b.c.d)` of the leaf answers with ('' without one). Two answer
-    rules matching one name: the lowest address (a record per query, chosen the same every time)."""
-    found = sorted((args[0] for name, args in a.calls if name == ANSWER_DNS and args), key=ipaddress.IPv4Address)
-    return found[0] if found else ""
-
-
 def leaf_flags(a: ActionSet) -> int:
     return ((LEAF_DROP if a.drop else 0) | (LEAF_CALL if a.calls else 0) | (LEAF_PORTS if a.ports else 0) |
-            (LEAF_ANSWER if dns_answer(a) else 0))
+            custom_flags(a))
 
 
 def leaf_value(a: ActionSet, out: MapContents) -> tuple[tuple[int, ...], int, int, int]:
-    """A leaf[] value: its ports as bits of `out.ports`, its flags, its multicast group, its DNS
-    answer (the address's bytes in packet order, as the kernel's little-endian load sees them)."""
-    answer = dns_answer(a)
-    addr = int.from_bytes(ipaddress.IPv4Address(answer).packed, "little") if answer else 0
-    return (out.port_mask(a.ports), leaf_flags(a), a.group or 0, addr)
+    """A leaf[] value: its ports as bits of `out.ports`, its flags, its multicast group, the value
+    of the custom action XDP runs itself (ebpf_custom.py)."""
+    return (out.port_mask(a.ports), leaf_flags(a), a.group or 0, custom_value(a))
 
 
 def exact_state(s: int, var: int, entries: list[tuple[int, MatchSpec, int]], out: MapContents) -> Desc:
@@ -441,11 +430,8 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     if p.bitvector is not None:
         from .ebpf_bitvector import bitvector_contents
         bitvector_contents(p, spec, lim, out)
-    answers = dns_answers(spec)
     for s, a in (p.leaves.items() if p.bitvector is None else ()):
-        if not answers and dns_answer(a):
-            raise BackendError(f"answerDNS({dns_answer(a)}): spec '{spec.name}' has no DNS query to answer (a "
-                               "query_type(h.f, dnsname) field right after a 12-byte DNS header)")
+        check_custom(spec, a, diagram=True)
         out.leaf[s] = leaf_value(a, out)
         if a.rules:
             out.leaf_rules[s] = a.rules

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.pipeline import FieldTable, Pipeline
+from ..ir.pipeline import FieldTable, Pipeline, ident
 from ..language.spec import Spec
 from .emit import BackendError
 from .p4_layout import refuse_topics
@@ -25,7 +25,7 @@ RECIRC_PORT = 0          # bmv2: the clone is recirculated in egress, the port i
 
 
 def table_name(t: FieldTable, suffix: str = "") -> str:
-    return "t_" + t.name.replace(".", "_").replace("(", "_").replace(")", "").replace("@", "_at_") + suffix
+    return "t_" + ident(t.name) + suffix
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import Any
 from dataclasses import dataclass, field
 
 from ..language.spec import MatchKind, QueryField, Role, Spec
+from ..ir.pipeline import ident
 from .emit import BackendError
 
 STATE_KEY_BITS = 32      # meta.state in the switch program
@@ -105,11 +106,15 @@ def field_expr(q: QueryField) -> str:
     intrinsic metadata, which the ingress control receives as a parameter of that name."""
     if q.role is Role.METADATA:
         return f"{q.instance}.{q.name}"
+    if q.whole:                  # a word of a field wider than 64 bits: a slice of the field
+        return _word_slice(q, q.whole.rpartition(".")[2])
     return f"hdr.{q.instance}.{q.name}"
 
 
-def ident(path: str) -> str:
-    return path.replace(".", "_")
+def _word_slice(q: QueryField, name: str) -> str:
+    """hdr.ipv6.dst[127:64] for ipv6.dst/hi, [63:0] for ipv6.dst/lo (P4 numbers bits from the right)."""
+    low = 0 if q.part == "lo" else 64
+    return f"hdr.{q.instance}.{name}[{low + q.width - 1}:{low}]"
 
 
 def key_kind(q: QueryField) -> str:

@@ -11,7 +11,7 @@ import ipaddress
 import struct
 from dataclasses import dataclass, field
 
-from ..language import topics
+from ..language import topics, wide_fields
 from . import attrs
 from .attrs import ATTRS_FRAMINGS, ETHERTYPE_ATTRS
 from ..language.spec import QueryField, Role, Spec
@@ -56,7 +56,11 @@ def read_fields(spec: Spec, data: bytes, base: int, fields: list[QueryField]) ->
     (compiler/language/topics.py), and the topic's own value is kept under its path too."""
     out: dict[str, int] = {}
     for q in fields:
-        if not q.topic:
+        if q.whole:              # a word of a wide field: the whole value too (the filters compare it)
+            out[q.path] = _read_field(data, base, q)
+            whole = spec.wide[q.whole]
+            out[whole.path] = _read_field(data, base, whole)
+        elif not q.topic:
             out[q.path] = _read_field(data, base, q)
         elif q.topic not in out:
             t = spec.topics[q.topic]
@@ -247,7 +251,7 @@ def packet_addresses(spec: Spec, values: dict[str, int]) -> dict[str, str]:
     out: dict[str, str] = {}
     where = {(Role.IPV4, 96, 32): "src_ip", (Role.IPV4, 128, 32): "dst_ip",
              (Role.IPV6, 64, 128): "src_ip", (Role.IPV6, 192, 128): "dst_ip"}
-    for q in spec.query_fields:
+    for q in [*spec.query_fields, *spec.wide.values()]:
         arg = where.get((q.role, q.offset, q.width))
         if arg is not None and q.path in values:
             out[arg] = str(ipaddress.ip_address(values[q.path]) if q.width == 32 else
@@ -281,6 +285,8 @@ def udp_frame(payload: bytes, port: int, *, src_ip: str = "10.0.0.1", dst_ip: st
               src_port: int = 40000) -> bytes:
     """Ethernet + IPv4 (or IPv6) + UDP around a payload; IPv4 UDP checksum left 0 (optional)."""
     udp = struct.pack("!HHHH", src_port, port, 8 + len(payload), 0) + payload
+    if (":" in src_ip) != (":" in dst_ip):            # one address given as IPv6: both are
+        src_ip, dst_ip = (src_ip if ":" in src_ip else "fd00::1"), (dst_ip if ":" in dst_ip else "fd00::2")
     if ":" in dst_ip:                                   # IPv6: the UDP checksum is mandatory
         src6, dst6 = ipaddress.IPv6Address(src_ip).packed, ipaddress.IPv6Address(dst_ip).packed
         csum = udp_checksum_v6(src6, dst6, udp)
@@ -323,6 +329,7 @@ def message_from_text(spec: Spec, text: str) -> dict[str, int]:
     """'stock=GOOGL price=60' -> {'add_order.stock': ..., 'add_order.price': 60}. Fields not
     given are 0. Values: numbers (decimal, 0x hex), 'c' characters, IPv4/IPv6, MACs, strings."""
     values = {q.path: 0 for q in spec.query_fields}
+    values.update({path: 0 for path in spec.wide})
     for t in spec.topics.values():
         values[t.path] = 0
         values.update(topics.derived_values(t, 0))
@@ -342,6 +349,8 @@ def message_from_text(spec: Spec, text: str) -> dict[str, int]:
                              f" (query fields: {', '.join(q.path for q in spec.query_fields)})")
         q = found[0]
         values[q.path] = _parse_value(spec, q, raw)
+        if q.path in spec.wide:
+            values.update(wide_fields.derived_values(q, values[q.path]))
     return values
 
 

@@ -7,6 +7,8 @@ from ..language.spec import QueryField, Spec
 
 
 def format_value(spec: Spec, q: QueryField, value: int) -> str:
+    if q.whole and q.vtype != "string":      # a word of an address: its bits in hex
+        return f"{value:#x}"
     if q.vtype == "string":
         raw = value.to_bytes(q.width // 8, "big").rstrip(bytes([spec.string_pad])).rstrip(b"\0")
         if all(32 <= b < 127 for b in raw):
@@ -25,6 +27,10 @@ def format_value(spec: Spec, q: QueryField, value: int) -> str:
 def format_message(spec: Spec, values: dict[str, int]) -> str:
     parts = []
     for q in spec.query_fields:
-        if q.path in values:
+        if q.whole:                          # a wide field: the whole value once, not its words
+            whole = spec.wide[q.whole]
+            if q.part == "hi" and whole.path in values:
+                parts.append(f"{whole.name}={format_value(spec, whole, values[whole.path])}")
+        elif q.path in values:
             parts.append(f"{q.name}={format_value(spec, q, values[q.path])}")
     return " ".join(parts)

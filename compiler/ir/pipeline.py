@@ -26,6 +26,12 @@ from typing import Any
 MatchSpec = tuple[Any, ...]  # ("exact", v) | ("range", lo, hi) | ("lpm", v, plen) | ("any",)
 
 
+def ident(name: str) -> str:
+    """A field path or state variable as an identifier part: ipv6.dst/hi -> ipv6_dst_hi,
+    count(latency)@w -> count_latency_at_w."""
+    return name.replace(".", "_").replace("/", "_").replace("(", "_").replace(")", "").replace("@", "_at_")
+
+
 @dataclass(frozen=True)
 class Entry:
     state: int
@@ -67,7 +73,7 @@ class FieldTable:
         return self.compression.width if self.compression else self.field_width
 
     def schema(self, state_bits: int) -> TableSchema:
-        return TableSchema(f"t_{self.name.replace('.', '_')}",
+        return TableSchema(f"t_{ident(self.name)}",
                            (("state", state_bits), (self.name, self.key_width)), self.kind)
 
 

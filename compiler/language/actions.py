@@ -14,7 +14,8 @@ from .rules_ast import Action
 from .rules_parser import SourceText, parse_rules
 
 Atom = tuple[Any, ...]
-ANSWER_DNS = "answerDNS"      # the custom action an XDP host runs itself (bpf/camus_dns.h)
+ANSWER_DNS = "answerDNS"      # custom actions an XDP host runs itself: the DNS answer (bpf/camus_dns.h)
+ILA = "ila"                   # and the identifier-locator rewrite (bpf/camus_ila.h)
 
 
 def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom]:
@@ -39,6 +40,8 @@ def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom
         else:
             if a.name == ANSWER_DNS:
                 _check_answer(a, src)
+            elif a.name == ILA:
+                _check_locator(a, src)
             out.add(("call", a.name, tuple(c.text for c in a.args)))
     return frozenset(out)
 
@@ -52,6 +55,22 @@ def _check_answer(a: Action, src: SourceText) -> None:
     except ValueError:
         raise src.error(f"answerDNS needs an IPv4 address, not {a.args[0].text}", a.args[0].offset,
                         "answerDNS(10.0.0.105)") from None
+
+
+def _check_locator(a: Action, src: SourceText) -> None:
+    """ila(L::): L is the locator, the top 64 bits of the new IPv6 destination (the identifier,
+    the low 64 bits, stays), written as an IPv6 prefix of length 64 or less."""
+    hint = "ila(2001:db8:a:1::)"
+    if len(a.args) != 1:
+        raise src.error("ila takes one locator", a.offset, hint)
+    arg = a.args[0]
+    try:
+        value = int(ipaddress.IPv6Address(arg.text.partition("/")[0]))
+    except ValueError:
+        raise src.error(f"ila needs a locator written as an IPv6 prefix, not {arg.text}", arg.offset, hint) from None
+    if arg.prefix_len not in (None, 64) or value & ((1 << 64) - 1):
+        raise src.error(f"the locator {arg.text} is not the top 64 bits (the identifier's half, the low 64 bits, "
+                        "stays as it is)", arg.offset, hint)
 
 
 def default_action_atoms(text: str, pos: Position) -> frozenset[Atom]:

@@ -85,6 +85,9 @@ class QueryField:
     topic: str = ""
     part: str = ""
     level: int = -1
+    # A word of a field wider than 64 bits (compiler/language/wide_fields.py): the field's path;
+    # part is "hi" or "lo", offset and width are the word's own.
+    whole: str = ""
 
     @property
     def path(self) -> str:
@@ -130,6 +133,8 @@ class Spec:
     default_atoms: frozenset[tuple[Any, ...]] = frozenset()
     topics: dict[str, Any] = field(default_factory=dict)   # path -> topics.Topic (fields replaced
                                                            # by their variables in query_fields)
+    wide: dict[str, QueryField] = field(default_factory=dict)   # path -> a field wider than 64 bits
+                                                                 # (its two words in query_fields)
 
     @property
     def message_instance(self) -> HeaderInstance | None:
@@ -167,11 +172,12 @@ class Spec:
 
     def fields_named(self, name: str) -> list[QueryField]:
         """Query fields a bare or qualified name may mean (instance or header type prefix)."""
+        fields = [*self.query_fields, *self.wide.values()]
         if "." in name:
             head, _, fname = name.rpartition(".")
-            return [q for q in self.query_fields if q.name == fname and
+            return [q for q in fields if q.name == fname and
                     (q.instance == head or self.instances[q.instance].type.name == head)]
-        return [q for q in self.query_fields if q.name == name]
+        return [q for q in fields if q.name == name]
 
     def topics_named(self, name: str) -> list[Any]:
         """Topic fields (topics.Topic) a bare or qualified name may mean."""

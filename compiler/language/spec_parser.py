@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import topics
+from . import topics, wide_fields
 from ..codec.attrs import ATTRS_FRAMINGS, check_dictionary
 from .query_fields import VTYPES, add_query_field
 from .actions import default_action_atoms
@@ -438,3 +438,4 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
     if errors:
         return
     errors += [CompileError(msg, Position(reader.source, 1, 1)) for msg in topics.expand(spec, topic_levels)]
+    wide_fields.expand(spec)

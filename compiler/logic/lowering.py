@@ -16,7 +16,8 @@ from .intervals import IntervalSet, complement, normalise, prefix_interval
 from ..language.rules_ast import Action, And, Attr, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
 from ..language.actions import action_atoms
 from ..language.rules_parser import SourceText
-from ..language import topics
+from ..language import topics, wide_fields
+from .words import word_formula
 from ..language.spec import Counter, MatchKind, QueryField, Spec
 from ..language.topics import Topic
 
@@ -104,7 +105,7 @@ class _Lowerer:
         if self.spec.header_field(attr.name) is not None:
             raise self.src.error(f"{attr.name} is not a query field", attr.offset,
                                  f"@pragma query_field({attr.name}) in the spec")
-        known = ", ".join(q.path for q in self.spec.query_fields)
+        known = ", ".join(dict.fromkeys(q.whole or q.path for q in self.spec.query_fields))   # names rules use
         raise self.src.error(f"unknown field {attr.name!r}", attr.offset, f"one of {known}")
 
     # -- constants -------------------------------------------------------------------------
@@ -200,6 +201,9 @@ class _Lowerer:
             iset = self._lit_cache.get(key)
             if iset is None:
                 iset = self._lit_cache[key] = self.literal_set(f, q, q.width, q.kind, q.path, negate)
+            if q.path in self.spec.wide:        # the whole field's set, over its two words
+                hi, lo = wide_fields.words(q)
+                return word_formula(iset, q.width, self.field_var[hi.path], self.field_var[lo.path])
             return ("lit", self.field_var[q.path], iset)
         if isinstance(f, Not):
             return self.lower(f.arg, not negate, states)
@@ -241,6 +245,11 @@ class _Lowerer:
         fn = rel.left
         assert isinstance(fn, StateFn)
         q = self.resolve(fn.attr) if fn.fn != "every" else None
+        if q is not None and q.path in self.spec.wide:
+            if fn.fn in ("sum", "avg"):
+                raise self.src.error(f"{fn.fn}() of {q.path}: the data planes add 64-bit values; it is {q.width} "
+                                     "bits wide", fn.offset, f"count({q.path})")
+            q = wide_fields.words(q)[0]         # count() only counts: the field names the variable
         counter = self._counter(fn)
         if counter is None and fn.fn == "every" and fn.counter is None:
             endless = [c.name for c in self.spec.counters if c.window_us == 0]

@@ -40,6 +40,7 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
 
 #define CAMUS_DNS_NAMES 0
 #define CAMUS_DNS_ANSWERS 0
+#define CAMUS_ILA 0
 #define CAMUS_READ_TOPICS(v, msg, end, avail, bank)
 #define CAMUS_N_ATTRS 7
 #define CAMUS_ETHERTYPE_ATTRS 0x9001

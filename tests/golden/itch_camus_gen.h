@@ -38,6 +38,7 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
 
 #define CAMUS_DNS_NAMES 0
 #define CAMUS_DNS_ANSWERS 0
+#define CAMUS_ILA 0
 #define CAMUS_READ_TOPICS(v, msg, end, avail, bank)
 static __always_inline __u32 camus_var_width(__u32 idx) {
     switch (idx) {

@@ -35,6 +35,7 @@ static __always_inline void camus_message_fields(__u64 *v, void *msg) {
 
 #define CAMUS_DNS_NAMES 0
 #define CAMUS_DNS_ANSWERS 0
+#define CAMUS_ILA 0
 #define CAMUS_TOPICS 1
 #define CAMUS_TOPIC_BUF 256
 #define CAMUS_LABEL_WORDS 8
