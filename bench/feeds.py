@@ -3,6 +3,9 @@ a configurable share of "interesting" messages (symbols somebody subscribed to),
 Siena-style events. Every message carries its sequence number (ITCH: the order reference number)
 and a send timestamp (ITCH: the 48-bit timestamp field, stamped by the sender as it goes out).
 
+ILA datagrams and hICN interests (the IPv6 apps) are message dicts like INT reports: any spec's
+messages become frames with `write_spec_frames`.
+
 Frames are written in the C sender's file format (`bench/c/send.c`), so sending needs no Python.
 """
 from __future__ import annotations
@@ -135,15 +138,45 @@ def siena_events(n: int, spec, seed: int = 1, n_attrs: int = 6) -> list[dict[str
     return [message_from_text(spec, siena_message(schema, rng)) for _ in range(n)]
 
 
+# -- the IPv6 apps: ILA datagrams and hICN interests ----------------------------------------------
+
+ILA_SIR = 0x20010DB805EA0000          # apps/ila: the SIR prefix (top 64 bits)
+HICN_NAMES = 0xB0010000               # apps/hicn: names b001:0:<name>::/64 (top 32 bits of the prefix)
+
+
+def ila_identifier(i: int) -> int:
+    """Task i's identifier, as apps/ila names them: 0:0:1:x (x = i + 1) and up."""
+    return 0x10000 + i + 1
+
+
+def ila_datagrams(n: int, tasks: int, seed: int = 1, unknown_share: float = 0.05) -> list[dict[str, int]]:
+    """Datagrams to SIR addresses: Zipf over the known tasks, a share to identifiers no rule names."""
+    rng = random.Random(seed)
+    weights = _zipf_weights(tasks, 1.0)
+    known = rng.choices(range(tasks), weights=weights, k=n)
+    return [{"ipv6.dst": ILA_SIR << 64 | (rng.randrange(1 << 40, 1 << 48) if rng.random() < unknown_share
+                                          else ila_identifier(t))} for t in known]
+
+
+def hicn_messages(n: int, names: int, seed: int = 1, data_share: float = 0.3) -> list[dict[str, int]]:
+    """hICN interests (kind 1) for Zipf-popular names and their segments, and data packets (kind 2)."""
+    rng = random.Random(seed)
+    picked = rng.choices(range(names), weights=_zipf_weights(names, 1.0), k=n)
+    return [{"hicn.kind": 2 if rng.random() < data_share else 1,
+             "ipv6.dst": (HICN_NAMES << 32 | name + 1) << 64 | rng.randrange(1 << 16)} for name in picked]
+
+
 def write_spec_frames(spec, messages: list[dict[str, int]], path: Path, *, src_ip: str, dst_ip: str,
                       src_mac: bytes, dst_mac: bytes, per_packet: int = 1) -> Path:
     """Any spec's messages as the C sender's frame file (no timestamp stamping: these formats
     carry no send-time field)."""
-    from camus.compiler.codec.packets import build_packet
+    from camus.compiler.codec.packets import build_packet, packet_addresses
     with path.open("wb") as f:
         step = per_packet if spec.framing.kind == "moldudp64" else 1
         for i in range(0, len(messages), step):
-            frame = build_packet(spec, messages[i:i + step], src_ip=src_ip, dst_ip=dst_ip, src_mac=src_mac,
-                                 dst_mac=dst_mac, sequence=i + 1)
+            # packet-level query fields (the IPv6 apps' destination) come from the message
+            addresses = {"src_ip": src_ip, "dst_ip": dst_ip, **packet_addresses(spec, messages[i])}
+            frame = build_packet(spec, messages[i:i + step], src_mac=src_mac, dst_mac=dst_mac, sequence=i + 1,
+                                 **addresses)
             f.write(struct.pack("<HB", len(frame), 0) + frame)
     return path
