@@ -108,8 +108,8 @@ class LiveClassifier:
         self.iface = iface
         self.inst = runtime.load_installed(iface)
         spec = load_spec(self.inst.spec)
-        if any(q.width > 64 for q in spec.query_fields):
-            raise DataplaneError(f"{iface}: fields wider than 64 bits are matched by labels; "
+        if spec.topics:
+            raise DataplaneError(f"{iface}: topic and DNS name levels are matched by labels; "
                                  "their changes go through `camus-xdp update`")
         options = options or CompileOptions(count_rules=self.inst.count_rules)
         holds = (compiler is not None and compiler.options == options and compiler.live is not None
@@ -198,7 +198,7 @@ class LiveClassifier:
         ports = self.ports
         if not self.fixed_ports:                     # no ports file: the rules' ports, in order
             ports = list(sort_ports({p for a in delta.leaves.values() for p in a.ports}))
-        layout = EbpfLayout(self.limits, 1 - old_bank, ports)
+        layout = EbpfLayout(self.limits, 1 - old_bank, ports, self.compiler.spec)
         md = layout.plan(delta, self.widths)
         write_delta(self.maps, md, layout.descs)
         time.sleep(runtime.GRACE_S)

@@ -23,9 +23,11 @@ from typing import Any
 
 from ..ir.delta import PipelineDelta
 from ..ir.pipeline import ActionSet, MatchSpec
+from ..language.spec import Spec
 from .ebpf_program import EbpfLimits
 from .ebpf_tables import (KIND, RADIX_SUB, STATE_FINAL, CapacityError, Desc, MapContents, check_ports, exact_state,
                           leaf_value, lpm_key_of, range_state)
+from .ebpf_custom import check_custom
 from .emit import BackendError
 
 QUARANTINE_S = 0.05      # runtime.GRACE_S: in-flight packets finish well within it
@@ -85,7 +87,8 @@ class Held:
 
 
 class EbpfLayout:
-    def __init__(self, limits: EbpfLimits, bank: int, ports: list[object]) -> None:
+    def __init__(self, limits: EbpfLimits, bank: int, ports: list[object], spec: Spec | None = None) -> None:
+        self.spec = spec                     # checks leaves' custom actions against the program's spec
         half_states = limits.max_states // 2
         lo = bank * half_states
         self.bank = bank
@@ -179,6 +182,8 @@ class EbpfLayout:
 
     def _leaf(self, a: ActionSet) -> tuple[tuple[int, ...], int, int, int]:
         check_ports(self.ports, a.ports)
+        if self.spec is not None:            # an ila()/answerDNS the program cannot run: refused
+            check_custom(self.spec, a, diagram=True)
         return leaf_value(a, self._mask)
 
     def _state(self, n: int, var: int, kind: str, entries: tuple[Any, ...], width: int, md: MapDelta) -> None:

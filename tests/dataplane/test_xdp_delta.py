@@ -11,6 +11,7 @@ import pytest
 from camus.compiler.backends.ebpf_delta import EbpfLayout
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.ebpf_tables import MapContents
+from camus.compiler.backends.emit import BackendError
 from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.incremental import IncrementalCompiler
@@ -59,7 +60,7 @@ class Live:
         """A whole write into the other bank (what LiveClassifier does on takeover)."""
         old = getattr(self, "layout", None)
         self.tables = LiveTables(self.inc.live.builder, self.inc.variables)
-        self.layout = EbpfLayout(self.limits, 1 - self.bank if old else 0, PORTS)
+        self.layout = EbpfLayout(self.limits, 1 - self.bank if old else 0, PORTS, self.spec)
         self.bank = self.layout.bank
         md = self.layout.plan(self.tables.move(self.inc.live.root), self._widths())
         write_delta(self.prog.maps, md, self.layout.descs)
@@ -154,3 +155,29 @@ def test_a_full_bank_raises_before_writing_and_keeps_the_old_tables() -> None:
         live.check(lines, [message_from_text(spec, f"stock={s} price={p}") for s in ("GOOGL", "IBM") for p in (0, 5, 501)])
     finally:
         live.close()
+
+
+def test_an_ila_task_moves_by_a_delta_and_custom_actions_the_program_cannot_run_are_refused() -> None:
+    """ILA by deltas (IPv6 destinations are two 64-bit words, like any field): a task that moves
+    is one rule out, one in, and the next datagram gets the new locator. An ila() for a program
+    without an IPv6 feed is refused before anything is written."""
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    spec = load_spec(APPS / "ila" / "ila.p4")
+    live = Live(spec)
+    try:
+        task = "2001:db8:5ea::1:42"
+        frame = build_packet(spec, [{}], dst_ip=task, src_ip="2001:db8:5ea::1:99")
+        first, moved = f"ipv6.dst == {task} : ila(2001:db8:a:1::)", f"ipv6.dst == {task} : ila(2001:db8:b:7::)"
+        live.change([first], [])
+        assert Ether(live.prog.run(frame).packet[8:])[IPv6].dst == "2001:db8:a:1::1:42"
+        live.change([moved], [first])
+        assert Ether(live.prog.run(frame).packet[8:])[IPv6].dst == "2001:db8:b:7::1:42"
+    finally:
+        live.close()
+    itch = Live(load_spec(APPS / "itch" / "itch.p4"))
+    try:
+        with pytest.raises(BackendError, match="no IPv6 header"):
+            itch.change(["stock == GOOGL : ila(2001:db8:1:2::)"], [])
+    finally:
+        itch.close()
