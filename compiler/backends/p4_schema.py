@@ -131,7 +131,7 @@ def window_shift(window_us: int) -> int | None:
 
 
 def update_action(counter: str, field_path: str) -> str:
-    return f"update_{counter}_{field_path.replace('.', '_')}"
+    return f"update_{counter}_{ident(field_path)}"
 
 
 def window_counters(spec: Spec, arch: str) -> list[Any]:

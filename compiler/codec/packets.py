@@ -346,7 +346,7 @@ def message_from_text(spec: Spec, text: str) -> dict[str, int]:
         found = spec.fields_named(name)
         if len(found) != 1:
             raise ValueError(f"unknown or ambiguous field {name!r}"
-                             f" (query fields: {', '.join(q.path for q in spec.query_fields)})")
+                             f" (query fields: {', '.join(dict.fromkeys(q.whole or q.path for q in spec.query_fields))})")
         q = found[0]
         values[q.path] = _parse_value(spec, q, raw)
         if q.path in spec.wide:

@@ -4,7 +4,7 @@ Every data plane reads and compares variables of at most 64 bits (an XDP program
 a switch's match keys are cheaper that way too), so the spec replaces such a field by its two
 words, `ipv6.dst/hi` (the top width-64 bits) and `ipv6.dst/lo` (the low 64 bits), each a plain
 query field with its own offset (`expand`). Rules keep naming the whole field: the lowering
-turns the field's interval set into a formula over the two words (`word_formula`), so
+turns the field's interval set into a formula over the two words (compiler/logic/words.py), so
 `ipv6.dst == 2001:db8::/32` is one literal on hi, `ipv6.dst == 2001:db8::1` is hi == x and
 lo == y, and a range becomes at most three terms. The filter evaluator still compares the whole
 value (kept under the field's own path by the decoder): a second opinion on the split.

@@ -43,7 +43,7 @@ class StateVar:
 
     @property
     def label(self) -> str:
-        inner = str(self.modulus) if self.field is None else self.field.path
+        inner = str(self.modulus) if self.field is None else (self.field.whole or self.field.path)   # a wide field as written
         return f"{self.fn}({inner})@{self.counter.name}"
 
 
@@ -245,6 +245,7 @@ class _Lowerer:
         fn = rel.left
         assert isinstance(fn, StateFn)
         q = self.resolve(fn.attr) if fn.fn != "every" else None
+        shown = q.path if q else str(fn.modulus)           # what the label says: the field as written
         if q is not None and q.path in self.spec.wide:
             if fn.fn in ("sum", "avg"):
                 raise self.src.error(f"{fn.fn}() of {q.path}: the data planes add 64-bit values; it is {q.width} "
@@ -277,7 +278,7 @@ class _Lowerer:
             self.state_vars[key] = len(self.state_list)
             self.state_list.append(StateVar(fn.fn, q, counter, guard, fn.modulus))
         var = len(self.spec.query_fields) + self.state_vars[key]
-        label = f"{fn.fn}({q.path if q else fn.modulus})"
+        label = f"{fn.fn}({shown})"
         iset = self.literal_set(rel, None, STATE_WIDTH, MatchKind.RANGE, label, negate)
         return ("lit", var, iset)
 
