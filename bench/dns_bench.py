@@ -13,20 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 
 from scapy.layers.dns import DNS, DNSQR, DNSRROPT
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import map_contents
-from camus.compiler.compile import CompileOptions, compile_rules
-from camus.compiler.language.spec_parser import load_spec
+from camus.bench.single_runs import time_cases
 from camus.data import apps_dir
-
-RUNS = 20000
 
 
 def rules(n: int) -> str:
@@ -44,29 +38,11 @@ def query(name: str) -> bytes:
 
 
 def measure(n: int) -> dict[str, int]:
-    from camus.dataplane.program import XdpProgram
-    from camus.dataplane.runtime import sized_limits
-    spec = load_spec(apps_dir() / "dns" / "dns.p4")
-    c = compile_rules(spec, rules(n), options=CompileOptions(strategy="bdd"))
-    lim = sized_limits(c.pipeline, EbpfLimits(max_states=1 << 20, max_exact=1 << 21), len(c.spec.query_fields))
-    prog = XdpProgram.load(c.spec, lim)
-    try:
-        prog.write(map_contents(c.pipeline, c.spec, lim, bank=0))
-        cases = {"answered": (query("www.example.com"), "XDP_TX"),
-                 "answered_wildcard": (query(f"a.svc{n - 1 if n % 2 == 0 else n - 2}.example"), "XDP_TX"),
-                 "to_resolver": (query("www.example.org"), "XDP_PASS"),
-                 "dropped": (query("x.ads.tracker.net"), "XDP_DROP")}
-        out = {}
-        for name, (pkt, verdict) in cases.items():
-            got = prog.run(pkt)
-            if got.verdict != verdict:
-                raise SystemExit(f"{name}: {got.verdict}, expected {verdict}")
-            # one run per call: with `repeat` the kernel reruns on the frame as the last run left it,
-            # and an answered query has become its response (not for port 53 any more)
-            out[name] = int(statistics.median(prog.run(pkt).ns_per_run for _ in range(RUNS)))
-        return out
-    finally:
-        prog.close()
+    return time_cases("dns", rules(n), {
+        "answered": (query("www.example.com"), "XDP_TX"),
+        "answered_wildcard": (query(f"a.svc{n - 1 if n % 2 == 0 else n - 2}.example"), "XDP_TX"),
+        "to_resolver": (query("www.example.org"), "XDP_PASS"),
+        "dropped": (query("x.ads.tracker.net"), "XDP_DROP")})
 
 
 def main() -> int:

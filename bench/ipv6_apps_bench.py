@@ -18,19 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 
+from camus.bench.single_runs import frame_of, time_cases
 from camus.bench.feeds import HICN_NAMES, ILA_SIR, hicn_messages, ila_identifier
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import map_contents
-from camus.compiler.codec.packets import build_packet, packet_addresses
-from camus.compiler.compile import CompileOptions, compile_rules
-from camus.compiler.language.spec_parser import load_spec
 from camus.data import apps_dir
-
-RUNS = 20000
-
 
 def v6(value: int) -> str:
     import ipaddress
@@ -54,39 +46,17 @@ def hicn_rules(n: int) -> str:
     return own + "\n".join(extra) + "\n"
 
 
-def run_cases(app: str, rules: str, cases: dict[str, tuple[dict[str, int], str]]) -> dict[str, int]:
-    from camus.dataplane.program import XdpProgram
-    from camus.dataplane.runtime import sized_limits
-    spec = load_spec(apps_dir() / app / f"{app}.p4")
-    c = compile_rules(spec, rules, options=CompileOptions(strategy="bdd"))
-    lim = sized_limits(c.pipeline, EbpfLimits(max_states=1 << 20, max_exact=1 << 21, max_lpm=1 << 20),
-                       len(c.spec.query_fields))
-    prog = XdpProgram.load(c.spec, lim)
-    try:
-        prog.write(map_contents(c.pipeline, c.spec, lim, bank=0))
-        out = {}
-        for name, (msg, verdict) in cases.items():
-            pkt = build_packet(c.spec, [msg], **packet_addresses(c.spec, msg))
-            got = prog.run(pkt)
-            if got.verdict != verdict:
-                raise SystemExit(f"{app} {name}: {got.verdict}, expected {verdict}")
-            out[name] = int(statistics.median(prog.run(pkt).ns_per_run for _ in range(RUNS)))
-        return out
-    finally:
-        prog.close()
-
-
 def measure(n: int) -> dict[str, int]:
     known = {"ipv6.dst": ILA_SIR << 64 | ila_identifier(16 + n - 1)}          # the last rule's task
     unknown = {"ipv6.dst": ILA_SIR << 64 | 0x123456789}
-    figures = run_cases("ila", ila_rules(n), {"ila_rewritten": (known, "XDP_PASS"),
-                                             "ila_unknown": (unknown, "XDP_PASS")})
+    figures = time_cases("ila", ila_rules(n), {"ila_rewritten": (frame_of(known), "XDP_PASS"),
+                                              "ila_unknown": (frame_of(unknown), "XDP_PASS")})
     interest = {"hicn.kind": 1, "ipv6.dst": (HICN_NAMES << 32 | 1) << 64 | 9}     # a metered name
     named = {"hicn.kind": 1, "ipv6.dst": (HICN_NAMES << 32 | n + 2) << 64 | 7}      # the last name prefix
     data = hicn_messages(1, 1, data_share=1.0)[0]
-    figures |= run_cases("hicn", hicn_rules(n), {"hicn_metered": (interest, "XDP_PASS"),
-                                                "hicn_by_name": (named, "XDP_PASS"),
-                                                "hicn_data": (data, "XDP_PASS")})
+    figures |= time_cases("hicn", hicn_rules(n), {"hicn_metered": (frame_of(interest), "XDP_PASS"),
+                                                 "hicn_by_name": (frame_of(named), "XDP_PASS"),
+                                                 "hicn_data": (frame_of(data), "XDP_PASS")})
     return figures
 
 

@@ -13,9 +13,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Dot1Q, Ether
 
 from camus.compiler.backends.ebpf_tables import map_contents
-from camus.compiler.backends.emit import BackendError
-from camus.compiler.compile import CompileOptions, compile_files, compile_rules
-from camus.compiler.language.spec_parser import load_spec
+from camus.compiler.compile import compile_files
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.dataplane.program import XdpProgram
 from camus.dataplane.reference import expected_verdict
@@ -106,14 +104,3 @@ def test_any_address_goes_where_the_reference_says(ila_prog: XdpProgram, identif
         locator = int(ipaddress.IPv6Address(calls[0][0])) >> 64 if calls else sir
         assert int(ipaddress.IPv6Address(got[IPv6].dst)) == locator << 64 | ident
         assert _udp_checksum_ok(out.packet[META:])
-
-
-def test_ila_needs_an_ipv6_feed_and_the_diagram_stage() -> None:
-    spec = load_spec(APPS / "ila" / "ila.p4")
-    c = compile_rules(spec, "ipv6.dst == 2001:db8::1 : ila(2001:db8:1:2::)", options=CompileOptions(strategy="bitvector"))
-    with pytest.raises(BackendError, match="decision-diagram stage"):
-        map_contents(c.pipeline, c.spec, LIMITS)
-    itch = load_spec(APPS / "itch" / "itch.p4")
-    c = compile_rules(itch, "stock == GOOGL : ila(2001:db8:1:2::)")
-    with pytest.raises(BackendError, match="no IPv6 header"):
-        map_contents(c.pipeline, c.spec, LIMITS)
