@@ -195,7 +195,8 @@ int camus_tc_in(struct __sk_buff *skb) {
     void *data = (void *)(long)skb->data;
     struct camus_meta *meta = (void *)(long)skb->data_meta;
     if ((void *)(meta + 1) > data || meta->magic != CAMUS_META_MAGIC)
-        return TC_ACT_OK;                               /* not a classified feed packet */
+        return TC_ACT_UNSPEC;       /* not a packet this app classified: the next filter (another
+                                       app's, on an interface serving several) or the stack */
     __u32 slot = meta->seq & (CAMUS_RING - 1);
     struct camus_pkt *pk = ring.lookup(&slot);
     if (!pk)
@@ -242,7 +243,7 @@ int camus_tc_local(struct __sk_buff *skb) {
 int camus_tc_out(struct __sk_buff *skb) {
     __u32 mark = skb->mark;
     if ((mark & CAMUS_MARK_MASK) != CAMUS_MARK_TAG)
-        return TC_ACT_OK;
+        return TC_ACT_UNSPEC;                          /* not this app's copy: next filter */
     skb->mark = 0;
     __u32 port = (mark >> 16) & 0xFF, keep = mark & 0xFFFF;
     struct camus_port *pc = ports_cfg.lookup(&port);

@@ -204,10 +204,15 @@ struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */
 };
 
 /* Forwarding: XDP hands each delivering packet to TC with 8 bytes of metadata. */
-#define CAMUS_META_MAGIC 0xCA3005E1
+#ifndef CAMUS_APP_ID
+#define CAMUS_APP_ID     0           /* which of several apps on one interface (dataplane/apps.py):
+                                        its TC programs take only its own metadata and copies */
+#endif
+#define CAMUS_META_MAGIC (0xCA3005E1 + CAMUS_APP_ID)
 #define CAMUS_RING       256         /* per-CPU packets in flight between XDP and TC (> NAPI budget) */
-#define CAMUS_MARK_TAG   0xC0000000  /* skb->mark of a copy: tag | port << 16 | kept-messages mask */
-#define CAMUS_MARK_MASK  0xF0000000
+#define CAMUS_MARK_TAG   (0xC0000000 | (CAMUS_APP_ID << 24))  /* skb->mark of a copy:
+                                        tag | app << 24 | port << 16 | kept-messages mask */
+#define CAMUS_MARK_MASK  0xFF000000
 #define CAMUS_MAX_FANOUT 256         /* copies of one packet */
 
 #define CAMUS_PORT_NONE   0

@@ -8,17 +8,26 @@ shipped ITCH example and comments that say what to change:
     ports: null                   # ports.yaml (null: delivering packets go to this host's stack)
     mode: native                  # native | generic
 
-`--spec/--rules/--ports/--mode` on the command line override the file. Relative paths in the
-file are relative to the file's folder.
+Or, for an interface that serves several applications (dispatched by UDP port or EtherType,
+dataplane/apps.py), a list of them instead of spec/rules/ports:
+
+    apps:
+      - {name: itch, spec: apps/itch/itch.p4, rules: apps/itch/rules.txt}
+      - {name: dns, spec: apps/dns/dns.p4, rules: apps/dns/rules.txt, ports: dns_ports.yaml}
+    mode: native
+
+`--spec/--rules/--ports/--app/--mode` on the command line override the file. Relative paths in
+the file are relative to the file's folder.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_PATH = Path("/etc/camus-xdp/config.yaml")
-KEYS = ("spec", "rules", "ports", "mode")
+KEYS = ("spec", "rules", "ports", "mode", "apps")
+APP_KEYS = ("name", "spec", "rules", "ports")
 
 
 class ConfigError(ValueError):
@@ -26,13 +35,23 @@ class ConfigError(ValueError):
 
 
 @dataclass
-class AttachConfig:
+class AppFiles:
+    """One application of an interface that serves several."""
+    name: str
     spec: str
     rules: str
+    ports: str | None = None
+
+
+@dataclass
+class AttachConfig:
+    spec: str | None                  # None when `apps` names the applications
+    rules: str | None
     ports: str | None
     mode: str
     path: Path
     created: bool = False
+    apps: list[AppFiles] = field(default_factory=list)
 
 
 def config_path() -> Path:
@@ -41,13 +60,20 @@ def config_path() -> Path:
 
 def _template() -> str:
     from camus.data import shipped_apps
-    spec, rules = shipped_apps()["itch"]
+    shipped = shipped_apps()
+    spec, rules = shipped["itch"]
+    dns_spec, dns_rules = shipped["dns"]
     return ("# camus-xdp attach configuration (created on first use; edit to taste).\n"
-            "# Command-line options (--spec, --rules, --ports, --mode) override these.\n"
+            "# Command-line options (--spec, --rules, --ports, --app, --mode) override these.\n"
             f"spec: {spec}        # message-format spec (P4 header file + pragmas)\n"
             f"rules: {rules}      # subscription rules, `filter : fwd(port)` per line\n"
             "ports: null          # ports.yaml: where each fwd() port goes (null: this host's stack)\n"
-            "mode: native         # native (driver) or generic (any interface, slower)\n")
+            "mode: native         # native (driver) or generic (any interface, slower)\n"
+            "# Several applications on one interface instead of spec/rules/ports (each spec needs its\n"
+            "# own `@pragma udp_port`, or EtherType 0x9001 framing; frames go to the app they belong to):\n"
+            "# apps:\n"
+            f"#   - {{name: itch, spec: {spec}, rules: {rules}}}\n"
+            f"#   - {{name: dns, spec: {dns_spec}, rules: {dns_rules}, ports: null}}\n")
 
 
 def load_config(path: Path | None = None) -> AttachConfig:
@@ -77,13 +103,38 @@ def load_config(path: Path | None = None) -> AttachConfig:
         q = Path(str(value)).expanduser()
         return str(q if q.is_absolute() else (p.parent / q))
 
-    spec, rules = resolve(data.get("spec")), resolve(data.get("rules"))
-    if spec is None or rules is None:
-        raise ConfigError(f"{p}: needs both `spec:` and `rules:`")
     mode = str(data.get("mode") or "native")
     if mode not in ("native", "generic"):
         raise ConfigError(f"{p}: mode must be native or generic, not {mode!r}")
-    for what, value in (("spec", spec), ("rules", rules), ("ports", resolve(data.get("ports")))):
+
+    def existing(what: str, value: str | None) -> str | None:
         if value is not None and not Path(value).is_file():
             raise ConfigError(f"{p}: {what} file {value} does not exist")
+        return value
+
+    if data.get("apps") is not None:
+        if any(data.get(k) for k in ("spec", "rules", "ports")):
+            raise ConfigError(f"{p}: give either `apps:` or `spec:`/`rules:`/`ports:`, not both")
+        return AttachConfig(None, None, None, mode, p, created, _apps(p, data["apps"], resolve, existing))
+    spec, rules = resolve(data.get("spec")), resolve(data.get("rules"))
+    if spec is None or rules is None:
+        raise ConfigError(f"{p}: needs both `spec:` and `rules:` (or a list of `apps:`)")
+    for what, value in (("spec", spec), ("rules", rules), ("ports", resolve(data.get("ports")))):
+        existing(what, value)
     return AttachConfig(spec, rules, resolve(data.get("ports")), mode, p, created)
+
+
+def _apps(p: Path, entries: object, resolve, existing) -> list[AppFiles]:
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{p}: `apps:` is a list of {{name, spec, rules, ports}} entries")
+    out = []
+    for i, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{p}: app {i}: expected name/spec/rules[/ports] keys")
+        unknown = sorted(set(entry) - set(APP_KEYS))
+        if unknown or not all(entry.get(k) for k in ("name", "spec", "rules")):
+            raise ConfigError(f"{p}: app {i}: needs name, spec and rules (ports optional)"
+                              + (f"; unknown key(s) {', '.join(unknown)}" if unknown else ""))
+        files = [existing(f"app {entry['name']}: {k}", resolve(entry.get(k))) for k in ("spec", "rules", "ports")]
+        out.append(AppFiles(str(entry["name"]), files[0] or "", files[1] or "", files[2]))
+    return out

@@ -53,7 +53,9 @@ class XdpProgram:
         self.bpf, self.fn, self.spec, self.limits, self.source = bpf, fn, spec, limits, source
 
     @classmethod
-    def load(cls, spec: Spec, limits: EbpfLimits | None = None) -> "XdpProgram":
+    def load(cls, spec: Spec, limits: EbpfLimits | None = None, app_id: int = 0) -> "XdpProgram":
+        """`app_id`: which of several apps on one interface this is (dataplane/apps.py); it
+        tags the program's XDP metadata and TC copies so the apps' TC programs tell theirs apart."""
         require_root()
         lim = limits or EbpfLimits()
         source = program_text(spec, lim)
@@ -62,7 +64,8 @@ class XdpProgram:
             raise DataplaneError(f"no kernel headers at /lib/modules/{os.uname().release}/build: "
                                  "run scripts/setup.sh (links Debian's linux-headers for BCC)")
         try:
-            bpf = bcc.BPF(text=source.encode(), cflags=["-Wno-unused-function", "-Wno-unused-variable"])
+            bpf = bcc.BPF(text=source.encode(), cflags=["-Wno-unused-function", "-Wno-unused-variable",
+                                                        f"-DCAMUS_APP_ID={int(app_id)}"])
         except Exception as exc:   # BCC raises a bare Exception on compile errors
             raise DataplaneError(f"BCC could not compile the program: {exc}") from exc
         with _capture_fd2() as log:

@@ -1,8 +1,9 @@
 """Attach, update and detach the classifier on an interface; the state that outlives the CLI.
 
-An attached interface has its maps and programs pinned under /sys/fs/bpf/camus/IFACE (so the
-tail-call table survives the process that loaded it, and `update`/`stats` reopen the maps) and
-a state file /run/camus/IFACE.json saying what is installed. Updates write the new table set
+An attached interface (or app, `eth0@dns`, when it serves several: dataplane/apps.py) has its
+maps and programs pinned under /sys/fs/bpf/camus/UNIT (so the tail-call table survives the
+process that loaded it, and `update`/`stats` reopen the maps) and a state file
+/run/camus/UNIT.json saying what is installed (dataplane/installed.py). Updates write the new table set
 into the unused bank of every map, flip the root state (one atomic array write: a packet sees
 the old tables or the new ones, never a mix), wait out in-flight packets, then remove the old
 set. Anything that fails before the flip leaves the old tables serving untouched.
@@ -10,13 +11,12 @@ set. Anything that fails before the flip leaves the old tables serving untouched
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import signal
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from camus.compiler.backends.ebpf_bitvector import sized_limits
@@ -27,10 +27,10 @@ from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
+from .installed import (PIN_ROOT, STATE_ROOT, Installed, _contents_from_keys, _keys, _save, _state_path,  # noqa: F401
+                        attachment_dir, installed, load_installed, pin_dir, unit_name, valid_iface)
 from .program import DataplaneError, XdpProgram, require_root
 
-PIN_ROOT = Path("/sys/fs/bpf/camus")
-STATE_ROOT = Path("/run/camus")
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
 XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
 GRACE_S = 0.05     # in-flight packets finish within an RCU grace period; generous margin
@@ -41,100 +41,6 @@ def _fault(step: str) -> None:
     """Fault injection for the crash tests: SIGKILL this process at `step` when asked to."""
     if os.environ.get(FAULT_ENV) == step:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-@dataclass
-class Installed:
-    iface: str
-    mode: str
-    spec: str
-    rules: str
-    bank: int
-    root: int
-    rule_lines: list[str]
-    keys: dict[str, list]            # what the live bank holds, for removal after an update
-    ports: str | None = None         # the ports file (port bits are fixed at attach)
-    clsact: list[str] | None = None  # interfaces where attach added the clsact qdisc
-    counted: list[str] = field(default_factory=list)            # rule text of each counted rule
-    leaf_rules: dict[str, list[int]] = field(default_factory=dict)  # live leaf state -> counted rules
-    rule_base: dict[str, int] = field(default_factory=dict)     # counts carried over updates, by text
-    count_rules: int = 0                                        # CompileOptions.count_rules at attach
-    bv_capacity: list[int] = field(default_factory=list)        # bv_words, max_bv_bitmaps, max_bv_segs
-    tables_key: str = ""             # what the live tables were compiled from (tables_key())
-    port_bits: list | None = None    # the ports file's ports in bit order, fixed at attach: updates
-                                     # need no interface lookup (an edge broker in another netns)
-    # an update in flight (the intent journal, saved before its first map write): the new set's
-    # root, bank, keys and rules; a crash leaves it here and the next command finishes or undoes it
-    pending: dict | None = None
-
-    def limits(self) -> EbpfLimits:
-        """The limits the loaded program was built with (map capacities)."""
-        if not self.bv_capacity:
-            return EbpfLimits()
-        words, bitmaps, segs = self.bv_capacity
-        return EbpfLimits(bv_words=words, max_bv_bitmaps=bitmaps, max_bv_segs=segs)
-
-    @property
-    def pins(self) -> Path:
-        return pin_dir(self.iface)
-
-
-def valid_iface(iface: str) -> str:
-    """The interface name, checked by the kernel's rules (dev_valid_name): 1-15 bytes, not '.'
-    or '..', no '/', ':' or whitespace. Every path under PIN_ROOT and STATE_ROOT is built from
-    a checked name, so no name can reach outside /sys/fs/bpf/camus."""
-    if (not iface or len(iface.encode()) > 15 or iface in (".", "..")
-            or any(c in iface for c in "/:") or any(c.isspace() for c in iface) or "\0" in iface):
-        raise DataplaneError(f"{iface!r} is not a valid interface name (1-15 characters, no '/', ':' or spaces)")
-    return iface
-
-
-def pin_dir(iface: str) -> Path:
-    """Where an interface's maps and programs are pinned (only ever below PIN_ROOT)."""
-    return PIN_ROOT / valid_iface(iface)
-
-
-def _state_path(iface: str) -> Path:
-    return STATE_ROOT / f"{valid_iface(iface)}.json"
-
-
-def attachment_dir(iface: str) -> Path:
-    """Files other tools keep for this attachment (the edge brokers' rules): removed with it,
-    cleared when it is made again, so nothing of an earlier attachment comes back."""
-    return STATE_ROOT / f"{valid_iface(iface)}.d"
-
-
-def _keys(c: MapContents) -> dict[str, list]:
-    return {"desc": sorted(c.desc), "xslots": sorted(c.xslots), "leaf": sorted(c.leaf),
-            "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates),
-            "labels": sorted([var, level.hex()] for var, level in c.labels),
-            "label_bank": c.label_bank, "label_words": c.label_words}
-
-
-def _contents_from_keys(keys: dict[str, list]) -> MapContents:
-    c = MapContents(0)
-    c.desc = {s: (0, 0, 0, 0, 0, 0, 0) for s in keys["desc"]}
-    c.xslots = {i: (0, 0) for i in keys["xslots"]}
-    c.leaf = {s: ((0,), 0, 0, 0) for s in keys["leaf"]}
-    c.lpm = {tuple(k): 0 for k in keys["lpm"]}
-    c.updates = {s: 0 for s in keys["updates"]}
-    c.labels = {(var, bytes.fromhex(level)): 0 for var, level in keys.get("labels", [])}
-    c.label_bank, c.label_words = keys.get("label_bank", 0), keys.get("label_words", 0)
-    return c
-
-
-def load_installed(iface: str) -> Installed:
-    path = _state_path(iface)
-    if not path.exists():
-        raise DataplaneError(f"camus-xdp is not attached to {iface} (no {path}); attach it first")
-    return Installed(**json.loads(path.read_text()))
-
-
-def _save(inst: Installed) -> None:
-    STATE_ROOT.mkdir(parents=True, exist_ok=True)
-    tmp = _state_path(inst.iface).with_suffix(".tmp")
-    tmp.write_text(json.dumps(inst.__dict__))
-    tmp.replace(_state_path(inst.iface))
 
 
 def _ensure_bpffs() -> None:
@@ -223,21 +129,26 @@ def rule_counts(iface: str) -> list[tuple[str, int]]:
 
 def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
            limits: EbpfLimits | None = None, ports_path: str | None = None,
-           xdp_redirect: bool = False) -> Installed:
+           xdp_redirect: bool = False, app: str = "", app_id: int = 0) -> Installed:
+    """Load, fill and attach the classifier. With `app`, it is one of several on the interface
+    (dataplane/apps.py): loaded and pinned as unit IFACE@APP with its own maps, counters and TC
+    filters, not attached itself (the dispatcher tail-calls it); `app_id` keeps its TC copies
+    apart from the other apps'."""
     require_root()
     _ifindex(iface)
-    if _state_path(iface).exists() or pin_dir(iface).exists():
-        raise DataplaneError(f"{iface} already has camus-xdp attached: use `update` or `detach`")
-    shutil.rmtree(attachment_dir(iface), ignore_errors=True)
+    unit = unit_name(iface, app)
+    if _state_path(unit).exists() or pin_dir(unit).exists():
+        raise DataplaneError(f"{unit} already has camus-xdp attached: use `update` or `detach`")
+    shutil.rmtree(attachment_dir(unit), ignore_errors=True)
     bits, specs = _port_specs(ports_path)
     try:
         # map capacity from the rule set (with headroom for updates) unless given
         limits = limits or sized_limits(compiled.pipeline, EbpfLimits(), len(compiled.spec.query_fields))
         contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=0)
     except BackendError as exc:
-        raise DataplaneError(str(exc)) from exc
+        raise DataplaneError(f"{unit}: {exc}" if app else str(exc)) from exc
     _ensure_bpffs()
-    prog = XdpProgram.load(compiled.spec, limits)
+    prog = XdpProgram.load(compiled.spec, limits, app_id)
     attached = False
     clsact: list[str] = []
     try:
@@ -250,20 +161,21 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             for out in sorted({s.iface for s in specs.values() if s.iface}):
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
         _fault("attach:tc")
-        try:
-            prog.bpf.attach_xdp(iface.encode(), prog.fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
-        except Exception as exc:
-            raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
-                                 "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
-        attached = True
+        if not app:
+            try:
+                prog.bpf.attach_xdp(iface.encode(), prog.fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
+            except Exception as exc:
+                raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
+                                     "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
+            attached = True
         _fault("attach:xdp")
         maps = prog.maps
-        maps.pin(pin_dir(iface))
+        maps.pin(pin_dir(unit))
         lib = maps.lib
         for name, fn in (("prog_xdp", prog.fn), ("prog_msg", None)):
             fd = fn.fd if fn is not None else prog.bpf.funcs[b"camus_msg"].fd
-            if lib.bpf_obj_pin(fd, str(pin_dir(iface) / name).encode()) < 0:
-                raise DataplaneError(f"could not pin {name} under {pin_dir(iface)}")
+            if lib.bpf_obj_pin(fd, str(pin_dir(unit) / name).encode()) < 0:
+                raise DataplaneError(f"could not pin {name} under {pin_dir(unit)}")
         maps.clear_leaf_hits(sorted(contents.leaf))
         counted, leaf_rules = _counted(compiled, contents)
         lines = _rule_lines(compiled)
@@ -272,7 +184,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
                          [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled.options, lines),
-                         list(bits) if bits is not None else None)
+                         list(bits) if bits is not None else None, app=app)
         _fault("attach:pinned")
         _save(inst)
         return inst
@@ -280,8 +192,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         if attached:                                  # nothing half-installed after a failure
             _remove_xdp(iface, mode)
         _del_clsact(clsact)
-        shutil.rmtree(pin_dir(iface), ignore_errors=True)
-        _state_path(iface).unlink(missing_ok=True)
+        shutil.rmtree(pin_dir(unit), ignore_errors=True)
+        _state_path(unit).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise DataplaneError(f"attach failed, nothing was left installed: {exc}") from exc
         raise
@@ -295,11 +207,12 @@ def _remove_xdp(iface: str, mode: str) -> None:
 
 
 def _remove_ours_by_name(iface: str) -> list[str]:
-    """Remove an XDP program named camus_xdp and TC filters named camus_tc_* from `iface`."""
+    """Remove an XDP program named camus_xdp or camus_dispatch and TC filters named camus_tc_*
+    from `iface`."""
     import subprocess
     removed = []
     link = subprocess.run(["ip", "-d", "link", "show", "dev", iface], capture_output=True, text=True).stdout
-    if "name camus_xdp" in link:
+    if "name camus_xdp" in link or "name camus_dispatch" in link:
         for mode in XDP_FLAGS:
             try:
                 _remove_xdp(iface, mode)
@@ -327,10 +240,18 @@ def interface_exists(iface: str) -> bool:
 def detach(iface: str) -> str:
     """Remove everything attach installed; returns a note when there was less to remove."""
     require_root()
+    if "@" in iface:
+        raise DataplaneError(f"apps are detached with their interface: `camus-xdp detach {iface.partition('@')[0]}`; "
+                             "to stop one app delivering, `update` it with an empty rules file")
+    from .apps import detach_apps, dispatch_record_path, remove_leftover_apps
+    if dispatch_record_path(iface).exists():
+        return detach_apps(iface)
     if not _state_path(iface).exists() and not pin_dir(iface).exists():
         # A crash between attaching XDP and pinning: nothing recorded, but our program (and
         # TC filters) may be on the interface. Found by program name, removed; nothing else.
         removed = _remove_ours_by_name(iface) if interface_exists(iface) else []
+        if remove_leftover_apps(iface):
+            removed.append("apps of an interrupted attach")
         if removed:
             return f"{iface}: no state file or pins; removed camus-xdp's {', '.join(removed)} found on it"
         raise DataplaneError(f"camus-xdp is not attached to {iface}")
@@ -344,6 +265,7 @@ def detach(iface: str) -> str:
                 except Exception:
                     pass
             _remove_ours_by_name(iface)
+        remove_leftover_apps(iface)
         shutil.rmtree(pin_dir(iface), ignore_errors=True)
         shutil.rmtree(attachment_dir(iface), ignore_errors=True)
         return f"{iface}: no state file; removed the leftover pins and XDP program"
@@ -357,13 +279,18 @@ def detach(iface: str) -> str:
     else:     # the attachment went with the interface; what is left is ours to clean up
         note = f"{iface} no longer exists; removed its pinned maps and state"
     _fault("detach:xdp")
+    remove_unit(inst)
+    return note
+
+
+def remove_unit(inst: Installed) -> None:
+    """Everything of an attachment but its XDP hook: TC filters, pins, files, state (last)."""
     _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
     _fault("detach:tc")
-    shutil.rmtree(pin_dir(iface), ignore_errors=True)
-    shutil.rmtree(attachment_dir(iface), ignore_errors=True)
+    shutil.rmtree(pin_dir(inst.unit), ignore_errors=True)
+    shutil.rmtree(attachment_dir(inst.unit), ignore_errors=True)
     _fault("detach:pins")
-    _state_path(iface).unlink(missing_ok=True)      # last: until then a detach can start over
-    return note
+    _state_path(inst.unit).unlink(missing_ok=True)      # last: until then a detach can start over
 
 
 def _rule_text(c: Compiled, rule) -> str:
@@ -489,11 +416,3 @@ def set_bypass_pps(iface: str, pps: int) -> None:
         maps.cfg(CFG_BYPASS_PPS, pps)
     finally:
         maps.close()
-
-
-def installed() -> list[Installed]:
-    if not STATE_ROOT.exists():
-        return []
-    return [Installed(**json.loads(p.read_text())) for p in sorted(STATE_ROOT.glob("*.json"))]
-
-

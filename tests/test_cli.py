@@ -91,3 +91,15 @@ def test_explain_via_p4_agrees_with_ir() -> None:
         args = ["explain", SPEC, RULES, "--via", via, "--json"] + [x for m in msgs for x in ("--message", m)]
         out[via] = [(o["actions"], o["ports"]) for o in map(json.loads, run(*args).output.splitlines())]
     assert out["p4"] == out["ir"]
+
+
+def test_attach_app_arguments_are_checked_before_anything_runs(tmp_path) -> None:
+    spec, rules = str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt")
+    runner = CliRunner()
+    for arg, message in (("itch", "expected NAME=SPEC,RULES"), (f"itch={spec}", "expected NAME=SPEC,RULES"),
+                         (f"itch={spec},nope.txt", "no file nope.txt")):
+        out = runner.invoke(main, ["attach", "eth0", "--app", arg, "--app", f"b={spec},{rules}"])
+        assert out.exit_code == 2 and message in out.output, out.output
+    out = runner.invoke(main, ["attach", "eth0", "--spec", spec, "--app", f"a={spec},{rules}"])
+    assert out.exit_code == 1 and "not both" in out.output
+    assert "--app NAME=SPEC,RULES[,PORTS]" in runner.invoke(main, ["attach", "--help"]).output

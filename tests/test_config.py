@@ -31,3 +31,33 @@ def test_relative_paths_and_errors(tmp_path) -> None:
         path.write_text(text)
         with pytest.raises(ConfigError, match=message):
             load_config(path)
+
+
+def test_apps_list_for_an_interface_serving_several(tmp_path) -> None:
+    (tmp_path / "apps").symlink_to(APPS)
+    path = tmp_path / "c.yaml"
+    path.write_text("apps:\n  - {name: itch, spec: apps/itch/itch.p4, rules: apps/itch/rules.txt}\n"
+                    "  - {name: dns, spec: apps/dns/dns.p4, rules: apps/dns/rules.txt}\nmode: generic\n")
+    cfg = load_config(path)
+    assert cfg.spec is None and [a.name for a in cfg.apps] == ["itch", "dns"] and cfg.mode == "generic"
+    assert cfg.apps[1].spec == str(tmp_path / "apps/dns/dns.p4") and cfg.apps[1].ports is None
+    for text, message in (("apps: []\n", "is a list of"),
+                          ("apps:\n  - {name: a, spec: apps/itch/itch.p4}\n", "app 1: needs name, spec and rules"),
+                          ("apps:\n  - {name: a, spec: apps/itch/itch.p4, rules: apps/itch/rules.txt, x: 1}\n",
+                           "unknown key"),
+                          ("apps:\n  - {name: a, spec: apps/itch/itch.p4, rules: nope.txt}\n",
+                           "app a: rules file .* does not exist"),
+                          ("spec: apps/itch/itch.p4\napps:\n  - {name: a, spec: s, rules: r}\n", "not both")):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_config(path)
+
+
+def test_the_template_shows_the_apps_form(tmp_path) -> None:
+    import yaml
+    path = tmp_path / "config.yaml"
+    load_config(path)
+    commented = "\n".join(line[2:] for line in path.read_text().splitlines() if line.startswith("#   - ")
+                          or line.startswith("# apps:"))
+    apps = yaml.safe_load(commented)["apps"]
+    assert [a["name"] for a in apps] == ["itch", "dns"]

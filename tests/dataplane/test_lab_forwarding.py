@@ -41,7 +41,8 @@ def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def teardown() -> None:
-    if runtime._state_path(BRK).exists():
+    from camus.dataplane.apps import dispatch_record_path
+    if runtime._state_path(BRK).exists() or dispatch_record_path(BRK).exists():
         runtime.detach(BRK)
     for ns, brk_side, _, _ in SUBS.values():
         sh("ip", "link", "del", brk_side, check=False)
@@ -78,10 +79,10 @@ def lab(tmp_path):
 
 
 def itch_feed(spec, interp, rng: random.Random, n_packets: int, stocks: list[str], want: dict,
-              **addresses) -> tuple[list[bytes], dict]:
-    """Packets of 1-12 Add Orders with increasing order references; `want` collects, per port,
-    the references the IR says that port must receive."""
-    frames, ref = [], 1
+              first_ref: int = 1, **addresses) -> tuple[list[bytes], dict]:
+    """Packets of 1-12 Add Orders with increasing order references from `first_ref`; `want`
+    collects, per port, the references the IR says that port must receive."""
+    frames, ref = [], first_ref
     for _ in range(n_packets):
         batch = []
         for _ in range(rng.randint(1, 12)):
@@ -261,3 +262,43 @@ def test_overload_bypass_over_delivers_and_counts(lab: Path) -> None:
     assert stats["bypassed"] > 0 and extra > 0, (stats, extra)
     assert stats["bypassed"] <= stats["messages"]
     assert "overload bypass off" in sh(str(cli), "overload", BRK, "--bypass-pps", "0").stdout
+
+
+def test_two_apps_on_one_interface_each_forward_by_their_own_ports_file(lab: Path, tmp_path: Path) -> None:
+    """Two ITCH feeds on UDP 26400 and 26500, each its own app with its own rules and ports
+    file, both copying to subscriber 1's interface: the TC programs of each app take only their
+    app's packets and copies (the app id in the metadata and the mark), so subscriber 1 gets
+    exactly the union and every other port exactly the first app's share."""
+    from camus.dataplane import apps
+    spec_a = load_spec(APPS / "itch" / "itch.p4")
+    other = tmp_path / "itch_b.p4"
+    other.write_text((APPS / "itch" / "itch.p4").read_text().replace("udp_port(26400)", "udp_port(26500)"))
+    spec_b = load_spec(other)
+    ports_b = tmp_path / "ports_b.yaml"
+    ports_b.write_text(f"1: {{iface: {SUBS[1][1]}}}\n")
+    rules_b = "stock == IBM : fwd(1)\n"
+    a = compile_rules(spec_a, RULES, options=CompileOptions(count_rules=64))
+    b = compile_rules(spec_b, rules_b, options=CompileOptions(count_rules=64))
+    apps.attach_apps(BRK, [apps.App("a", a, str(APPS / "itch" / "itch.p4"), "a-rules", str(lab)),
+                           apps.App("b", b, str(other), "b-rules", str(ports_b))], "native")
+    frames, want = lab_feed(spec_a, PipelineInterpreter(a.pipeline), 5, 30)
+    brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
+    want_b: dict = {1: []}
+    frames_b, _ = itch_feed(spec_b, PipelineInterpreter(b.pipeline), random.Random(6), 20, ["IBM", "GOOGL"], want_b,
+                            first_ref=1_000_000, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2",
+                            dst_port=26500)          # app b's order references apart from a's
+    caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
+    subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
+                   input=" ".join(f.hex() for f in frames + frames_b), text=True, check=True)
+    got = {}
+    for p, proc in caps.items():
+        out, _ = proc.communicate(timeout=10)
+        pkts = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
+        got[p] = [r for pkt in pkts for r in mold_order_refs(pkt if p in (3, 4) else pkt[14 + 20 + 8:])]
+    assert sorted(got[1]) == sorted(want[1] + want_b[1]) and want_b[1]
+    for p in (2, 3, 4):
+        assert sorted(got[p]) == sorted(want[p]), f"subscriber {p}"
+    assert runtime.stats(f"{BRK}@b")["port 1"] == sum(1 for f in frames_b if any(
+        m.values["add_order.stock"] == message_from_text(spec_b, "stock=IBM")["add_order.stock"]
+        for m in decode_packet(spec_b, f).messages))
+    runtime.detach(BRK)

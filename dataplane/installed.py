@@ -1,0 +1,152 @@
+"""What an attachment leaves behind, and where: the state file and the pin folder.
+
+An attachment *unit* is an interface (`eth0`: one spec serves it) or an application on an
+interface that serves several specs (`eth0@dns`: `camus-xdp attach eth0 --app ...`). Each unit
+has its maps and programs pinned under /sys/fs/bpf/camus/UNIT and a state file
+/run/camus/UNIT.json saying what is installed. Every path is built from a checked name, so no
+name can reach outside those folders.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from camus.compiler.backends.ebpf_program import EbpfLimits
+from camus.compiler.backends.ebpf_tables import MapContents
+
+from .program import DataplaneError
+
+PIN_ROOT = Path("/sys/fs/bpf/camus")
+STATE_ROOT = Path("/run/camus")
+APP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+@dataclass
+class Installed:
+    iface: str                       # the interface
+    mode: str
+    spec: str
+    rules: str
+    bank: int
+    root: int
+    rule_lines: list[str]
+    keys: dict[str, list]            # what the live bank holds, for removal after an update
+    ports: str | None = None         # the ports file (port bits are fixed at attach)
+    clsact: list[str] | None = None  # interfaces where attach added the clsact qdisc
+    counted: list[str] = field(default_factory=list)            # rule text of each counted rule
+    leaf_rules: dict[str, list[int]] = field(default_factory=dict)  # live leaf state -> counted rules
+    rule_base: dict[str, int] = field(default_factory=dict)     # counts carried over updates, by text
+    count_rules: int = 0                                        # CompileOptions.count_rules at attach
+    bv_capacity: list[int] = field(default_factory=list)        # bv_words, max_bv_bitmaps, max_bv_segs
+    tables_key: str = ""             # what the live tables were compiled from (tables_key())
+    port_bits: list | None = None    # the ports file's ports in bit order, fixed at attach: updates
+                                     # need no interface lookup (an edge broker in another netns)
+    # an update in flight (the intent journal, saved before its first map write): the new set's
+    # root, bank, keys and rules; a crash leaves it here and the next command finishes or undoes it
+    pending: dict | None = None
+    app: str = ""                    # the application's name when the interface serves several
+
+    @property
+    def unit(self) -> str:
+        """The name its pins and state file go by: `eth0`, or `eth0@dns` for one of several apps."""
+        return unit_name(self.iface, self.app)
+
+    def limits(self) -> EbpfLimits:
+        """The limits the loaded program was built with (map capacities)."""
+        if not self.bv_capacity:
+            return EbpfLimits()
+        words, bitmaps, segs = self.bv_capacity
+        return EbpfLimits(bv_words=words, max_bv_bitmaps=bitmaps, max_bv_segs=segs)
+
+    @property
+    def pins(self) -> Path:
+        return pin_dir(self.unit)
+
+
+def valid_iface(iface: str) -> str:
+    """The interface name, checked by the kernel's rules (dev_valid_name): 1-15 bytes, not '.'
+    or '..', no '/', ':' or whitespace; and no '@', which separates an app from its interface."""
+    if (not iface or len(iface.encode()) > 15 or iface in (".", "..")
+            or any(c in iface for c in "/:@") or any(c.isspace() for c in iface) or "\0" in iface):
+        raise DataplaneError(f"{iface!r} is not a valid interface name (1-15 characters, no '/', ':', '@' "
+                             "or spaces)")
+    return iface
+
+
+def valid_app(app: str) -> str:
+    if not APP_NAME.fullmatch(app):
+        raise DataplaneError(f"{app!r} is not a valid app name (1-32 letters, digits, '_' or '-')")
+    return app
+
+
+def unit_name(iface: str, app: str = "") -> str:
+    return f"{valid_iface(iface)}@{valid_app(app)}" if app else valid_iface(iface)
+
+
+def valid_unit(unit: str) -> str:
+    """`eth0` or `eth0@app`, both parts checked."""
+    iface, _, app = unit.partition("@")
+    return unit_name(iface, app) if "@" in unit else valid_iface(unit)
+
+
+def pin_dir(unit: str) -> Path:
+    """Where a unit's maps and programs are pinned (only ever below PIN_ROOT)."""
+    return PIN_ROOT / valid_unit(unit)
+
+
+def _state_path(unit: str) -> Path:
+    return STATE_ROOT / f"{valid_unit(unit)}.json"
+
+
+def attachment_dir(unit: str) -> Path:
+    """Files other tools keep for this attachment (the edge brokers' rules): removed with it,
+    cleared when it is made again, so nothing of an earlier attachment comes back."""
+    return STATE_ROOT / f"{valid_unit(unit)}.d"
+
+
+def _keys(c: MapContents) -> dict[str, list]:
+    return {"desc": sorted(c.desc), "xslots": sorted(c.xslots), "leaf": sorted(c.leaf),
+            "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates),
+            "labels": sorted([var, level.hex()] for var, level in c.labels),
+            "label_bank": c.label_bank, "label_words": c.label_words}
+
+
+def _contents_from_keys(keys: dict[str, list]) -> MapContents:
+    c = MapContents(0)
+    c.desc = {s: (0, 0, 0, 0, 0, 0, 0) for s in keys["desc"]}
+    c.xslots = {i: (0, 0) for i in keys["xslots"]}
+    c.leaf = {s: ((0,), 0, 0, 0) for s in keys["leaf"]}
+    c.lpm = {tuple(k): 0 for k in keys["lpm"]}
+    c.updates = {s: 0 for s in keys["updates"]}
+    c.labels = {(var, bytes.fromhex(level)): 0 for var, level in keys.get("labels", [])}
+    c.label_bank, c.label_words = keys.get("label_bank", 0), keys.get("label_words", 0)
+    return c
+
+
+def load_installed(unit: str) -> Installed:
+    path = _state_path(unit)
+    if not path.exists():
+        iface, _, app = unit.partition("@")
+        if app:
+            raise DataplaneError(f"{iface} has no app {app!r} attached (no {path}); `camus-xdp status` lists them")
+        if (STATE_ROOT / "dispatch" / f"{iface}.json").exists():
+            raise DataplaneError(f"{iface} serves several apps: name one with --app (`camus-xdp status` lists them)")
+        raise DataplaneError(f"camus-xdp is not attached to {unit} (no {path}); attach it first")
+    return Installed(**json.loads(path.read_text()))
+
+
+def _save(inst: Installed) -> None:
+    STATE_ROOT.mkdir(parents=True, exist_ok=True)
+    tmp = _state_path(inst.unit).with_suffix(".tmp")
+    tmp.write_text(json.dumps(inst.__dict__))
+    tmp.replace(_state_path(inst.unit))
+
+
+def installed() -> list[Installed]:
+    if not STATE_ROOT.exists():
+        return []
+    return [Installed(**json.loads(p.read_text())) for p in sorted(STATE_ROOT.glob("*.json"))]
+
+
