@@ -8,8 +8,14 @@
  * whether it serves an interface alone or shares it). Frames no application claims pass to
  * the stack untouched, as they would without camus-xdp.
  *
- * Keys: CAMUS_DISPATCH_ETHER | ethertype (attribute encodings on EtherType 0x9001, no IP) and
- * CAMUS_DISPATCH_UDP | port. User space refuses two applications claiming one key.
+ * Keys: an EtherType (attribute encodings on 0x9001, no IP) or a UDP port, each in an array
+ * indexed by the 16-bit value holding the application's slot + 1 (0: no application). User
+ * space refuses two applications claiming one key.
+ *
+ * Cost (bench/dispatch_bench.py): arrays rather than a hash, because the JIT inlines an array
+ * lookup into a bounds check and a load; and the tail call goes through a switch of constant
+ * indices, which the kernel patches into direct jumps, where a variable index is an indirect
+ * jump (a retpoline on this kind of machine).
  */
 #include <uapi/linux/bpf.h>
 #include <uapi/linux/if_ether.h>
@@ -19,12 +25,11 @@
 #include <uapi/linux/udp.h>
 
 #define CAMUS_MAX_APPS       16          /* the app id is 4 bits of a TC copy's mark (camus_xdp.h) */
-#define CAMUS_DISPATCH_ETHER (1u << 16)
-#define CAMUS_DISPATCH_UDP   (2u << 16)
 #define CAMUS_DISPATCH_OTHER CAMUS_MAX_APPS      /* dispatch_stats: frames no application claimed */
 
 BPF_PROG_ARRAY(dispatch_progs, CAMUS_MAX_APPS);
-BPF_HASH(dispatch_keys, __u32, __u32, 256);
+BPF_ARRAY(dispatch_ether, __u32, 65536);         /* EtherType -> slot + 1 */
+BPF_ARRAY(dispatch_udp, __u32, 65536);           /* UDP destination port -> slot + 1 */
 BPF_PERCPU_ARRAY(dispatch_stats, __u64, CAMUS_MAX_APPS + 1);   /* [app]: frames handed to it */
 
 static __always_inline void dispatch_count(__u32 idx) {
@@ -33,7 +38,7 @@ static __always_inline void dispatch_count(__u32 idx) {
         *n += 1;
 }
 
-static __always_inline __u32 *udp_app(void *l3, __u16 proto, void *end) {
+static __always_inline __u32 udp_app(void *l3, __u16 proto, void *end) {
     void *l4;
     if (proto == bpf_htons(ETH_P_IP)) {
         struct iphdr *ip = l3;
@@ -53,8 +58,9 @@ static __always_inline __u32 *udp_app(void *l3, __u16 proto, void *end) {
     struct udphdr *udp = l4;
     if ((void *)(udp + 1) > end)
         return 0;
-    __u32 key = CAMUS_DISPATCH_UDP | bpf_ntohs(udp->dest);
-    return dispatch_keys.lookup(&key);
+    __u32 key = bpf_ntohs(udp->dest);
+    __u32 *app = dispatch_udp.lookup(&key);
+    return app ? *app : 0;
 }
 
 int camus_dispatch(struct xdp_md *ctx) {
@@ -74,17 +80,34 @@ int camus_dispatch(struct xdp_md *ctx) {
         proto = *(__u16 *)(l3 + 2);
         l3 += 4;
     }
-    __u32 key = CAMUS_DISPATCH_ETHER | bpf_ntohs(proto);
-    __u32 *app = dispatch_keys.lookup(&key);
+    __u32 key = bpf_ntohs(proto);
+    __u32 *by_type = dispatch_ether.lookup(&key);
+    __u32 app = by_type ? *by_type : 0;
     if (!app)
         app = udp_app(l3, proto, end);
-    if (!app)
+    if (app == 0 || app > CAMUS_MAX_APPS)
         goto other;
-    __u32 slot = *app;
-    if (slot >= CAMUS_MAX_APPS)
-        goto other;
+    __u32 slot = app - 1;
     dispatch_count(slot);
-    dispatch_progs.call(ctx, slot);
+    switch (slot) {      /* constant indices only (see the top); written out: BCC rewrites
+                            map calls in the source, not inside macros */
+    case 0: dispatch_progs.call(ctx, 0); break;
+    case 1: dispatch_progs.call(ctx, 1); break;
+    case 2: dispatch_progs.call(ctx, 2); break;
+    case 3: dispatch_progs.call(ctx, 3); break;
+    case 4: dispatch_progs.call(ctx, 4); break;
+    case 5: dispatch_progs.call(ctx, 5); break;
+    case 6: dispatch_progs.call(ctx, 6); break;
+    case 7: dispatch_progs.call(ctx, 7); break;
+    case 8: dispatch_progs.call(ctx, 8); break;
+    case 9: dispatch_progs.call(ctx, 9); break;
+    case 10: dispatch_progs.call(ctx, 10); break;
+    case 11: dispatch_progs.call(ctx, 11); break;
+    case 12: dispatch_progs.call(ctx, 12); break;
+    case 13: dispatch_progs.call(ctx, 13); break;
+    case 14: dispatch_progs.call(ctx, 14); break;
+    case 15: dispatch_progs.call(ctx, 15); break;
+    }
     /* not loaded (cannot happen while the attachment is whole): the stack gets it, as if the
      * application were not there; counted as unclaimed */
 other:

@@ -31,9 +31,9 @@ from .maps import MapSet
 from .program import DataplaneError, _bcc, require_root
 
 MAX_APPS = 16                     # bpf/camus_dispatch.c CAMUS_MAX_APPS (4 bits of a copy's mark)
-KEY_ETHER = 1 << 16               # bpf/camus_dispatch.c CAMUS_DISPATCH_ETHER
-KEY_UDP = 2 << 16                 # bpf/camus_dispatch.c CAMUS_DISPATCH_UDP
-DISPATCH_PINS = ("dispatch_progs", "dispatch_keys", "dispatch_stats")
+KEY_ETHER = 1 << 16               # a key: which array (dispatch_ether / dispatch_udp) | the value
+KEY_UDP = 2 << 16
+DISPATCH_PINS = ("dispatch_progs", "dispatch_ether", "dispatch_udp", "dispatch_stats")
 
 
 @dataclass
@@ -98,6 +98,12 @@ def _load_dispatcher():
     return bpf, fn
 
 
+def write_key(bpf, key: int, slot: int) -> None:
+    """Frames with this key go to application `slot` (the arrays hold slot + 1; 0 is nobody)."""
+    table = b"dispatch_ether" if key & KEY_ETHER else b"dispatch_udp"
+    bpf[table][ctypes.c_uint32(key & 0xFFFF)] = ctypes.c_uint32(slot + 1)
+
+
 def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect: bool = False) -> list[Installed]:
     """Install every app, then the dispatcher that hands each its frames; nothing is left
     installed when any step fails."""
@@ -117,7 +123,7 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
                                        app=app.name, app_id=slot))
         bpf, fn = _load_dispatcher()
         for key, slot in keys.items():
-            bpf[b"dispatch_keys"][ctypes.c_uint32(key)] = ctypes.c_uint32(slot)
+            write_key(bpf, key, slot)
         lib = MapSet({}).lib
         lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
         for slot, inst in enumerate(done):

@@ -3,7 +3,7 @@
 ITCH (UDP 26400), the Kafka shim (UDP 9092, topic levels) and the attribute-pairs feed
 (EtherType 0x9001, no IP) on one veth: each app's packets are filtered by that app's rules and
 counted by that app's counters, updates touch one app, other traffic passes, detach removes
-everything; refusals (shared port, any-port spec) install nothing."""
+everything; a failure or crash part-way leaves nothing `detach` cannot remove."""
 from __future__ import annotations
 
 import os
@@ -101,18 +101,9 @@ def test_three_apps_share_a_veth_each_with_its_rules_counters_and_updates(apps_l
     assert not apps.dispatch_record_path(BRK).exists()
 
 
-def test_refusals_install_nothing(apps_lab, tmp_path, monkeypatch) -> None:
+def test_failures_install_nothing(apps_lab, tmp_path, monkeypatch) -> None:
+    """(Refusals of the app list itself: tests/dataplane/test_apps_plan.py, no root.)"""
     both = _apps(tmp_path, ("itch", "kafka"))
-    car = load_spec(APPS / "car" / "car.p4")          # UDP 9200, like the topics app
-    topics = load_spec(APPS / "topics" / "topics.p4")
-    clash = [apps.App("car", compile_rules(car, "speed > 1 : fwd(1)\n"), "car.p4", "r"),
-             apps.App("topics", compile_rules(topics, 'topic == "a/#" : fwd(1)\n'), "topics.p4", "r")]
-    with pytest.raises(DataplaneError, match="'car' and 'topics' both take UDP port 9200"):
-        apps.attach_apps(BRK, clash)
-    with pytest.raises(DataplaneError, match="two apps are named"):
-        apps.attach_apps(BRK, [both[0], both[0]])
-    with pytest.raises(DataplaneError, match="not a valid app name"):
-        apps.attach_apps(BRK, [apps.App("a b", both[0].compiled, "s", "r"), both[1]])
     # A failure after the apps were installed takes every one out again ...
     def broken():
         raise DataplaneError("dispatcher failed to load (injected)")
