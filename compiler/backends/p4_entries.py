@@ -17,7 +17,7 @@ from ..language.spec import Spec
 from .emit import BackendError
 from .p4_layout import refuse_topics
 from .p4_schema import (DEFAULT_CALL_ID, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, P4Schema,
-                        action_params, key_kind, update_action, window_shift)
+                        action_params, key_kind, load_action, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24
 RECIRC_SESSION = 250     # the program's clone/mirror session for the rest of a batch
@@ -112,14 +112,10 @@ def _state_layout(p: Pipeline, spec: Spec) -> StateLayout:
         c = spec.counter(v.counter)
         if c is None:
             raise BackendError(f"state variable {v.fn}({v.field}) uses an undeclared window {v.counter!r}")
-        if v.fn == "every" or c.window_us == 0:
-            raise BackendError(f"{v.fn}({v.field or v.modulus}) @{c.name}: the switch program keeps windowed "
-                               "count/sum only (every(n) and endless windows run on XDP hosts; the controller "
-                               "places such subscriptions at a host's last hop)")
-        if v.fn not in ("count", "sum"):
+        if v.fn not in ("count", "sum", "every"):
             raise BackendError(f"{v.fn}({v.field}) needs a division the switch cannot do; use count/sum "
                                f"rules on the switch, or place this subscription on an XDP host")
-        if window_shift(c.window_us) is None:
+        if c.window_us and window_shift(c.window_us) is None:
             lo = 1 << (c.window_us.bit_length() - 1)
             raise BackendError(f"query_counter {c.name}: the switch numbers windows with a shift, so the window "
                                f"must be a power of two microseconds (is {c.window_us}; use {lo} or {lo * 2})")
@@ -235,8 +231,9 @@ def _state_entries(p: Pipeline, spec: Spec, layout: StateLayout, out: P4Tables) 
         for k, v in enumerate(vars_):
             info = p.state_vars[v]
             counter, index = layout.slot[v]
+            params = (index, info.modulus) if info.fn == "every" else (index,)
             out.entries.append(P4Entry(f"t_update{k}", (Match("meta.state", "exact", s),),
-                                       update_action(counter, info.field), (index,)))
+                                       update_action(counter, info.field), params))
             out.updates[update_action(counter, info.field)] = (counter, info.field)
     for c in spec.counters:
         out.windows[c.name] = c.window_us
@@ -249,8 +246,8 @@ def _state_entries(p: Pipeline, spec: Spec, layout: StateLayout, out: P4Tables) 
         info = p.state_vars[t.state_var]
         counter, index = layout.slot[t.state_var]
         stage = layout.stage[t.state_var]
-        load = f"load_{counter}_{info.fn}"
-        out.loads[load] = (counter, info.fn)
+        load = load_action(counter, info.fn)
+        out.loads[load] = (counter, "count" if info.fn == "every" else info.fn)
         for st in t.states:
             out.entries.append(P4Entry(f"t_svar{stage}_load", (Match("meta.state", "exact", st),), load, (index,)))
         for e in t.entries:

@@ -80,7 +80,8 @@ class EntryInterpreter:
         return hits[0][1]
 
     def _register(self, counter: str, index: int, now_us: int) -> list[int]:
-        window = now_us >> window_shift(self.t.windows[counter])       # type: ignore[operator]
+        shift = window_shift(self.t.windows[counter])
+        window = 0 if shift is None else now_us >> shift                # endless: one window
         reg = self.registers[counter].setdefault(index, [window, 0, 0])
         if reg[0] != window:                                           # a new window starts empty
             reg[:] = [window, 0, 0]
@@ -126,7 +127,10 @@ class EntryInterpreter:
                 counter, fname = self.t.updates[e.action]
                 reg = self._register(counter, e.params[0], now_us)
                 reg[1] += 1
-                reg[2] = (reg[2] + fields[fname]) & MASK64
+                if not fname:                          # every(n): the count wraps at the modulus
+                    reg[1] = 0 if reg[1] == e.params[1] else reg[1]
+                else:
+                    reg[2] = (reg[2] + fields[fname]) & MASK64
             elif e.action in self.t.loads:
                 counter, fn = self.t.loads[e.action]
                 reg = self._register(counter, e.params[0], now_us)

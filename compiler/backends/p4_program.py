@@ -18,7 +18,8 @@ from .emit import BackendError, Emitter
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_layout import Layout, field_name, field_slice, layout_of
 from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr,
-                        p4_schema, update_action, updatable_fields, window_counters, window_shift)
+                        counted_paths, load_action, p4_schema, update_action, updatable_fields, window_counters,
+                        window_shift)
 
 
 
@@ -221,36 +222,56 @@ def _tables(spec: Spec, schema: P4Schema) -> tuple[str, str]:
 
 def _window_registers(spec: Spec, decl: Emitter) -> None:
     """query_counter windows: registers per counter (window number, count, sum) and the actions
-    that update and load them (the tables that call them are the schema's)."""
+    that update and load them (the tables that call them are the schema's). An endless counter
+    (window 0) has no window number: its values only grow, or wrap at every(n)'s modulus."""
     counters = window_counters(spec, "v1model")
     for c in spec.counters:
-        if c not in counters and c.window_us == 0:
-            decl(f"// query_counter {c.name}: an endless count (every(n)); rules using it run on XDP hosts")
-        elif c not in counters:
+        if c not in counters:
             decl(f"// query_counter {c.name}: {c.window_us} us is not a power of two; the switch numbers")
             decl("// windows with a shift, so rules using it are refused (the XDP target takes them)")
     for c in counters:
         shift = window_shift(c.window_us)
-        decl(f"register<bit<32>>({c.size}) r_{c.name}_window;   // window number = now_us >> {shift}")
+        endless = shift is None
+        if endless:
+            decl(f"// query_counter {c.name}: an endless count (no window)")
+        else:
+            decl(f"register<bit<32>>({c.size}) r_{c.name}_window;   // window number = now_us >> {shift}")
         decl(f"register<bit<64>>({c.size}) r_{c.name}_count;")
         decl(f"register<bit<64>>({c.size}) r_{c.name}_sum;")
-        for q in updatable_fields(spec):
-            with decl.block(f"action {update_action(c.name, q.path)}(bit<32> index)"):
+        # what a register holds now: its value in the current window (0 in a new one)
+        kept = "{}" if endless else "(window == now ? {} : 0)"
+
+        def window_read() -> None:
+            if not endless:
                 decl(f"bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> {shift});")
-                decl("bit<32> window; bit<64> count; bit<64> sum;")
+                decl("bit<32> window;")
                 decl(f"r_{c.name}_window.read(window, index);")
-                decl(f"r_{c.name}_count.read(count, index);")
-                decl(f"r_{c.name}_sum.read(sum, index);")
                 decl(f"r_{c.name}_window.write(index, now);")
-                decl(f"r_{c.name}_count.write(index, (window == now ? count : 0) + 1);")
-                decl(f"r_{c.name}_sum.write(index, (window == now ? sum : 0) + (bit<64>){field_expr(q)});")
+
+        for path in counted_paths(spec):
+            params = "bit<32> index, bit<64> modulus" if not path else "bit<32> index"
+            with decl.block(f"action {update_action(c.name, path)}({params})"):
+                window_read()
+                decl("bit<64> count;")
+                decl(f"r_{c.name}_count.read(count, index);")
+                decl(f"count = {kept.format('count')} + 1;")
+                if not path:     # every(n): the n-th match reads 0 (the rule tests `== 0`)
+                    decl("r_" + c.name + "_count.write(index, count == modulus ? 0 : count);")
+                    continue
+                decl(f"r_{c.name}_count.write(index, count);")
+                q = next(f for f in updatable_fields(spec) if f.path == path)
+                decl("bit<64> sum;")
+                decl(f"r_{c.name}_sum.read(sum, index);")
+                decl(f"r_{c.name}_sum.write(index, {kept.format('sum')} + (bit<64>){field_expr(q)});")
         for fn in ("count", "sum"):
-            with decl.block(f"action load_{c.name}_{fn}(bit<32> index)"):
-                decl(f"bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> {shift});")
-                decl("bit<32> window; bit<64> value;")
-                decl(f"r_{c.name}_window.read(window, index);")
+            with decl.block(f"action {load_action(c.name, fn)}(bit<32> index)"):
+                if not endless:
+                    decl(f"bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> {shift});")
+                    decl("bit<32> window;")
+                    decl(f"r_{c.name}_window.read(window, index);")
+                decl("bit<64> value;")
                 decl(f"r_{c.name}_{fn}.read(value, index);")
-                decl(f"meta.camus.{SVAR_KEY} = window == now ? value : 0;")
+                decl(f"meta.camus.{SVAR_KEY} = {kept.format('value')};")
 
 
 def _emits(spec: Spec, lay: Layout, arch: str, opts: P4Options) -> str:

@@ -13,6 +13,7 @@ Table layout (`meta.state` carries the state id):
   t_<field>_any      key (meta.state: exact) -> set_state(next), applied when t_<field> misses
                      (the per-state default of exact and range tables: SRAM instead of TCAM)
   t_update<k>        v1model with windows: key (meta.state) -> update_<counter>_<field>(index)
+                     | update_<counter>_every(index, modulus): every(n)'s count, kept modulo n
   t_svar<i>_load     key (meta.state) -> load_<counter>_<fn>(index): the aggregate into meta
   t_svar<i>          key (meta.state, svar: range) -> set_state(next)
   t_leaf             key (meta.state: exact) -> set_mgid(g) | set_port(p) | drop_msg()
@@ -131,18 +132,31 @@ def window_shift(window_us: int) -> int | None:
 
 
 def update_action(counter: str, field_path: str) -> str:
-    return f"update_{counter}_{ident(field_path)}"
+    """The action a message's guard calls to count it in `counter`; every(n) (no field: "")
+    has its own, which keeps the count modulo n (no division on the switch: a compare)."""
+    return f"update_{counter}_{ident(field_path)}" if field_path else f"update_{counter}_every"
+
+
+def load_action(counter: str, fn: str) -> str:
+    """The action that loads a state function's value; every(n) reads its wrapped count."""
+    return f"load_{counter}_{'count' if fn == 'every' else fn}"
 
 
 def window_counters(spec: Spec, arch: str) -> list[Any]:
-    """The query_counters the switch program keeps registers for (v1model, power-of-two windows)."""
+    """The query_counters the switch program keeps registers for (v1model): power-of-two
+    windows (numbered with a shift) and endless counts (window 0: every(n)'s usual counter)."""
     if arch != "v1model":
         return []
-    return [c for c in spec.counters if window_shift(c.window_us) is not None]
+    return [c for c in spec.counters if c.window_us == 0 or window_shift(c.window_us) is not None]
 
 
 def updatable_fields(spec: Spec) -> list[QueryField]:
     return [q for q in spec.query_fields if q.width <= 64]
+
+
+def counted_paths(spec: Spec) -> list[str]:
+    """What a counter's update actions add up: each updatable field, then "" (every(n))."""
+    return [q.path for q in updatable_fields(spec)] + [""]
 
 
 STATE = KeyDecl("meta.state", "meta.camus.state", STATE_KEY_BITS, "exact")
@@ -156,6 +170,8 @@ def action_params(action: str) -> tuple[str, ...]:
     base = {a.name: a for a in BASE_ACTIONS}.get(action)
     if base is not None:
         return tuple(p for p, _ in base.params)
+    if action.startswith("update_") and action.endswith("_every"):
+        return ("index", "modulus")
     if action.startswith(("update_", "load_")):
         return ("index",)
     return {"set_code": ("code",)}.get(action, ())
@@ -197,12 +213,13 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
             tables.append(TableDecl(any_name, (STATE,), ("set_state", "NoAction"), opts.table_size))
     counters = window_counters(spec, opts.arch)
     if counters:
-        updates = [update_action(c.name, q.path) for c in counters for q in updatable_fields(spec)]
-        loads = [f"load_{c.name}_{fn}" for c in counters for fn in ("count", "sum")]
+        updates = [update_action(c.name, path) for c in counters for path in counted_paths(spec)]
+        loads = [load_action(c.name, fn) for c in counters for fn in ("count", "sum")]
         for c in counters:                         # P4Info lists them counter by counter
-            for name in [update_action(c.name, q.path) for q in updatable_fields(spec)] + \
-                    [f"load_{c.name}_{fn}" for fn in ("count", "sum")]:
-                actions[name] = ActionDecl(name, (("index", 32),))
+            for name in [update_action(c.name, path) for path in counted_paths(spec)] + \
+                    [load_action(c.name, fn) for fn in ("count", "sum")]:
+                actions[name] = ActionDecl(name, (("index", 32), ("modulus", 64)) if name.endswith("_every")
+                                           else (("index", 32),))
         for k in range(UPDATE_SLOTS):
             tables.append(TableDecl(f"t_update{k}", (STATE,), (*updates, "NoAction"), opts.table_size))
         svar = KeyDecl(SVAR_KEY, f"meta.camus.{SVAR_KEY}", SVAR_BITS, "range")

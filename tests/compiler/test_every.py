@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_entries import p4_tables
+from camus.compiler.backends.p4_entries import check_program_fit, p4_tables
+from camus.compiler.backends.p4_interp import EntryInterpreter
+from camus.compiler.backends.p4_program import program_text
+from camus.compiler.backends.p4_schema import P4Options
 from camus.compiler.codec.packets import message_from_text
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.cover import stateless_cover
@@ -84,9 +87,23 @@ def test_a_windowed_counter_restarts_the_count_each_window() -> None:
     assert hits == [500, 1500]          # 3rd of the window [0, 1000), 3rd of [1000, 2000)
 
 
-def test_earlier_hops_forward_by_the_cover_and_the_switch_refuses() -> None:
+def test_earlier_hops_forward_by_the_cover() -> None:
     assert stateless_cover("stock == GOOGL and every(10)") == "stock == GOOGL"
     assert stateless_cover("not every(3) and price > 5") == "price > 5"
-    spec = parse_spec(ITCH + SEQ, "itch.p4")
-    with pytest.raises(BackendError, match="every.*XDP hosts"):
-        p4_tables(compile_rules(spec, RULES).pipeline, spec)
+
+
+def test_the_switch_keeps_the_count_modulo_n_and_delivers_the_same() -> None:
+    """v1model: every(n)'s register wraps at n (a compare, no division); the entries, run by the
+    entry interpreter, deliver exactly what the IR does, on an endless and a windowed counter."""
+    spec = parse_spec(ITCH + SEQ + "@pragma query_counter(win, 1024, 4)\n", "itch.p4")
+    for rules, times in ((RULES, [0] * 240), ("every(3, win) : fwd(1)\nstock == AAPL and every(2) : fwd(2)\n",
+                                                [i * 200 for i in range(240)])):
+        c = compile_rules(spec, rules)
+        ir, switch = PipelineInterpreter(c.pipeline), EntryInterpreter(p4_tables(c.pipeline, spec))
+        for i, (m, now) in enumerate(zip(feed(spec), times)):
+            assert sorted(switch.run(m, now).ports) == sorted(ir.run(m, now).actions.ports), (rules, i)
+    text = program_text(spec, P4Options(arch="v1model"))
+    assert "action update_seq_every(bit<32> index, bit<64> modulus)" in text
+    assert "r_seq_count.write(index, count == modulus ? 0 : count);" in text
+    with pytest.raises(BackendError, match="use --arch v1model"):
+        check_program_fit(compile_rules(spec, RULES).pipeline, spec, "tna")

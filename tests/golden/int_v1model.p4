@@ -215,79 +215,103 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     register<bit<64>>(256) r_latency_window_sum;
     action update_latency_window_int_report_switch_id(bit<32> index) {
         bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
-        bit<32> window; bit<64> count; bit<64> sum;
+        bit<32> window;
         r_latency_window_window.read(window, index);
-        r_latency_window_count.read(count, index);
-        r_latency_window_sum.read(sum, index);
         r_latency_window_window.write(index, now);
-        r_latency_window_count.write(index, (window == now ? count : 0) + 1);
+        bit<64> count;
+        r_latency_window_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_latency_window_count.write(index, count);
+        bit<64> sum;
+        r_latency_window_sum.read(sum, index);
         r_latency_window_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.int_report.switch_id);
     }
     action update_latency_window_int_report_hop_latency(bit<32> index) {
         bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
-        bit<32> window; bit<64> count; bit<64> sum;
+        bit<32> window;
         r_latency_window_window.read(window, index);
-        r_latency_window_count.read(count, index);
-        r_latency_window_sum.read(sum, index);
         r_latency_window_window.write(index, now);
-        r_latency_window_count.write(index, (window == now ? count : 0) + 1);
+        bit<64> count;
+        r_latency_window_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_latency_window_count.write(index, count);
+        bit<64> sum;
+        r_latency_window_sum.read(sum, index);
         r_latency_window_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.int_report.hop_latency);
     }
     action update_latency_window_int_report_queue_occupancy(bit<32> index) {
         bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
-        bit<32> window; bit<64> count; bit<64> sum;
+        bit<32> window;
         r_latency_window_window.read(window, index);
-        r_latency_window_count.read(count, index);
-        r_latency_window_sum.read(sum, index);
         r_latency_window_window.write(index, now);
-        r_latency_window_count.write(index, (window == now ? count : 0) + 1);
+        bit<64> count;
+        r_latency_window_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_latency_window_count.write(index, count);
+        bit<64> sum;
+        r_latency_window_sum.read(sum, index);
         r_latency_window_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.int_report.queue_occupancy);
     }
     action update_latency_window_int_report_flow_dst(bit<32> index) {
         bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
-        bit<32> window; bit<64> count; bit<64> sum;
+        bit<32> window;
         r_latency_window_window.read(window, index);
-        r_latency_window_count.read(count, index);
-        r_latency_window_sum.read(sum, index);
         r_latency_window_window.write(index, now);
-        r_latency_window_count.write(index, (window == now ? count : 0) + 1);
+        bit<64> count;
+        r_latency_window_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_latency_window_count.write(index, count);
+        bit<64> sum;
+        r_latency_window_sum.read(sum, index);
         r_latency_window_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.int_report.flow_dst);
+    }
+    action update_latency_window_every(bit<32> index, bit<64> modulus) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
+        bit<32> window;
+        r_latency_window_window.read(window, index);
+        r_latency_window_window.write(index, now);
+        bit<64> count;
+        r_latency_window_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_latency_window_count.write(index, count == modulus ? 0 : count);
     }
     action load_latency_window_count(bit<32> index) {
         bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
-        bit<32> window; bit<64> value;
+        bit<32> window;
         r_latency_window_window.read(window, index);
+        bit<64> value;
         r_latency_window_count.read(value, index);
-        meta.camus.svar = window == now ? value : 0;
+        meta.camus.svar = (window == now ? value : 0);
     }
     action load_latency_window_sum(bit<32> index) {
         bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 17);
-        bit<32> window; bit<64> value;
+        bit<32> window;
         r_latency_window_window.read(window, index);
+        bit<64> value;
         r_latency_window_sum.read(value, index);
-        meta.camus.svar = window == now ? value : 0;
+        meta.camus.svar = (window == now ? value : 0);
     }
     table t_update0 {
         key = { meta.camus.state : exact @name("meta.state"); }
-        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; NoAction; }
+        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; update_latency_window_every; NoAction; }
         default_action = NoAction();
         size = 65536;
     }
     table t_update1 {
         key = { meta.camus.state : exact @name("meta.state"); }
-        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; NoAction; }
+        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; update_latency_window_every; NoAction; }
         default_action = NoAction();
         size = 65536;
     }
     table t_update2 {
         key = { meta.camus.state : exact @name("meta.state"); }
-        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; NoAction; }
+        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; update_latency_window_every; NoAction; }
         default_action = NoAction();
         size = 65536;
     }
     table t_update3 {
         key = { meta.camus.state : exact @name("meta.state"); }
-        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; NoAction; }
+        actions = { update_latency_window_int_report_switch_id; update_latency_window_int_report_hop_latency; update_latency_window_int_report_queue_occupancy; update_latency_window_int_report_flow_dst; update_latency_window_every; NoAction; }
         default_action = NoAction();
         size = 65536;
     }
