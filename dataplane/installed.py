@@ -47,6 +47,8 @@ class Installed:
     # root, bank, keys and rules; a crash leaves it here and the next command finishes or undoes it
     pending: dict | None = None
     app: str = ""                    # the application's name when the interface serves several
+    table_capacity: dict[str, int] = field(default_factory=dict)  # diagram maps attach grew past the
+                                                                   # defaults (EbpfLimits field -> size)
 
     @property
     def unit(self) -> str:
@@ -56,9 +58,9 @@ class Installed:
     def limits(self) -> EbpfLimits:
         """The limits the loaded program was built with (map capacities)."""
         if not self.bv_capacity:
-            return EbpfLimits()
+            return EbpfLimits(**self.table_capacity)
         words, bitmaps, segs = self.bv_capacity
-        return EbpfLimits(bv_words=words, max_bv_bitmaps=bitmaps, max_bv_segs=segs)
+        return EbpfLimits(bv_words=words, max_bv_bitmaps=bitmaps, max_bv_segs=segs, **self.table_capacity)
 
     @property
     def pins(self) -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 from camus.compiler.backends.ebpf_bitvector import sized_limits
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.ebpf_tables import MapContents, map_contents
+from camus.compiler.backends.ebpf_tables import MapContents, fitted_contents, map_contents
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
@@ -34,6 +34,8 @@ from .program import DataplaneError, XdpProgram, require_root
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
 XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
 GRACE_S = 0.05     # in-flight packets finish within an RCU grace period; generous margin
+TABLE_CAPACITY = ("max_states", "max_exact", "max_bounds", "max_rnodes", "max_rsub", "max_lpm", "max_updates",
+                  "max_labels")   # what attach may size past the defaults; kept for updates
 FAULT_ENV = "CAMUS_FAULT"   # crash tests: `CAMUS_FAULT=update:flipped` kills -9 the process there
 
 
@@ -142,9 +144,11 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     shutil.rmtree(attachment_dir(unit), ignore_errors=True)
     bits, specs = _port_specs(ports_path)
     try:
-        # map capacity from the rule set (with headroom for updates) unless given
-        limits = limits or sized_limits(compiled.pipeline, EbpfLimits(), len(compiled.spec.query_fields))
-        contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=0)
+        if limits is None:     # map capacity from the rule set, with headroom for updates
+            limits = sized_limits(compiled.pipeline, EbpfLimits(), len(compiled.spec.query_fields))
+            limits, contents = fitted_contents(compiled.pipeline, compiled.spec, limits, bits)
+        else:
+            contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=0)
     except BackendError as exc:
         raise DataplaneError(f"{unit}: {exc}" if app else str(exc)) from exc
     _ensure_bpffs()
@@ -184,7 +188,9 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
                          [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled.options, lines),
-                         list(bits) if bits is not None else None, app=app)
+                         list(bits) if bits is not None else None, app=app,
+                         table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
+                                         if getattr(limits, k) != getattr(EbpfLimits(), k)})
         _fault("attach:pinned")
         _save(inst)
         return inst

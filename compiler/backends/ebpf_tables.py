@@ -448,12 +448,41 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
         out.svar_cfg.append((sv.window_us * 1000, FN[sv.fn], field_index[sv.field] if sv.field else 0, sv.modulus))
 
     _mark_final(out)
-    top = max([p.root, *out.desc, *out.leaf], default=0)
-    for what, have, cap in (("state id", top + 1, lim.max_states), ("exact slots", out.xslot_count, lim.max_exact),
-                            ("range bounds", len(out.bounds), lim.max_bounds),
-                            ("range buckets", len(out.rnodes), lim.max_rnodes),
-                            ("range sub-tables", len(out.rsub), lim.max_rsub), ("LPM entries", len(out.lpm), lim.max_lpm),
-                            ("update entries", len(out.updates), lim.max_updates)):
-        if have > cap:
-            raise CapacityError(f"{what}: {have} needed, the maps hold {cap}")
+    for key, have in _needs(p, out).items():
+        if have > getattr(lim, key):
+            raise CapacityError(f"{_NEED_NAMES[key]}: {have} needed, the maps hold {getattr(lim, key)}")
     return out
+
+
+_NEED_NAMES = {"max_states": "state id", "max_exact": "exact slots", "max_bounds": "range bounds",
+               "max_rnodes": "range buckets", "max_rsub": "range sub-tables", "max_lpm": "LPM entries",
+               "max_updates": "update entries"}
+
+
+def _needs(p: Pipeline, out: MapContents) -> dict[str, int]:
+    """What a table set takes of each diagram map (EbpfLimits field -> entries)."""
+    top = max([p.root, *out.desc, *out.leaf], default=0)
+    return {"max_states": top + 1, "max_exact": out.xslot_count, "max_bounds": len(out.bounds),
+            "max_rnodes": len(out.rnodes), "max_rsub": len(out.rsub), "max_lpm": len(out.lpm),
+            "max_updates": len(out.updates)}
+
+
+def fitted_contents(p: Pipeline, spec: Spec, lim: EbpfLimits,
+                    ports: list[object] | None = None) -> tuple[EbpfLimits, MapContents]:
+    """`lim` with each diagram map grown where `p` needs more than it holds (one bank with a
+    quarter to spare, for updates that grow the rule set; both banks), and `p`'s bank-0 contents.
+    The layout does not depend on the map sizes, so one pass in maps too large to run out gives
+    both; the defaults stay where they suffice (the usual program, unchanged)."""
+    from dataclasses import replace
+    room: dict[str, Any] = {key: 1 << 30 for key in _NEED_NAMES} | {"max_states": STATE_FINAL // 2}
+    out = _contents(p, spec, replace(_half(lim), **room), ports)
+    grown: dict[str, Any] = {}
+    for key, have in _needs(p, out).items():
+        want = 2 * (1 << max(0, (have + have // 4 - 1).bit_length()))
+        if want > getattr(lim, key):
+            grown[key] = want
+    if grown.get("max_states", 0) > STATE_FINAL:
+        raise CapacityError(f"state id: {_needs(p, out)['max_states']} needed; an XDP program holds "
+                            f"{STATE_FINAL // 2} per bank")
+    out.bank = out.label_bank = 0
+    return replace(lim, **grown), out
