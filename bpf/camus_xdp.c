@@ -361,6 +361,7 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
             if (got.ports[w])
                 got.flags = CAMUS_LEAF_PORTS;
         }
+        got.flags |= b ? b->flags : 0;
     } else if (s->root_desc.kind == CAMUS_KIND_BV) {
         state = CAMUS_STATE_BV;                  /* the matching terms' leaves, united */
         if (!bv_classify(&s->root_desc, s->root, s->v, &got))

@@ -144,6 +144,9 @@ struct camus_svar {          /* one state variable's tumbling window */
 
 struct camus_bypass {        /* per bank: every port a rule forwards to (the cover of all filters) */
     __u64 ports[CAMUS_PORT_WORDS];
+    __u32 flags;                 /* CAMUS_LEAF_CALL when a rule has custom actions: the host's stack
+                                    is part of the cover (a DNS query still reaches the resolver) */
+    __u32 pad;
 };
 
 struct camus_overload {      /* per CPU: a token bucket in thousandths of a packet */

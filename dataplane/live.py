@@ -37,7 +37,7 @@ from camus.compiler.structure.live_tables import LiveTables, NeedsFullWrite
 from camus.compiler.structure.slicing import sort_ports
 
 from . import runtime
-from .maps import Bound, Leaf, MapSet, RNode, RSub, Slot, _lpm_key
+from .maps import Bound, Leaf, MapSet, RNode, RSub, Slot, _lpm_key, bypass_value
 from .maps import Desc as CDesc
 from .program import DataplaneError, require_root
 
@@ -74,7 +74,7 @@ def write_delta(maps: MapSet, md: MapDelta, descs: dict[int, Desc]) -> None:
     maps.update_many("leaf", u32, Leaf, [(u32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*w), flags, group, value))
                                          for s, (w, flags, group, value) in md.leaf.items()])
     if md.cover is not None:
-        maps.update("bypass", u32(md.bank), (ctypes.c_uint64 * PORT_WORDS)(*md.cover))
+        maps.update("bypass", u32(md.bank), bypass_value(md.cover, md.cover_flags))
     maps.cfg(runtime.CFG_ROOT, md.root)
 
 

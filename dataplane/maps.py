@@ -53,6 +53,15 @@ class LpmKey(ctypes.Structure):
     _fields_ = [("prefixlen", ctypes.c_uint32), ("data", ctypes.c_uint8 * 12)]
 
 
+class Bypass(ctypes.Structure):
+    c_struct = "camus_bypass"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+def bypass_value(ports: tuple[int, ...], flags: int) -> Bypass:
+    return Bypass((ctypes.c_uint64 * PORT_WORDS)(*ports), flags, 0)
+
+
 class Leaf(ctypes.Structure):
     c_struct = "camus_leaf"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("group", ctypes.c_uint32),
@@ -313,7 +322,7 @@ class MapSet:
         for k, (window_ns, fn, fld, modulus) in enumerate(c.svar_cfg):
             self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld, modulus))
         self.cfg(CFG_NSVARS, len(c.svar_cfg))
-        self.update("bypass", ctypes.c_uint32(c.label_bank), (ctypes.c_uint64 * PORT_WORDS)(*c.cover_ports))
+        self.update("bypass", ctypes.c_uint32(c.label_bank), bypass_value(c.cover_ports, c.cover_flags))
         self.cfg(CFG_ROOT, c.root)
 
     def write_ports(self, bits: list[object], specs: dict) -> None:

@@ -25,8 +25,8 @@ from ..ir.delta import PipelineDelta
 from ..ir.pipeline import ActionSet, MatchSpec
 from ..language.spec import Spec
 from .ebpf_program import EbpfLimits
-from .ebpf_tables import (KIND, RADIX_SUB, STATE_FINAL, CapacityError, Desc, MapContents, check_ports, exact_state,
-                          leaf_value, lpm_key_of, range_state)
+from .ebpf_tables import (KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, CapacityError, Desc, MapContents, check_ports,
+                          exact_state, leaf_value, lpm_key_of, range_state)
 from .ebpf_custom import check_custom
 from .emit import BackendError
 
@@ -57,6 +57,9 @@ class Region:
             self.free.setdefault(size, []).append(off)
 
 
+CALLS = ("custom actions",)     # in a leaf's counted ports: it calls custom actions (a tuple: never a port)
+
+
 @dataclass
 class MapDelta:
     """Entries to write before the root moves (children first), and the root."""
@@ -69,6 +72,7 @@ class MapDelta:
     lpm: dict[tuple[int, int, int], int] = field(default_factory=dict)
     leaf: dict[int, tuple[tuple[int, ...], int, int, int]] = field(default_factory=dict)
     cover: tuple[int, ...] | None = None         # the bypass cover, when the forwarded ports changed
+    cover_flags: int = 0                         # with it: LEAF_CALL when a live rule has custom actions
     bank: int = 0
 
     def writes(self) -> int:
@@ -82,7 +86,8 @@ class Held:
     sid: int
     storage: list[tuple[str, int, int]]          # (region, offset, size)
     lpm: list[tuple[int, int, int]]
-    ports: tuple[Any, ...] = ()                  # a leaf's ports (the bypass cover counts them)
+    ports: tuple[Any, ...] = ()                  # a leaf's ports (the bypass cover counts them), and
+                                                 # CALLS when it has custom actions (the stack is in the cover)
     tests: bool = False                          # a state that tests a field (not a final one)
 
 
@@ -163,8 +168,8 @@ class EbpfLayout:
         for n, a in delta.leaves.items():
             h = self.held[n]
             md.leaf[h.sid] = leaf_values[n]
-            h.ports = a.ports
-            self.port_refs.update(a.ports)
+            h.ports = a.ports + ((CALLS,) if a.calls else ())
+            self.port_refs.update(h.ports)
         md.root = self.ref(delta.root)
         retired: list[Held] = []
         for n in delta.removed:
@@ -174,7 +179,8 @@ class EbpfLayout:
             self.descs.pop(h.sid, None)
         self.port_refs = +self.port_refs
         if set(self.port_refs) != ports_before or not delta.old_root:
-            md.cover = self._mask.port_mask(tuple(self.port_refs))
+            md.cover = self._mask.port_mask(tuple(p for p in self.port_refs if p is not CALLS))
+            md.cover_flags = LEAF_CALL if CALLS in self.port_refs else 0
         if retired:
             self.quarantine.append((time.monotonic(), retired))
         self.root = md.root

@@ -51,6 +51,7 @@ class MapContents:
     svar_cfg: list[tuple[int, int, int, int]] = field(default_factory=list)    # window_ns, fn, field, modulus
     ports: list[object] = field(default_factory=list)                               # bit i -> logical port
     cover_ports: tuple[int, ...] = ()           # port words of every port a rule forwards to: the overload bypass
+    cover_flags: int = 0                        # LEAF_CALL when a rule has custom actions: the stack is in the cover
     xslot_count: int = 0                                                            # slots used, holes included
     bounds_base: int = 0                                                            # first bounds[] index
     rnodes_base: int = 0                                                            # first rnodes[] index
@@ -336,7 +337,7 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
 
     def ref(r: int) -> int:
         return r + dsub if r & RADIX_SUB else st(r)
-    out = MapContents(st(c.root), ports=c.ports, svar_cfg=c.svar_cfg, cover_ports=c.cover_ports,
+    out = MapContents(st(c.root), ports=c.ports, svar_cfg=c.svar_cfg, cover_ports=c.cover_ports, cover_flags=c.cover_flags,
                       xslot_count=c.xslot_count + dx,
                       bounds_base=db, rnodes_base=dr, rsub_base=dsub,
                       bounds=[(keys, tuple(st(v) if leaf else v + db for v in vals), n, leaf)
@@ -439,6 +440,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     for a in p.leaves.values():
         forwarded.update(a.ports)
     out.cover_ports = out.port_mask(tuple(forwarded))
+    out.cover_flags = LEAF_CALL if any(a.calls for a in p.leaves.values()) else 0
     for s, ups in p.state_updates.items():
         mask = 0
         for k in ups:

@@ -15,7 +15,7 @@ from camus.dataplane import maps
 from tests.conftest import ROOT
 
 STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
-           maps.SvarCfg, maps.BvSeg, maps.BvPrefixLeaf, maps.BvPlane]
+           maps.SvarCfg, maps.BvSeg, maps.BvPrefixLeaf, maps.BvPlane, maps.Bypass]
 CONSTANTS = {
     "CAMUS_PORT_WORDS": ebpf_tables.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_tables.MAX_PROBE,
     "CAMUS_FANOUT": ebpf_tables.FANOUT, "CAMUS_RADIX_SUB": ebpf_tables.RADIX_SUB,

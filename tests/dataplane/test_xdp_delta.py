@@ -9,6 +9,7 @@ import random
 import pytest
 
 from camus.compiler.backends.ebpf_delta import EbpfLayout
+from camus.compiler.backends.ebpf_tables import LEAF_CALL
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.ebpf_tables import MapContents
 from camus.compiler.backends.emit import BackendError
@@ -41,6 +42,15 @@ def _siena_line(rng: random.Random) -> str:
         value = f'"{rng.choice(["alpha", "tango", "echo"])}"' if a == "a2" else str(rng.choice([0, 5, 20, 50, 99]))
         rels.append(f"{a} {rng.choice(['==', '<', '>', '!='])} {value}")
     return " and ".join(rels) + f" : fwd({rng.randint(1, 32)})"
+
+
+def cover_flags(live: "Live") -> int:
+    import ctypes
+
+    from camus.dataplane.maps import Bypass
+    value = Bypass()
+    assert live.prog.maps.lookup("bypass", ctypes.c_uint32(live.bank), value)
+    return value.flags
 
 
 class Live:
@@ -173,6 +183,10 @@ def test_an_ila_task_moves_by_a_delta_and_custom_actions_the_program_cannot_run_
         assert Ether(live.prog.run(frame).packet[8:])[IPv6].dst == "2001:db8:a:1::1:42"
         live.change([moved], [first])
         assert Ether(live.prog.run(frame).packet[8:])[IPv6].dst == "2001:db8:b:7::1:42"
+        # the overload bypass's cover follows: the host's stack is in it while a rule calls
+        assert cover_flags(live) == LEAF_CALL
+        live.change(["ipv6.dst == 2001:db8::/32 : fwd(1)"], [moved])
+        assert cover_flags(live) == 0
     finally:
         live.close()
     itch = Live(load_spec(APPS / "itch" / "itch.p4"))

@@ -148,3 +148,25 @@ def test_any_name_bytes_get_what_the_reference_gives(dns_prog: XdpProgram, name:
     a = want[0].actions
     assert (CONTENTS[0].ports_of(ports), bool(flags & LEAF_DROP), bool(flags & LEAF_CALL)) == \
         (tuple(a.ports), a.drop, bool(a.calls)), name
+
+
+def test_under_overload_bypass_queries_still_reach_the_host(dns_prog: XdpProgram) -> None:
+    """The bypass cover includes the host's stack when a rule has custom actions: a query XDP
+    would have answered is not answered (no filtering), but goes up to the resolver with the
+    cover's ports, never dropped for want of a port."""
+    from camus.compiler.backends.ebpf_tables import LEAF_CALL
+    from camus.dataplane.maps import CFG_BYPASS_PPS
+    pkt = query("www.example.com")
+    dns_prog.maps.cfg(CFG_BYPASS_PPS, 100)              # a bucket of one packet, refilled every 10 ms
+    try:
+        verdicts = []
+        for _ in range(60):
+            before = dns_prog.stats()["bypassed"]
+            r = dns_prog.classify(pkt)
+            if dns_prog.stats()["bypassed"] > before:
+                assert r.verdict == "XDP_PASS" and r.flags & LEAF_CALL, r     # to the stack (and port 2)
+                assert set(CONTENTS[0].ports_of(r.messages[0][2])) == {2}
+            verdicts.append(r.verdict)
+        assert verdicts.count("XDP_TX") >= 1 and verdicts.count("XDP_PASS") >= 20, verdicts
+    finally:
+        dns_prog.maps.cfg(CFG_BYPASS_PPS, 0)
