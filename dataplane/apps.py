@@ -29,6 +29,7 @@ from . import runtime
 from .installed import PIN_ROOT, STATE_ROOT, Installed, load_installed, pin_dir, unit_name, valid_app, valid_iface
 from .maps import MapSet
 from .program import DataplaneError, _bcc, require_root
+from .testrun import _libbpf
 
 MAX_APPS = 16                     # bpf/camus_dispatch.c CAMUS_MAX_APPS (4 bits of a copy's mark)
 KEY_ETHER = 1 << 16               # a key: which array (dispatch_ether / dispatch_udp) | the value
@@ -124,8 +125,7 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
         bpf, fn = _load_dispatcher()
         for key, slot in keys.items():
             write_key(bpf, key, slot)
-        lib = MapSet({}).lib
-        lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
+        lib = _libbpf()
         for slot, inst in enumerate(done):
             fd = lib.bpf_obj_get(str(inst.pins / "prog_xdp").encode())
             if fd < 0:
@@ -139,11 +139,7 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
         if lib.bpf_obj_pin(fn.fd, str(pin_dir(iface) / "prog_dispatch").encode()) < 0:
             raise DataplaneError(f"could not pin the dispatcher under {pin_dir(iface)}")
         runtime._fault("apps:pinned")
-        try:
-            bpf.attach_xdp(iface.encode(), fn, runtime.XDP_FLAGS[mode] | runtime.XDP_FLAGS_UPDATE_IF_NOEXIST)
-        except Exception as exc:
-            raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
-                                 "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
+        runtime.attach_xdp(bpf, fn, iface, mode)
         attached = True
         record = {"iface": iface, "mode": mode, "apps": [a.name for a in apps],
                   "keys": {str(k): s for k, s in sorted(keys.items())}}
@@ -200,9 +196,7 @@ def remove_leftover_apps(iface: str) -> int:
 def dispatch_counts(iface: str) -> dict[str, int]:
     """Frames the dispatcher handed to each app, and `unclaimed` (passed to the stack)."""
     record = load_record(iface)
-    lib = MapSet({}).lib
-    lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
-    fd = lib.bpf_obj_get(str(pin_dir(iface) / "dispatch_stats").encode())
+    fd = _libbpf().bpf_obj_get(str(pin_dir(iface) / "dispatch_stats").encode())
     if fd < 0:
         raise DataplaneError(f"cannot open {pin_dir(iface) / 'dispatch_stats'}: detach and attach again")
     maps = MapSet({"dispatch_stats": fd}, owned=True)

@@ -166,11 +166,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
         _fault("attach:tc")
         if not app:
-            try:
-                prog.bpf.attach_xdp(iface.encode(), prog.fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
-            except Exception as exc:
-                raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
-                                     "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
+            attach_xdp(prog.bpf, prog.fn, iface, mode)
             attached = True
         _fault("attach:xdp")
         maps = prog.maps
@@ -205,6 +201,15 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         raise
     finally:
         prog.close()                                  # pins and the attachment keep it alive
+
+
+def attach_xdp(bpf, fn, iface: str, mode: str) -> None:
+    """Attach a loaded XDP program (the classifier, or the dispatcher of several apps)."""
+    try:
+        bpf.attach_xdp(iface.encode(), fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
+    except Exception as exc:
+        raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
+                             "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
 
 
 def _remove_xdp(iface: str, mode: str) -> None:
