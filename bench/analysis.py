@@ -91,8 +91,10 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
     totals = per_sub.groupBy(*KEYS).agg(
         F.sum("delivered").alias("delivered"), F.sum("correct").alias("correct"),
         F.sum("expected").alias("expected"), F.sum("duplicates").alias("duplicates"))
+    if "bpf_s" not in runs.columns:               # runs recorded before BPF run time was kept
+        runs = runs.withColumn("bpf_s", F.lit(0.0))
     summary = (runs.select(*KEYS, "sent_messages", "send_seconds", "started", "broker_cpu_s", "system_busy_s",
-                           "softirq_s")
+                           "softirq_s", "bpf_s")
                .join(totals, KEYS, "left").join(timing, KEYS, "left")
                .fillna(0, ["delivered", "correct", "expected", "duplicates", "delivered_copies", "packets"])
                .withColumn("delivered_msgs_per_s",
@@ -114,6 +116,13 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
                .withColumn("mmsgs", F.col("sent_messages") / 1e6)
                .withColumn("broker_cpu_s_per_mmsg", F.when(F.col("mmsgs") > 0, F.col("broker_cpu_s") / F.col("mmsgs")))
                .withColumn("system_cpu_s_per_mmsg", F.when(F.col("mmsgs") > 0, F.col("system_busy_s") / F.col("mmsgs")))
+               # CPU per delivered copy (bench/report.py says how): the broker's processes plus the
+               # machine's softirq time (where XDP and TC run), and the part in camus-xdp's programs
+               .withColumn("cpu_ns_per_msg", F.when(F.col("delivered_copies") > 0,
+                                                    (F.col("broker_cpu_s") + F.col("softirq_s")) * 1e9
+                                                    / F.col("delivered_copies")))
+               .withColumn("bpf_ns_per_msg", F.when(F.col("delivered_copies") > 0,
+                                                    F.col("bpf_s") * 1e9 / F.col("delivered_copies")))
                .drop("mmsgs", "started", "last_rx_s"))
     cdf = (lat.groupBy(*KEYS).agg(F.percentile_approx("latency_us", CDF_POINTS, ACCURACY).alias("q"))
            .select(*KEYS, F.posexplode("q").alias("i", "latency_us"))
@@ -149,6 +158,8 @@ def headline(summary_rows: list[dict], subscribers: int | None = None, maxrate: 
             cell["input_msgs_per_s"] = r.get("input_msgs_per_s")
             cell["loss"] = r["loss"]
             cell["precision"] = r["precision"]
+            cell["cpu_ns_per_msg"] = r.get("cpu_ns_per_msg")
+            cell["bpf_ns_per_msg"] = r.get("bpf_ns_per_msg")
         else:
             cell["p99_us"] = r["p99_us"]
             cell["p50_us"] = r["p50_us"]
@@ -165,6 +176,9 @@ def headline(summary_rows: list[dict], subscribers: int | None = None, maxrate: 
             mine, theirs = xdp.get(subs, {}).get("delivered_msgs_per_s"), cell.get("delivered_msgs_per_s")
             if mine and theirs:
                 out.setdefault("ratios", {})[f"ratio_xdp_to_{name}@{subs}"] = round(mine / theirs, 2)
+            mine, theirs = xdp.get(subs, {}).get("cpu_ns_per_msg"), cell.get("cpu_ns_per_msg")
+            if mine and theirs:      # their CPU per message over ours: how many times cheaper
+                out.setdefault("cpu_ratios", {})[f"ratio_xdp_to_{name}@{subs}"] = round(theirs / mine, 2)
             mine, theirs = xdp.get(subs, {}).get("max_lossless_msgs_per_s"), cell.get("max_lossless_msgs_per_s")
             if mine and theirs:
                 out.setdefault("lossless_ratios", {})[f"ratio_xdp_to_{name}@{subs}"] = round(mine / theirs, 2)
@@ -176,6 +190,9 @@ def headline(summary_rows: list[dict], subscribers: int | None = None, maxrate: 
             vals = [v for k, v in out.get("lossless_ratios", {}).items() if k.startswith(f"ratio_xdp_to_{name}@")]
             if vals:
                 out[f"lossless_ratio_xdp_to_{name}"] = min(vals)
+            vals = [v for k, v in out.get("cpu_ratios", {}).items() if k.startswith(f"ratio_xdp_to_{name}@")]
+            if vals:
+                out[f"cpu_ratio_xdp_to_{name}"] = min(vals)
     return out
 
 

@@ -128,8 +128,8 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
     md += ["## All runs", "",
            "| broker | subscribers | subscriptions | phase | sent msgs | delivered | wanted msgs/s | all copies/s | "
            "input msgs/s | packets/s | loss | precision | dup | p50 µs | p99 µs | p99.9 µs | broker CPU s/M msgs | "
-           "system CPU s/M msgs |",
-           "| --- |" + " ---: |" * 17]
+           "system CPU s/M msgs | CPU ns/delivered | in BPF ns/delivered |",
+           "| --- |" + " ---: |" * 19]
     for r in summary:
         md.append(f"| {r['broker']} | {r['subscribers']} | {r['subscriptions']:,} | {r['phase']} | "
                   f"{r['sent_messages']:,} | {r['delivered']:,} | {_fmt(r.get('wanted_msgs_per_s'), 'rate')} | "
@@ -137,9 +137,16 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
                   f"{_fmt(r['packets_per_s'], 'rate')} | {_fmt(r['loss'], 'pct')} | {_fmt(r['precision'], 'pct')} | "
                   f"{r['duplicates']:,} | {_fmt(r['p50_us'], 'us')} | {_fmt(r['p99_us'], 'us')} | "
                   f"{_fmt(r['p999_us'], 'us')} | {_fmt(r['broker_cpu_s_per_mmsg'])} | "
-                  f"{_fmt(r['system_cpu_s_per_mmsg'])} |")
+                  f"{_fmt(r['system_cpu_s_per_mmsg'])} | {_fmt(r.get('cpu_ns_per_msg'))} | "
+                  f"{_fmt(r.get('bpf_ns_per_msg'))} |")
     md += ["", "camus-xdp works in the kernel's softirq, not in a process: its broker CPU column is 0; "
-           "compare the system CPU column (the whole machine: sender, broker and receivers).", ""]
+           "compare the system CPU column (the whole machine: sender, broker and receivers).", "",
+           "CPU ns/delivered: (the broker's process CPU time + the machine's softirq time during the phase) / "
+           "copies delivered to subscribers. XDP and TC run in softirq, so camus-xdp's cost is all there; a "
+           "userspace broker pays its process time plus the softirq of its sockets. Softirq also holds the "
+           "sender's and the receivers' packet work, the same for every broker, so the ratio understates the "
+           "difference. In BPF ns/delivered: the part the kernel timed inside camus-xdp's own programs "
+           "(kernel.bpf_stats_enabled: run_time_ns of camus_xdp, camus_tc_in, camus_tc_out, ...).", ""]
     md += ["## Per subscriber (latency phase)", "",
            "| broker | subscriptions | subscriber | expected | delivered | precision | recall |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

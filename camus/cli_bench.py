@@ -106,5 +106,8 @@ def _print_headline(out: Path, head: dict) -> None:
             flat[f"{b}_p99_us@{subs}"] = c.get("p99_us")
             if c.get("max_lossless_msgs_per_s"):
                 flat[f"{b}_max_lossless_msgs_per_s@{subs}"] = c["max_lossless_msgs_per_s"]
-    flat.update({k: v for k, v in head.items() if k.startswith(("ratio_xdp_to_", "lossless_ratio_xdp_to_"))})
+            if c.get("cpu_ns_per_msg"):
+                flat[f"cpu_ns_per_msg_{b}@{subs}"] = round(c["cpu_ns_per_msg"])
+    flat.update({k: v for k, v in head.items()
+                 if k.startswith(("ratio_xdp_to_", "lossless_ratio_xdp_to_", "cpu_ratio_xdp_to_"))})
     click.echo(json.dumps(flat))

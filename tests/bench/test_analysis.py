@@ -84,6 +84,11 @@ def test_known_answers(spark, run_dir: Path) -> None:
     # wanted deliveries: xdp 15 in 0.5 s, mosquitto 10 of its 12 (2 unwanted) in 2 s
     assert rows[("mosquitto", "throughput")]["wanted_msgs_per_s"] == pytest.approx(10 / 2)
     assert head["ratio_xdp_to_mosquitto"] == pytest.approx(6.0)
+    # CPU per delivered copy: (process + softirq) / copies; runs without bpf_s read it as 0
+    assert rows[("xdp", "throughput")]["cpu_ns_per_msg"] == pytest.approx(0.1e9 / 15)
+    assert rows[("mosquitto", "throughput")]["cpu_ns_per_msg"] == pytest.approx(0.7e9 / 12)
+    assert rows[("xdp", "throughput")]["bpf_ns_per_msg"] == 0.0
+    assert head["cpu_ratio_xdp_to_mosquitto"] == pytest.approx((0.7e9 / 12) / (0.1e9 / 15), rel=1e-2)
     # the feed worked through: 10 sent, 14/15 of the deliveries made, last one 2 s after the start
     assert x["input_msgs_per_s"] == pytest.approx(10 * 14 / 15 / 2.0)
     assert head["brokers"]["xdp"]["10"]["p99_us"] == 100.0
@@ -100,6 +105,10 @@ def test_headline_ratios_use_the_slowest_configuration() -> None:
     rows = [{"broker": b, "subscribers": 8, "subscriptions": s, "phase": "throughput", "delivered_msgs_per_s": v,
              "loss": 0.0, "precision": 1.0} for b, s, v in
             (("xdp", 1000, 100.0), ("xdp", 100000, 90.0), ("py", 1000, 10.0), ("py", 100000, 3.0))]
+    for r, cpu in zip(rows, (50.0, 60.0, 1000.0, 3000.0)):
+        r["cpu_ns_per_msg"] = cpu
     h = headline(rows)
     assert h["ratios"] == {"ratio_xdp_to_py@1000": 10.0, "ratio_xdp_to_py@100000": 30.0}
     assert h["ratio_xdp_to_py"] == 10.0
+    assert h["cpu_ratios"] == {"ratio_xdp_to_py@1000": 20.0, "ratio_xdp_to_py@100000": 50.0}
+    assert h["cpu_ratio_xdp_to_py"] == 20.0
