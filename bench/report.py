@@ -146,7 +146,8 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
            "userspace broker pays its process time plus the softirq of its sockets. Softirq also holds the "
            "sender's and the receivers' packet work, the same for every broker, so the ratio understates the "
            "difference. In BPF ns/delivered: the part the kernel timed inside camus-xdp's own programs "
-           "(kernel.bpf_stats_enabled: run_time_ns of camus_xdp, camus_tc_in, camus_tc_out, ...).", ""]
+           "(kernel.bpf_stats_enabled: run_time_ns of camus_xdp and camus_tc_in, which includes the copies' "
+           "egress pruning: bpf_clone_redirect runs it inline).", ""]
     md += ["## Per subscriber (latency phase)", "",
            "| broker | subscriptions | subscriber | expected | delivered | precision | recall |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
