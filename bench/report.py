@@ -67,12 +67,12 @@ def _plots(run_dir: Path, summary: list[dict], cdf: list[dict]) -> list[str]:
     made = []
     thr = [dict(r, delivered_msgs_per_s=r.get("wanted_msgs_per_s") or r["delivered_msgs_per_s"])
            for r in summary if r["phase"] == "throughput" and r["delivered_msgs_per_s"]]
-    def throughput_plot(x: str, fixed: str, value: int, name: str, xscale: str, title: str) -> None:
+    def plot(metric: str, ylabel: str, x: str, fixed: str, value: int, name: str, xscale: str, title: str) -> None:
         fig, ax = plt.subplots(figsize=(7, 4))
         for b in _brokers(thr):
-            pts = sorted((r[x], r["delivered_msgs_per_s"]) for r in thr if r["broker"] == b and r[fixed] == value)
+            pts = sorted((r[x], r[metric]) for r in thr if r["broker"] == b and r[fixed] == value and r.get(metric))
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL.get(b, b))
-        ax.set(xscale=xscale, yscale="log", xlabel=x, ylabel="delivered messages/s", title=title)
+        ax.set(xscale=xscale, yscale="log", xlabel=x, ylabel=ylabel, title=title)
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=.3)
         fig.tight_layout()
@@ -80,14 +80,20 @@ def _plots(run_dir: Path, summary: list[dict], cdf: list[dict]) -> list[str]:
         plt.close(fig)
         made.append(name)
 
+    # throughput, and CPU per delivered message (process + softirq: the method in the report)
+    metrics = (("delivered_msgs_per_s", "delivered messages/s", "throughput", "Throughput"),
+               ("cpu_ns_per_msg", "CPU ns per delivered message", "cpu", "CPU per delivered message"))
     if thr:
         n = max(r["subscribers"] for r in thr)
-        throughput_plot("subscriptions", "subscribers", n, "throughput_vs_subscriptions.png", "log",
-                        f"Throughput vs subscriptions ({n} subscribers)")
-        if len({r["subscribers"] for r in thr}) > 1:
-            m = max(r["subscriptions"] for r in thr)
-            throughput_plot("subscribers", "subscriptions", m, "throughput_vs_subscribers.png", "linear",
-                            f"Throughput vs subscribers ({m:,} subscriptions)")
+        m = max(r["subscriptions"] for r in thr)
+        for metric, ylabel, stem, title in metrics:
+            if not any(r.get(metric) for r in thr):
+                continue
+            plot(metric, ylabel, "subscriptions", "subscribers", n, f"{stem}_vs_subscriptions.png", "log",
+                 f"{title} vs subscriptions ({n} subscribers)")
+            if len({r["subscribers"] for r in thr}) > 1:
+                plot(metric, ylabel, "subscribers", "subscriptions", m, f"{stem}_vs_subscribers.png", "linear",
+                     f"{title} vs subscribers ({m:,} subscriptions)")
     lat = [r for r in cdf if r["phase"] == "latency" and r["latency_us"] is not None]
     if lat:
         n = max(r["subscribers"] for r in lat)

@@ -99,6 +99,7 @@ def test_known_answers(spark, run_dir: Path) -> None:
     assert "| camus-xdp | 30 | 0.00% | 100.0 | 1 (itself) |" in report
     assert (run_dir / "results" / "report.html").exists()
     assert (run_dir / "results" / "plots" / "latency_cdf_10.png").exists()
+    assert (run_dir / "results" / "plots" / "cpu_vs_subscriptions.png").exists()
 
 
 def test_headline_ratios_use_the_slowest_configuration() -> None:
