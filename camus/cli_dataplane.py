@@ -258,10 +258,16 @@ def register(main: click.Group) -> None:
     @main.command()
     def status() -> None:
         """Interfaces with camus-xdp attached."""
-        from camus.dataplane import runtime
+        from camus.dataplane import apps, runtime
         rows = runtime.installed()
         if not rows:
             click.echo("camus-xdp is not attached anywhere")
+        for rec in apps.shared_interfaces():
+            by_app: dict[int, list[str]] = {}
+            for key, slot in rec["keys"].items():
+                by_app.setdefault(slot, []).append(apps.describe_key(int(key)))
+            click.echo(f"{rec['iface']}: {rec['mode']} XDP dispatcher for {len(rec['apps'])} apps: " +
+                       "; ".join(f"{name} ({', '.join(by_app.get(i, []))})" for i, name in enumerate(rec["apps"])))
         for inst in rows:
             gone = "" if runtime.interface_exists(inst.iface) else "  [interface gone: run `detach` to clean up]"
             name = f"{inst.iface} app {inst.app}" if inst.app else inst.iface

@@ -50,11 +50,13 @@ class App:
 def dispatch_keys(spec: Spec) -> dict[int, str]:
     """The dispatcher keys a spec claims, each with how to say it in an error."""
     if spec.framing.kind in ATTRS_FRAMINGS:
-        return {KEY_ETHER | ETHERTYPE_ATTRS: f"EtherType 0x{ETHERTYPE_ATTRS:04x}"}
-    if not spec.udp_ports:
+        keys = [KEY_ETHER | ETHERTYPE_ATTRS]
+    elif not spec.udp_ports:
         raise DataplaneError(f"spec {spec.name!r} takes any UDP port (no `@pragma udp_port(N)`), so it cannot "
                              "share an interface: give it its feed's port(s)")
-    return {KEY_UDP | p: f"UDP port {p}" for p in spec.udp_ports}
+    else:
+        keys = [KEY_UDP | p for p in spec.udp_ports]
+    return {k: describe_key(k) for k in keys}
 
 
 def plan(apps: list[App]) -> dict[int, int]:
@@ -78,6 +80,16 @@ def plan(apps: list[App]) -> dict[int, int]:
 
 def dispatch_record_path(iface: str) -> Path:
     return STATE_ROOT / "dispatch" / f"{valid_iface(iface)}.json"
+
+
+def shared_interfaces() -> list[dict]:
+    """The dispatch record of every interface serving several apps."""
+    folder = STATE_ROOT / "dispatch"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
+
+
+def describe_key(key: int) -> str:
+    return f"EtherType 0x{key & 0xFFFF:04x}" if key & KEY_ETHER else f"UDP port {key & 0xFFFF}"
 
 
 def load_record(iface: str) -> dict:

@@ -92,6 +92,8 @@ def test_three_apps_share_a_veth_each_with_its_rules_counters_and_updates(apps_l
     assert "dispatch:" in whole and "[itch]" in whole and "[kafka]" in whole, whole
     status = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
     assert f"{BRK} app kafka" in status, status
+    assert f"{BRK}: {mode} XDP dispatcher for 3 apps: itch (UDP port 26400); kafka (UDP port 9092); " \
+           "attrs (EtherType 0x9001)" in status, status
 
     assert "detached with their interface" in str(pytest.raises(DataplaneError, runtime.detach, f"{BRK}@itch").value)
     runtime.detach(BRK)
