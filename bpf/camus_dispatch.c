@@ -23,6 +23,7 @@
 #include <uapi/linux/ip.h>
 #include <uapi/linux/ipv6.h>
 #include <uapi/linux/udp.h>
+/*@CAMUS_L2_H@*/
 
 #define CAMUS_MAX_APPS       16          /* the app id is 4 bits of a TC copy's mark (camus_xdp.h) */
 #define CAMUS_DISPATCH_OTHER CAMUS_MAX_APPS      /* dispatch_stats: frames no application claimed */
@@ -66,20 +67,10 @@ static __always_inline __u32 udp_app(void *l3, __u16 proto, void *end) {
 int camus_dispatch(struct xdp_md *ctx) {
     void *data = (void *)(long)ctx->data;
     void *end = (void *)(long)ctx->data_end;
-    struct ethhdr *eth = data;
-    if ((void *)(eth + 1) > end)
+    __u16 proto;
+    void *l3 = camus_l2(data, end, &proto);
+    if (!l3)
         goto other;
-    __u16 proto = eth->h_proto;
-    void *l3 = eth + 1;
-    #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
-            break;
-        if (l3 + 4 > end)
-            goto other;
-        proto = *(__u16 *)(l3 + 2);
-        l3 += 4;
-    }
     __u32 key = bpf_ntohs(proto);
     __u32 *by_type = dispatch_ether.lookup(&key);
     __u32 app = by_type ? *by_type : 0;

@@ -18,6 +18,7 @@
 #include <uapi/linux/udp.h>
 
 /*@CAMUS_XDP_H@*/
+/*@CAMUS_L2_H@*/
 /*@CAMUS_GEN_H@*/
 
 BPF_ARRAY(cfg, __u32, CAMUS_CFG_MAX);
@@ -603,20 +604,10 @@ int camus_xdp(struct xdp_md *ctx) {
     void *end = (void *)(long)ctx->data_end;
     count(CAMUS_STAT_PACKETS);
 
-    struct ethhdr *eth = data;
-    if ((void *)(eth + 1) > end)
+    __u16 proto;
+    void *l3 = camus_l2(data, end, &proto);
+    if (!l3)
         goto other;
-    __u16 proto = eth->h_proto;
-    void *l3 = eth + 1;
-    #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
-            break;
-        if (l3 + 4 > end)
-            goto other;
-        proto = *(__u16 *)(l3 + 2);
-        l3 += 4;
-    }
 #if CAMUS_FRAMING_ATTRS
     /* EtherType 0x9001: one message of attributes, no IP/UDP (camus_attrs.h) */
     if (proto != bpf_htons(CAMUS_ETHERTYPE_ATTRS))

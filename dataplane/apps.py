@@ -102,7 +102,8 @@ def load_record(iface: str) -> dict:
 def _load_dispatcher():
     from camus.data import bpf_dir
     bcc = _bcc()
-    source = (bpf_dir() / "camus_dispatch.c").read_text()
+    source = (bpf_dir() / "camus_dispatch.c").read_text().replace(
+        "/*@CAMUS_L2_H@*/", (bpf_dir() / "camus_l2.h").read_text())
     try:
         bpf = bcc.BPF(text=source.encode())
         fn = bpf.load_func(b"camus_dispatch", bcc.BPF.XDP)

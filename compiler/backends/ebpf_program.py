@@ -257,6 +257,7 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     bpf = files("camus.bpf")                    # bpf/, shipped as package data
     shared = bpf.joinpath("camus_xdp.h").read_text()
     main = bpf.joinpath("camus_xdp.c").read_text().replace("/*@CAMUS_BV_H@*/", bpf.joinpath("camus_bv.h").read_text())
+    main = main.replace("/*@CAMUS_L2_H@*/", bpf.joinpath("camus_l2.h").read_text())
     main = main.replace("/*@CAMUS_ATTRS_H@*/", bpf.joinpath("camus_attrs.h").read_text()
                         if spec.framing.kind in ATTRS_FRAMINGS else "")
     main = main.replace("/*@CAMUS_TOPIC_H@*/", bpf.joinpath("camus_topic.h").read_text() if spec.topics else "")
