@@ -10,16 +10,13 @@ is one JSON object.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 
 from scapy.layers.dns import DNS, DNSQR, DNSRROPT
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from camus.bench.single_runs import time_cases
+from camus.bench.single_runs import bench_main, time_cases
 from camus.data import apps_dir
 
 
@@ -46,20 +43,9 @@ def measure(n: int) -> dict[str, int]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, action="append", help="answered names besides the app's (default 1000 100000)")
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("needs root (BPF_PROG_TEST_RUN)", file=sys.stderr)
-        return 1
-    figures = {}
-    print(f"{'names':>8} {'answered':>9} {'wildcard':>9} {'resolver':>9} {'dropped':>8}   ns per query")
-    for n in args.n or [1000, 100000]:
-        f = measure(n)
-        figures[str(n)] = f
-        print(f"{n:>8} {f['answered']:>9} {f['answered_wildcard']:>9} {f['to_resolver']:>9} {f['dropped']:>8}")
-    print(json.dumps(figures))
-    return 0
+    return bench_main(__doc__ or "", "answered names besides the app's", "names",
+                      [("answered", "answered"), ("answered_wildcard", "wildcard"), ("to_resolver", "resolver"),
+                       ("dropped", "dropped")], "ns per query", measure)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,9 @@ destination); the last line is one JSON object.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 
-from camus.bench.single_runs import frame_of, time_cases
+from camus.bench.single_runs import bench_main, frame_of, time_cases
 from camus.bench.feeds import HICN_NAMES, ILA_SIR, hicn_messages, ila_identifier
 from camus.data import apps_dir
 
@@ -61,22 +58,10 @@ def measure(n: int) -> dict[str, int]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, action="append", help="identifier rules / metered names (default 1000 100000)")
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        print("needs root (BPF_PROG_TEST_RUN)", file=sys.stderr)
-        return 1
-    figures = {}
-    print(f"{'rules':>8} {'ILA rewritten':>14} {'ILA unknown':>12} {'hICN metered':>13} {'hICN by name':>13} "
-          f"{'hICN data':>10}   ns per packet")
-    for n in args.n or [1000, 100000]:
-        f = measure(n)
-        figures[str(n)] = f
-        print(f"{n:>8} {f['ila_rewritten']:>14} {f['ila_unknown']:>12} {f['hicn_metered']:>13} "
-              f"{f['hicn_by_name']:>13} {f['hicn_data']:>10}")
-    print(json.dumps(figures))
-    return 0
+    return bench_main(__doc__ or "", "identifier rules / metered names", "rules",
+                      [("ila_rewritten", "ILA rewritten"), ("ila_unknown", "ILA unknown"),
+                       ("hicn_metered", "hICN metered"), ("hicn_by_name", "hICN by name"), ("hicn_data", "hICN data")],
+                      "ns per packet", measure)
 
 
 if __name__ == "__main__":

@@ -49,3 +49,27 @@ def frame_of(msg: dict[str, int]):
     def build(spec: Spec) -> bytes:
         return build_packet(spec, [msg], **packet_addresses(spec, msg))
     return build
+
+
+def bench_main(doc: str, n_help: str, count_label: str, columns: list[tuple[str, str]], unit: str,
+               measure) -> int:
+    """The command line of an app bench: `-n N` (repeatable, default 1K and 100K), one table row
+    per N of `measure(N)`'s figures under `columns` ((key, title) pairs), then the JSON of all."""
+    import argparse
+    import json
+    import os
+    import sys
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", type=int, action="append", help=f"{n_help} (default 1000 100000)")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("needs root (BPF_PROG_TEST_RUN)", file=sys.stderr)
+        return 1
+    figures = {}
+    print(f"{count_label:>8} " + " ".join(f"{title:>{len(title) + 1}}" for _, title in columns) + f"   {unit}")
+    for n in args.n or [1000, 100000]:
+        f = measure(n)
+        figures[str(n)] = f
+        print(f"{n:>8} " + " ".join(f"{f[key]:>{len(title) + 1}}" for key, title in columns))
+    print(json.dumps(figures))
+    return 0

@@ -22,7 +22,7 @@ from pathlib import Path
 from camus.compiler.backends.ebpf_bitvector import sized_limits
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.ebpf_tables import MapContents, fitted_contents, map_contents
+from camus.compiler.backends.ebpf_tables import DIAGRAM_MAPS, MapContents, fitted_contents, map_contents
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
@@ -34,8 +34,7 @@ from .program import DataplaneError, XdpProgram, require_root
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
 XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
 GRACE_S = 0.05     # in-flight packets finish within an RCU grace period; generous margin
-TABLE_CAPACITY = ("max_states", "max_exact", "max_bounds", "max_rnodes", "max_rsub", "max_lpm", "max_updates",
-                  "max_labels")   # what attach may size past the defaults; kept for updates
+TABLE_CAPACITY = (*DIAGRAM_MAPS, "max_labels")   # what attach may size past the defaults; kept for updates
 FAULT_ENV = "CAMUS_FAULT"   # crash tests: `CAMUS_FAULT=update:flipped` kills -9 the process there
 
 

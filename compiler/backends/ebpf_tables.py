@@ -452,11 +452,12 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     _mark_final(out)
     for key, have in _needs(p, out).items():
         if have > getattr(lim, key):
-            raise CapacityError(f"{_NEED_NAMES[key]}: {have} needed, the maps hold {getattr(lim, key)}")
+            raise CapacityError(f"{DIAGRAM_MAPS[key]}: {have} needed, the maps hold {getattr(lim, key)}")
     return out
 
 
-_NEED_NAMES = {"max_states": "state id", "max_exact": "exact slots", "max_bounds": "range bounds",
+# the diagram's maps (EbpfLimits field -> what its capacity errors call an entry)
+DIAGRAM_MAPS = {"max_states": "state id", "max_exact": "exact slots", "max_bounds": "range bounds",
                "max_rnodes": "range buckets", "max_rsub": "range sub-tables", "max_lpm": "LPM entries",
                "max_updates": "update entries"}
 
@@ -476,7 +477,7 @@ def fitted_contents(p: Pipeline, spec: Spec, lim: EbpfLimits,
     The layout does not depend on the map sizes, so one pass in maps too large to run out gives
     both; the defaults stay where they suffice (the usual program, unchanged)."""
     from dataclasses import replace
-    room: dict[str, Any] = {key: 1 << 30 for key in _NEED_NAMES} | {"max_states": STATE_FINAL // 2}
+    room: dict[str, Any] = {key: 1 << 30 for key in DIAGRAM_MAPS} | {"max_states": STATE_FINAL // 2}
     out = _contents(p, spec, replace(_half(lim), **room), ports)
     grown: dict[str, Any] = {}
     for key, have in _needs(p, out).items():
