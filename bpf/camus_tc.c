@@ -22,145 +22,29 @@ static __always_inline struct camus_port *port_cfg(__u32 port) {
 
 
 
-/* IPv6 requires a UDP checksum: recompute it over the pseudo-header and the datagram (its
- * checksum field is 0 here), 128 bytes at a time; the last chunk is zero-padded. */
-static __always_inline int udp6_checksum(struct __sk_buff *skb, __u32 l3, __u32 l4, __u32 end) {
-    __u8 ph[40] = {};
-    if (bpf_skb_load_bytes(skb, l3 + offsetof(struct ipv6hdr, saddr), ph, 32) < 0)
-        return TC_ACT_SHOT;
-    __u32 len = end - l4;
-    ph[34] = len >> 8;
-    ph[35] = len;
-    ph[39] = IPPROTO_UDP;
-    __s64 sum = bpf_csum_diff(0, 0, (__be32 *)ph, sizeof(ph), 0);
-    __u8 buf[CAMUS_MSG_COPY];
-    for (int c = 0; c < 8; c++) {
-        __u32 off = l4 + c * CAMUS_MSG_COPY;
-        if (off >= end)
-            break;
-        __u32 n = end - off;
-        if (n > CAMUS_MSG_COPY)
-            n = CAMUS_MSG_COPY;
-        __builtin_memset(buf, 0, sizeof(buf));
-        n = ((n - 1) & (CAMUS_MSG_COPY - 1)) + 1;      /* [1, 128] for the verifier */
-        if (bpf_skb_load_bytes(skb, off & 0x3FFF, buf, n) < 0)
-            return TC_ACT_SHOT;
-        __u32 n4 = ((n + 3) & ~3U) & (CAMUS_MSG_COPY | (CAMUS_MSG_COPY - 4));
-        if (n4 == 0)
-            n4 = CAMUS_MSG_COPY;
-        sum = bpf_csum_diff(0, 0, (__be32 *)buf, n4, (__wsum)sum);
-    }
-    __u32 folded = (__u32)sum;
-    folded = (folded & 0xFFFF) + (folded >> 16);
-    folded = (folded & 0xFFFF) + (folded >> 16);
-    __u16 csum = ~folded & 0xFFFF;
-    if (csum == 0)
-        csum = 0xFFFF;
-    bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, check), &csum, 2, 0);
-    return TC_ACT_OK;
-}
-
-/* Keep only the messages in `keep`; fix count, lengths and checksums. For REMOTE ports `pc`
- * also rewrites the destination. Returns a TC action. */
-static __always_inline int prune(struct __sk_buff *skb, __u32 keep, struct camus_port *pc) {
-    if (bpf_skb_pull_data(skb, skb->len) < 0)
-        return TC_ACT_OK;
-    void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
-    struct ethhdr *eth = data;
-    if ((void *)(eth + 1) > end)
-        return TC_ACT_OK;
-    __u32 l3 = sizeof(*eth), l4, v6 = 0;
-    __u16 old_tot = 0;
-    if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-        struct iphdr *ip = (void *)(eth + 1);
-        if ((void *)(ip + 1) > end || ip->ihl < 5)
-            return TC_ACT_OK;
-        l4 = l3 + ip->ihl * 4;
-        old_tot = ip->tot_len;
-    } else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-        struct ipv6hdr *ip6 = (void *)(eth + 1);
-        if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_UDP)
-            return TC_ACT_OK;                          /* extension headers: out unpruned */
-        l4 = l3 + sizeof(*ip6);
-        v6 = 1;
-    } else {
-        return TC_ACT_OK;                              /* not IP: out as it is */
-    }
-    if (l4 > 0x3FF)
-        return TC_ACT_OK;
-    __u32 payload = l4 + sizeof(struct udphdr);
-    __u32 new_end = 0;
-
-#if CAMUS_FRAMING_MOLD
-    __u16 count_be;
-    if (bpf_skb_load_bytes(skb, payload + 18, &count_be, 2) < 0)
-        return TC_ACT_OK;
-    __u32 count = bpf_ntohs(count_be);
-    __u32 rd = payload + 20, wr = rd, kept = 0;
-    __u8 buf[CAMUS_MSG_COPY];
-    for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
-        if (i >= count)
-            break;
-        __u16 len_be;
-        if (rd > 0x3FFF || bpf_skb_load_bytes(skb, rd & 0x3FFF, &len_be, 2) < 0)
-            return TC_ACT_SHOT;
-        __u32 total = 2 + bpf_ntohs(len_be);
-        if (total > CAMUS_MSG_COPY)
-            return TC_ACT_SHOT;                        /* cannot prune it honestly: drop the copy */
-        if (keep & (1U << i)) {
-            if (wr != rd) {
-                __u32 n = ((total - 1) & (CAMUS_MSG_COPY - 1)) + 1;   /* [1, 128] for the verifier */
-                if (bpf_skb_load_bytes(skb, rd & 0x3FFF, buf, n) < 0)
-                    return TC_ACT_SHOT;
-                if (bpf_skb_store_bytes(skb, wr & 0x3FFF, buf, n, 0) < 0)
-                    return TC_ACT_SHOT;
-            }
-            wr += total;
-            kept++;
-        }
-        rd += total;
-    }
-    if (kept == 0)
-        return TC_ACT_SHOT;
-    __u16 kept_be = bpf_htons(kept);
-    bpf_skb_store_bytes(skb, payload + 18, &kept_be, 2, 0);
-    new_end = wr;
-#else
-    new_end = skb->len;
-#endif
-    if (new_end < payload || new_end > 0xFFFF)
-        return TC_ACT_SHOT;
-    __u16 udp_len = bpf_htons(new_end - l4), zero = 0;
-    bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, len), &udp_len, 2, 0);
-    bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, check), &zero, 2, 0);
-    if (!v6) {
-        __u16 new_tot = bpf_htons(new_end - l3);
-        bpf_l3_csum_replace(skb, l3 + offsetof(struct iphdr, check), old_tot, new_tot, 2);
-        bpf_skb_store_bytes(skb, l3 + offsetof(struct iphdr, tot_len), &new_tot, 2, 0);
-    } else {
-        bpf_skb_store_bytes(skb, l3 + offsetof(struct ipv6hdr, payload_len), &udp_len, 2, 0);
-    }
-    if (pc && pc->kind == CAMUS_PORT_REMOTE) {
-        if (!v6) {                                     /* IPv6 endpoints keep the feed's address */
-            __u32 old_ip;
-            if (bpf_skb_load_bytes(skb, l3 + offsetof(struct iphdr, daddr), &old_ip, 4) < 0)
-                return TC_ACT_SHOT;
-            __u32 new_ip = pc->ip;
-            bpf_l3_csum_replace(skb, l3 + offsetof(struct iphdr, check), old_ip, new_ip, 4);
-            bpf_skb_store_bytes(skb, l3 + offsetof(struct iphdr, daddr), &new_ip, 4, 0);
-        }
-        __u16 dport = pc->udp_port;
-        if (dport)                                     /* 0: keep the feed's port */
-            bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, dest), &dport, 2, 0);
-        bpf_skb_store_bytes(skb, 0, pc->mac, 6, 0);
-        bpf_skb_store_bytes(skb, 6, pc->src_mac, 6, 0);
-    }
-    if (new_end < skb->len)
-        bpf_skb_change_tail(skb, new_end, 0);
-    if (v6)
-        return udp6_checksum(skb, l3, l4, new_end);
-    return TC_ACT_OK;                                  /* IPv4: a zero UDP checksum is allowed */
-}
+#define PRUNE_CTX struct __sk_buff
+#define PRUNE_FN prune
+#define PRUNE_UDP6 udp6_checksum
+#define PRUNE_LOAD(c, off, p, n) bpf_skb_load_bytes(c, off, p, n)
+#define PRUNE_STORE(c, off, p, n) bpf_skb_store_bytes(c, off, p, n, 0)
+#define PRUNE_L3_CSUM(c, off, from, to, size) bpf_l3_csum_replace(c, off, from, to, size)
+#define PRUNE_LEN(c) ((c)->len)
+#define PRUNE_PULL(c) bpf_skb_pull_data(c, (c)->len)
+#define PRUNE_TAIL(c, new_end) bpf_skb_change_tail(c, new_end, 0)
+#define PRUNE_OK TC_ACT_OK
+#define PRUNE_DROP TC_ACT_SHOT
+/*@CAMUS_PRUNE_H@*/
+#undef PRUNE_CTX
+#undef PRUNE_FN
+#undef PRUNE_UDP6
+#undef PRUNE_LOAD
+#undef PRUNE_STORE
+#undef PRUNE_L3_CSUM
+#undef PRUNE_LEN
+#undef PRUNE_PULL
+#undef PRUNE_TAIL
+#undef PRUNE_OK
+#undef PRUNE_DROP
 
 /* Copies for the ports of one 64-port word (W is a constant: no variable indexing). Paths
  * through the body rejoin with equal state (no counters), so the verifier prunes them. */

@@ -274,6 +274,10 @@ BPF_PERCPU_ARRAY(ring, struct camus_pkt, CAMUS_RING);
 BPF_ARRAY(ports_cfg, struct camus_port, 64 * CAMUS_PORT_WORDS);
 BPF_DEVMAP(tx_ports, 64 * CAMUS_PORT_WORDS);                  /* port -> ifindex, for XDP_REDIRECT */
 BPF_PERCPU_ARRAY(port_stats, __u64, 64 * CAMUS_PORT_WORDS);   /* copies sent, per port */
+BPF_ARRAY(fan, struct camus_fan, 1);
+BPF_XDP_REDIRECT_MAP("devmap", struct bpf_devmap_val, fan_ports, CAMUS_MAX_FAN);  /* entry -> interface
+                                                              + camus_fan_out, for broadcasts */
+BPF_HASH(fan_port, __u32, __u32, CAMUS_MAX_FAN);             /* interface -> its port */
 
 BPF_ARRAY(bypass, struct camus_bypass, 2);             /* [bank]: written with the bank's tables */
 BPF_PERCPU_ARRAY(overload, struct camus_overload, 1);
@@ -324,6 +328,29 @@ static __always_inline __u32 bit_index(__u64 low) {   /* low has exactly one bit
 }
 
 
+
+static __always_inline __u32 popcount64(__u64 x) {
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (__u32)((x * 0x0101010101010101ULL) >> 56);
+}
+
+/* 1 when this packet's copies should leave by XDP broadcast (struct camus_fan says when). */
+static __always_inline __u32 fan_chosen(struct camus_scratch *s) {
+    __u32 zero = 0;
+    struct camus_fan *f = fan.lookup(&zero);
+    if (!f || !f->entries || (s->acc.flags & CAMUS_LEAF_CALL))
+        return 0;                            /* custom actions run on the host: by TC */
+    __u64 outside = 0;
+    __u32 copies = 0;
+    #pragma unroll
+    for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
+        outside |= s->acc.ports[w] & ~f->mask[w];
+        copies += popcount64(s->acc.ports[w]);
+    }
+    return !outside && copies >= f->min_copies;
+}
 
 static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
     __u32 slot = s->seq & (CAMUS_RING - 1);
@@ -500,9 +527,11 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
             }
         }
     }
-    if (!cfg_get(CAMUS_CFG_TC))              /* no TC attached: count the rules here */
+    /* Several copies: XDP broadcast (camus_fan.c) or TC (camus_tc.c) makes them. Either way the
+     * ring slot named in the metadata says which ports each message goes to. */
+    __u32 by_fan = fan_chosen(s);
+    if (by_fan || !cfg_get(CAMUS_CFG_TC))    /* TC counts the rules of the packets it copies */
         count_packet_hits(s, 1);
-    /* Replication happens in TC (camus_tc.c): hand over the ring slot through metadata. */
     struct camus_pkt *pk = ring_slot(s);
     if (pk) {
         pk->nmsgs = s->nmsgs;
@@ -511,8 +540,17 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->ports[w] = s->acc.ports[w];
         __builtin_memcpy(pk->msg_state, s->msg_state, sizeof(pk->msg_state));   /* TC reads nmsgs */
-        if (s->root_desc.kind == CAMUS_KIND_BV || s->bypass)   /* no leaf state holds these ports */
+        if (s->root_desc.kind == CAMUS_KIND_BV || s->bypass) {   /* no leaf state holds these ports */
             __builtin_memcpy(pk->msg_ports, s->msg_ports, sizeof(pk->msg_ports));
+        } else if (by_fan) {                 /* TC reads the leaves itself; the copies cannot */
+            for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
+                __u32 state = i < s->nmsgs ? s->msg_state[i] : 0;
+                struct camus_leaf *l = leaf.lookup(&state);
+                #pragma unroll
+                for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                    pk->msg_ports[i][w] = l ? l->ports[w] : 0;
+            }
+        }
     }
     __u32 seq = s->seq;
     s->seq = seq + 1;
@@ -522,6 +560,10 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         if ((void *)(meta + 1) <= data) {
             meta->magic = CAMUS_META_MAGIC;
             meta->seq = seq;
+            if (by_fan && pk) {
+                count(CAMUS_STAT_BROADCAST);
+                return fan_ports.redirect_map(0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
+            }
         }
     }
     return XDP_PASS;

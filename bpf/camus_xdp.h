@@ -54,7 +54,8 @@
 #define CAMUS_STAT_BYPASS      10   /* messages sent by the cover under overload, not filtered */
 #define CAMUS_STAT_ANSWERED    11   /* DNS queries answered from XDP (sent back with XDP_TX) */
 #define CAMUS_STAT_REWRITTEN   12   /* packets whose IPv6 destination got an ILA locator */
-#define CAMUS_STAT_MAX          13
+#define CAMUS_STAT_BROADCAST   13   /* packets copied to their ports by XDP broadcast (camus_fan.c) */
+#define CAMUS_STAT_MAX          14
 
 /* cfg[] indices */
 #define CAMUS_CFG_ROOT          0   /* root state: flipping it switches table sets atomically */
@@ -234,11 +235,25 @@ struct camus_pkt {                   /* ring slot: which ports each message goes
                                         keeps the verifier's loop states equal) */
     __u32 call_keep;                 /* XDP: messages with custom actions, which run on this host:
                                         the stack gets them as if a LOCAL port subscribed */
-    __u32 pad;
+    __u32 copy_keep;                 /* XDP broadcast: the messages the copy being pruned keeps
+                                        (memory, as local_keep: camus_fan.c) */
     __u64 ports[CAMUS_PORT_WORDS];   /* union */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];                    /* XDP: each message's final state */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];  /* TC: its ports, from leaf[] */
 };
+
+/* Fan-out by XDP broadcast (camus_fan.c): the ports in the fan devmap, written with the ports.
+ * Each has an interface of its own (the egress program knows a copy's port only by its
+ * interface) that takes XDP frames. A broadcast copies the frame to every entry and the egress
+ * program drops the copies of ports the packet does not go to, so it pays for all entries:
+ * it is chosen when a packet goes to at least `min_copies` of them (user space sets it from
+ * the measured cost of a broadcast copy against a TC clone), and never for other ports. */
+struct camus_fan {
+    __u64 mask[CAMUS_PORT_WORDS];    /* ports with an entry */
+    __u32 entries;                   /* how many (0: fan-out by TC only) */
+    __u32 min_copies;
+};
+#define CAMUS_MAX_FAN    64          /* fan devmap entries (a broadcast visits every slot) */
 
 struct camus_port {
     __u32 kind;

@@ -44,7 +44,7 @@ def _app_files(value: str) -> tuple[str, str, str, str | None]:
 
 
 def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mode: str, count_rules: int,
-                 xdp_redirect: bool) -> None:
+                 xdp_redirect: bool, fanout_mode: str) -> None:
     from camus.dataplane import apps
     from camus.dataplane.program import DataplaneError
     todo = []
@@ -52,7 +52,7 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
         click.echo(f"compiling {name}: {rules}", err=True)
         todo.append(apps.App(name, _compile_for(spec, rules, count_rules), spec, rules, ports))
     try:
-        done = apps.attach_apps(iface, todo, mode, xdp_redirect)
+        done = apps.attach_apps(iface, todo, mode, xdp_redirect, fanout_mode)
     except DataplaneError as exc:
         _fail(exc)
     click.echo(f"attached to {iface} ({mode} XDP) serving {len(done)} apps; each takes --app NAME in "
@@ -94,6 +94,13 @@ def register(main: click.Group) -> None:
                   help="Send packets whose messages all go to one interface port straight from XDP "
                        "(XDP_REDIRECT, no skb). The receiving device must accept XDP frames (veth: "
                        "its peer needs an XDP program or GRO on).")
+    @click.option("--fanout", "fanout_mode", type=click.Choice(["auto", "xdp", "tc"]), default="auto",
+                  show_default=True,
+                  help="How a packet for several ports is copied. xdp: one XDP broadcast to the ports "
+                       "whose interface is theirs alone and takes XDP frames (a copy costs a fraction of "
+                       "a TC clone, but every such port gets one, pruned away if unwanted); tc: a TC clone "
+                       "per port; auto: XDP broadcast when the packet goes to enough of those ports to "
+                       "pay off, TC otherwise. `status` shows the choice.")
     @click.option("--count-rules", type=click.IntRange(0), default=COUNT_RULES, show_default=True,
                   help="Give the first N rules their own match counters (`stats` shows them). Each "
                        "counted rule may keep apart table states that would otherwise merge; 0 turns "
@@ -103,7 +110,8 @@ def register(main: click.Group) -> None:
                        "spec claims their UDP port (@pragma udp_port) or EtherType (0x9001 attribute "
                        "framings); each has its own rules, counters and updates (--app NAME there).")
     def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, ports: str | None,
-               config_file: str | None, xdp_redirect: bool, count_rules: int, app_args: tuple[str, ...]) -> None:
+               config_file: str | None, xdp_redirect: bool, fanout_mode: str, count_rules: int,
+               app_args: tuple[str, ...]) -> None:
         """Turn IFACE into an edge broker's ingress: classify the feed, drop what nobody wants.
 
         `sudo camus-xdp attach eth0` alone takes spec, rules, ports and mode from the config
@@ -125,7 +133,8 @@ def register(main: click.Group) -> None:
         if app_args:
             if spec or rules or ports:
                 _fail(ValueError("give either --app (several apps) or --spec/--rules/--ports (one), not both"))
-            _attach_apps(iface, [_app_files(a) for a in app_args], mode or "native", count_rules, xdp_redirect)
+            _attach_apps(iface, [_app_files(a) for a in app_args], mode or "native", count_rules, xdp_redirect,
+                         fanout_mode)
             return
         if spec is None or rules is None or mode is None:
             try:
@@ -137,7 +146,7 @@ def register(main: click.Group) -> None:
                            "rules and ports)", err=True)
             if cfg.apps and not (spec or rules):
                 _attach_apps(iface, [(a.name, a.spec, a.rules, a.ports) for a in cfg.apps], mode or cfg.mode,
-                             count_rules, xdp_redirect)
+                             count_rules, xdp_redirect, fanout_mode)
                 return
             if cfg.apps:
                 _fail(ValueError(f"{cfg.path} lists apps; give both --spec and --rules to attach one spec instead"))
@@ -146,12 +155,15 @@ def register(main: click.Group) -> None:
         assert spec is not None and rules is not None and mode is not None
         c = _compile_for(spec, rules, count_rules)
         try:
-            inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect)
+            inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect,
+                                  fanout_mode=fanout_mode)
         except DataplaneError as exc:
             _fail(exc)
         r = resource_report(c.pipeline)
         click.echo(f"attached to {iface} ({mode} XDP): {len(c.rules)} rules, {r['entries']} table entries, "
                    f"{len(inst.keys['leaf'])} leaves; maps pinned at {inst.pins}")
+        if inst.fanout:
+            click.echo(f"copies: {inst.fanout}")
 
     @main.command()
     @click.argument("iface")
@@ -276,4 +288,6 @@ def register(main: click.Group) -> None:
             lim = inst.limits()
             click.echo(f"  capacity: {lim.max_states // 2} states per bank; bit-vector stage {64 * lim.bv_words} "
                        f"terms, {lim.max_bv_bitmaps // 2} bitmaps and {lim.max_bv_segs} segments per bank")
+            if inst.fanout:
+                click.echo(f"  copies: {inst.fanout}")
 

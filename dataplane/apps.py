@@ -118,7 +118,8 @@ def write_key(bpf, key: int, slot: int) -> None:
     bpf[table][ctypes.c_uint32(key & 0xFFFF)] = ctypes.c_uint32(slot + 1)
 
 
-def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect: bool = False) -> list[Installed]:
+def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect: bool = False,
+                fanout_mode: str = "auto") -> list[Installed]:
     """Install every app, then the dispatcher that hands each its frames; nothing is left
     installed when any step fails."""
     require_root()
@@ -133,7 +134,7 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
     try:
         for slot, app in enumerate(apps):
             done.append(runtime.attach(iface, app.compiled, app.spec_path, app.rules_path, mode,
-                                       ports_path=app.ports_path, xdp_redirect=xdp_redirect,
+                                       ports_path=app.ports_path, xdp_redirect=xdp_redirect, fanout_mode=fanout_mode,
                                        app=app.name, app_id=slot))
         bpf, fn = _load_dispatcher()
         for key, slot in keys.items():

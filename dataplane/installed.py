@@ -49,6 +49,7 @@ class Installed:
     app: str = ""                    # the application's name when the interface serves several
     table_capacity: dict[str, int] = field(default_factory=dict)  # diagram maps attach grew past the
                                                                    # defaults (EbpfLimits field -> size)
+    fanout: str = ""                 # how copies are made (fanout.FanPlan.describe), for status
 
     @property
     def unit(self) -> str:

@@ -15,6 +15,7 @@ from camus.compiler.backends.ebpf_program import EbpfLimits, program_text
 from camus.compiler.backends.ebpf_tables import MapContents
 from camus.compiler.language.spec import Spec
 
+from .fanout import BPF_XDP_DEVMAP
 from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, OPTIONAL_MAPS, MapSet
 from .testrun import TestRun, skb_context, test_run
 
@@ -77,6 +78,7 @@ class XdpProgram:
                 bpf.load_func(b"camus_tc_out", bcc.BPF.SCHED_CLS)
                 local_fn = bpf.load_func(b"camus_tc_local", bcc.BPF.SCHED_CLS)
                 bpf[b"tc_progs"][ctypes.c_int(0)] = ctypes.c_int(local_fn.fd)
+                bpf.load_func(b"camus_fan_out", bcc.BPF.XDP, attach_type=BPF_XDP_DEVMAP)   # fanout.py
                 failure = None
             except Exception as exc:     # BCC prints the verifier log to fd 2
                 failure = exc

@@ -26,6 +26,7 @@ from camus.compiler.backends.ebpf_tables import DIAGRAM_MAPS, MapContents, fitte
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
+from . import fanout
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .installed import (PIN_ROOT, STATE_ROOT, Installed, _contents_from_keys, _keys, _save, _state_path,  # noqa: F401
                         attachment_dir, installed, load_installed, pin_dir, unit_name, valid_iface)
@@ -130,11 +131,11 @@ def rule_counts(iface: str) -> list[tuple[str, int]]:
 
 def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
            limits: EbpfLimits | None = None, ports_path: str | None = None,
-           xdp_redirect: bool = False, app: str = "", app_id: int = 0) -> Installed:
+           xdp_redirect: bool = False, app: str = "", app_id: int = 0, fanout_mode: str = "auto") -> Installed:
     """Load, fill and attach the classifier. With `app`, it is one of several on the interface
     (dataplane/apps.py): loaded and pinned as unit IFACE@APP with its own maps, counters and TC
     filters, not attached itself (the dispatcher tail-calls it); `app_id` keeps its TC copies
-    apart from the other apps'."""
+    apart from the other apps'. `fanout_mode`: how copies are made (dataplane/fanout.py)."""
     require_root()
     _ifindex(iface)
     unit = unit_name(iface, app)
@@ -142,6 +143,10 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         raise DataplaneError(f"{unit} already has camus-xdp attached: use `update` or `detach`")
     shutil.rmtree(attachment_dir(unit), ignore_errors=True)
     bits, specs = _port_specs(ports_path)
+    # generic XDP hands a broadcast's copies to the egress program as skbs without the metadata
+    # naming the packet's ring slot: copies by TC there
+    fan = (fanout.plan(list(bits), specs, fanout_mode if mode == "native" else "tc") if specs
+           else fanout.FanPlan((), 0))
     try:
         if limits is None:     # map capacity from the rule set, with headroom for updates
             limits = sized_limits(compiled.pipeline, EbpfLimits(), len(compiled.spec.query_fields))
@@ -163,6 +168,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
             for out in sorted({s.iface for s in specs.values() if s.iface}):
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
+            fanout.install(prog.maps, prog.bpf.funcs[b"camus_fan_out"].fd, fan)
         _fault("attach:tc")
         if not app:
             attach_xdp(prog.bpf, prog.fn, iface, mode)
@@ -185,7 +191,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled.options, lines),
                          list(bits) if bits is not None else None, app=app,
                          table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
-                                         if getattr(limits, k) != getattr(EbpfLimits(), k)})
+                                         if getattr(limits, k) != getattr(EbpfLimits(), k)},
+                         fanout=fan.describe(list(bits)) if specs else "")
         _fault("attach:pinned")
         _save(inst)
         return inst

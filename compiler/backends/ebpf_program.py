@@ -263,7 +263,9 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     main = main.replace("/*@CAMUS_TOPIC_H@*/", bpf.joinpath("camus_topic.h").read_text() if spec.topics else "")
     main = main.replace("/*@CAMUS_DNS_H@*/", bpf.joinpath("camus_dns.h").read_text() if dns_answers(spec) else "")
     main = main.replace("/*@CAMUS_ILA_H@*/", bpf.joinpath("camus_ila.h").read_text() if ila_rewrites(spec) else "")
-    tc = bpf.joinpath("camus_tc.c").read_text()
+    prune = bpf.joinpath("camus_prune.h").read_text()      # pasted into both ways a copy leaves
+    tc = bpf.joinpath("camus_tc.c").read_text().replace("/*@CAMUS_PRUNE_H@*/", prune)
+    fan = bpf.joinpath("camus_fan.c").read_text().replace("/*@CAMUS_PRUNE_H@*/", prune)
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)
                 .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim))
-                .replace("/*@CAMUS_TC_C@*/", tc))
+                .replace("/*@CAMUS_TC_C@*/", tc + fan))

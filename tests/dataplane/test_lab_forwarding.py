@@ -137,12 +137,17 @@ def publish_and_capture(spec, frames: list[bytes]) -> dict[int, list[int]]:
     return got
 
 
-@pytest.mark.parametrize("mode,redirect", [("native", False), ("generic", False), ("native", True)])
-def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirect: bool) -> None:
+@pytest.mark.parametrize("mode,redirect,fanout", [("native", False, "tc"), ("generic", False, "auto"),
+                                                  ("native", True, "auto"), ("native", False, "xdp")])
+def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirect: bool, fanout: str) -> None:
+    """Copies by TC clones, by XDP broadcast (ports 1-3: their own interfaces, which take XDP
+    frames; a packet for port 4, the host's stack, goes by TC) or chosen per packet."""
     spec = load_spec(APPS / "itch" / "itch.p4")
     compiled = compile_rules(spec, RULES, options=CompileOptions(count_rules=64))
-    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab),
-                   xdp_redirect=redirect)
+    inst = runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", mode, ports_path=str(lab),
+                          xdp_redirect=redirect, fanout_mode=fanout)
+    broadcast = fanout != "tc" and mode == "native"      # generic XDP: TC only (runtime.attach)
+    assert ("XDP broadcast to ports 1, 2, 3" in inst.fanout) == broadcast, inst.fanout
     interp = PipelineInterpreter(compiled.pipeline)
     frames, want = lab_feed(spec, interp, 11, 60)
     got = publish_and_capture(spec, frames)
@@ -152,6 +157,7 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirec
     stats = runtime.stats(BRK)
     assert stats["no_match"] > 0 and stats["deliver"] > 0
     assert (stats["redirected"] > 0) == redirect     # single-interface packets skipped TC
+    assert (stats["broadcast"] > 0) == broadcast
     assert stats["local"] == sum(1 for f in frames if any(4 in interp.run(m.values).actions.ports
                                                           for m in decode_packet(spec, f).messages))
     for p in SUBS:     # one copy per packet that held something for the port (LOCAL: the original)

@@ -1,0 +1,121 @@
+"""How a delivering packet's copies are made: TC clones, or one XDP broadcast (bpf/camus_fan.c).
+
+A TC clone builds an skb for the broker's own stack first and then clones it once per port;
+an XDP broadcast copies the XDP frame straight to each interface of a devmap, whose egress
+program prunes and rewrites each copy. The broadcast is cheaper per copy (bench/fanout_bench.py)
+but has two limits, so the choice is made per port at attach and per packet in XDP:
+
+- The egress program knows a copy's port only by its output interface, so only a port whose
+  interface no other port uses can be in the devmap, and the interface must take XDP frames
+  (`ndo_xdp_xmit`; a veth only when its peer has an XDP program or GRO on). The kernel says
+  which do: the netdev family's `xdp-features` (NETDEV_XDP_ACT_NDO_XMIT).
+- A broadcast copies the frame to every devmap entry and the egress program drops the copies
+  for ports the packet does not go to, so it pays for every entry. XDP chooses it when the
+  packet goes only to devmap ports and to at least `min_copies` of them.
+
+Modes (`attach --fanout`): `auto` (the default) puts every port that can take XDP copies in the
+devmap and sets `min_copies` from the measured costs; `xdp` broadcasts whenever a packet goes
+only to devmap ports; `tc` never broadcasts.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+
+from .ports import PortSpec
+
+MODES = ("auto", "xdp", "tc")
+# Cost of one broadcast copy (to a port that keeps it or not) against one TC clone, both
+# including the egress pruning: bench/fanout_bench.py measured it (README, "Fan-out").
+BROADCAST_COPY_COST = 1 / 3
+MAX_FAN = 64                     # CAMUS_MAX_FAN: devmap entries
+NDO_XMIT = 1 << 2                # NETDEV_XDP_ACT_NDO_XMIT (include/uapi/linux/netdev.h)
+BPF_XDP_DEVMAP = 33              # the egress program's expected attach type
+
+
+class FanCfg(ctypes.Structure):
+    c_struct = "camus_fan"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("mask", ctypes.c_uint64 * 4), ("entries", ctypes.c_uint32), ("min_copies", ctypes.c_uint32)]
+
+
+class DevmapVal(ctypes.Structure):   # struct bpf_devmap_val
+    _fields_ = [("ifindex", ctypes.c_uint32), ("prog_fd", ctypes.c_int32)]
+
+
+@dataclass(frozen=True)
+class FanPlan:
+    ports: tuple[tuple[int, int], ...]   # (port bit, ifindex) of each devmap entry
+    min_copies: int                      # broadcast a packet going to at least this many of them
+    left_out: tuple[tuple[object, str], ...] = ()   # (port, why) of ports copied by TC only
+
+    def describe(self, bits: list[object]) -> str:
+        if not self.ports:
+            return "TC clones"
+        names = ", ".join(str(bits[b]) for b, _ in self.ports)
+        return f"XDP broadcast to ports {names} (packets for >= {self.min_copies} of them), TC clones otherwise"
+
+
+def xdp_features(ifindex: int) -> int:
+    """The interface's NETDEV_XDP_ACT_* bits, from the kernel's netdev generic netlink family."""
+    from pyroute2.netlink import NLM_F_REQUEST, genlmsg
+    from pyroute2.netlink.generic import GenericNetlinkSocket
+
+    class DevMsg(genlmsg):
+        nla_map = (("NETDEV_A_DEV_UNSPEC", "none"), ("NETDEV_A_DEV_IFINDEX", "uint32"),
+                   ("NETDEV_A_DEV_PAD", "none"), ("NETDEV_A_DEV_XDP_FEATURES", "uint64"))
+
+    sock = GenericNetlinkSocket()
+    try:
+        sock.bind("netdev", DevMsg)
+        msg = DevMsg()
+        msg["cmd"], msg["version"] = 1, 1            # NETDEV_CMD_DEV_GET
+        msg["attrs"] = [("NETDEV_A_DEV_IFINDEX", ifindex)]
+        reply = sock.nlm_request(msg, msg_type=sock.prid, msg_flags=NLM_F_REQUEST)
+        return int(reply[0].get_attr("NETDEV_A_DEV_XDP_FEATURES") or 0)
+    except Exception:                                # no netdev family (kernel < 6.3): say none
+        return 0
+    finally:
+        sock.close()
+
+
+def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
+         takes_xdp=lambda ifindex: bool(xdp_features(ifindex) & NDO_XMIT)) -> FanPlan:
+    """Which ports get a devmap entry and when XDP broadcasts (see the module's text)."""
+    if mode not in MODES:
+        raise ValueError(f"fan-out mode {mode!r}: expected one of {', '.join(MODES)}")
+    if mode == "tc":
+        return FanPlan((), 0)
+    users: dict[str, int] = {}
+    for ps in specs.values():
+        if ps.iface:
+            users[ps.iface] = users.get(ps.iface, 0) + 1
+    entries: list[tuple[int, int]] = []
+    left_out: list[tuple[object, str]] = []
+    for bit, port in enumerate(bits):
+        ps = specs[port]
+        if ps.kind == "local":
+            continue                                  # the host's stack: TC's original
+        if users[ps.iface or ""] > 1:
+            left_out.append((port, f"{ps.iface} serves other ports too"))
+        elif not takes_xdp(ps.ifindex):
+            left_out.append((port, f"{ps.iface} does not take XDP frames (a veth needs XDP or GRO on its peer)"))
+        elif len(entries) == MAX_FAN:
+            left_out.append((port, f"more than {MAX_FAN} ports"))
+        else:
+            entries.append((bit, ps.ifindex))
+    if not entries:
+        return FanPlan((), 0, tuple(left_out))
+    least = 1 if mode == "xdp" else max(1, math.ceil(len(entries) * BROADCAST_COPY_COST))
+    return FanPlan(tuple(entries), least, tuple(left_out))
+
+
+def install(maps, fan_prog_fd: int, p: FanPlan) -> None:
+    """Write the devmap (each entry with the egress program), interface -> port, then the
+    config that lets XDP choose it: until that last write, every packet goes by TC."""
+    mask = [0, 0, 0, 0]
+    for i, (bit, ifindex) in enumerate(p.ports):
+        maps.update("fan_ports", ctypes.c_uint32(i), DevmapVal(ifindex, fan_prog_fd))
+        maps.update("fan_port", ctypes.c_uint32(ifindex), ctypes.c_uint32(bit))
+        mask[bit >> 6] |= 1 << (bit & 63)
+    maps.update("fan", ctypes.c_uint32(0), FanCfg((ctypes.c_uint64 * 4)(*mask), len(p.ports), p.min_copies))
