@@ -93,13 +93,14 @@ class Broker(ABC):
 
 class XdpBroker(Broker):
     name = "xdp"
+    fanout = "auto"                  # how copies are made (attach --fanout)
 
     def start(self, compiled, spec_path: Path, rules_path: Path, flat_path: Path) -> None:
         from camus.dataplane import runtime
         # each copy is rewritten to its subscriber's own MAC, IP and port (remote endpoints)
         ports = self.lab.write_endpoint_ports(self.workdir / "ports.yaml")
         runtime.attach(self.lab.broker, compiled, str(spec_path), str(rules_path), mode="native",
-                       ports_path=str(ports))
+                       ports_path=str(ports), fanout_mode=self.fanout)
 
     def stop(self) -> str:
         from camus.dataplane import runtime
@@ -160,10 +161,12 @@ class TopicBroker(Broker):
                 time.sleep(0.05)
 
 
-def make_broker(name: str, lab: Lab, workdir: Path) -> Broker:
+def make_broker(name: str, lab: Lab, workdir: Path, fanout: str = "auto") -> Broker:
     cls = {"xdp": XdpBroker, "py": PyBroker, "c": CBroker}.get(name, TopicBroker)
     b = cls(lab, workdir)
     b.name = name
+    if isinstance(b, XdpBroker):
+        b.fanout = fanout
     return b
 
 

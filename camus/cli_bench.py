@@ -47,11 +47,14 @@ def register(main: click.Group) -> None:
     @click.option("--sender", type=click.Choice(["xdp", "c"]), default="xdp", show_default=True,
                   help="The feed's publisher: xdp sends XDP live frames from the kernel (millions of frames/s, "
                        "bench/xdp_sender.py); c is the AF_PACKET sender (bench/c/send.c), a cross-check.")
+    @click.option("--fanout", type=click.Choice(["auto", "xdp", "tc"]), default="auto", show_default=True,
+                  help="How camus-xdp makes a packet's copies (attach --fanout): XDP broadcast, TC clones, "
+                       "or chosen per packet.")
     @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
                   help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
     @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")
     def run(brokers, subscribers, subscriptions, messages, duration, latency_rate, latency_seconds,
-            interesting_share, seed, search, sender, out_dir, master) -> None:
+            interesting_share, seed, search, sender, fanout, out_dir, master) -> None:
         """Run the brokers on one lab with one feed; analyse the captures on Spark; report.
 
         Ends with one JSON line of headline figures (delivered messages/s, p99 latency,
@@ -72,7 +75,7 @@ def register(main: click.Group) -> None:
         cfg = BenchConfig(brokers=chosen, out=out, subscribers=list(subscribers), subscriptions=list(subscriptions),
                           messages=messages, duration=duration, latency_rate=latency_rate,
                           latency_seconds=latency_seconds, interesting_share=interesting_share, seed=seed,
-                          search=search, sender=sender)
+                          search=search, sender=sender, fanout=fanout)
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                       transient=False) as bar:
             task = bar.add_task("starting", total=1.0)

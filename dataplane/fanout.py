@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import ctypes
 import math
+import socket
 from dataclasses import dataclass
+from typing import Callable
 
 from .ports import PortSpec
 
@@ -79,8 +81,13 @@ def xdp_features(ifindex: int) -> int:
         sock.close()
 
 
+def takes_xdp_frames(ifindex: int) -> bool:
+    return bool(xdp_features(ifindex) & NDO_XMIT)
+
+
 def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
-         takes_xdp=lambda ifindex: bool(xdp_features(ifindex) & NDO_XMIT)) -> FanPlan:
+         takes_xdp: Callable[[int], bool] = takes_xdp_frames,
+         ifindex_of: Callable[[str], int] = socket.if_nametoindex) -> FanPlan:
     """Which ports get a devmap entry and when XDP broadcasts (see the module's text)."""
     if mode not in MODES:
         raise ValueError(f"fan-out mode {mode!r}: expected one of {', '.join(MODES)}")
@@ -98,12 +105,14 @@ def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
             continue                                  # the host's stack: TC's original
         if users[ps.iface or ""] > 1:
             left_out.append((port, f"{ps.iface} serves other ports too"))
-        elif not takes_xdp(ps.ifindex):
+            continue
+        ifindex = ifindex_of(ps.iface or "")
+        if not takes_xdp(ifindex):
             left_out.append((port, f"{ps.iface} does not take XDP frames (a veth needs XDP or GRO on its peer)"))
         elif len(entries) == MAX_FAN:
             left_out.append((port, f"more than {MAX_FAN} ports"))
         else:
-            entries.append((bit, ps.ifindex))
+            entries.append((bit, ifindex))
     if not entries:
         return FanPlan((), 0, tuple(left_out))
     least = 1 if mode == "xdp" else max(1, math.ceil(len(entries) * BROADCAST_COPY_COST))

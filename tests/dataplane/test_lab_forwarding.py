@@ -218,11 +218,15 @@ def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) ->
     assert runtime.rule_counts(BRK) == [("stock == GOOGL : fwd(1)", 1500), ("stock == MSFT : fwd(2)", 1500 - switch)]
 
 
-def test_ipv6_feed_is_pruned_with_valid_checksums(lab: Path) -> None:
+@pytest.mark.parametrize("fanout", ["tc", "xdp"])
+def test_ipv6_feed_is_pruned_with_valid_checksums(lab: Path, fanout: str) -> None:
+    """Pruned copies carry a recomputed UDP checksum (IPv6 requires one), made by TC or by the
+    broadcast's egress program."""
     spec = load_spec(APPS / "itch" / "itch.p4")
     rules = "stock == GOOGL : fwd(1)\nstock == AAPL : fwd(2)\nstock == MSFT and price > 500 : fwd(1, 2)\n"
     compiled = compile_rules(spec, rules)
-    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "v6", "native", ports_path=str(lab))
+    runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "v6", "native", ports_path=str(lab),
+                   fanout_mode=fanout)
     brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
     interp = PipelineInterpreter(compiled.pipeline)
     frames, want = itch_feed(spec, interp, random.Random(3), 40, ["GOOGL", "AAPL", "MSFT", "IBM"],
@@ -246,6 +250,7 @@ def test_ipv6_feed_is_pruned_with_valid_checksums(lab: Path) -> None:
             assert udp[6:8] == udp_checksum_v6(pkt[22:38], pkt[38:54], udp).to_bytes(2, "big")
             refs += mold_order_refs(udp[8:])
         assert sorted(refs) == sorted(want[p]), f"subscriber {p}"
+    assert (runtime.stats(BRK)["broadcast"] > 0) == (fanout == "xdp")
 
 
 def test_overload_bypass_over_delivers_and_counts(lab: Path) -> None:

@@ -11,11 +11,11 @@ import pytest
 
 from camus.compiler.backends import ebpf_bitvector, ebpf_tables
 from camus.compiler.structure import bitvector
-from camus.dataplane import maps
+from camus.dataplane import fanout, maps
 from tests.conftest import ROOT
 
 STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
-           maps.SvarCfg, maps.BvSeg, maps.BvPrefixLeaf, maps.BvPlane, maps.Bypass]
+           maps.SvarCfg, maps.BvSeg, maps.BvPrefixLeaf, maps.BvPlane, maps.Bypass, fanout.FanCfg]
 CONSTANTS = {
     "CAMUS_PORT_WORDS": ebpf_tables.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_tables.MAX_PROBE,
     "CAMUS_FANOUT": ebpf_tables.FANOUT, "CAMUS_RADIX_SUB": ebpf_tables.RADIX_SUB,
@@ -32,6 +32,8 @@ CONSTANTS = {
     "CAMUS_CFG_NSVARS": maps.CFG_NSVARS, "CAMUS_CFG_REDIRECT": maps.CFG_REDIRECT, "CAMUS_CFG_TC": maps.CFG_TC,
     **{f"CAMUS_STAT_{n}": i for i, n in enumerate(("PACKETS", "OTHER", "MALFORMED", "MESSAGES", "NO_MATCH",
                                                    "EXPLICIT", "DELIVER", "LOCAL", "REDIRECT", "OVERFLOW"))},
+    "CAMUS_STAT_BROADCAST": maps.STAT_NAMES.index("broadcast"), "CAMUS_STAT_MAX": len(maps.STAT_NAMES),
+    "CAMUS_MAX_FAN": fanout.MAX_FAN,
 }
 
 

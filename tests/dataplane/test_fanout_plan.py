@@ -1,0 +1,89 @@
+"""Which ports an XDP broadcast may serve, and when XDP chooses it (dataplane/fanout.py).
+The plan needs no root (the interfaces' XDP abilities are passed in); the last test asks a real
+kernel about a veth."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from camus.dataplane import fanout
+from camus.dataplane.ports import PortSpec
+
+
+def _specs(n: int, shared: int = 0, local: bool = False) -> tuple[list[object], dict[object, PortSpec]]:
+    """n ports on interfaces ifN (ifindex 100 + N); the last `shared` of them on one interface."""
+    specs: dict[object, PortSpec] = {}
+    for p in range(1, n + 1):
+        iface = "shared" if p > n - shared else f"if{p}"
+        specs[p] = PortSpec(p, "remote" if p % 2 else "iface", iface, b"\x02" * 6, "10.0.0.1", 1)
+    if local:
+        specs["host"] = PortSpec("host", "local")
+    return list(specs), specs
+
+
+def _plan(bits, specs, mode="auto", able=lambda ifindex: True):
+    """The plan with interface numbers 100, 101, ... by name (no such interfaces exist here)."""
+    numbers = {name: 100 + i for i, name in enumerate(sorted({s.iface for s in specs.values() if s.iface}))}
+    return fanout.plan(bits, specs, mode, able, numbers.__getitem__), numbers
+
+
+def test_every_port_on_its_own_xdp_capable_interface_gets_an_entry() -> None:
+    bits, specs = _specs(8, local=True)
+    p, numbers = _plan(bits, specs)
+    assert [b for b, _ in p.ports] == list(range(8))                  # the host's stack is not one
+    assert [i for _, i in p.ports] == [numbers[f"if{n}"] for n in range(1, 9)]
+    assert p.min_copies == 3                  # ceil(8 / 3): a broadcast pays for all 8 copies
+    assert p.left_out == ()
+    assert p.describe(bits) == ("XDP broadcast to ports 1, 2, 3, 4, 5, 6, 7, 8 (packets for >= 3 of them), "
+                                "TC clones otherwise")
+
+
+def test_ports_sharing_an_interface_or_without_xdp_frames_stay_with_tc() -> None:
+    bits, specs = _specs(6, shared=2)
+    p, _ = _plan(bits, specs, able=lambda ifindex: ifindex != 101)         # if2 (numbered by name from 100)
+    assert [bits[b] for b, _ in p.ports] == [1, 3, 4]
+    assert dict(p.left_out) == {2: "if2 does not take XDP frames (a veth needs XDP or GRO on its peer)",
+                                5: "shared serves other ports too", 6: "shared serves other ports too"}
+    assert p.min_copies == 1
+
+
+def test_modes() -> None:
+    bits, specs = _specs(9)
+    assert _plan(bits, specs, "tc")[0] == fanout.FanPlan((), 0)
+    assert _plan(bits, specs, "tc")[0].describe(bits) == "TC clones"
+    assert _plan(bits, specs, "xdp")[0].min_copies == 1
+    assert _plan(bits, specs, "auto")[0].min_copies == 3
+    with pytest.raises(ValueError, match="fan-out mode 'fast'"):
+        _plan(bits, specs, "fast")
+
+
+def test_no_capable_port_means_tc_only() -> None:
+    bits, specs = _specs(3)
+    p, _ = _plan(bits, specs, able=lambda ifindex: False)
+    assert p.ports == () and p.describe(bits) == "TC clones" and len(p.left_out) == 3
+
+
+def test_at_most_max_fan_entries() -> None:
+    bits, specs = _specs(fanout.MAX_FAN + 2)
+    p, _ = _plan(bits, specs)
+    assert len(p.ports) == fanout.MAX_FAN
+    assert [why for _, why in p.left_out] == [f"more than {fanout.MAX_FAN} ports"] * 2
+
+
+@pytest.mark.netns
+def test_the_kernel_says_a_veth_takes_xdp_frames_once_its_peer_has_gro() -> None:
+    def sh(*cmd: str) -> None:
+        subprocess.run(cmd, check=True, capture_output=True)
+    subprocess.run(["ip", "link", "del", "cxf-a"], capture_output=True)
+    sh("ip", "link", "add", "cxf-a", "type", "veth", "peer", "name", "cxf-b")
+    try:
+        sh("ip", "link", "set", "cxf-a", "up")
+        sh("ip", "link", "set", "cxf-b", "up")
+        sh("ethtool", "-K", "cxf-b", "gro", "off")
+        a = int(open("/sys/class/net/cxf-a/ifindex").read())
+        assert not fanout.xdp_features(a) & fanout.NDO_XMIT
+        sh("ethtool", "-K", "cxf-b", "gro", "on")
+        assert fanout.xdp_features(a) & fanout.NDO_XMIT
+    finally:
+        subprocess.run(["ip", "link", "del", "cxf-a"], capture_output=True)
