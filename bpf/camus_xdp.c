@@ -278,6 +278,9 @@ BPF_ARRAY(fan, struct camus_fan, 1);
 BPF_XDP_REDIRECT_MAP("devmap", struct bpf_devmap_val, fan_ports, CAMUS_MAX_FAN);  /* entry -> interface
                                                               + camus_fan_out, for broadcasts */
 BPF_HASH(fan_port, __u32, __u32, CAMUS_MAX_FAN);             /* interface -> its port */
+/* Port set -> a devmap of just those ports (user space makes one per port set of the leaves):
+ * a broadcast through it copies only to the ports the packet goes to. */
+BPF_HASH_OF_MAPS(fan_groups, struct camus_portset, "fan_ports", CAMUS_MAX_FAN_GROUPS);
 
 BPF_ARRAY(bypass, struct camus_bypass, 2);             /* [bank]: written with the bank's tables */
 BPF_PERCPU_ARRAY(overload, struct camus_overload, 1);
@@ -336,20 +339,32 @@ static __always_inline __u32 popcount64(__u64 x) {
     return (__u32)((x * 0x0101010101010101ULL) >> 56);
 }
 
-/* 1 when this packet's copies should leave by XDP broadcast (struct camus_fan says when). */
-static __always_inline __u32 fan_chosen(struct camus_scratch *s) {
+#define CAMUS_FAN_NONE  0                /* copies by TC */
+#define CAMUS_FAN_GROUP 1                /* XDP broadcast to the devmap of exactly its ports */
+#define CAMUS_FAN_ALL   2                /* XDP broadcast to every fan port (unwanted copies dropped) */
+
+/* How this packet's copies are made (struct camus_fan says when a broadcast may be used);
+ * for CAMUS_FAN_GROUP, *group is the devmap. */
+static __always_inline __u32 fan_chosen(struct camus_scratch *s, void **group) {
     __u32 zero = 0;
     struct camus_fan *f = fan.lookup(&zero);
     if (!f || !f->entries || (s->acc.flags & CAMUS_LEAF_CALL))
-        return 0;                            /* custom actions run on the host: by TC */
+        return CAMUS_FAN_NONE;               /* custom actions run on the host: by TC */
     __u64 outside = 0;
     __u32 copies = 0;
+    struct camus_portset key;
     #pragma unroll
     for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
         outside |= s->acc.ports[w] & ~f->mask[w];
         copies += popcount64(s->acc.ports[w]);
+        key.w[w] = s->acc.ports[w];
     }
-    return !outside && copies >= f->min_copies;
+    if (outside)
+        return CAMUS_FAN_NONE;
+    *group = fan_groups.lookup(&key);
+    if (*group)
+        return CAMUS_FAN_GROUP;
+    return copies >= f->min_copies ? CAMUS_FAN_ALL : CAMUS_FAN_NONE;
 }
 
 static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
@@ -529,7 +544,8 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     }
     /* Several copies: XDP broadcast (camus_fan.c) or TC (camus_tc.c) makes them. Either way the
      * ring slot named in the metadata says which ports each message goes to. */
-    __u32 by_fan = fan_chosen(s);
+    void *group = 0;
+    __u32 by_fan = fan_chosen(s, &group);
     if (by_fan || !cfg_get(CAMUS_CFG_TC))    /* TC counts the rules of the packets it copies */
         count_packet_hits(s, 1);
     struct camus_pkt *pk = ring_slot(s);
@@ -562,6 +578,9 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
             meta->seq = seq;
             if (by_fan && pk) {
                 count(CAMUS_STAT_BROADCAST);
+                if (by_fan == CAMUS_FAN_GROUP && group)
+                    return bpf_redirect_map(group, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
+                count(CAMUS_STAT_BROADCAST_ALL);
                 return fan_ports.redirect_map(0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
             }
         }

@@ -55,7 +55,9 @@
 #define CAMUS_STAT_ANSWERED    11   /* DNS queries answered from XDP (sent back with XDP_TX) */
 #define CAMUS_STAT_REWRITTEN   12   /* packets whose IPv6 destination got an ILA locator */
 #define CAMUS_STAT_BROADCAST   13   /* packets copied to their ports by XDP broadcast (camus_fan.c) */
-#define CAMUS_STAT_MAX          14
+#define CAMUS_STAT_BROADCAST_ALL 14 /* of those, broadcast to every fan port (no group for their set):
+                                       the copies for other ports were made and dropped */
+#define CAMUS_STAT_MAX          15
 
 /* cfg[] indices */
 #define CAMUS_CFG_ROOT          0   /* root state: flipping it switches table sets atomically */
@@ -254,6 +256,11 @@ struct camus_fan {
     __u32 min_copies;
 };
 #define CAMUS_MAX_FAN    64          /* fan devmap entries (a broadcast visits every slot) */
+#define CAMUS_MAX_FAN_GROUPS 1024    /* devmaps of exactly one port set each (fan_groups) */
+
+struct camus_portset {               /* fan_groups' key: a packet's ports */
+    __u64 w[CAMUS_PORT_WORDS];
+};
 
 struct camus_port {
     __u32 kind;

@@ -128,3 +128,81 @@ def install(maps, fan_prog_fd: int, p: FanPlan) -> None:
         maps.update("fan_port", ctypes.c_uint32(ifindex), ctypes.c_uint32(bit))
         mask[bit >> 6] |= 1 << (bit & 63)
     maps.update("fan", ctypes.c_uint32(0), FanCfg((ctypes.c_uint64 * 4)(*mask), len(p.ports), p.min_copies))
+
+
+MAX_GROUPS = 1024                # CAMUS_MAX_FAN_GROUPS
+BPF_MAP_TYPE_DEVMAP = 14
+
+
+class PortSet(ctypes.Structure):     # struct camus_portset: fan_groups' key
+    c_struct = "camus_portset"
+    _fields_ = [("w", ctypes.c_uint64 * 4)]
+
+
+def group_sets(leaf_ports: list[tuple[int, ...]], p: FanPlan) -> list[tuple[int, ...]]:
+    """The port sets (as port words) worth a devmap of their own: those of the leaves whose
+    ports are all devmap ports, the most common first, at most MAX_GROUPS. A packet whose
+    messages go to different sets (a union no leaf has) uses the devmap of all, or TC."""
+    mask = [0, 0, 0, 0]
+    for bit, _ in p.ports:
+        mask[bit >> 6] |= 1 << (bit & 63)
+    counts: dict[tuple[int, ...], int] = {}
+    for words in leaf_ports:
+        words = tuple(words) + (0,) * (4 - len(words))
+        if any(words) and all(w & ~m == 0 for w, m in zip(words, mask)):
+            counts[words] = counts.get(words, 0) + 1
+    return sorted(counts, key=lambda w: (-counts[w], w))[:MAX_GROUPS]
+
+
+def _libbpf_groups():
+    from .testrun import _libbpf
+    lib = _libbpf()
+    lib.bpf_map_create.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
+                                   ctypes.c_uint32, ctypes.c_void_p]
+    lib.bpf_map_get_next_key.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    return lib
+
+
+def group_keys(maps) -> set[tuple[int, ...]]:
+    """The port sets fan_groups has a devmap for."""
+    lib = _libbpf_groups()
+    have: set[tuple[int, ...]] = set()
+    key, nxt = PortSet(), PortSet()
+    prev = None
+    while lib.bpf_map_get_next_key(maps.fds["fan_groups"], prev, ctypes.byref(nxt)) == 0:
+        have.add(tuple(nxt.w))
+        ctypes.memmove(ctypes.byref(key), ctypes.byref(nxt), ctypes.sizeof(PortSet))
+        prev = ctypes.byref(key)
+    return have
+
+
+def sync_groups(maps, fan_prog_fd: int, p: FanPlan, sets: list[tuple[int, ...]]) -> tuple[int, int]:
+    """Make fan_groups hold a devmap for each of `sets` and nothing else: new ones added, stale
+    ones removed (a packet between the two finds its set or falls back, never a wrong group: a
+    group's devmap holds exactly its set's ports). Returns (added, removed)."""
+    import os
+    lib = _libbpf_groups()
+    have = group_keys(maps)
+    ifindex = dict(p.ports)
+    want = set(sets)
+    added = 0
+    for words in sets:
+        if words in have:
+            continue
+        fd = lib.bpf_map_create(BPF_MAP_TYPE_DEVMAP, b"camus_fan_grp", 4, ctypes.sizeof(DevmapVal), MAX_FAN, None)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "could not create a fan-out group devmap")
+        try:
+            bits = [64 * w + b for w, word in enumerate(words) for b in range(64) if word >> b & 1]
+            for i, bit in enumerate(bits):
+                val = DevmapVal(ifindex[bit], fan_prog_fd)
+                if lib.bpf_map_update_elem(fd, ctypes.byref(ctypes.c_uint32(i)), ctypes.byref(val), 0) != 0:
+                    raise OSError(ctypes.get_errno(), "could not fill a fan-out group devmap")
+            maps.update("fan_groups", PortSet((ctypes.c_uint64 * 4)(*words)), ctypes.c_int(fd))
+            added += 1
+        finally:
+            os.close(fd)                          # fan_groups holds it now
+    stale = have - want
+    for words in stale:
+        maps.delete("fan_groups", PortSet((ctypes.c_uint64 * 4)(*words)))
+    return added, len(stale)

@@ -50,6 +50,7 @@ class Installed:
     table_capacity: dict[str, int] = field(default_factory=dict)  # diagram maps attach grew past the
                                                                    # defaults (EbpfLimits field -> size)
     fanout: str = ""                 # how copies are made (fanout.FanPlan.describe), for status
+    fan_entries: list = field(default_factory=list)   # [port bit, ifindex] of each broadcast port
 
     @property
     def unit(self) -> str:

@@ -136,12 +136,13 @@ class SvarCfg(ctypes.Structure):
 
 MAP_NAMES = ("cfg", "stats", "desc", "xslots", "bounds", "rnodes", "rsub", "lpm", "leaf", "updates", "svars",
              "svar_cfg", "bypass", "overload", "results", "scratch", "progs", "ring", "ports_cfg", "port_stats",
-             "tc_progs", "tx_ports", "leaf_hits", "bv_bits", "bv_segs", "bv_acc", "fan", "fan_ports", "fan_port")
+             "tc_progs", "tx_ports", "leaf_hits", "bv_bits", "bv_segs", "bv_acc", "fan", "fan_ports", "fan_port",
+             "fan_groups")
 OPTIONAL_MAPS = ("labels", "topic_work")     # only in programs whose spec has topic fields
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC, CFG_BYPASS_PPS = 0, 1, 2, 3, 4, 5, 6
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
               "local", "redirected", "overflow", "bypassed", "answered",
-              "rewritten", "broadcast")
+              "rewritten", "broadcast", "broadcast_all")
 
 
 class MapError(OSError):

@@ -168,7 +168,10 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
             for out in sorted({s.iface for s in specs.values() if s.iface}):
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
-            fanout.install(prog.maps, prog.bpf.funcs[b"camus_fan_out"].fd, fan)
+            fan_fd = prog.bpf.funcs[b"camus_fan_out"].fd
+            fanout.install(prog.maps, fan_fd, fan)
+            if fan.ports:
+                fanout.sync_groups(prog.maps, fan_fd, fan, fanout.group_sets(_leaf_ports(contents), fan))
         _fault("attach:tc")
         if not app:
             attach_xdp(prog.bpf, prog.fn, iface, mode)
@@ -177,8 +180,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         maps = prog.maps
         maps.pin(pin_dir(unit))
         lib = maps.lib
-        for name, fn in (("prog_xdp", prog.fn), ("prog_msg", None)):
-            fd = fn.fd if fn is not None else prog.bpf.funcs[b"camus_msg"].fd
+        for name, fn in (("prog_xdp", prog.fn), ("prog_msg", None), ("prog_fan", None)):
+            fd = fn.fd if fn is not None else prog.bpf.funcs[b"camus_msg" if name == "prog_msg" else b"camus_fan_out"].fd
             if lib.bpf_obj_pin(fd, str(pin_dir(unit) / name).encode()) < 0:
                 raise DataplaneError(f"could not pin {name} under {pin_dir(unit)}")
         maps.clear_leaf_hits(sorted(contents.leaf))
@@ -192,7 +195,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          list(bits) if bits is not None else None, app=app,
                          table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
                                          if getattr(limits, k) != getattr(EbpfLimits(), k)},
-                         fanout=fan.describe(list(bits)) if specs else "")
+                         fanout=fan.describe(list(bits)) if specs else "", fan_entries=[list(e) for e in fan.ports])
         _fault("attach:pinned")
         _save(inst)
         return inst
@@ -360,6 +363,24 @@ def recover(inst: Installed, maps: MapSet) -> str:
     return note
 
 
+def _leaf_ports(contents: MapContents) -> list[tuple[int, ...]]:
+    return [ports for ports, *_ in contents.leaf.values()]
+
+
+def _sync_fan_groups(inst: Installed, maps: MapSet, contents: MapContents) -> None:
+    """The new rule set's port sets get their broadcast groups; the old ones' go (fanout.py)."""
+    if not inst.fan_entries:
+        return
+    fd = maps.lib.bpf_obj_get(str(inst.pins / "prog_fan").encode())
+    if fd < 0:
+        return                                # attached before groups existed: the devmap of all serves
+    try:
+        plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), 0)
+        fanout.sync_groups(maps, fd, plan, fanout.group_sets(_leaf_ports(contents), plan))
+    finally:
+        os.close(fd)
+
+
 def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits | None = None) -> UpdateReport:
     """Swap the rules of an attached interface atomically (see the module docstring). The
     intent is journaled in the state file before the first write, so a crash at any point
@@ -396,6 +417,7 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
         old = _rule_totals(maps, inst)         # the old tables are quiet now: their final counts
         carried = {text: old[i] + inst.rule_base.get(text, 0) for i, text in enumerate(inst.counted)}
         maps.remove(_contents_from_keys(inst.keys))
+        _sync_fan_groups(inst, maps, contents)
         _fault("update:cleaned")
     finally:
         maps.close()

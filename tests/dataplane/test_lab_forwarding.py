@@ -313,3 +313,55 @@ def test_two_apps_on_one_interface_each_forward_by_their_own_ports_file(lab: Pat
         m.values["add_order.stock"] == message_from_text(spec_b, "stock=IBM")["add_order.stock"]
         for m in decode_packet(spec_b, f).messages))
     runtime.detach(BRK)
+
+
+def test_broadcast_groups_follow_the_rules_through_updates(lab: Path, tmp_path: Path) -> None:
+    """Each port set of the leaves gets a devmap of just those ports: a packet for one of them is
+    broadcast to exactly its ports (never to all with the extra copies dropped); an update
+    brings the new sets' groups and removes the old ones'."""
+    from camus.dataplane import fanout
+    from camus.dataplane.installed import pin_dir
+    from camus.dataplane.maps import MapSet
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
+
+    def one_message_frames(stocks: list[str]) -> list[bytes]:
+        out = []
+        for ref, stock in enumerate(stocks, 1):
+            values = message_from_text(spec, f"stock={stock} price=10")
+            values["add_order.order_ref_number"] = ref
+            out.append(build_packet(spec, [values], dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2"))
+        return out
+
+    def groups() -> set[tuple[int, ...]]:
+        maps = MapSet.from_pins(pin_dir(BRK))
+        try:
+            return fanout.group_keys(maps)
+        finally:
+            maps.close()
+
+    stocks = ["GOOGL", "AAPL", "IBM", "MSFT"] * 10
+    for n, rules in enumerate(["stock == GOOGL : fwd(1)\nstock == AAPL : fwd(1, 2)\nstock == IBM : fwd(4)\n",
+                               "stock == GOOGL : fwd(2, 3)\nstock == AAPL : fwd(3)\nstock == MSFT : fwd(1)\n"]):
+        compiled = compile_rules(spec, rules)
+        (tmp_path / "rules.txt").write_text(rules)
+        if n == 0:
+            runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), str(tmp_path / "rules.txt"), "native",
+                           ports_path=str(lab), fanout_mode="xdp")
+            assert groups() == {(0b1, 0, 0, 0), (0b11, 0, 0, 0)}          # ports 1 and 2 are bits 0 and 1
+        else:
+            runtime.update(BRK, compiled, str(tmp_path / "rules.txt"))
+            assert groups() == {(0b110, 0, 0, 0), (0b100, 0, 0, 0), (0b1, 0, 0, 0)}
+        before = runtime.stats(BRK)
+        frames = one_message_frames(stocks)
+        got = publish_and_capture(spec, frames)
+        interp = PipelineInterpreter(compiled.pipeline)
+        for p in (*SUBS, 4):
+            want = [ref for ref, s in enumerate(stocks, 1) if p in interp.run(
+                message_from_text(spec, f"stock={s} price=10")).actions.ports]
+            assert sorted(got[p]) == want, f"rules {n}, subscriber {p}"
+        after = runtime.stats(BRK)
+        fan_only = sum(1 for s in stocks if (ports := interp.run(message_from_text(spec, f"stock={s} price=10"))
+                                            .actions.ports) and 4 not in ports)
+        assert after["broadcast"] - before["broadcast"] == fan_only == 10 * (2 + n)
+        assert after["broadcast_all"] == before["broadcast_all"]               # each by its group

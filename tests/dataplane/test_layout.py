@@ -15,7 +15,7 @@ from camus.dataplane import fanout, maps
 from tests.conftest import ROOT
 
 STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
-           maps.SvarCfg, maps.BvSeg, maps.BvPrefixLeaf, maps.BvPlane, maps.Bypass, fanout.FanCfg]
+           maps.SvarCfg, maps.BvSeg, maps.BvPrefixLeaf, maps.BvPlane, maps.Bypass, fanout.FanCfg, fanout.PortSet]
 CONSTANTS = {
     "CAMUS_PORT_WORDS": ebpf_tables.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_tables.MAX_PROBE,
     "CAMUS_FANOUT": ebpf_tables.FANOUT, "CAMUS_RADIX_SUB": ebpf_tables.RADIX_SUB,
@@ -33,7 +33,8 @@ CONSTANTS = {
     **{f"CAMUS_STAT_{n}": i for i, n in enumerate(("PACKETS", "OTHER", "MALFORMED", "MESSAGES", "NO_MATCH",
                                                    "EXPLICIT", "DELIVER", "LOCAL", "REDIRECT", "OVERFLOW"))},
     "CAMUS_STAT_BROADCAST": maps.STAT_NAMES.index("broadcast"), "CAMUS_STAT_MAX": len(maps.STAT_NAMES),
-    "CAMUS_MAX_FAN": fanout.MAX_FAN,
+    "CAMUS_MAX_FAN": fanout.MAX_FAN, "CAMUS_MAX_FAN_GROUPS": fanout.MAX_GROUPS,
+    "CAMUS_STAT_BROADCAST_ALL": maps.STAT_NAMES.index("broadcast_all"),
 }
 
 
