@@ -14,8 +14,12 @@ transmission into the veths, and (softirqs run when a batch ends) the subscriber
 Cases: a packet of M ITCH messages going to K of the N ports, every copy keeping every message
 (`whole`), or every second message for port 1 only, so K-1 copies are pruned to half (`pruned`);
 K = 0 is the classification alone (dropped in XDP). Per delivered copy = (ns per packet - the
-K = 0 figure) / K. A broadcast pays for a copy to each of the N ports whichever K is: the last
-column is where `--fanout auto` switches (dataplane/fanout.py's BROADCAST_COPY_COST).
+K = 0 figure) / K. Three ways: TC clones; XDP broadcast through the devmap of the packet's port
+set (a group, what `--fanout xdp` uses whenever the rules' leaves have that set); and XDP
+broadcast to every port with the unwanted copies dropped (what it falls back to for a union of
+sets no leaf has: the bench removes the groups and lets any K use it, to price it). The last
+one pays for N copies whatever K is: where it beats TC sets dataplane/fanout.py's
+BROADCAST_COPY_COST.
 """
 from __future__ import annotations
 
@@ -49,8 +53,9 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
     from camus.compiler.compile import CompileOptions, compile_rules
     from camus.data import apps_dir
     from camus.compiler.language.spec_parser import load_spec
-    from camus.dataplane import runtime
+    from camus.dataplane import fanout, runtime
     from camus.dataplane.installed import pin_dir
+    from camus.dataplane.maps import MapSet
     from camus.dataplane.lab import Lab
     from camus.dataplane.testrun import _libbpf, live_frames
 
@@ -68,10 +73,18 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
         cases = [(k, m, pruned) for m in ms for k in [0, *ks] for pruned in ((False, True) if k > 1 and m > 1
                                                                                  else (False,))]
         frames = {c: packet(compiled.spec, lab, *c) for c in cases}
-        for mode in ("tc", "xdp"):
-            runtime.attach(lab.broker, compiled, str(spec_path), str(rules_path), "native", ports_path=str(ports),
-                           fanout_mode=mode)
+        for mode in ("tc", "xdp", "all"):
+            inst = runtime.attach(lab.broker, compiled, str(spec_path), str(rules_path), "native",
+                                  ports_path=str(ports), fanout_mode="tc" if mode == "tc" else "xdp")
             try:
+                if mode == "all":            # no groups, and the devmap of all for any packet
+                    maps = MapSet.from_pins(pin_dir(lab.broker))
+                    plan = fanout.FanPlan(tuple((b, i) for b, i in inst.fan_entries), 1)
+                    fanout.sync_groups(maps, -1, plan, [])
+                    prog_fan = maps.lib.bpf_obj_get(str(pin_dir(lab.broker) / "prog_fan").encode())
+                    fanout.install(maps, prog_fan, plan)
+                    os.close(prog_fan)
+                    maps.close()
                 fd = _libbpf().bpf_obj_get(str(pin_dir(lab.broker) / "prog_xdp").encode())
                 for c in cases:
                     pkt = frames[c]
@@ -82,7 +95,7 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
                     after = runtime.stats(lab.broker)
                     k = c[0]
                     by_fan = after["broadcast"] - before["broadcast"]
-                    if k and mode == "xdp" and by_fan == 0:
+                    if k and mode != "tc" and by_fan == 0:
                         raise SystemExit(f"case {c}: no broadcast in xdp mode (does {lab.sub_if(1, False)} take "
                                          "XDP frames?)")
                     sent = sum(after.get(f"port {p}", 0) - before.get(f"port {p}", 0) for p in lab.ports)
@@ -96,7 +109,7 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
     out = []
     for (k, m, pruned), r in rows.items():
         base = rows[(0, m, False)]
-        for mode in ("tc", "xdp"):
+        for mode in ("tc", "xdp", "all"):
             r[f"{mode}_ns_per_copy"] = round((r[f"{mode}_ns"] - base[f"{mode}_ns"]) / k) if k else None
         out.append(r)
     return out
@@ -117,16 +130,17 @@ def main() -> int:
         print("needs root (namespaces, BPF)", file=sys.stderr)
         return 1
     rows = []
-    print(f"{'subs':>5} {'to':>4} {'msgs':>5} {'copies':>7} {'TC ns/pkt':>10} {'XDP ns/pkt':>11} "
-          f"{'TC ns/copy':>11} {'XDP ns/copy':>12} {'XDP/TC':>7}")
+    print(f"{'subs':>5} {'to':>4} {'msgs':>5} {'copies':>7} {'TC ns/pkt':>10} {'XDP ns/pkt':>11} {'all ns/pkt':>11} "
+          f"{'TC ns/copy':>11} {'XDP ns/copy':>12} {'all ns/copy':>12} {'XDP/TC':>7} {'all/TC':>7}")
     for n in args.subscribers or [8, 64]:
         for r in measure(n, args.messages or [1, 12], args.repeat, args.rounds, not args.ifaces):
             rows.append(r)
-            tc, xdp = r["tc_ns_per_copy"], r["xdp_ns_per_copy"]
-            ratio = f"{xdp / tc:.2f}" if tc and xdp is not None else "-"
+            per = [r[f"{m}_ns_per_copy"] for m in ("tc", "xdp", "all")]
+            ratios = [f"{x / per[0]:.2f}" if per[0] and x is not None else "-" for x in per[1:]]
             print(f"{n:>5} {r['to_ports']:>4} {r['messages']:>5} {'pruned' if r['pruned'] else 'whole':>7} "
-                  f"{r['tc_ns']:>10} {r['xdp_ns']:>11} {tc if tc is not None else '-':>11} "
-                  f"{xdp if xdp is not None else '-':>12} {ratio:>7}", flush=True)
+                  f"{r['tc_ns']:>10} {r['xdp_ns']:>11} {r['all_ns']:>11} " +
+                  " ".join(f"{'-' if x is None else x:>{w}}" for x, w in zip(per, (11, 12, 12))) +
+                  f" {ratios[0]:>7} {ratios[1]:>7}", flush=True)
     print(json.dumps(rows))
     return 0
 

@@ -2,20 +2,23 @@
 
 A TC clone builds an skb for the broker's own stack first and then clones it once per port;
 an XDP broadcast copies the XDP frame straight to each interface of a devmap, whose egress
-program prunes and rewrites each copy. The broadcast is cheaper per copy (bench/fanout_bench.py)
-but has two limits, so the choice is made per port at attach and per packet in XDP:
+program prunes and rewrites each copy. Measured here (bench/fanout_bench.py, README "Fan-out"):
+a broadcast copy costs the broker about half a TC clone's CPU once a packet goes to several
+ports, but on veths the copies reach the subscribers later (a few µs more for the first copy,
+more for each further one: tests and README give the figures), so TC stays the default and
+`attach --fanout xdp` is the choice for CPU-bound fan-out. The broadcast has limits, so the
+choice is made per port at attach and per packet in XDP:
 
 - The egress program knows a copy's port only by its output interface, so only a port whose
   interface no other port uses can be in the devmap, and the interface must take XDP frames
   (`ndo_xdp_xmit`; a veth only when its peer has an XDP program or GRO on). The kernel says
-  which do: the netdev family's `xdp-features` (NETDEV_XDP_ACT_NDO_XMIT).
-- A broadcast copies the frame to every devmap entry and the egress program drops the copies
-  for ports the packet does not go to, so it pays for every entry. XDP chooses it when the
-  packet goes only to devmap ports and to at least `min_copies` of them.
-
-Modes (`attach --fanout`): `auto` (the default) puts every port that can take XDP copies in the
-devmap and sets `min_copies` from the measured costs; `xdp` broadcasts whenever a packet goes
-only to devmap ports; `tc` never broadcasts.
+  which do: the netdev family's `xdp-features` (NETDEV_XDP_ACT_NDO_XMIT). Other ports (and the
+  host's stack) are served by TC.
+- A broadcast copies the frame to every entry of its devmap. Each port set of the rules' leaves
+  gets a devmap of its own (`fan_groups`), so a packet for such a set is copied to exactly its
+  ports. A packet whose messages go to a union no leaf has can use the devmap of all ports, the
+  copies for other ports being dropped by the egress program: XDP does that only when the
+  packet goes to at least `min_copies` of them (three quarters: below that TC clones cost less).
 """
 from __future__ import annotations
 
@@ -27,10 +30,11 @@ from typing import Callable
 
 from .ports import PortSpec
 
-MODES = ("auto", "xdp", "tc")
+MODES = ("tc", "xdp")
 # Cost of one broadcast copy (to a port that keeps it or not) against one TC clone, both
-# including the egress pruning: bench/fanout_bench.py measured it (README, "Fan-out").
-BROADCAST_COPY_COST = 1 / 3
+# including the egress pruning: bench/fanout_bench.py measured it (README, "Fan-out"); a
+# broadcast to all ports pays off when the packet goes to at least this share of them.
+BROADCAST_COPY_COST = 3 / 4
 MAX_FAN = 64                     # CAMUS_MAX_FAN: devmap entries
 NDO_XMIT = 1 << 2                # NETDEV_XDP_ACT_NDO_XMIT (include/uapi/linux/netdev.h)
 BPF_XDP_DEVMAP = 33              # the egress program's expected attach type
@@ -55,7 +59,8 @@ class FanPlan:
         if not self.ports:
             return "TC clones"
         names = ", ".join(str(bits[b]) for b, _ in self.ports)
-        return f"XDP broadcast to ports {names} (packets for >= {self.min_copies} of them), TC clones otherwise"
+        return (f"XDP broadcast to ports {names} (a devmap per port set of the rules; all of them for a packet "
+                f"going to >= {self.min_copies} with no devmap of its own), TC clones otherwise")
 
 
 def xdp_features(ifindex: int) -> int:
@@ -85,10 +90,10 @@ def takes_xdp_frames(ifindex: int) -> bool:
     return bool(xdp_features(ifindex) & NDO_XMIT)
 
 
-def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
+def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "xdp",
          takes_xdp: Callable[[int], bool] = takes_xdp_frames,
          ifindex_of: Callable[[str], int] = socket.if_nametoindex) -> FanPlan:
-    """Which ports get a devmap entry and when XDP broadcasts (see the module's text)."""
+    """Which ports get a devmap entry and when XDP broadcasts to all of them (module text)."""
     if mode not in MODES:
         raise ValueError(f"fan-out mode {mode!r}: expected one of {', '.join(MODES)}")
     if mode == "tc":
@@ -115,8 +120,7 @@ def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
             entries.append((bit, ifindex))
     if not entries:
         return FanPlan((), 0, tuple(left_out))
-    least = 1 if mode == "xdp" else max(1, math.ceil(len(entries) * BROADCAST_COPY_COST))
-    return FanPlan(tuple(entries), least, tuple(left_out))
+    return FanPlan(tuple(entries), max(1, math.ceil(len(entries) * BROADCAST_COPY_COST)), tuple(left_out))
 
 
 def install(maps, fan_prog_fd: int, p: FanPlan) -> None:
