@@ -57,7 +57,7 @@ class BenchConfig:
     loss_threshold: float = 0.001
     keepup_ms: float = 10.0          # a probe whose p99 exceeds this built a backlog
     sender: str = "xdp"              # xdp: live frames (bench/xdp_sender.py); c: AF_PACKET (bench/c/send.c)
-    fanout: str = "tc"               # camus-xdp's copies: attach --fanout (dataplane/fanout.py)
+    fanout: str = "auto"             # camus-xdp's copies: attach --fanout (dataplane/fanout.py)
 
 
 Progress = Callable[[str, float], None]       # (what is happening, fraction done)

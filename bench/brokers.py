@@ -93,7 +93,7 @@ class Broker(ABC):
 
 class XdpBroker(Broker):
     name = "xdp"
-    fanout = "tc"                    # how copies are made (attach --fanout)
+    fanout = "auto"                  # how copies are made (attach --fanout)
 
     def start(self, compiled, spec_path: Path, rules_path: Path, flat_path: Path) -> None:
         from camus.dataplane import runtime
@@ -161,7 +161,7 @@ class TopicBroker(Broker):
                 time.sleep(0.05)
 
 
-def make_broker(name: str, lab: Lab, workdir: Path, fanout: str = "tc") -> Broker:
+def make_broker(name: str, lab: Lab, workdir: Path, fanout: str = "auto") -> Broker:
     cls = {"xdp": XdpBroker, "py": PyBroker, "c": CBroker}.get(name, TopicBroker)
     b = cls(lab, workdir)
     b.name = name

@@ -13,8 +13,9 @@ transmission into the veths, and (softirqs run when a batch ends) the subscriber
 
 Cases: a packet of M ITCH messages going to K of the N ports, every copy keeping every message
 (`whole`), or every second message for port 1 only, so K-1 copies are pruned to half (`pruned`);
-K = 0 is the classification alone (dropped in XDP). Per delivered copy = (ns per packet - the
-K = 0 figure) / K. Three ways: TC clones; XDP broadcast through the devmap of the packet's port
+K = 0 is the classification alone (dropped in XDP). Per copy = (ns per packet - the K = 0
+figure) / copies made per packet; the last column says how many of the K copies were made (a
+veth refuses frames while its ring is full: live frames come in bursts of 64 packets). Three ways: TC clones; XDP broadcast through the devmap of the packet's port
 set (a group, what `--fanout xdp` uses whenever the rules' leaves have that set); and XDP
 broadcast to every port with the unwanted copies dropped (what it falls back to for a union of
 sets no leaf has: the bench removes the groups and lets any K use it, to price it). The last
@@ -98,19 +99,20 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
                     if k and mode != "tc" and by_fan == 0:
                         raise SystemExit(f"case {c}: no broadcast in xdp mode (does {lab.sub_if(1, False)} take "
                                          "XDP frames?)")
-                    sent = sum(after.get(f"port {p}", 0) - before.get(f"port {p}", 0) for p in lab.ports)
-                    if k and sent < k * (repeat * rounds + 1000) * 0.99:
-                        raise SystemExit(f"case {c} {mode}: {sent} copies counted for {k} ports")
-                    rows.setdefault(c, {"subscribers": n, "to_ports": k, "messages": c[1],
-                                        "pruned": c[2]})[f"{mode}_ns"] = int(ns)
+                    # copies made: a veth refuses some when its ring is full (64-packet bursts)
+                    made = sum(after.get(f"port {p}", 0) - before.get(f"port {p}", 0) for p in lab.ports)
+                    row = rows.setdefault(c, {"subscribers": n, "to_ports": k, "messages": c[1], "pruned": c[2]})
+                    row[f"{mode}_ns"] = int(ns)
+                    row[f"{mode}_made"] = round(made / (k * (repeat * rounds + 1000)), 3) if k else None
                 os.close(fd)
             finally:
                 runtime.detach(lab.broker)
     out = []
     for (k, m, pruned), r in rows.items():
         base = rows[(0, m, False)]
-        for mode in ("tc", "xdp", "all"):
-            r[f"{mode}_ns_per_copy"] = round((r[f"{mode}_ns"] - base[f"{mode}_ns"]) / k) if k else None
+        for mode in ("tc", "xdp", "all"):          # per copy actually made
+            r[f"{mode}_ns_per_copy"] = (round((r[f"{mode}_ns"] - base[f"{mode}_ns"]) / (k * r[f"{mode}_made"]))
+                                        if k and r[f"{mode}_made"] else None)
         out.append(r)
     return out
 
@@ -131,7 +133,8 @@ def main() -> int:
         return 1
     rows = []
     print(f"{'subs':>5} {'to':>4} {'msgs':>5} {'copies':>7} {'TC ns/pkt':>10} {'XDP ns/pkt':>11} {'all ns/pkt':>11} "
-          f"{'TC ns/copy':>11} {'XDP ns/copy':>12} {'all ns/copy':>12} {'XDP/TC':>7} {'all/TC':>7}")
+          f"{'TC ns/copy':>11} {'XDP ns/copy':>12} {'all ns/copy':>12} {'XDP/TC':>7} {'all/TC':>7} "
+          f"{'made TC/XDP/all':>16}")
     for n in args.subscribers or [8, 64]:
         for r in measure(n, args.messages or [1, 12], args.repeat, args.rounds, not args.ifaces):
             rows.append(r)
@@ -140,7 +143,9 @@ def main() -> int:
             print(f"{n:>5} {r['to_ports']:>4} {r['messages']:>5} {'pruned' if r['pruned'] else 'whole':>7} "
                   f"{r['tc_ns']:>10} {r['xdp_ns']:>11} {r['all_ns']:>11} " +
                   " ".join(f"{'-' if x is None else x:>{w}}" for x, w in zip(per, (11, 12, 12))) +
-                  f" {ratios[0]:>7} {ratios[1]:>7}", flush=True)
+                  f" {ratios[0]:>7} {ratios[1]:>7} " +
+                  ("/".join(f"{r[f'{m}_made']:.0%}" for m in ("tc", "xdp", "all")) if r["to_ports"] else "-"),
+                  flush=True)
     print(json.dumps(rows))
     return 0
 

@@ -359,7 +359,7 @@ static __always_inline __u32 fan_chosen(struct camus_scratch *s, void **group) {
         copies += popcount64(s->acc.ports[w]);
         key.w[w] = s->acc.ports[w];
     }
-    if (outside)
+    if (outside || copies < f->min_group)
         return CAMUS_FAN_NONE;
     *group = fan_groups.lookup(&key);
     if (*group)

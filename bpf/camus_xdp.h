@@ -249,11 +249,15 @@ struct camus_pkt {                   /* ring slot: which ports each message goes
  * interface) that takes XDP frames. A broadcast copies the frame to every entry and the egress
  * program drops the copies of ports the packet does not go to, so it pays for all entries:
  * it is chosen when a packet goes to at least `min_copies` of them (user space sets it from
- * the measured cost of a broadcast copy against a TC clone), and never for other ports. */
+ * the measured cost of a broadcast copy against a TC clone), and never for other ports. A
+ * packet whose port set has a group devmap (fan_groups) is broadcast through it from
+ * `min_group` copies on (below, TC's copies arrive sooner: dataplane/fanout.py). */
 struct camus_fan {
     __u64 mask[CAMUS_PORT_WORDS];    /* ports with an entry */
     __u32 entries;                   /* how many (0: fan-out by TC only) */
-    __u32 min_copies;
+    __u32 min_copies;                /* broadcast to all entries from this many wanted */
+    __u32 min_group;                 /* broadcast through a group from this many copies */
+    __u32 pad;
 };
 #define CAMUS_MAX_FAN    64          /* fan devmap entries (a broadcast visits every slot) */
 #define CAMUS_MAX_FAN_GROUPS 1024    /* devmaps of exactly one port set each (fan_groups) */

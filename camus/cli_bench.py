@@ -47,8 +47,8 @@ def register(main: click.Group) -> None:
     @click.option("--sender", type=click.Choice(["xdp", "c"]), default="xdp", show_default=True,
                   help="The feed's publisher: xdp sends XDP live frames from the kernel (millions of frames/s, "
                        "bench/xdp_sender.py); c is the AF_PACKET sender (bench/c/send.c), a cross-check.")
-    @click.option("--fanout", type=click.Choice(["tc", "xdp"]), default="tc", show_default=True,
-                  help="How camus-xdp makes a packet's copies (attach --fanout): TC clones or XDP broadcast.")
+    @click.option("--fanout", type=click.Choice(["auto", "xdp", "tc"]), default="auto", show_default=True,
+                  help="How camus-xdp makes a packet's copies (attach --fanout).")
     @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
                   help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
     @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")

@@ -94,12 +94,13 @@ def register(main: click.Group) -> None:
                   help="Send packets whose messages all go to one interface port straight from XDP "
                        "(XDP_REDIRECT, no skb). The receiving device must accept XDP frames (veth: "
                        "its peer needs an XDP program or GRO on).")
-    @click.option("--fanout", "fanout_mode", type=click.Choice(["tc", "xdp"]), default="tc", show_default=True,
-                  help="How a packet for several ports is copied. tc: a TC clone per port (the lowest "
-                       "latency on veths here). xdp: one XDP broadcast to the ports whose interface is theirs "
-                       "alone and takes XDP frames, each copy pruned on its way out: about half the broker's "
-                       "CPU per copy once a packet goes to several ports, a few µs later per copy (README, "
-                       "Fan-out); other ports still by TC. `status` shows which ports broadcast.")
+    @click.option("--fanout", "fanout_mode", type=click.Choice(["auto", "xdp", "tc"]), default="auto",
+                  show_default=True,
+                  help="How a packet for several ports is copied: by TC clones, or by one XDP broadcast to "
+                       "the ports whose interface is theirs alone and takes XDP frames (each copy pruned on its "
+                       "way out; other ports still by TC). auto: broadcast packets going to 16 or more ports (a "
+                       "fraction of the CPU per copy, no copies refused in bursts), TC below (its copies arrive "
+                       "a little sooner); xdp: broadcast whenever possible; tc: never. `status` shows it.")
     @click.option("--count-rules", type=click.IntRange(0), default=COUNT_RULES, show_default=True,
                   help="Give the first N rules their own match counters (`stats` shows them). Each "
                        "counted rule may keep apart table states that would otherwise merge; 0 turns "

@@ -119,7 +119,7 @@ def write_key(bpf, key: int, slot: int) -> None:
 
 
 def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect: bool = False,
-                fanout_mode: str = "tc") -> list[Installed]:
+                fanout_mode: str = "auto") -> list[Installed]:
     """Install every app, then the dispatcher that hands each its frames; nothing is left
     installed when any step fails."""
     require_root()

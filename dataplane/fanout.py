@@ -2,11 +2,13 @@
 
 A TC clone builds an skb for the broker's own stack first and then clones it once per port;
 an XDP broadcast copies the XDP frame straight to each interface of a devmap, whose egress
-program prunes and rewrites each copy. Measured here (bench/fanout_bench.py, README "Fan-out"):
-a broadcast copy costs the broker about half a TC clone's CPU once a packet goes to several
-ports, but on veths the copies reach the subscribers later (a few µs more for the first copy,
-more for each further one: tests and README give the figures), so TC stays the default and
-`attach --fanout xdp` is the choice for CPU-bound fan-out. The broadcast has limits, so the
+program prunes and rewrites each copy. Measured here (bench/fanout_bench.py,
+bench/fanout_latency.py, README "Fan-out"): for a packet going to many ports a broadcast copy
+costs the broker a half to a fifth of a TC clone's CPU, and it makes every copy where TC clones,
+in bursts, were refused by the veths (half of them at 32 ports); for a few ports the CPU is about
+the same and TC's copies reach the subscribers a little sooner. Modes (`attach --fanout`):
+`auto` (the default) broadcasts packets going to at least AUTO_MIN_GROUP ports, `xdp` any packet
+it can, `tc` none. The broadcast has limits, so the
 choice is made per port at attach and per packet in XDP:
 
 - The egress program knows a copy's port only by its output interface, so only a port whose
@@ -30,11 +32,15 @@ from typing import Callable
 
 from .ports import PortSpec
 
-MODES = ("tc", "xdp")
+MODES = ("auto", "xdp", "tc")
 # Cost of one broadcast copy (to a port that keeps it or not) against one TC clone, both
 # including the egress pruning: bench/fanout_bench.py measured it (README, "Fan-out"); a
 # broadcast to all ports pays off when the packet goes to at least this share of them.
 BROADCAST_COPY_COST = 3 / 4
+# `auto`: packets for fewer copies go by TC, whose copies reach subscribers sooner on veths,
+# with the same CPU per copy at that size; from 16 copies on a broadcast costs half or less and
+# makes every copy where TC, in 64-packet bursts, lost half of them at 32 (README, "Fan-out").
+AUTO_MIN_GROUP = 16
 MAX_FAN = 64                     # CAMUS_MAX_FAN: devmap entries
 NDO_XMIT = 1 << 2                # NETDEV_XDP_ACT_NDO_XMIT (include/uapi/linux/netdev.h)
 BPF_XDP_DEVMAP = 33              # the egress program's expected attach type
@@ -42,7 +48,8 @@ BPF_XDP_DEVMAP = 33              # the egress program's expected attach type
 
 class FanCfg(ctypes.Structure):
     c_struct = "camus_fan"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("mask", ctypes.c_uint64 * 4), ("entries", ctypes.c_uint32), ("min_copies", ctypes.c_uint32)]
+    _fields_ = [("mask", ctypes.c_uint64 * 4), ("entries", ctypes.c_uint32), ("min_copies", ctypes.c_uint32),
+                ("min_group", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
 
 
 class DevmapVal(ctypes.Structure):   # struct bpf_devmap_val
@@ -52,15 +59,17 @@ class DevmapVal(ctypes.Structure):   # struct bpf_devmap_val
 @dataclass(frozen=True)
 class FanPlan:
     ports: tuple[tuple[int, int], ...]   # (port bit, ifindex) of each devmap entry
-    min_copies: int                      # broadcast a packet going to at least this many of them
+    min_copies: int                      # broadcast to all entries a packet going to this many
     left_out: tuple[tuple[object, str], ...] = ()   # (port, why) of ports copied by TC only
+    min_group: int = 1                   # broadcast through a group from this many copies
 
     def describe(self, bits: list[object]) -> str:
         if not self.ports:
             return "TC clones"
         names = ", ".join(str(bits[b]) for b, _ in self.ports)
-        return (f"XDP broadcast to ports {names} (a devmap per port set of the rules; all of them for a packet "
-                f"going to >= {self.min_copies} with no devmap of its own), TC clones otherwise")
+        return (f"XDP broadcast to ports {names} for packets going to >= {self.min_group} of them (a devmap per "
+                f"port set of the rules; all of them for a packet going to >= {self.min_copies} with no devmap of "
+                "its own), TC clones otherwise")
 
 
 def xdp_features(ifindex: int) -> int:
@@ -90,7 +99,7 @@ def takes_xdp_frames(ifindex: int) -> bool:
     return bool(xdp_features(ifindex) & NDO_XMIT)
 
 
-def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "xdp",
+def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
          takes_xdp: Callable[[int], bool] = takes_xdp_frames,
          ifindex_of: Callable[[str], int] = socket.if_nametoindex) -> FanPlan:
     """Which ports get a devmap entry and when XDP broadcasts to all of them (module text)."""
@@ -120,7 +129,9 @@ def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "xdp",
             entries.append((bit, ifindex))
     if not entries:
         return FanPlan((), 0, tuple(left_out))
-    return FanPlan(tuple(entries), max(1, math.ceil(len(entries) * BROADCAST_COPY_COST)), tuple(left_out))
+    least = 1 if mode == "xdp" else AUTO_MIN_GROUP
+    return FanPlan(tuple(entries), max(least, math.ceil(len(entries) * BROADCAST_COPY_COST)), tuple(left_out),
+                   least)
 
 
 def install(maps, fan_prog_fd: int, p: FanPlan) -> None:
@@ -131,7 +142,8 @@ def install(maps, fan_prog_fd: int, p: FanPlan) -> None:
         maps.update("fan_ports", ctypes.c_uint32(i), DevmapVal(ifindex, fan_prog_fd))
         maps.update("fan_port", ctypes.c_uint32(ifindex), ctypes.c_uint32(bit))
         mask[bit >> 6] |= 1 << (bit & 63)
-    maps.update("fan", ctypes.c_uint32(0), FanCfg((ctypes.c_uint64 * 4)(*mask), len(p.ports), p.min_copies))
+    maps.update("fan", ctypes.c_uint32(0), FanCfg((ctypes.c_uint64 * 4)(*mask), len(p.ports), p.min_copies,
+                                                  p.min_group))
 
 
 MAX_GROUPS = 1024                # CAMUS_MAX_FAN_GROUPS

@@ -131,7 +131,7 @@ def rule_counts(iface: str) -> list[tuple[str, int]]:
 
 def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
            limits: EbpfLimits | None = None, ports_path: str | None = None,
-           xdp_redirect: bool = False, app: str = "", app_id: int = 0, fanout_mode: str = "tc") -> Installed:
+           xdp_redirect: bool = False, app: str = "", app_id: int = 0, fanout_mode: str = "auto") -> Installed:
     """Load, fill and attach the classifier. With `app`, it is one of several on the interface
     (dataplane/apps.py): loaded and pinned as unit IFACE@APP with its own maps, counters and TC
     filters, not attached itself (the dispatcher tail-calls it); `app_id` keeps its TC copies

@@ -22,7 +22,7 @@ def _specs(n: int, shared: int = 0, local: bool = False) -> tuple[list[object], 
     return list(specs), specs
 
 
-def _plan(bits, specs, mode="xdp", able=lambda ifindex: True):
+def _plan(bits, specs, mode="auto", able=lambda ifindex: True):
     """The plan with interface numbers 100, 101, ... by name (no such interfaces exist here)."""
     numbers = {name: 100 + i for i, name in enumerate(sorted({s.iface for s in specs.values() if s.iface}))}
     return fanout.plan(bits, specs, mode, able, numbers.__getitem__), numbers
@@ -30,19 +30,29 @@ def _plan(bits, specs, mode="xdp", able=lambda ifindex: True):
 
 def test_every_port_on_its_own_xdp_capable_interface_gets_an_entry() -> None:
     bits, specs = _specs(8, local=True)
-    p, numbers = _plan(bits, specs)
+    p, numbers = _plan(bits, specs, "xdp")
     assert [b for b, _ in p.ports] == list(range(8))                  # the host's stack is not one
     assert [i for _, i in p.ports] == [numbers[f"if{n}"] for n in range(1, 9)]
+    assert p.min_group == 1                   # xdp: any packet with a group devmap
     assert p.min_copies == 6                  # ceil(8 * 3/4): a broadcast to all pays for 8 copies
     assert p.left_out == ()
-    assert p.describe(bits) == ("XDP broadcast to ports 1, 2, 3, 4, 5, 6, 7, 8 (a devmap per port set of the "
-                                "rules; all of them for a packet going to >= 6 with no devmap of its own), TC "
-                                "clones otherwise")
+    assert p.describe(bits) == ("XDP broadcast to ports 1, 2, 3, 4, 5, 6, 7, 8 for packets going to >= 1 of them "
+                                "(a devmap per port set of the rules; all of them for a packet going to >= 6 with "
+                                "no devmap of its own), TC clones otherwise")
+
+
+def test_auto_broadcasts_from_sixteen_copies() -> None:
+    bits, specs = _specs(40)
+    p, _ = _plan(bits, specs)
+    assert (p.min_group, p.min_copies) == (fanout.AUTO_MIN_GROUP, 30) == (16, 30)
+    bits, specs = _specs(8)
+    p, _ = _plan(bits, specs)
+    assert (p.min_group, p.min_copies) == (16, 16)   # never to all of 8 (each packet goes by TC)
 
 
 def test_ports_sharing_an_interface_or_without_xdp_frames_stay_with_tc() -> None:
     bits, specs = _specs(6, shared=2)
-    p, _ = _plan(bits, specs, able=lambda ifindex: ifindex != 101)         # if2 (numbered by name from 100)
+    p, _ = _plan(bits, specs, "xdp", able=lambda ifindex: ifindex != 101)   # if2 (numbered by name from 100)
     assert [bits[b] for b, _ in p.ports] == [1, 3, 4]
     assert dict(p.left_out) == {2: "if2 does not take XDP frames (a veth needs XDP or GRO on its peer)",
                                 5: "shared serves other ports too", 6: "shared serves other ports too"}
@@ -54,6 +64,7 @@ def test_modes() -> None:
     assert _plan(bits, specs, "tc")[0] == fanout.FanPlan((), 0)
     assert _plan(bits, specs, "tc")[0].describe(bits) == "TC clones"
     assert _plan(bits, specs, "xdp")[0].min_copies == 7     # broadcast to all: for 7 of the 9 or more
+    assert _plan(bits, specs, "auto")[0].min_group == 16
     with pytest.raises(ValueError, match="fan-out mode 'fast'"):
         _plan(bits, specs, "fast")
 
