@@ -15,9 +15,11 @@ Cases: a packet of M ITCH messages going to K of the N ports, every copy keeping
 (`whole`), or every second message for port 1 only, so K-1 copies are pruned to half (`pruned`);
 K = 0 is the classification alone (dropped in XDP). Per copy = (ns per packet - the K = 0
 figure) / copies made per packet; the last column says how many of the K copies were made (a
-veth refuses frames while its ring is full: live frames come in bursts of 64 packets). Three ways: TC clones; XDP broadcast through the devmap of the packet's port
-set (a group, what `--fanout xdp` uses whenever the rules' leaves have that set); and XDP
-broadcast to every port with the unwanted copies dropped (what it falls back to for a union of
+veth refuses frames while its ring is full: live frames come in bursts of 64 packets).
+
+Three ways: TC clones; XDP broadcast through the devmap of the packet's port set (a group,
+what `--fanout xdp` uses whenever the rules' leaves have that set, and `auto` from 16 copies);
+and XDP broadcast to every port with the unwanted copies dropped (the fallback for a union of
 sets no leaf has: the bench removes the groups and lets any K use it, to price it). The last
 one pays for N copies whatever K is: where it beats TC sets dataplane/fanout.py's
 BROADCAST_COPY_COST.

@@ -145,7 +145,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     bits, specs = _port_specs(ports_path)
     # generic XDP hands a broadcast's copies to the egress program as skbs without the metadata
     # naming the packet's ring slot: copies by TC there
-    fan = (fanout.plan(list(bits), specs, fanout_mode if mode == "native" else "tc") if specs
+    fan = (fanout.plan(list(bits), specs, fanout_mode if mode == "native" else "tc") if specs and bits
            else fanout.FanPlan((), 0))
     try:
         if limits is None:     # map capacity from the rule set, with headroom for updates
@@ -195,7 +195,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          list(bits) if bits is not None else None, app=app,
                          table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
                                          if getattr(limits, k) != getattr(EbpfLimits(), k)},
-                         fanout=fan.describe(list(bits)) if specs else "", fan_entries=[list(e) for e in fan.ports])
+                         fanout=fan.describe(list(bits)) if specs and bits else "",
+                         fan_entries=[list(e) for e in fan.ports])
         _fault("attach:pinned")
         _save(inst)
         return inst
