@@ -28,9 +28,10 @@ import ctypes
 import math
 import socket
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .ports import PortSpec
+if TYPE_CHECKING:                # ports.py needs PyYAML; the CLI imports this module without it
+    from .ports import PortSpec
 
 MODES = ("auto", "xdp", "tc")
 # Cost of one broadcast copy (to a port that keeps it or not) against one TC clone, both
