@@ -55,6 +55,13 @@ static __always_inline int xdp_l3_csum_replace(struct xdp_md *ctx, __u32 off, __
 #undef PRUNE_OK
 #undef PRUNE_DROP
 
+/* Tail-called by camus_xdp for a delivering packet whose ring slot and metadata are written:
+ * this CPU's scratch still holds its verdict. */
+int camus_fan_decide(struct xdp_md *ctx) {
+    struct camus_scratch *s = get_scratch();
+    return s ? fan_out(s) : XDP_PASS;
+}
+
 int camus_fan_out(struct xdp_md *ctx) {
     void *data = (void *)(long)ctx->data;
     struct camus_meta *meta = (void *)(long)ctx->data_meta;
@@ -73,9 +80,16 @@ int camus_fan_out(struct xdp_md *ctx) {
     __u64 bit = 1ULL << (port & 63);
     if (!(pk->ports[w] & bit))
         return XDP_DROP;                       /* every entry gets a copy: not this port's packet */
-    __u32 keep = 0;
-    for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++)
-        keep |= nonzero(pk->msg_ports[i][w] & bit) << i;
+    __u32 keep = 0;            /* the messages this port gets: from their leaves, as TC reads them */
+    for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
+        __u32 state = i < pk->nmsgs ? pk->msg_state[i] : 0;
+        __u64 ports = pk->msg_ports[i][w];         /* XDP wrote these for the bit-vector stage */
+        if (state != CAMUS_STATE_BV) {
+            struct camus_leaf *l = leaf.lookup(&state);
+            ports = l ? l->ports[w] : 0;
+        }
+        keep |= nonzero(ports & bit) << i;
+    }
     pk->copy_keep = keep;     /* the copies of this CPU's broadcasts are pruned one at a time */
     struct camus_port *pc = ports_cfg.lookup(&port);
     if (!pc)

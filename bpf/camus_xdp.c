@@ -339,39 +339,11 @@ static __always_inline __u32 popcount64(__u64 x) {
     return (__u32)((x * 0x0101010101010101ULL) >> 56);
 }
 
-#define CAMUS_FAN_NONE  0                /* copies by TC */
-#define CAMUS_FAN_GROUP 1                /* XDP broadcast to the devmap of exactly its ports */
-#define CAMUS_FAN_ALL   2                /* XDP broadcast to every fan port (unwanted copies dropped) */
-
-/* How this packet's copies are made (struct camus_fan says when a broadcast may be used);
- * for CAMUS_FAN_GROUP, *group is the devmap. */
-static __always_inline __u32 fan_chosen(struct camus_scratch *s, void **group) {
-    __u32 zero = 0;
-    struct camus_fan *f = fan.lookup(&zero);
-    if (!f || !f->entries || (s->acc.flags & CAMUS_LEAF_CALL))
-        return CAMUS_FAN_NONE;               /* custom actions run on the host: by TC */
-    __u64 outside = 0;
-    __u32 copies = 0;
-    struct camus_portset key;
-    #pragma unroll
-    for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
-        outside |= s->acc.ports[w] & ~f->mask[w];
-        copies += popcount64(s->acc.ports[w]);
-        key.w[w] = s->acc.ports[w];
-    }
-    if (outside || copies < f->min_group)
-        return CAMUS_FAN_NONE;
-    *group = fan_groups.lookup(&key);
-    if (*group)
-        return CAMUS_FAN_GROUP;
-    return copies >= f->min_copies ? CAMUS_FAN_ALL : CAMUS_FAN_NONE;
-}
-
 static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
     __u32 slot = s->seq & (CAMUS_RING - 1);
     return ring.lookup(&slot);
 }
-BPF_PROG_ARRAY(progs, 1);       /* [0]: camus_msg */
+BPF_PROG_ARRAY(progs, 2);       /* [0]: camus_msg, [1]: camus_fan_decide (camus_fan.c) */
 
 /*@CAMUS_TOPIC_H@*/
 
@@ -478,6 +450,37 @@ static __always_inline void add_stat(__u32 idx, __u64 n) {
         *c += n;
 }
 
+/* The way out of a delivering packet whose ring slot and metadata are written: XDP broadcast
+ * (camus_fan.c) when struct camus_fan allows it for this packet — through the devmap of exactly
+ * its ports from `min_group` copies, or the devmap of all from `min_copies` — else XDP_PASS to
+ * TC. Decided last, so the paths before it stay the same for the verifier. */
+static __always_inline int fan_out(struct camus_scratch *s) {
+    __u32 zero = 0;
+    struct camus_fan *f = fan.lookup(&zero);
+    if (!f || !f->entries || (s->acc.flags & CAMUS_LEAF_CALL))
+        return XDP_PASS;                     /* custom actions run on the host: by TC */
+    __u64 outside = 0;
+    __u32 copies = 0;
+    struct camus_portset key;
+    #pragma unroll
+    for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
+        outside |= s->acc.ports[w] & ~f->mask[w];
+        copies += popcount64(s->acc.ports[w]);
+        key.w[w] = s->acc.ports[w];
+    }
+    if (outside || copies < f->min_group)
+        return XDP_PASS;
+    void *group = fan_groups.lookup(&key);
+    if (!group && copies < f->min_copies)
+        return XDP_PASS;
+    count_packet_hits(s, 1);                 /* TC counts the packets it copies; these it never sees */
+    count(CAMUS_STAT_BROADCAST);
+    if (group)
+        return bpf_redirect_map(group, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
+    count(CAMUS_STAT_BROADCAST_ALL);
+    return fan_ports.redirect_map(0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
+}
+
 static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     add_stat(CAMUS_STAT_MESSAGES, s->nmsgs - s->skipped);
     __u64 any = 0;
@@ -544,10 +547,10 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     }
     /* Several copies: XDP broadcast (camus_fan.c) or TC (camus_tc.c) makes them. Either way the
      * ring slot named in the metadata says which ports each message goes to. */
-    void *group = 0;
-    __u32 by_fan = fan_chosen(s, &group);
-    if (by_fan || !cfg_get(CAMUS_CFG_TC))    /* TC counts the rules of the packets it copies */
+    if (!cfg_get(CAMUS_CFG_TC))              /* no TC attached: count the rules here */
         count_packet_hits(s, 1);
+    /* Copies are made by TC (camus_tc.c) or an XDP broadcast (camus_fan.c, fan_out): either way
+     * the ring slot named in the metadata says which ports each message goes to. */
     struct camus_pkt *pk = ring_slot(s);
     if (pk) {
         pk->nmsgs = s->nmsgs;
@@ -556,17 +559,8 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->ports[w] = s->acc.ports[w];
         __builtin_memcpy(pk->msg_state, s->msg_state, sizeof(pk->msg_state));   /* TC reads nmsgs */
-        if (s->root_desc.kind == CAMUS_KIND_BV || s->bypass) {   /* no leaf state holds these ports */
+        if (s->root_desc.kind == CAMUS_KIND_BV || s->bypass)   /* no leaf state holds these ports */
             __builtin_memcpy(pk->msg_ports, s->msg_ports, sizeof(pk->msg_ports));
-        } else if (by_fan) {                 /* TC reads the leaves itself; the copies cannot */
-            for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
-                __u32 state = i < s->nmsgs ? s->msg_state[i] : 0;
-                struct camus_leaf *l = leaf.lookup(&state);
-                #pragma unroll
-                for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-                    pk->msg_ports[i][w] = l ? l->ports[w] : 0;
-            }
-        }
     }
     __u32 seq = s->seq;
     s->seq = seq + 1;
@@ -576,13 +570,9 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         if ((void *)(meta + 1) <= data) {
             meta->magic = CAMUS_META_MAGIC;
             meta->seq = seq;
-            if (by_fan && pk) {
-                count(CAMUS_STAT_BROADCAST);
-                if (by_fan == CAMUS_FAN_GROUP && group)
-                    return bpf_redirect_map(group, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
-                count(CAMUS_STAT_BROADCAST_ALL);
-                return fan_ports.redirect_map(0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
-            }
+            if (pk && cfg_get(CAMUS_CFG_TC))
+                progs.call(ctx, 1);          /* camus_fan_decide: broadcast or XDP_PASS (a tail call:
+                                                verified apart, not once per path through here) */
         }
     }
     return XDP_PASS;

@@ -79,6 +79,8 @@ class XdpProgram:
                 local_fn = bpf.load_func(b"camus_tc_local", bcc.BPF.SCHED_CLS)
                 bpf[b"tc_progs"][ctypes.c_int(0)] = ctypes.c_int(local_fn.fd)
                 bpf.load_func(b"camus_fan_out", bcc.BPF.XDP, attach_type=BPF_XDP_DEVMAP)   # fanout.py
+                decide_fn = bpf.load_func(b"camus_fan_decide", bcc.BPF.XDP)
+                bpf[b"progs"][ctypes.c_int(1)] = ctypes.c_int(decide_fn.fd)
                 failure = None
             except Exception as exc:     # BCC prints the verifier log to fd 2
                 failure = exc

@@ -11,6 +11,7 @@ set. Anything that fails before the flip leaves the old tables serving untouched
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ from .program import DataplaneError, XdpProgram, require_root
 
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
 XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
+log = logging.getLogger("camus.dataplane")
 GRACE_S = 0.05     # in-flight packets finish within an RCU grace period; generous margin
 TABLE_CAPACITY = (*DIAGRAM_MAPS, "max_labels")   # what attach may size past the defaults; kept for updates
 FAULT_ENV = "CAMUS_FAULT"   # crash tests: `CAMUS_FAULT=update:flipped` kills -9 the process there
@@ -378,6 +380,10 @@ def _sync_fan_groups(inst: Installed, maps: MapSet, contents: MapContents) -> No
     try:
         plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), 0)
         fanout.sync_groups(maps, fd, plan, fanout.group_sets(_leaf_ports(contents), plan))
+    except OSError as exc:
+        # Groups only save copies: without one a packet goes by the devmap of all or by TC. An
+        # update from another network namespace (an edge broker's) cannot name the interfaces.
+        log.warning("%s: broadcast groups not updated (%s); packets without one go by TC", inst.unit, exc)
     finally:
         os.close(fd)
 
