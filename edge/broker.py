@@ -32,6 +32,7 @@ from .trie import TopicTrie
 
 log = logging.getLogger("camus.edge")
 SO_RCVBUFFORCE = 33
+TCP_QUICKACK = 12
 RCVBUF = 32 << 20
 
 
@@ -213,7 +214,13 @@ class EdgeBroker:
             self.sessions[s.sid] = s
             writer.write(mqtt.connack(0))
             buf = bytearray()
+            sock = writer.get_extra_info("socket")
             while data := await reader.read(1 << 16):
+                if sock is not None:      # ACK now: a publisher with Nagle on waits for our ACK, which
+                    try:                  # QoS 0 never piggybacks, up to the 40 ms delayed-ACK timer
+                        sock.setsockopt(socket.IPPROTO_TCP, TCP_QUICKACK, 1)
+                    except OSError:
+                        pass
                 buf += data
                 packets, used = mqtt.split_packets(buf)
                 del buf[:used]
