@@ -1,16 +1,16 @@
 /* camus-xdp fan-out by XDP broadcast (appended to camus_xdp.c: shared maps).
  *
- * When the classifier chooses it (fan_chosen in camus_xdp.c), a delivering packet leaves by
- * bpf_redirect_map(fan_ports, BPF_F_BROADCAST): the kernel copies the XDP frame (metadata
- * included) to every interface in the fan devmap and runs camus_fan_out on each copy before
- * the device sends it. No skb is built for the broker's own stack and no TC clone is made: a
- * broadcast copy costs a fraction of a TC clone (bench/fanout_bench.py measures both).
+ * camus_fan_decide (tail-called by camus_xdp for a delivering packet, fan_out in camus_xdp.c):
+ * when struct camus_fan allows it, the packet leaves by bpf_redirect_map(..., BPF_F_BROADCAST)
+ * through the devmap of exactly its ports (fan_groups) or of every broadcast port: the kernel
+ * copies the XDP frame (metadata included) to each interface and runs camus_fan_out on each
+ * copy before the device sends it. No skb is built for the broker's own stack and no TC clone
+ * is made (bench/fanout_bench.py prices both ways; dataplane/fanout.py says when each is used).
  *
  * camus_fan_out (devmap egress, once per copy): finds the copy's port by its interface, drops
  * it if the packet does not go there, else keeps only that port's messages and rewrites the
  * destination for a REMOTE port: the same pruning as TC's (camus_prune.h, pasted below for
- * XDP frames).
- */
+ * XDP frames). */
 
 /* bpf_l3_csum_replace for an XDP frame (RFC 1624): the 16-bit one's complement checksum at
  * `off` after a 2- or 4-byte field went from `from` to `to`, both as stored (the sum is the
