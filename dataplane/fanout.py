@@ -64,6 +64,14 @@ class FanPlan:
     left_out: tuple[tuple[object, str], ...] = ()   # (port, why) of ports copied by TC only
     min_group: int = 1                   # broadcast through a group from this many copies
 
+    @property
+    def mask(self) -> list[int]:
+        """The broadcast ports as port words."""
+        words = [0, 0, 0, 0]
+        for bit, _ in self.ports:
+            words[bit >> 6] |= 1 << (bit & 63)
+        return words
+
     def describe(self, bits: list[object]) -> str:
         if not self.ports:
             return "TC clones"
@@ -138,12 +146,10 @@ def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
 def install(maps, fan_prog_fd: int, p: FanPlan) -> None:
     """Write the devmap (each entry with the egress program), interface -> port, then the
     config that lets XDP choose it: until that last write, every packet goes by TC."""
-    mask = [0, 0, 0, 0]
     for i, (bit, ifindex) in enumerate(p.ports):
         maps.update("fan_ports", ctypes.c_uint32(i), DevmapVal(ifindex, fan_prog_fd))
         maps.update("fan_port", ctypes.c_uint32(ifindex), ctypes.c_uint32(bit))
-        mask[bit >> 6] |= 1 << (bit & 63)
-    maps.update("fan", ctypes.c_uint32(0), FanCfg((ctypes.c_uint64 * 4)(*mask), len(p.ports), p.min_copies,
+    maps.update("fan", ctypes.c_uint32(0), FanCfg((ctypes.c_uint64 * 4)(*p.mask), len(p.ports), p.min_copies,
                                                   p.min_group))
 
 
@@ -158,15 +164,15 @@ class PortSet(ctypes.Structure):     # struct camus_portset: fan_groups' key
 
 def group_sets(leaf_ports: list[tuple[int, ...]], p: FanPlan) -> list[tuple[int, ...]]:
     """The port sets (as port words) worth a devmap of their own: those of the leaves whose
-    ports are all devmap ports, the most common first, at most MAX_GROUPS. A packet whose
-    messages go to different sets (a union no leaf has) uses the devmap of all, or TC."""
-    mask = [0, 0, 0, 0]
-    for bit, _ in p.ports:
-        mask[bit >> 6] |= 1 << (bit & 63)
+    ports are all devmap ports, at least `min_group` of them (XDP never broadcasts fewer), the
+    most common first, at most MAX_GROUPS. A packet whose messages go to different sets (a union
+    no leaf has) uses the devmap of all, or TC."""
+    mask = p.mask
     counts: dict[tuple[int, ...], int] = {}
     for words in leaf_ports:
         words = tuple(words) + (0,) * (4 - len(words))
-        if any(words) and all(w & ~m == 0 for w, m in zip(words, mask)):
+        if (sum(bin(w).count("1") for w in words) >= max(1, p.min_group)
+                and all(w & ~m == 0 for w, m in zip(words, mask))):
             counts[words] = counts.get(words, 0) + 1
     return sorted(counts, key=lambda w: (-counts[w], w))[:MAX_GROUPS]
 

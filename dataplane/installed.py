@@ -51,6 +51,7 @@ class Installed:
                                                                    # defaults (EbpfLimits field -> size)
     fanout: str = ""                 # how copies are made (fanout.FanPlan.describe), for status
     fan_entries: list = field(default_factory=list)   # [port bit, ifindex] of each broadcast port
+    fan_min_group: int = 1           # the fewest copies broadcast through a group (fanout.FanPlan)
 
     @property
     def unit(self) -> str:

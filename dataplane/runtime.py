@@ -198,7 +198,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
                                          if getattr(limits, k) != getattr(EbpfLimits(), k)},
                          fanout=fan.describe(list(bits)) if specs and bits else "",
-                         fan_entries=[list(e) for e in fan.ports])
+                         fan_entries=[list(e) for e in fan.ports], fan_min_group=fan.min_group)
         _fault("attach:pinned")
         _save(inst)
         return inst
@@ -378,7 +378,7 @@ def _sync_fan_groups(inst: Installed, maps: MapSet, contents: MapContents) -> No
     if fd < 0:
         return                                # attached before groups existed: the devmap of all serves
     try:
-        plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), 0)
+        plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), 0, (), inst.fan_min_group)
         fanout.sync_groups(maps, fd, plan, fanout.group_sets(_leaf_ports(contents), plan))
     except OSError as exc:
         # Groups only save copies: without one a packet goes by the devmap of all or by TC. An

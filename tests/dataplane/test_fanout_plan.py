@@ -98,3 +98,11 @@ def test_the_kernel_says_a_veth_takes_xdp_frames_once_its_peer_has_gro() -> None
         assert fanout.xdp_features(a) & fanout.NDO_XMIT
     finally:
         subprocess.run(["ip", "link", "del", "cxf-a"], capture_output=True)
+
+
+def test_groups_only_for_sets_the_plan_would_broadcast() -> None:
+    bits, specs = _specs(20)
+    p, _ = _plan(bits, specs, "auto")                               # groups from 16 copies
+    wide, narrow, host = ((1 << 17) - 1, 0, 0, 0), (0b11, 0, 0, 0), ((1 << 20), 0, 0, 0)
+    assert fanout.group_sets([wide, narrow, wide, host], p) == [wide]   # the 2-port set goes by TC;
+    assert fanout.group_sets([narrow, wide], _plan(bits, specs, "xdp")[0]) == [narrow, wide]   # bit 20: no port
