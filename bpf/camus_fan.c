@@ -43,17 +43,6 @@ static __always_inline int xdp_l3_csum_replace(struct xdp_md *ctx, __u32 off, __
 #define PRUNE_OK XDP_PASS
 #define PRUNE_DROP XDP_DROP
 /*@CAMUS_PRUNE_H@*/
-#undef PRUNE_CTX
-#undef PRUNE_FN
-#undef PRUNE_UDP6
-#undef PRUNE_LOAD
-#undef PRUNE_STORE
-#undef PRUNE_L3_CSUM
-#undef PRUNE_LEN
-#undef PRUNE_PULL
-#undef PRUNE_TAIL
-#undef PRUNE_OK
-#undef PRUNE_DROP
 
 /* Tail-called by camus_xdp for a delivering packet whose ring slot and metadata are written:
  * this CPU's scratch still holds its verdict. */

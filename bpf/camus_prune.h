@@ -7,7 +7,7 @@
  *   PRUNE_L3_CSUM(c, off, from, to, size)                     incremental IP checksum update
  *   PRUNE_LEN(c)  PRUNE_PULL(c)  PRUNE_TAIL(c, new_end)        length, linearise, shorten
  *   PRUNE_OK, PRUNE_DROP       verdicts
- * and #undef-s them after. The frame is read directly only before the first helper call. */
+ * The body #undef-s them at its end. The frame is read directly only before the first helper call. */
 
 /* IPv6 requires a UDP checksum: recompute it over the pseudo-header and the datagram (its
  * checksum field is 0 here), 128 bytes at a time; the last chunk is zero-padded. */
@@ -150,3 +150,15 @@ static __always_inline int PRUNE_FN(PRUNE_CTX *frame, __u32 keep, struct camus_p
         return PRUNE_UDP6(frame, l3, l4, new_end);
     return PRUNE_OK;                                  /* IPv4: a zero UDP checksum is allowed */
 }
+
+#undef PRUNE_CTX
+#undef PRUNE_FN
+#undef PRUNE_UDP6
+#undef PRUNE_LOAD
+#undef PRUNE_STORE
+#undef PRUNE_L3_CSUM
+#undef PRUNE_LEN
+#undef PRUNE_PULL
+#undef PRUNE_TAIL
+#undef PRUNE_OK
+#undef PRUNE_DROP

@@ -34,17 +34,6 @@ static __always_inline struct camus_port *port_cfg(__u32 port) {
 #define PRUNE_OK TC_ACT_OK
 #define PRUNE_DROP TC_ACT_SHOT
 /*@CAMUS_PRUNE_H@*/
-#undef PRUNE_CTX
-#undef PRUNE_FN
-#undef PRUNE_UDP6
-#undef PRUNE_LOAD
-#undef PRUNE_STORE
-#undef PRUNE_L3_CSUM
-#undef PRUNE_LEN
-#undef PRUNE_PULL
-#undef PRUNE_TAIL
-#undef PRUNE_OK
-#undef PRUNE_DROP
 
 /* Copies for the ports of one 64-port word (W is a constant: no variable indexing). Paths
  * through the body rejoin with equal state (no counters), so the verifier prunes them. */

@@ -454,6 +454,14 @@ static __always_inline void add_stat(__u32 idx, __u64 n) {
  * (camus_fan.c) when struct camus_fan allows it for this packet — through the devmap of exactly
  * its ports from `min_group` copies, or the devmap of all from `min_copies` — else XDP_PASS to
  * TC. Decided last, so the paths before it stay the same for the verifier. */
+/* Any port can take a broadcast (user space writes struct camus_fan only with TC attached):
+ * one inlined array read spares packets the tail call when none can. */
+static __always_inline __u32 fan_on(void) {
+    __u32 zero = 0;
+    struct camus_fan *f = fan.lookup(&zero);
+    return f && f->entries;
+}
+
 static __always_inline int fan_out(struct camus_scratch *s) {
     __u32 zero = 0;
     struct camus_fan *f = fan.lookup(&zero);
@@ -545,8 +553,6 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
             }
         }
     }
-    /* Several copies: XDP broadcast (camus_fan.c) or TC (camus_tc.c) makes them. Either way the
-     * ring slot named in the metadata says which ports each message goes to. */
     if (!cfg_get(CAMUS_CFG_TC))              /* no TC attached: count the rules here */
         count_packet_hits(s, 1);
     /* Copies are made by TC (camus_tc.c) or an XDP broadcast (camus_fan.c, fan_out): either way
@@ -570,7 +576,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         if ((void *)(meta + 1) <= data) {
             meta->magic = CAMUS_META_MAGIC;
             meta->seq = seq;
-            if (pk && cfg_get(CAMUS_CFG_TC))
+            if (pk && fan_on())
                 progs.call(ctx, 1);          /* camus_fan_decide: broadcast or XDP_PASS (a tail call:
                                                 verified apart, not once per path through here) */
         }

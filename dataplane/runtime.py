@@ -182,8 +182,9 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         maps = prog.maps
         maps.pin(pin_dir(unit))
         lib = maps.lib
-        for name, fn in (("prog_xdp", prog.fn), ("prog_msg", None), ("prog_fan", None)):
-            fd = fn.fd if fn is not None else prog.bpf.funcs[b"camus_msg" if name == "prog_msg" else b"camus_fan_out"].fd
+        funcs = prog.bpf.funcs
+        for name, fd in (("prog_xdp", prog.fn.fd), ("prog_msg", funcs[b"camus_msg"].fd),
+                         ("prog_fan", funcs[b"camus_fan_out"].fd)):
             if lib.bpf_obj_pin(fd, str(pin_dir(unit) / name).encode()) < 0:
                 raise DataplaneError(f"could not pin {name} under {pin_dir(unit)}")
         maps.clear_leaf_hits(sorted(contents.leaf))
