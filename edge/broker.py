@@ -1,11 +1,13 @@
 """The edge broker: MQTT on one side, the XDP broker on the other (the eBPF pub/sub design).
 
 Publishers and subscribers are ordinary MQTT 3.1.1 clients. A publication is labelled — its
-topic written into the spec's topic field, the payload after the header — and sent as one UDP
-datagram to the XDP broker's feed address; the XDP program classifies it by topic and sends a
-copy to every edge broker with a matching subscription (each edge broker is one logical port
-of the XDP broker). An edge broker hands a copy to each of its own clients whose filters match
-(a trie of their filters, edge/trie.py, with the MQTT semantics the tables were compiled from).
+topic written into the spec's topic field, the payload after the header — and sent to the XDP
+broker's feed address, the publications read together batched into MoldUDP64 datagrams when the
+spec frames them so (edge/framing.py); the XDP program classifies each by topic and sends a copy
+to every edge broker with a matching subscription (each edge broker is one logical port of the
+XDP broker; a copy keeps only that port's messages). An edge broker hands each publication to its
+own clients whose filters match (a trie of their filters, edge/trie.py, with the MQTT semantics
+the tables were compiled from), one TCP write per client for all that one wake-up read.
 
 Subscriptions: the union of this edge's clients' filters is this port's rule set on the XDP
 broker (`topic == "F" : fwd(PORT)`, one rule per distinct filter); changes within `batch_s`
@@ -23,78 +25,24 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from camus.compiler.codec.packets import encode_message, read_bits
+__all__ = ["EdgeBroker", "EdgeStats", "Framing", "Message", "RuleSink", "serve"]
+
 from camus.compiler.language import topics
-from camus.compiler.language.spec import Spec
 
 from . import mqtt
+from .framing import Framing, Message
 from .trie import TopicTrie
 
 log = logging.getLogger("camus.edge")
 SO_RCVBUFFORCE = 33
 TCP_QUICKACK = 12
 RCVBUF = 32 << 20
+DRAIN = 256                 # datagrams read per wake-up of the deliveries socket
 
 
 class RuleSink(Protocol):
     def apply(self, port: int, filters: list[str]) -> None:
         """Make `filters` this port's rules on the XDP broker (blocking; raises on failure)."""
-
-
-@dataclass
-class Message:
-    topic: str
-    payload: bytes
-
-
-class Framing:
-    """A publication <-> the spec's message: the topic in its field, the payload after the
-    header; a field named `length` gets the payload's length, one named `value` the payload
-    read as a decimal number (0 if it is not one), so rules can test it."""
-
-    def __init__(self, spec: Spec, topic_path: str | None = None) -> None:
-        if not spec.topics:
-            raise ValueError(f"spec '{spec.name}' has no topic field (@pragma query_type(h.f, topic))")
-        if topic_path is None and len(spec.topics) > 1:
-            raise ValueError(f"spec '{spec.name}' has several topic fields; name one: {', '.join(spec.topics)}")
-        self.spec, self.topic = spec, spec.topics[topic_path or next(iter(spec.topics))]
-        inst = spec.instances[self.topic.instance]
-        self.header = inst.type.width // 8
-        self.length = inst.type.field("length")
-        self.value = inst.type.field("value")
-        aligned = all(f is None or (f.offset % 8 == 0 and f.width % 8 == 0) for f in (self.length, self.value))
-        # byte-aligned fields: encode by filling a template (many publications per second);
-        # otherwise the generic encoder (and the message type, if the spec has one)
-        self._fast = encode_message(spec, {}) if aligned and spec.message_type is None else None
-
-    def encode(self, topic: str, payload: bytes) -> bytes:
-        t = self.topic
-        values = {t.path: topics.encode(t, topic)}
-        if self.length is not None:
-            values[f"{t.instance}.length"] = min(len(payload), (1 << self.length.width) - 1)
-        if self.value is not None:
-            text = payload.strip()
-            number = int(text) if text.isdigit() else 0
-            values[f"{t.instance}.value"] = min(number, (1 << self.value.width) - 1)
-        if self._fast is None:
-            return encode_message(self.spec, values) + payload
-        header = bytearray(self._fast)               # the fields by byte offset (the usual layout)
-        raw = topic.encode("utf-8")
-        header[t.offset // 8:t.offset // 8 + len(raw)] = raw
-        for f in (self.length, self.value):
-            if f is not None:
-                v = values[f"{t.instance}.{f.name}"]
-                header[f.offset // 8:(f.offset + f.width) // 8] = v.to_bytes(f.width // 8, "big")
-        return bytes(header) + payload
-
-    def decode(self, data: bytes) -> Message | None:
-        if len(data) < self.header:
-            return None
-        raw = read_bits(data, self.topic.offset, self.topic.width).to_bytes(self.topic.nbytes, "big")
-        payload = data[self.header:]
-        if self.length is not None:
-            payload = payload[:read_bits(data, self.length.offset, self.length.width)]
-        return Message(raw.split(b"\0", 1)[0].decode("utf-8", "replace"), payload)
 
 
 @dataclass
@@ -166,38 +114,49 @@ class EdgeBroker:
             return False
 
     # -- data ------------------------------------------------------------------------------
-    def publish(self, pub: mqtt.Publish) -> None:
+    def publish(self, pubs: list[mqtt.Publish]) -> None:
+        """Send publications to the XDP broker, those that came together in as few datagrams
+        as the framing allows (edge/framing.py)."""
         if self.feed is None:
-            self.deliver(Message(pub.topic, pub.payload))   # no XDP broker: local only
+            for pub in pubs:
+                self.deliver(Message(pub.topic, pub.payload))   # no XDP broker: local only
             return
-        try:
-            frame = self.framing.encode(pub.topic, pub.payload)
-        except topics.TopicError as exc:
-            self.stats.rejected += 1
-            log.warning("publication not sent: %s", exc)
-            return
-        self._out.sendto(frame, self.feed)
-        self.stats.published += 1
+        frames = []
+        for pub in pubs:
+            try:
+                frames.append(self.framing.encode(pub.topic, pub.payload))
+            except topics.TopicError as exc:
+                self.stats.rejected += 1
+                log.warning("publication not sent: %s", exc)
+        for datagram in self.framing.datagrams(frames):
+            self._out.sendto(datagram, self.feed)
+        self.stats.published += len(frames)
 
-    def datagram(self, data: bytes) -> None:
-        msg = self.framing.decode(data)
-        if msg is None:
-            return
-        self.stats.received += 1
-        if not self.deliver(msg):
-            self.stats.unmatched += 1
+    def datagram(self, data: bytes, out: dict[int, list[bytes]] | None = None) -> None:
+        """A copy from the XDP broker: its publications to the local clients that want them."""
+        for msg in self.framing.decode(data):
+            self.stats.received += 1
+            if not self.deliver(msg, out):
+                self.stats.unmatched += 1
 
-    def deliver(self, msg: Message) -> int:
-        """Hand a publication to every local session with a matching filter (one copy each)."""
+    def deliver(self, msg: Message, out: dict[int, list[bytes]] | None = None) -> int:
+        """Hand a publication to every local session with a matching filter (one copy each):
+        written at once, or gathered per session in `out` for one write each (flush())."""
         hits = self.trie.match(msg.topic)
         if hits:
             packet = mqtt.publish_packet(msg.topic, msg.payload)
             for sid in hits:
-                s = self.sessions.get(sid)
-                if s is not None:
+                if out is not None:
+                    out.setdefault(sid, []).append(packet)
+                elif (s := self.sessions.get(sid)) is not None:
                     s.writer.write(packet)
         self.stats.delivered += len(hits)
         return len(hits)
+
+    def flush(self, out: dict[int, list[bytes]]) -> None:
+        for sid, packets in out.items():
+            if (s := self.sessions.get(sid)) is not None:
+                s.writer.write(b"".join(packets))
 
     # -- MQTT sessions -----------------------------------------------------------------------
     async def client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -224,9 +183,20 @@ class EdgeBroker:
                 buf += data
                 packets, used = mqtt.split_packets(buf)
                 del buf[:used]
+                pubs: list[mqtt.Publish] = []      # sent together: one datagram per batch
                 for p in packets:
+                    if p.kind == mqtt.PUBLISH:
+                        try:
+                            pubs.append(self._publication(s, p))
+                        except mqtt.ProtocolError:
+                            self.publish(pubs)     # the ones before it still go
+                            raise
+                        continue
+                    self.publish(pubs)             # in order with what follows (a SUBSCRIBE)
+                    pubs = []
                     if not await self._handle(s, p):
                         return
+                self.publish(pubs)
                 await writer.drain()
         except (mqtt.ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError) as exc:
             log.info("session %s (%s) closed: %s", s.sid, s.client_id, exc)
@@ -246,14 +216,19 @@ class EdgeBroker:
         except Exception:
             pass                                            # logged in _sync
 
+    @staticmethod
+    def _publication(s: Session, p: mqtt.Packet) -> mqtt.Publish:
+        """A PUBLISH parsed and acknowledged as its QoS asks (delivered on at QoS 0)."""
+        pub = mqtt.parse_publish(p)
+        if pub.qos == 1:
+            s.writer.write(mqtt.ack(mqtt.PUBACK, pub.packet_id))
+        elif pub.qos == 2:
+            s.writer.write(mqtt.ack(mqtt.PUBREC, pub.packet_id))
+        return pub
+
     async def _handle(self, s: Session, p: mqtt.Packet) -> bool:
         if p.kind == mqtt.PUBLISH:
-            pub = mqtt.parse_publish(p)
-            self.publish(pub)
-            if pub.qos == 1:
-                s.writer.write(mqtt.ack(mqtt.PUBACK, pub.packet_id))
-            elif pub.qos == 2:
-                s.writer.write(mqtt.ack(mqtt.PUBREC, pub.packet_id))
+            self.publish([self._publication(s, p)])
         elif p.kind == mqtt.PUBREL:
             s.writer.write(mqtt.ack(mqtt.PUBCOMP, int.from_bytes(p.body[:2], "big")))
         elif p.kind in (mqtt.SUBSCRIBE, mqtt.UNSUBSCRIBE):
@@ -290,19 +265,27 @@ class EdgeBroker:
         return True
 
 
-class _Deliveries(asyncio.DatagramProtocol):
-    def __init__(self, broker: EdgeBroker) -> None:
-        self.broker = broker
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.broker.datagram(data)
+def _drain(broker: EdgeBroker, sock: socket.socket) -> None:
+    """Every datagram waiting (up to DRAIN per wake-up), then one write per session: a burst
+    from the XDP broker costs one event-loop turn and one TCP write per client, not one each."""
+    out: dict[int, list[bytes]] = {}
+    for _ in range(DRAIN):
+        try:
+            data = sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError as exc:              # an ICMP error queued on the socket: nothing lost here
+            log.debug("deliveries socket: %s", exc)
+            break
+        broker.datagram(data, out)
+    broker.flush(out)
 
 
 async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[str, int] | None,
                 ready: asyncio.Event | None = None) -> None:
     """Run until cancelled: MQTT on `listen`, copies from the XDP broker on `deliveries`."""
     server = await asyncio.start_server(broker.client, *listen)
-    transport = None
+    reading: socket.socket | None = None
     if deliveries is not None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind(deliveries)
@@ -310,14 +293,16 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
             sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
         except OSError:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-        transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(
-            lambda: _Deliveries(broker), sock=sock)
+        sock.setblocking(False)
+        asyncio.get_running_loop().add_reader(sock.fileno(), _drain, broker, sock)
+        reading = sock
     if ready is not None:
         ready.set()
     try:
         async with server:
             await server.serve_forever()
     finally:
-        if transport is not None:
-            transport.close()
+        if reading is not None:
+            asyncio.get_running_loop().remove_reader(reading.fileno())
+            reading.close()
         await broker.withdraw()                                          # leave nothing behind

@@ -27,6 +27,15 @@ CLI = [str(Path(sys.executable).parent / "camus-xdp")]
 EDGE_PORT = 9201
 SUBS = {1: "plant/+/temp", 2: "plant/#"}
 PUBS = ["plant/7/temp", "office/1/temp", "plant", "plant/3/temp", "plant/3/humidity", "$SYS/x", "plant/7/temp/raw"]
+BURST = """
+import socket, sys
+from camus.bench.topic_clients import hello, publish
+s = socket.create_connection(("127.0.0.1", 1883))
+s.sendall(hello("mqtt", "burst"))
+assert s.recv(4)[0] == 0x20                            # CONNACK
+s.sendall(b"".join(publish("mqtt", t, b"b%d" % k)[0] for k, t in enumerate(sys.argv[1:])) + b"\\xe0\\x00")
+s.recv(1)                                              # DISCONNECT: the edge closes
+"""
 
 
 def wait_for(what: str, check, timeout: float = 15.0, state=lambda: "") -> None:
@@ -77,13 +86,22 @@ def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
         sh("ip", "netns", "exec", lab.pub_ns, "mosquitto_pub", "-h", "127.0.0.1", "-t", topic, "-m", f"m{k}")
     time.sleep(1.0)
     after = runtime.stats(lab.broker)
+    assert after["messages"] - before["messages"] == len(PUBS)          # every publication went through XDP
+    assert after["no_match"] - before["no_match"] == 2                  # office/1/temp and $SYS/x: dropped there
+    # a burst from one client (one TCP write) goes in MoldUDP64 batches; each copy keeps its port's
+    burst = PUBS * 4
+    sh("ip", "netns", "exec", lab.pub_ns, sys.executable, "-c", BURST, *burst)
+    time.sleep(1.0)
+    batched = runtime.stats(lab.broker)
+    assert batched["messages"] - after["messages"] == len(burst)
+    feed_packets = (batched["packets"] - batched["other"]) - (after["packets"] - after["other"])
+    assert feed_packets <= -(-len(burst) // 12)                         # 12 per datagram (edge/framing.py)
     for p, proc in subs.items():
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=10)
         want = [f"{t} m{k}" for k, t in enumerate(PUBS) if matches("mqtt", SUBS[p], t)]
+        want += [f"{t} b{k}" for k, t in enumerate(burst) if matches("mqtt", SUBS[p], t)]
         assert out.split("\n")[:-1] == want, (p, out)
-    assert after["messages"] - before["messages"] == len(PUBS)          # every publication went through XDP
-    assert after["no_match"] - before["no_match"] == 2                  # office/1/temp and $SYS/x: dropped there
     # a subscriber leaving takes its filter out of the tables
     wait_for("the subscriptions to leave", lambda: not any("fwd(" in r for r in live_rules(lab.broker)))
     # the edge brokers' files belong to the attachment: detach takes them too

@@ -1,0 +1,117 @@
+"""Publications <-> the spec's datagrams, for the edge broker (edge/broker.py).
+
+A publication becomes one message of the spec: its topic written into the topic field, the
+payload after the header. With MoldUDP64 framing in the spec (apps/topics/topics.p4) the
+publications that arrive together go out together, up to `batch` per datagram and one MTU: the
+XDP broker classifies each message, and the copy each edge broker gets keeps only the messages it
+subscribed to (TC pruning), so a burst costs a datagram per batch, not per publication, at both
+ends. Without framing, one publication per datagram.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from camus.compiler.codec.packets import MOLD_HEADER_BYTES, encode_message, mold_messages, read_bits
+from camus.compiler.language import topics
+from camus.compiler.language.spec import Spec
+
+SESSION = b"CAMUS-EDGE"           # the MoldUDP64 session (10 bytes) of edge-broker datagrams
+MAX_DATAGRAM = 1472               # an Ethernet MTU less IPv4 and UDP headers: never fragmented
+DEFAULT_BATCH = 12                # the messages per packet an XDP program classifies by default
+
+
+@dataclass
+class Message:
+    topic: str
+    payload: bytes
+
+
+class Framing:
+    """A publication <-> the spec's message: the topic in its field, the payload after the
+    header; a field named `length` gets the payload's length, one named `value` the payload
+    read as a decimal number (0 if it is not one), so rules can test it."""
+
+    def __init__(self, spec: Spec, topic_path: str | None = None, batch: int = DEFAULT_BATCH) -> None:
+        if not spec.topics:
+            raise ValueError(f"spec '{spec.name}' has no topic field (@pragma query_type(h.f, topic))")
+        if topic_path is None and len(spec.topics) > 1:
+            raise ValueError(f"spec '{spec.name}' has several topic fields; name one: {', '.join(spec.topics)}")
+        if not 1 <= batch <= 16:
+            raise ValueError(f"batch {batch}: an XDP program classifies 1 to 16 messages per packet")
+        self.spec, self.topic = spec, spec.topics[topic_path or next(iter(spec.topics))]
+        self.mold = spec.framing.kind == "moldudp64"
+        self.batch = batch if self.mold else 1
+        self._sequence = 1
+        inst = spec.instances[self.topic.instance]
+        self.header = inst.type.width // 8
+        self.length = inst.type.field("length")
+        self.value = inst.type.field("value")
+        aligned = all(f is None or (f.offset % 8 == 0 and f.width % 8 == 0) for f in (self.length, self.value))
+        # byte-aligned fields: encode by filling a template and decode by slicing (many
+        # publications per second); otherwise the generic encoder (and the message type, if any)
+        self._fast = encode_message(spec, {}) if aligned and spec.message_type is None else None
+        self._slice = aligned and self.topic.offset % 8 == 0 and self.topic.width % 8 == 0
+
+    def encode(self, topic: str, payload: bytes) -> bytes:
+        """One message (no framing); raises topics.TopicError for a topic the field cannot hold."""
+        t = self.topic
+        values = {t.path: topics.encode(t, topic)}
+        if self.length is not None:
+            values[f"{t.instance}.length"] = min(len(payload), (1 << self.length.width) - 1)
+        if self.value is not None:
+            text = payload.strip()
+            number = int(text) if text.isdigit() else 0
+            values[f"{t.instance}.value"] = min(number, (1 << self.value.width) - 1)
+        if self._fast is None:
+            return encode_message(self.spec, values) + payload
+        header = bytearray(self._fast)               # the fields by byte offset (the usual layout)
+        raw = topic.encode("utf-8")
+        header[t.offset // 8:t.offset // 8 + len(raw)] = raw
+        for f in (self.length, self.value):
+            if f is not None:
+                v = values[f"{t.instance}.{f.name}"]
+                header[f.offset // 8:(f.offset + f.width) // 8] = v.to_bytes(f.width // 8, "big")
+        return bytes(header) + payload
+
+    def datagrams(self, messages: list[bytes]) -> list[bytes]:
+        """Encoded messages, in order, as the datagrams to send: MoldUDP64 batches of up to
+        `batch` messages within one MTU (a message too big for that goes alone), else one each."""
+        if not self.mold:
+            return messages
+        out: list[bytes] = []
+        chunk: list[bytes] = []
+        size = MOLD_HEADER_BYTES
+        for m in messages:
+            if chunk and (len(chunk) == self.batch or size + 2 + len(m) > MAX_DATAGRAM):
+                out.append(self._mold(chunk))
+                chunk, size = [], MOLD_HEADER_BYTES
+            chunk.append(m)
+            size += 2 + len(m)
+        if chunk:
+            out.append(self._mold(chunk))
+        return out
+
+    def _mold(self, chunk: list[bytes]) -> bytes:
+        head = SESSION + self._sequence.to_bytes(8, "big") + len(chunk).to_bytes(2, "big")
+        self._sequence += len(chunk)
+        return head + b"".join(len(m).to_bytes(2, "big") + m for m in chunk)
+
+    def decode(self, data: bytes) -> list[Message]:
+        """The publications in a datagram from the XDP broker (malformed ones left out)."""
+        if not self.mold:
+            msg = self._message(data)
+            return [msg] if msg is not None else []
+        return [m for m in map(self._message, mold_messages(data)) if m is not None]
+
+    def _message(self, data: bytes) -> Message | None:
+        if len(data) < self.header:
+            return None
+        t = self.topic
+        if self._slice:
+            raw = data[t.offset // 8:(t.offset + t.width) // 8]
+        else:
+            raw = read_bits(data, t.offset, t.width).to_bytes(t.nbytes, "big")
+        payload = data[self.header:]
+        if self.length is not None:
+            payload = payload[:read_bits(data, self.length.offset, self.length.width)]
+        return Message(raw.split(b"\0", 1)[0].decode("utf-8", "replace"), payload)
