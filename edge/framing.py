@@ -18,6 +18,7 @@ from camus.compiler.language.spec import Spec
 SESSION = b"CAMUS-EDGE"           # the MoldUDP64 session (10 bytes) of edge-broker datagrams
 MAX_DATAGRAM = 1472               # an Ethernet MTU less IPv4 and UDP headers: never fragmented
 DEFAULT_BATCH = 12                # the messages per packet an XDP program classifies by default
+KNOWN_TOPICS = 1 << 16            # topics whose encoded header is kept (all forgotten when full)
 
 
 @dataclass
@@ -50,10 +51,34 @@ class Framing:
         # byte-aligned fields: encode by filling a template and decode by slicing (many
         # publications per second); otherwise the generic encoder (and the message type, if any)
         self._fast = encode_message(spec, {}) if aligned and spec.message_type is None else None
+        self._heads: dict[str, bytearray] = {}        # topic -> its header, the topic written
         self._slice = aligned and self.topic.offset % 8 == 0 and self.topic.width % 8 == 0
 
     def encode(self, topic: str, payload: bytes) -> bytes:
         """One message (no framing); raises topics.TopicError for a topic the field cannot hold."""
+        if self._fast is None:
+            return encode_message(self.spec, self._values(topic, payload)) + payload
+        header = self._heads.get(topic)
+        if header is None:                           # checked and written once per topic
+            topics.encode(self.topic, topic)
+            if len(self._heads) >= KNOWN_TOPICS:
+                self._heads.clear()
+            header = self._heads[topic] = bytearray(self._fast)
+            raw, at = topic.encode("utf-8"), self.topic.offset // 8
+            header[at:at + len(raw)] = raw
+        if self.length is None and self.value is None:
+            return bytes(header) + payload
+        header = bytearray(header)                   # the other fields by byte offset
+        if self.length is not None:
+            f = self.length
+            header[f.offset // 8:(f.offset + f.width) // 8] = min(len(payload), (1 << f.width) - 1).to_bytes(f.width // 8, "big")
+        if self.value is not None:
+            f, text = self.value, payload.strip()
+            number = min(int(text), (1 << f.width) - 1) if text.isdigit() else 0
+            header[f.offset // 8:(f.offset + f.width) // 8] = number.to_bytes(f.width // 8, "big")
+        return bytes(header) + payload
+
+    def _values(self, topic: str, payload: bytes) -> dict[str, int]:
         t = self.topic
         values = {t.path: topics.encode(t, topic)}
         if self.length is not None:
@@ -62,16 +87,7 @@ class Framing:
             text = payload.strip()
             number = int(text) if text.isdigit() else 0
             values[f"{t.instance}.value"] = min(number, (1 << self.value.width) - 1)
-        if self._fast is None:
-            return encode_message(self.spec, values) + payload
-        header = bytearray(self._fast)               # the fields by byte offset (the usual layout)
-        raw = topic.encode("utf-8")
-        header[t.offset // 8:t.offset // 8 + len(raw)] = raw
-        for f in (self.length, self.value):
-            if f is not None:
-                v = values[f"{t.instance}.{f.name}"]
-                header[f.offset // 8:(f.offset + f.width) // 8] = v.to_bytes(f.width // 8, "big")
-        return bytes(header) + payload
+        return values
 
     def datagrams(self, messages: list[bytes]) -> list[bytes]:
         """Encoded messages, in order, as the datagrams to send: MoldUDP64 batches of up to

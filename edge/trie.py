@@ -1,9 +1,13 @@
 """Which sessions' filters match a topic: a trie over filter levels (MQTT `+`/`#`, NATS `*`/`>`),
 one walk per publication instead of one test per filter (compiler/language/topics.matches is
-the semantics; tests compare the two)."""
+the semantics; tests compare the two). Answers are remembered per topic until the filters change:
+publications repeat their topics (a few hot ones carry most), and a dict lookup is a fraction of
+a walk."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+KNOWN_TOPICS = 1 << 16          # topics whose matches are remembered (all forgotten when full)
 
 
 @dataclass
@@ -19,6 +23,7 @@ class TopicTrie:
         self.sep = "/" if flavor == "mqtt" else "."
         self.one, self.many = ("+", "#") if flavor == "mqtt" else ("*", ">")
         self.root = _Node()
+        self._known: dict[str, frozenset[int]] = {}          # topic -> sessions, since the last change
 
     def _walk(self, flt: str) -> tuple[list[_Node], str]:
         levels = flt.split(self.sep)
@@ -29,6 +34,7 @@ class TopicTrie:
         return path, levels[-1]
 
     def add(self, flt: str, session: int) -> None:
+        self._known.clear()
         path, last = self._walk(flt)
         if last == self.many:
             table = path[-1].rest
@@ -37,6 +43,7 @@ class TopicTrie:
         table[session] = table.get(session, 0) + 1
 
     def remove(self, flt: str, session: int) -> None:
+        self._known.clear()
         path, last = self._walk(flt)
         node = path[-1] if last == self.many else path[-1].children.get(last)
         table = None if node is None else (node.rest if last == self.many else node.here)
@@ -45,7 +52,16 @@ class TopicTrie:
             if table[session] <= 0:
                 del table[session]
 
-    def match(self, topic: str) -> set[int]:
+    def match(self, topic: str) -> frozenset[int]:
+        """The sessions with a filter matching `topic`."""
+        hit = self._known.get(topic)
+        if hit is None:
+            if len(self._known) >= KNOWN_TOPICS:
+                self._known.clear()
+            hit = self._known[topic] = frozenset(self._match(topic))
+        return hit
+
+    def _match(self, topic: str) -> set[int]:
         levels = topic.split(self.sep)
         out: set[int] = set()
         mqtt = self.flavor == "mqtt"

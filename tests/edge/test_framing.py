@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from camus.compiler.codec.packets import decode_packet, udp_frame
+from camus.compiler.codec.packets import decode_packet, encode_message, udp_frame
+from camus.compiler.language.topics import TopicError
 from camus.compiler.language.spec_parser import load_spec
 from camus.edge.framing import MAX_DATAGRAM, Framing, Message
 from tests.conftest import APPS
@@ -41,3 +42,14 @@ def test_batch_size_is_checked_and_one_means_a_datagram_each() -> None:
     f = Framing(SPEC, batch=1)
     assert [len(f.decode(g)) for g in f.datagrams([f.encode("a", b"1")] * 3)] == [1, 1, 1]
     assert f.decode(b"short") == []
+
+
+def test_the_remembered_header_encodes_as_the_generic_encoder_does() -> None:
+    f = Framing(SPEC)
+    for topic, payload in [("plant/7/temp", b" 81\n"), ("plant/7/temp", b"x"), ("a", b"9" * 20), ("b/c", b"")]:
+        for _ in range(2):                       # first written, then remembered
+            assert f.encode(topic, payload) == encode_message(SPEC, f._values(topic, payload)) + payload
+    with pytest.raises(TopicError):
+        f.encode("x" * 65, b"")                  # the field holds 64 bytes; nothing remembered
+    with pytest.raises(TopicError):
+        f.encode("x" * 65, b"")
