@@ -31,7 +31,7 @@ from camus.compiler.language import topics
 
 from . import mqtt
 from .framing import Framing, Message
-from .trie import TopicTrie
+from .trie import KNOWN_TOPICS, TopicTrie
 
 log = logging.getLogger("camus.edge")
 SO_RCVBUFFORCE = 33
@@ -75,6 +75,7 @@ class EdgeBroker:
         self._push: asyncio.Future[None] | None = None      # the batch being gathered
         self._pushing = asyncio.Lock()
         self._applied: list[str] | None = None
+        self._wire: dict[str, bytes] = {}               # topic -> it as an MQTT string
 
     # -- subscriptions -> the XDP broker's rules ----------------------------------------------
     async def _sync(self) -> None:
@@ -144,7 +145,12 @@ class EdgeBroker:
         written at once, or gathered per session in `out` for one write each (flush())."""
         hits = self.trie.match(msg.topic)
         if hits:
-            packet = mqtt.publish_packet(msg.topic, msg.payload)
+            wire = self._wire.get(msg.topic)
+            if wire is None:
+                if len(self._wire) >= KNOWN_TOPICS:
+                    self._wire.clear()
+                wire = self._wire[msg.topic] = mqtt.encode_string(msg.topic)
+            packet = mqtt.publish_wire(wire, msg.payload)
             for sid in hits:
                 if out is not None:
                     out.setdefault(sid, []).append(packet)

@@ -9,9 +9,9 @@ ends. Without framing, one publication per datagram.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from camus.compiler.codec.packets import MOLD_HEADER_BYTES, encode_message, mold_messages, read_bits
+from camus.compiler.codec.packets import MOLD_HEADER_BYTES, encode_message, read_bits
 from camus.compiler.language import topics
 from camus.compiler.language.spec import Spec
 
@@ -21,8 +21,7 @@ DEFAULT_BATCH = 12                # the messages per packet an XDP program class
 KNOWN_TOPICS = 1 << 16            # topics whose encoded header is kept (all forgotten when full)
 
 
-@dataclass
-class Message:
+class Message(NamedTuple):
     topic: str
     payload: bytes
 
@@ -52,7 +51,16 @@ class Framing:
         # publications per second); otherwise the generic encoder (and the message type, if any)
         self._fast = encode_message(spec, {}) if aligned and spec.message_type is None else None
         self._heads: dict[str, bytearray] = {}        # topic -> its header, the topic written
+        self._names: dict[bytes, str] = {}            # a topic field's bytes -> the topic
+        # (from, to, largest value) in bytes of the length and value fields, when present
+        self._lcut, self._vcut = ((f.offset // 8, (f.offset + f.width) // 8, (1 << f.width) - 1) if f else None
+                                  for f in (self.length, self.value))
         self._slice = aligned and self.topic.offset % 8 == 0 and self.topic.width % 8 == 0
+        # (topic from, to, length from, to (0: no length field), payload from), in bytes
+        self._cuts = None if not self._slice else (
+            self.topic.offset // 8, (self.topic.offset + self.topic.width) // 8,
+            *((self.length.offset // 8, (self.length.offset + self.length.width) // 8) if self.length else (0, 0)),
+            self.header)
 
     def encode(self, topic: str, payload: bytes) -> bytes:
         """One message (no framing); raises topics.TopicError for a topic the field cannot hold."""
@@ -66,17 +74,18 @@ class Framing:
             header = self._heads[topic] = bytearray(self._fast)
             raw, at = topic.encode("utf-8"), self.topic.offset // 8
             header[at:at + len(raw)] = raw
-        if self.length is None and self.value is None:
+        if self._lcut is None and self._vcut is None:
             return bytes(header) + payload
-        header = bytearray(header)                   # the other fields by byte offset
-        if self.length is not None:
-            f = self.length
-            header[f.offset // 8:(f.offset + f.width) // 8] = min(len(payload), (1 << f.width) - 1).to_bytes(f.width // 8, "big")
-        if self.value is not None:
-            f, text = self.value, payload.strip()
-            number = min(int(text), (1 << f.width) - 1) if text.isdigit() else 0
-            header[f.offset // 8:(f.offset + f.width) // 8] = number.to_bytes(f.width // 8, "big")
-        return bytes(header) + payload
+        h = bytearray(header)                        # the other fields by byte offset
+        if self._lcut is not None:
+            a, b, cap = self._lcut
+            h[a:b] = min(len(payload), cap).to_bytes(b - a, "big")
+        if self._vcut is not None:
+            a, b, cap = self._vcut
+            text = payload.strip()
+            h[a:b] = (min(int(text), cap) if text.isdigit() else 0).to_bytes(b - a, "big")
+        h += payload
+        return bytes(h)
 
     def _values(self, topic: str, payload: bytes) -> dict[str, int]:
         t = self.topic
@@ -115,19 +124,49 @@ class Framing:
     def decode(self, data: bytes) -> list[Message]:
         """The publications in a datagram from the XDP broker (malformed ones left out)."""
         if not self.mold:
-            msg = self._message(data)
+            msg = self._message(data, 0, len(data))
             return [msg] if msg is not None else []
-        return [m for m in map(self._message, mold_messages(data)) if m is not None]
+        out: list[Message] = []
+        end, pos = len(data), MOLD_HEADER_BYTES
+        count = int.from_bytes(data[18:20], "big") if end >= MOLD_HEADER_BYTES else 0
+        fast = self._cuts                  # byte-aligned fields: the loop below inlines _message
+        for _ in range(count):
+            if pos + 2 > end:
+                break
+            start = pos + 2
+            pos = start + ((data[pos] << 8) | data[pos + 1])
+            if pos > end:
+                break
+            if fast is None or pos - start < self.header:
+                msg = self._message(data, start, pos)
+                if msg is not None:
+                    out.append(msg)
+                continue
+            ta, tb, la, lb, body = fast
+            raw = data[start + ta:start + tb]
+            name = self._names.get(raw) or self._name(raw)
+            stop = min(pos, start + body + int.from_bytes(data[start + la:start + lb], "big")) if lb else pos
+            out.append(Message(name, data[start + body:stop]))
+        return out
 
-    def _message(self, data: bytes) -> Message | None:
-        if len(data) < self.header:
+    def _message(self, data: bytes, start: int, stop: int) -> Message | None:
+        """The message in data[start:stop] (sliced in place: a copy's messages are not copied)."""
+        if stop - start < self.header:
             return None
         t = self.topic
         if self._slice:
-            raw = data[t.offset // 8:(t.offset + t.width) // 8]
+            raw = data[start + t.offset // 8:start + (t.offset + t.width) // 8]
         else:
-            raw = read_bits(data, t.offset, t.width).to_bytes(t.nbytes, "big")
-        payload = data[self.header:]
+            raw = read_bits(data[start:stop], t.offset, t.width).to_bytes(t.nbytes, "big")
+        name = self._names.get(raw) or self._name(raw)
         if self.length is not None:
-            payload = payload[:read_bits(data, self.length.offset, self.length.width)]
-        return Message(raw.split(b"\0", 1)[0].decode("utf-8", "replace"), payload)
+            stop = min(stop, start + self.header + read_bits(data[start:start + self.header], self.length.offset,
+                                                             self.length.width))
+        return Message(name, data[start + self.header:stop])
+
+    def _name(self, raw: bytes) -> str:
+        """A topic field's bytes as the topic (NUL padding cut off), remembered."""
+        if len(self._names) >= KNOWN_TOPICS:
+            self._names.clear()
+        name = self._names[raw] = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        return name

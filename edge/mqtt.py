@@ -177,6 +177,17 @@ def publish_packet(topic: str, payload: bytes, retain: bool = False) -> bytes:
     return _fixed(PUBLISH, int(retain), encode_string(topic) + payload)
 
 
+def publish_wire(topic: bytes, payload: bytes) -> bytes:
+    """A QoS 0 PUBLISH from the topic already as an MQTT string (encode_string): the edge
+    broker's per-delivery path, with the usual remaining lengths (< 16 KiB) written inline."""
+    n = len(topic) + len(payload)
+    if n < 0x80:
+        return bytes((PUBLISH << 4, n)) + topic + payload
+    if n < 0x4000:
+        return bytes((PUBLISH << 4, (n & 0x7F) | 0x80, n >> 7)) + topic + payload
+    return _fixed(PUBLISH, 0, topic + payload)
+
+
 def ack(kind: int, packet_id: int) -> bytes:
     """PUBACK, PUBREC, PUBCOMP or UNSUBACK: the packet id alone (PUBREL carries flags 0010)."""
     return _fixed(kind, 2 if kind == PUBREL else 0, struct.pack("!H", packet_id))
