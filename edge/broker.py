@@ -120,7 +120,7 @@ class EdgeBroker:
         as the framing allows (edge/framing.py)."""
         if self.feed is None:
             for pub in pubs:
-                self.deliver(Message(pub.topic, pub.payload))   # no XDP broker: local only
+                self.deliver(pub.topic, pub.payload)   # no XDP broker: local only
             return
         frames = []
         for pub in pubs:
@@ -135,22 +135,22 @@ class EdgeBroker:
 
     def datagram(self, data: bytes, out: dict[int, list[bytes]] | None = None) -> None:
         """A copy from the XDP broker: its publications to the local clients that want them."""
-        for msg in self.framing.decode(data):
+        for topic, payload in self.framing.decode(data):
             self.stats.received += 1
-            if not self.deliver(msg, out):
+            if not self.deliver(topic, payload, out):
                 self.stats.unmatched += 1
 
-    def deliver(self, msg: Message, out: dict[int, list[bytes]] | None = None) -> int:
+    def deliver(self, topic: str, payload: bytes, out: dict[int, list[bytes]] | None = None) -> int:
         """Hand a publication to every local session with a matching filter (one copy each):
         written at once, or gathered per session in `out` for one write each (flush())."""
-        hits = self.trie.match(msg.topic)
+        hits = self.trie.match(topic)
         if hits:
-            wire = self._wire.get(msg.topic)
+            wire = self._wire.get(topic)
             if wire is None:
                 if len(self._wire) >= KNOWN_TOPICS:
                     self._wire.clear()
-                wire = self._wire[msg.topic] = mqtt.encode_string(msg.topic)
-            packet = mqtt.publish_wire(wire, msg.payload)
+                wire = self._wire[topic] = mqtt.encode_string(topic)
+            packet = mqtt.publish_wire(wire, payload)
             for sid in hits:
                 if out is not None:
                     out.setdefault(sid, []).append(packet)
@@ -197,6 +197,9 @@ class EdgeBroker:
                         except mqtt.ProtocolError:
                             self.publish(pubs)     # the ones before it still go
                             raise
+                        if len(pubs) == self.framing.batch:
+                            self.publish(pubs)     # a full datagram leaves now: the subscribers'
+                            pubs = []              # side works on it while we parse the rest
                         continue
                     self.publish(pubs)             # in order with what follows (a SUBSCRIBE)
                     pubs = []

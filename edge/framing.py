@@ -9,7 +9,6 @@ ends. Without framing, one publication per datagram.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from camus.compiler.codec.packets import MOLD_HEADER_BYTES, encode_message, read_bits
 from camus.compiler.language import topics
@@ -21,9 +20,7 @@ DEFAULT_BATCH = 12                # the messages per packet an XDP program class
 KNOWN_TOPICS = 1 << 16            # topics whose encoded header is kept (all forgotten when full)
 
 
-class Message(NamedTuple):
-    topic: str
-    payload: bytes
+Message = tuple[str, bytes]       # a publication as the edge broker hands it on: (topic, payload)
 
 
 class Framing:
@@ -146,7 +143,7 @@ class Framing:
             raw = data[start + ta:start + tb]
             name = self._names.get(raw) or self._name(raw)
             stop = min(pos, start + body + int.from_bytes(data[start + la:start + lb], "big")) if lb else pos
-            out.append(Message(name, data[start + body:stop]))
+            out.append((name, data[start + body:stop]))
         return out
 
     def _message(self, data: bytes, start: int, stop: int) -> Message | None:
@@ -162,7 +159,7 @@ class Framing:
         if self.length is not None:
             stop = min(stop, start + self.header + read_bits(data[start:start + self.header], self.length.offset,
                                                              self.length.width))
-        return Message(name, data[start + self.header:stop])
+        return name, data[start + self.header:stop]
 
     def _name(self, raw: bytes) -> str:
         """A topic field's bytes as the topic (NUL padding cut off), remembered."""

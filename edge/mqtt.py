@@ -22,7 +22,7 @@ class ProtocolError(ValueError):
     pass
 
 
-@dataclass
+@dataclass(slots=True)
 class Packet:
     kind: int
     flags: int
@@ -37,7 +37,7 @@ class Connect:
     clean: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class Publish:
     topic: str
     payload: bytes
@@ -77,6 +77,14 @@ def split_packets(buf: bytearray) -> tuple[list[Packet], int]:
     out: list[Packet] = []
     pos, n = 0, len(buf)
     while pos + 2 <= n:
+        length = buf[pos + 1]
+        if length < 0x80:                 # the usual small packet: a one-byte remaining length
+            i = pos + 2
+            if i + length > n:
+                break
+            out.append(Packet(buf[pos] >> 4, buf[pos] & 0x0F, bytes(buf[i:i + length])))
+            pos = i + length
+            continue
         length, shift, i = 0, 0, pos + 1
         while True:
             if i >= n:
@@ -137,7 +145,15 @@ def parse_publish(p: Packet) -> Publish:
     qos = (p.flags >> 1) & 3
     if qos == 3:
         raise ProtocolError("PUBLISH with QoS 3")
-    topic, pos = _string(p.body, 0)
+    body = p.body
+    n = (body[0] << 8 | body[1]) if len(body) >= 2 else -1
+    if 0 <= n and 2 + n <= len(body):
+        try:
+            topic, pos = body[2:2 + n].decode("utf-8"), 2 + n
+        except UnicodeDecodeError:
+            raise ProtocolError("string is not UTF-8") from None
+    else:
+        topic, pos = _string(body, 0)         # raises: truncated
     packet_id = 0
     if qos:
         if pos + 2 > len(p.body):
