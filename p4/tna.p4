@@ -46,8 +46,8 @@ struct camus_meta_t {
     MirrorId_t mirror_session;
 }
 
-struct metadata {
-    camus_meta_t camus;
+{{TOPIC_TYPES}}struct metadata {
+    camus_meta_t camus;{{TOPIC_MEMBERS}}
 }
 
 parser CamusIngressParser(packet_in packet, out headers hdr, out metadata meta,

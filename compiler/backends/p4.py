@@ -57,7 +57,7 @@ class P4Backend(Backend):
         # fields) gets the control block alone, for the user's own program; others get both.
         whole: str | None = None
         try:
-            layout_of(c.spec)
+            layout_of(c.spec, options.arch)
         except BackendError as exc:
             whole = str(exc)
         control = control_text(c.spec, p4opts)

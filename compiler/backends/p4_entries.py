@@ -81,7 +81,7 @@ def declared_kind(spec: Spec | None, t: FieldTable) -> str:
 
 def check_program_fit(p: Pipeline, spec: Spec, arch: str = "v1model") -> None:
     """Raise BackendError when the IR needs something the static switch program does not have."""
-    refuse_topics(spec)
+    refuse_topics(spec, arch)
     if p.bitvector is not None:
         raise BackendError("this rule set compiled to the bit-vector stage (XDP hosts run it); a switch runs "
                            "the decision diagram: compile with --strategy bdd (--fit-alpha to fit the budget)")

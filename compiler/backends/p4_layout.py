@@ -39,20 +39,22 @@ class Layout:
     msg: HeaderInstance
 
 
-def refuse_topics(spec: Spec) -> None:
-    """Topic fields need a parser that splits the levels into metadata and label tables before
-    the field tables; the switch program does not have them yet (XDP hosts match topics)."""
+def refuse_topics(spec: Spec, arch: str = "v1model") -> None:
+    """MQTT topics and NATS subjects are split into levels by a parser loop (p4_topics), which
+    v1model (bmv2) runs and Tofino's parser cannot; DNS names (length-prefixed labels, the answer
+    written in the deparser) are not parsed on switches at all (XDP hosts match them)."""
     names = [path for path, t in spec.topics.items() if t.flavor == "dns"]
     if names:      # a parser loop over length-prefixed labels, and the answer in the deparser
         raise BackendError(f"spec '{spec.name}' has DNS name fields ({', '.join(names)}): the P4 program does not "
                            "parse variable-length names yet; place DNS subscriptions on XDP hosts")
-    if spec.topics:
-        raise BackendError(f"spec '{spec.name}' has topic fields ({', '.join(spec.topics)}): the P4 program does not "
-                           "split topics into levels yet; place topic subscriptions on XDP hosts")
+    if spec.topics and arch != "v1model":
+        raise BackendError(f"spec '{spec.name}' has topic fields ({', '.join(spec.topics)}): splitting a topic into "
+                           "levels takes a parser loop that shifts the whole field byte by byte, which Tofino's parser "
+                           "cannot do; use --arch v1model (bmv2) or place topic subscriptions on XDP hosts")
 
 
-def layout_of(spec: Spec) -> Layout:
-    refuse_topics(spec)
+def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
+    refuse_topics(spec, arch)
     by_role: dict[Role, HeaderInstance] = {}
     for name in spec.stack:
         inst = spec.instances[name]

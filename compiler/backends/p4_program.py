@@ -17,6 +17,7 @@ from ..language.spec import Spec
 from .emit import BackendError, Emitter
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_layout import Layout, field_name, field_slice, layout_of
+from .p4_topics import metadata_members, metadata_types, parser_states
 from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr,
                         counted_paths, load_action, p4_schema, update_action, updatable_fields, window_counters,
                         window_shift)
@@ -78,9 +79,8 @@ def _udp_select(spec: Spec, lay: Layout, e: Emitter, next_state: str) -> None:
         e("default: accept;")
 
 
-def _message_state(spec: Spec, lay: Layout, e: Emitter, arch: str) -> None:
-    """Extract the (first) message, then decide whether it is one the tables classify."""
-    e(f"packet.extract(hdr.{lay.msg.name});")
+def _kind_select(spec: Spec, e: Emitter) -> None:
+    """Whether the message is one the tables classify (the spec's message type, if it has one)."""
     if spec.message_type is not None:
         inst_name, _, fname = spec.message_type[0].rpartition(".")
         with e.block(f"transition select(hdr.{inst_name}.{fname})"):
@@ -148,9 +148,16 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
                 e("default: parse_camus_len;")
         with e.block("state parse_camus_len"):
             e("packet.extract(hdr.camus_len);")
-            with e.block("transition select(hdr.camus_len.len)"):
-                e(f"CAMUS_MSG_BYTES: parse_{lay.msg.name};")
-                e("default: parse_camus_skip;")
+            if arch == "v1model":
+                e("// the header and maybe more (a payload): bit 15 of the difference is set when shorter")
+                e("meta.camus.extra = hdr.camus_len.len - CAMUS_MSG_BYTES;")
+                with e.block("transition select(meta.camus.extra[15:15])"):
+                    e(f"0: parse_{lay.msg.name};")
+                    e("default: parse_camus_skip;")
+            else:
+                with e.block("transition select(hdr.camus_len.len)"):
+                    e(f"CAMUS_MSG_BYTES: parse_{lay.msg.name};")
+                    e("default: parse_camus_skip;")
         with e.block("state parse_camus_skip"):
             if arch == "v1model":
                 e("// another message type: carried past so the rest of the batch recirculates")
@@ -158,18 +165,38 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
             else:
                 e("// Tofino parses fixed-size headers only: a message of another length ends the batch")
             e("transition accept;")
+    payload = arch == "v1model" and lay.framing is not None
     with e.block(f"state parse_{lay.msg.name}"):
         if lay.framing is None:
             e("meta.camus.feed = 1;")
-        _message_state(spec, lay, e, arch)
+        e(f"packet.extract(hdr.{lay.msg.name});")
+        if payload:
+            e("// bytes past the header (a topic's payload) stay with the message: egress removes")
+            e("// or keeps them with it")
+            with e.block("transition select(meta.camus.extra)"):
+                e("0: camus_msg_kind;")
+                e("default: camus_msg_payload;")
+        else:
+            _kind_select(spec, e)
+    if payload:
+        with e.block("state camus_msg_payload"):
+            e("packet.extract(hdr.camus_skip, (bit<32>)meta.camus.extra * 8);")
+            e("transition camus_msg_kind;")
+        with e.block("state camus_msg_kind"):
+            _kind_select(spec, e)
     with e.block("state camus_classify"):
         e("meta.camus.classify = 1;")
-        if arch == "tna" and lay.framing is not None:
+        if spec.topics:                   # v1model only (refused for TNA): split, then accept
+            first, topic_lines = parser_states(spec, "accept")
+            e(f"transition {first};")
+        elif arch == "tna" and lay.framing is not None:
             with e.block("transition select(packet.lookahead<bit<16>>())"):
                 e("CAMUS_MSG_BYTES: parse_camus_rest;")
                 e("default: accept;")
         else:
             e("transition accept;")
+    if spec.topics:
+        e.lines += topic_lines
     if arch == "tna" and lay.framing is not None:
         with e.block("state parse_camus_rest"):
             e("// the rest of the batch as headers, so that egress can prune it")
@@ -288,13 +315,15 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     if opts.arch not in ARCHS:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
     check_metadata_arch(spec, opts.arch)
-    lay = layout_of(spec)
+    lay = layout_of(spec, opts.arch)
     decl, seq = _tables(spec, p4_schema(spec, opts))
     slots = {
         "SPEC": spec.name,
         "CONSTANTS": _constants(spec, lay),
         "HEADER_TYPES": _header_types(spec),
         "HEADER_MEMBERS": _members(spec, lay, opts.arch, opts),
+        "TOPIC_TYPES": metadata_types(spec) + "\n\n" if spec.topics else "",
+        "TOPIC_MEMBERS": "\n" + metadata_members(spec) if spec.topics else "",
         "PARSER_STATES": _parser_states(spec, lay, opts.arch),
         "EGRESS_PARSER_STATES": _parser_states(spec, lay, opts.arch, "egress") if opts.arch == "tna" else "",
         "TABLES": decl,

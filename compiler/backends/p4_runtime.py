@@ -87,7 +87,7 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
         action(decl.name, decl.params)
     tables = [(t.name, [(k.name, k.bits, k.match) for k in t.keys], t.actions, t.size) for t in schema.tables]
     if whole_program:
-        lay = layout_of(spec)
+        lay = layout_of(spec, opts.arch)
         action("ipv4_forward", (("dst_mac", 48), ("port", 9)))
         action("plain_drop", ())
         dst = f"hdr.{lay.ip.name}.{field_name(lay.ip, 128, 32, 'IPv4 destination')}"

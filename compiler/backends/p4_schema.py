@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from ..language.spec import MatchKind, QueryField, Role, Spec
 from ..ir.pipeline import ident
 from .emit import BackendError
+from .p4_topics import variable_expr
 
 STATE_KEY_BITS = 32      # meta.state in the switch program
 UPDATE_SLOTS = 4         # state variables one message may update (t_update0..3)
@@ -107,6 +108,8 @@ def field_expr(q: QueryField) -> str:
     intrinsic metadata, which the ingress control receives as a parameter of that name."""
     if q.role is Role.METADATA:
         return f"{q.instance}.{q.name}"
+    if q.topic:                  # a topic's depth, sys flag or level: what the parser loop leaves
+        return variable_expr(q)
     if q.whole:                  # a word of a field wider than 64 bits: a slice of the field
         return _word_slice(q, q.whole.rpartition(".")[2])
     return f"hdr.{q.instance}.{q.name}"

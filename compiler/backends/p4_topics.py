@@ -85,7 +85,12 @@ def _states(t: Topic, after: str) -> list[str]:
         e(f"{m}.rest = {field};")
         e(f"{m}.start = {field};")
         e(f"{m}.depth = 1;")
+        e(f"{m}.len = 0;")
+        e(f"{m}.pos = 0;")
+        for i in range(t.levels):            # (a target that does not zero metadata: no stale level)
+            e(f"{m}.l{i} = 0;")
         if t.flavor == "mqtt":
+            e(f"{m}.sys = 0;")
             with e.block(f"transition select({field}{top})"):
                 e(f"0x24: {s}_sys;      // '$'")
                 e(f"default: {s}_scan;")

@@ -8,18 +8,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from camus.compiler.backends.emit import BackendError
+from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
 from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_schema import P4Options
+from camus.compiler.backends.p4_runtime import p4info_message
+from camus.compiler.backends.p4_schema import P4Options, p4_schema
 from camus.compiler.backends.p4_topics import parser_walk
 from camus.compiler.compile import compile_files
 from camus.compiler.language.spec_parser import load_spec, parse_spec
 from camus.compiler.language.topics import derived_values
+from tests.compiler.test_golden import check_golden
+from tests.compiler.test_p4_program import check_entries_fit_program
 from tests.conftest import APPS
 
 TOPICS_SPEC = APPS / "topics" / "topics.p4"
 NATS_SPEC = """
 header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
-header ipv4_t { bit<8> vihl; bit<8> tos; bit<16> len; bit<16> id; bit<16> frag; bit<8> ttl; bit<8> proto; bit<16> csum; bit<32> src; bit<32> dst; }
+header ipv4_t { bit<8> vihl; bit<8> tos; bit<16> len; bit<16> id; bit<16> frag; bit<8> ttl; bit<8> proto;
+                 bit<16> csum; bit<32> src; bit<32> dst; }
 header udp_t { bit<16> sport; bit<16> dport; bit<16> len; bit<16> csum; }
 header msg_t { bit<128> subject; bit<32> value; }
 struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; msg_t msg; }
@@ -49,8 +54,14 @@ def test_the_parser_loop_leaves_the_variables_the_tables_test(levels, sep, fill)
     assert parser_walk(t, raw) == derived_values(t, int.from_bytes(raw, "big"))
 
 
-def test_the_v1model_program_splits_topics_and_matches_their_levels() -> None:
+def test_the_v1model_program_splits_topics_and_matches_their_levels(update_goldens: bool) -> None:
     text = program_text(load_spec(TOPICS_SPEC))
+    check_golden("topics_v1model.p4", text, update_goldens)
+    c = compile_files(str(TOPICS_SPEC), str(APPS / "topics" / "rules.txt"))
+    check_program_fit(c.pipeline, c.spec, "v1model")
+    tables = p4_tables(c.pipeline, c.spec)
+    check_entries_fit_program(text, p4info_message(c.spec), tables)     # names, keys, kinds, actions
+    check_entries(tables, p4_schema(c.spec))
     assert "camus_note_topic_t camus_note_topic;" in text
     assert "state camus_classify" in text and "transition camus_note_topic_begin;" in text
     assert "meta.camus_note_topic.l5 : exact" in text and "meta.camus_note_topic.depth : range" in text

@@ -75,6 +75,7 @@ struct camus_meta_t {
     bit<1> classify;    // the message has the spec's length and type: run the tables
     bit<16> call_id;    // custom action of the leaf (t_leaf_calls), for the egress or CPU
     bit<64> svar;       // the window aggregate a t_svar<i> table matches
+    bit<16> extra;      // the message's bytes past its header (MoldUDP64 length - header)
 }
 
 struct metadata {

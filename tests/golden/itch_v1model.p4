@@ -93,6 +93,7 @@ struct camus_meta_t {
     bit<1> classify;    // the message has the spec's length and type: run the tables
     bit<16> call_id;    // custom action of the leaf (t_leaf_calls), for the egress or CPU
     bit<64> svar;       // the window aggregate a t_svar<i> table matches
+    bit<16> extra;      // the message's bytes past its header (MoldUDP64 length - header)
 }
 
 struct metadata {
@@ -136,8 +137,10 @@ parser CamusParser(packet_in packet, out headers hdr, inout metadata meta,
     }
     state parse_camus_len {
         packet.extract(hdr.camus_len);
-        transition select(hdr.camus_len.len) {
-            CAMUS_MSG_BYTES: parse_add_order;
+        // the header and maybe more (a payload): bit 15 of the difference is set when shorter
+        meta.camus.extra = hdr.camus_len.len - CAMUS_MSG_BYTES;
+        transition select(meta.camus.extra[15:15]) {
+            0: parse_add_order;
             default: parse_camus_skip;
         }
     }
@@ -148,6 +151,18 @@ parser CamusParser(packet_in packet, out headers hdr, inout metadata meta,
     }
     state parse_add_order {
         packet.extract(hdr.add_order);
+        // bytes past the header (a topic's payload) stay with the message: egress removes
+        // or keeps them with it
+        transition select(meta.camus.extra) {
+            0: camus_msg_kind;
+            default: camus_msg_payload;
+        }
+    }
+    state camus_msg_payload {
+        packet.extract(hdr.camus_skip, (bit<32>)meta.camus.extra * 8);
+        transition camus_msg_kind;
+    }
+    state camus_msg_kind {
         transition select(hdr.add_order.msg_type) {
             65: camus_classify;
             default: accept;
