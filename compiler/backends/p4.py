@@ -14,9 +14,8 @@ from .base import Artefacts, Backend, BackendError, TargetOptions
 from .p4_budget import Budget, over_budget, render_resources, switch_resources
 from .p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
 from .p4_interp import EntryInterpreter
-from .p4_program import program_text
+from .p4_program import check_whole_program, program_text
 from .p4_control import control_text
-from .p4_layout import layout_of
 from .p4_runtime import Names, p4info_message, text, updates, write_request
 from .p4_schema import P4Options, p4_schema
 
@@ -57,7 +56,7 @@ class P4Backend(Backend):
         # fields) gets the control block alone, for the user's own program; others get both.
         whole: str | None = None
         try:
-            layout_of(c.spec, options.arch)
+            check_whole_program(c.spec, options.arch)
         except BackendError as exc:
             whole = str(exc)
         control = control_text(c.spec, p4opts)

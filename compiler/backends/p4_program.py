@@ -15,10 +15,11 @@ from importlib.resources import files
 
 from ..language.spec import Spec
 from .emit import BackendError, Emitter
+from .p4_attrs import attrs_program_text, check_attrs_layout
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_layout import Layout, field_name, field_slice, layout_of
 from .p4_topics import metadata_members, metadata_types, parser_states
-from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr,
+from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
                         counted_paths, load_action, p4_schema, update_action, updatable_fields, window_counters,
                         window_shift)
 
@@ -289,7 +290,7 @@ def _window_registers(spec: Spec, decl: Emitter) -> None:
                 q = next(f for f in updatable_fields(spec) if f.path == path)
                 decl("bit<64> sum;")
                 decl(f"r_{c.name}_sum.read(sum, index);")
-                decl(f"r_{c.name}_sum.write(index, {kept.format('sum')} + (bit<64>){field_expr(q)});")
+                decl(f"r_{c.name}_sum.write(index, {kept.format('sum')} + (bit<64>){field_expr(q, spec)});")
         for fn in ("count", "sum"):
             with decl.block(f"action {load_action(c.name, fn)}(bit<32> index)"):
                 if not endless:
@@ -310,11 +311,22 @@ def _ip_checksum_fields(lay: Layout) -> str:
     return ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields if f.name != csum)
 
 
+def check_whole_program(spec: Spec, arch: str) -> None:
+    """Raise BackendError (saying why) when no whole program can be made for `spec` on `arch`:
+    the control block alone is written then, for the user's own program."""
+    if is_attrs(spec):
+        check_attrs_layout(spec, arch)
+    else:
+        layout_of(spec, arch)
+
+
 def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     """The complete P4_16 program for `spec` on `opts.arch` (deterministic)."""
     if opts.arch not in ARCHS:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
     check_metadata_arch(spec, opts.arch)
+    if is_attrs(spec):
+        return attrs_program_text(spec, opts, _tables(spec, p4_schema(spec, opts)), _header_types(spec))
     lay = layout_of(spec, opts.arch)
     decl, seq = _tables(spec, p4_schema(spec, opts))
     slots = {

@@ -27,6 +27,7 @@ from typing import Any
 
 from dataclasses import dataclass, field
 
+from ..codec.attrs import ATTRS_FRAMINGS
 from ..language.spec import MatchKind, QueryField, Role, Spec
 from ..ir.pipeline import ident
 from .emit import BackendError
@@ -37,6 +38,7 @@ UPDATE_SLOTS = 4         # state variables one message may update (t_update0..3)
 SVAR_STAGES = 4          # state-variable tests one message may pass through (t_svar0..3)
 SVAR_KEY = "svar"        # the loaded aggregate, the key of the t_svar<i> tables
 SVAR_BITS = 64
+ATTRS_META = "camus_attrs"   # metadata member with the attributes of a 0x9001 frame (p4_attrs)
 ARCHS = ("v1model", "tna")
 
 
@@ -103,11 +105,20 @@ def check_metadata_arch(spec: Spec, arch: str) -> None:
                                f"{arch} (--arch {METADATA_ARCH[q.instance]})")
 
 
-def field_expr(q: QueryField) -> str:
-    """The P4 expression of a query field: a header field under `hdr`, or the architecture's
-    intrinsic metadata, which the ingress control receives as a parameter of that name."""
+def is_attrs(spec: Spec) -> bool:
+    """Attribute frames (EtherType 0x9001): the program reads them into metadata (p4_attrs)."""
+    return spec.framing.kind in ATTRS_FRAMINGS
+
+
+def field_expr(q: QueryField, spec: Spec | None = None) -> str:
+    """The P4 expression of a query field: a header field under `hdr`, the architecture's
+    intrinsic metadata (the ingress control receives it as a parameter of that name), a topic
+    variable or an attribute the parser left in metadata."""
     if q.role is Role.METADATA:
         return f"{q.instance}.{q.name}"
+    if spec is not None and is_attrs(spec) and spec.message_instance is not None \
+            and q.instance == spec.message_instance.name:
+        return f"meta.{ATTRS_META}.{q.name}"
     if q.topic:                  # a topic's depth, sys flag or level: what the parser loop leaves
         return variable_expr(q)
     if q.whole:                  # a word of a field wider than 64 bits: a slice of the field
@@ -209,7 +220,7 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
         kind = key_kind(q)
         base = f"t_{ident(q.path)}"
         any_name = f"{base}_any" if kind != "lpm" else None
-        tables.append(TableDecl(base, (STATE, KeyDecl(q.path, field_expr(q), q.width, kind)),
+        tables.append(TableDecl(base, (STATE, KeyDecl(q.path, field_expr(q, spec), q.width, kind)),
                                 ("set_state", "NoAction"), opts.table_size,
                                 "NoAction();   // a state this table does not test passes through", any_name))
         if any_name:

@@ -1,0 +1,180 @@
+"""P4 back end: the v1model program for attribute frames (EtherType 0x9001, p4bsub encodings).
+
+The spec's message header is the attribute dictionary (compiler/codec/attrs.py): attribute i is
+its i-th field. The parser reads what a frame carries into `meta.camus_attrs` (0 for what it does
+not carry, as the reference decoder says) and keeps the frame's bytes in headers in arrival order,
+so the deparser sends a delivered frame out unchanged:
+
+  attrs_pairs    (id, value) pairs ended by id 0, in any order, an id possibly repeated (the last
+                 one counts): each pair into the next element of a header-union stack (one member
+                 per value width), the end into its own header; an id the dictionary lacks, more
+                 pairs than it has attributes, or a frame ending early: not classified
+  attrs_bitmask  a 32-bit mask, then the present values in id order: the mask, then one header
+                 per attribute (emitted in id order too); a mask bit past the dictionary: not
+                 classified
+
+The tables are the schema's, keyed on the metadata (p4_schema.field_expr). Tofino's parser has
+no header-union stacks, so TNA gets the control block only (with the reason).
+"""
+from __future__ import annotations
+
+from importlib.resources import files
+
+from ..codec.attrs import Attribute, dictionary
+from ..language.spec import Spec
+from .emit import BackendError, Emitter
+from .p4_schema import ATTRS_META as META
+from .p4_schema import P4Options
+
+
+def check_attrs_layout(spec: Spec, arch: str) -> None:
+    """Raise BackendError when the program for attribute frames cannot be made."""
+    _eth(spec)
+    if arch != "v1model":
+        raise BackendError(f"spec '{spec.name}' frames attributes ({spec.framing.kind}): the switch program keeps "
+                           "a frame's pairs in arrival order in a header-union stack, which Tofino does not have; "
+                           "use --arch v1model (bmv2), or camus_control.p4 with your own parser")
+
+
+def _eth(spec: Spec) -> tuple[str, str, str]:
+    """(instance, destination field, EtherType field) of the spec's Ethernet header."""
+    inst = spec.instances[spec.stack[0]] if spec.stack else None
+    fields = inst.type.fields if inst is not None else ()
+    if inst is None or len(fields) != 3 or [f.width for f in fields] != [48, 48, 16]:
+        raise BackendError("an attribute-frame spec must start with an Ethernet header "
+                           "(bit<48> dst; bit<48> src; bit<16> ether_type;)")
+    return inst.name, fields[0].name, fields[2].name
+
+
+def _types(attrs: list[Attribute], pairs: bool) -> str:
+    e = Emitter()
+    widths = sorted({a.width for a in attrs})
+    if pairs:
+        for w in widths:
+            with e.block(f"header camus_pair{w}_t"):
+                e("bit<8> id;")
+                e(f"bit<{w}> value;")
+        with e.block("header camus_pairs_end_t"):
+            e("bit<8> id;          // 0")
+        with e.block("header_union camus_pair_t"):
+            for w in widths:
+                e(f"camus_pair{w}_t p{w};")
+    else:
+        with e.block("header camus_mask_t"):
+            e("bit<32> mask;       // bit i-1: attribute i present")
+        for w in widths:
+            with e.block(f"header camus_value{w}_t"):
+                e(f"bit<{w}> value;")
+    return e.text().rstrip("\n")
+
+
+def _meta(attrs: list[Attribute]) -> str:
+    e = Emitter()
+    with e.block(f"struct {META}_t"):
+        for a in attrs:
+            e(f"bit<{a.width}> {a.path.rpartition('.')[2]};     // attribute {a.id}")
+    return e.text().rstrip("\n")
+
+
+def _members(eth_type: str, eth: str, attrs: list[Attribute], pairs: bool) -> list[tuple[str, str]]:
+    """(type, instance) in parse and emit order."""
+    out = [(eth_type, eth)]
+    if pairs:
+        out += [(f"camus_pair_t[{len(attrs)}]", "camus_pairs"), ("camus_pairs_end_t", "camus_pairs_end")]
+    else:
+        out += [("camus_mask_t", "camus_mask")]
+        out += [(f"camus_value{a.width}_t", f"camus_a{a.id}") for a in attrs]
+    return out
+
+
+def _parser(eth: str, etype: str, attrs: list[Attribute], pairs: bool) -> str:
+    e = Emitter()
+    e.depth = 1
+    with e.block("state start"):
+        e(f"transition parse_{eth};")
+    with e.block(f"state parse_{eth}"):
+        e(f"packet.extract(hdr.{eth});")
+        with e.block(f"transition select(hdr.{eth}.{etype})"):
+            e("CAMUS_ETHERTYPE_ATTRS: camus_attrs;")
+            e("default: accept;")
+    with e.block("state camus_attrs"):
+        e("meta.camus.feed = 1;")
+        for a in attrs:                      # not carried reads as 0 (on any target)
+            e(f"meta.{META}.{a.path.rpartition('.')[2]} = 0;")
+        if pairs:
+            e("transition camus_pair;")
+        else:
+            e("packet.extract(hdr.camus_mask);")
+            if len(attrs) < 32:
+                with e.block(f"transition select(hdr.camus_mask.mask[31:{len(attrs)}])"):
+                    e("0: camus_has1;")
+                    e("default: accept;            // names attributes the dictionary lacks")
+            else:
+                e("transition camus_has1;")
+    if pairs:
+        with e.block("state camus_pair"):
+            with e.block("transition select(packet.lookahead<bit<8>>())"):
+                e("0: camus_pairs_end;")
+                for a in attrs:
+                    e(f"{a.id}: camus_a{a.id};")
+                e("default: accept;            // an id the dictionary lacks: not classified")
+        for a in attrs:
+            name = a.path.rpartition(".")[2]
+            with e.block(f"state camus_a{a.id}"):
+                e(f"bit<{8 + a.width}> pair = packet.lookahead<bit<{8 + a.width}>>();")
+                e(f"meta.{META}.{name} = pair[{a.width - 1}:0];          // the last one counts")
+                e(f"packet.extract(hdr.camus_pairs.next.p{a.width});   // past the stack: an error, never classified")
+                e("transition camus_pair;")
+        with e.block("state camus_pairs_end"):
+            e("packet.extract(hdr.camus_pairs_end);")
+            e("meta.camus.classify = 1;")
+            e("transition accept;")
+        return e.text().rstrip("\n")
+    for a in attrs:
+        name = a.path.rpartition(".")[2]
+        nxt = f"camus_has{a.id + 1}" if a.id < len(attrs) else "camus_attrs_done"
+        with e.block(f"state camus_has{a.id}"):
+            with e.block(f"transition select(hdr.camus_mask.mask[{a.id - 1}:{a.id - 1}])"):
+                e(f"1: camus_a{a.id};")
+                e(f"default: {nxt};")
+        with e.block(f"state camus_a{a.id}"):
+            e(f"packet.extract(hdr.camus_a{a.id});")
+            e(f"meta.{META}.{name} = hdr.camus_a{a.id}.value;")
+            e(f"transition {nxt};")
+    with e.block("state camus_attrs_done"):
+        e("meta.camus.classify = 1;")
+        e("transition accept;")
+    return e.text().rstrip("\n")
+
+
+def attrs_program_text(spec: Spec, opts: P4Options, tables: tuple[str, str], header_types: str) -> str:
+    """The whole v1model program for an attribute-frame spec; `tables` are the declarations and
+    the apply sequence (p4_program._tables), `header_types` the spec's Ethernet header type."""
+    check_attrs_layout(spec, opts.arch)
+    eth, dst, etype = _eth(spec)
+    attrs = dictionary(spec)
+    pairs = spec.framing.kind == "attrs_pairs"
+    members = _members(spec.instances[eth].type.name, eth, attrs, pairs)
+    encoding = ("(id: 8 bits, value) pairs ended by id 0." if pairs else
+                "a 32-bit presence mask, then the present values in id order.")
+    slots = {
+        "SPEC": spec.name,
+        "ENCODING": encoding,
+        "HEADER_TYPES": header_types,
+        "ATTR_TYPES": _types(attrs, pairs),
+        "ATTR_META": _meta(attrs),
+        "HEADER_MEMBERS": "\n".join(f"    {t} {n};" for t, n in members),
+        "PARSER_STATES": _parser(eth, etype, attrs, pairs),
+        "TABLES": tables[0],
+        "APPLY": tables[1],
+        "EMITS": "\n".join(f"        packet.emit(hdr.{n});" for _, n in members),
+        "ETH": eth,
+        "ETH_DST": dst,
+    }
+    text = files("camus.p4").joinpath("v1model_attrs.p4").read_text()
+    for k, v in slots.items():
+        text = text.replace("{{" + k + "}}", v)
+    if "{{" in text:
+        left = text[text.index("{{"):].split("}}")[0] + "}}"
+        raise BackendError(f"template v1model_attrs.p4 has an unfilled slot {left}")
+    return text

@@ -1,0 +1,77 @@
+"""Attribute frames (EtherType 0x9001) on the switch: the v1model program that parses both
+encodings into metadata (compiler/backends/p4_attrs.py), checked against the dictionary, its
+entries and P4Info, golden files; TNA gets the control block with the reason."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from camus.compiler.backends.base import TargetOptions
+from camus.compiler.backends.emit import BackendError
+from camus.compiler.backends.p4 import P4Backend
+from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
+from camus.compiler.backends.p4_program import program_text
+from camus.compiler.backends.p4_runtime import p4info_message
+from camus.compiler.backends.p4_schema import P4Options, p4_schema
+from camus.compiler.codec.attrs import dictionary
+from camus.compiler.compile import compile_files
+from camus.compiler.language.spec_parser import load_spec
+from tests.compiler.test_golden import check_golden
+from tests.compiler.test_p4_program import check_entries_fit_program
+from tests.conftest import APPS
+
+SPECS = {k: APPS / "attrs" / f"{k}.p4" for k in ("pairs", "bitmask")}
+
+
+def _state(text: str, name: str) -> str:
+    m = re.search(rf"^    state {name} \{{\n(.*?)^    \}}", text, re.M | re.S)
+    assert m, name
+    return m[1]
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_the_program_reads_every_attribute_of_the_dictionary(kind: str, update_goldens: bool) -> None:
+    spec = load_spec(SPECS[kind])
+    text = program_text(spec)
+    assert text == program_text(load_spec(SPECS[kind]))             # deterministic
+    check_golden(f"{kind}_v1model.p4", text, update_goldens)
+    for a in dictionary(spec):
+        name, body = a.path.rpartition(".")[2], _state(text, f"camus_a{a.id}")
+        assert f"bit<{a.width}> {name};" in text                      # its metadata, at its width
+        if kind == "pairs":        # read from the pair, extracted into the union at its width
+            assert f"meta.camus_attrs.{name} = pair[{a.width - 1}:0];" in body
+            assert f"packet.extract(hdr.camus_pairs.next.p{a.width});" in body
+            assert f"{a.id}: camus_a{a.id};" in _state(text, "camus_pair")
+        else:                      # present when its mask bit is set, in id order
+            assert f"hdr.camus_mask.mask[{a.id - 1}:{a.id - 1}]" in _state(text, f"camus_has{a.id}")
+            assert f"meta.camus_attrs.{name} = hdr.camus_a{a.id}.value;" in body
+    # the frame leaves as it came: what the parser extracted, emitted in the same order
+    emits = re.findall(r"packet\.emit\(hdr\.(\w+)\);", text)
+    extracts = re.findall(r"packet\.extract\(hdr\.(\w+)", text)
+    assert emits[0] == "ethernet" and set(extracts) == set(emits)
+    if kind == "bitmask":
+        assert emits == ["ethernet", "camus_mask", *(f"camus_a{a.id}" for a in dictionary(spec))]
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_attribute_entries_fit_the_program(kind: str) -> None:
+    c = compile_files(str(SPECS[kind]), str(APPS / "attrs" / "rules.txt"))
+    check_program_fit(c.pipeline, c.spec, "v1model")
+    tables = p4_tables(c.pipeline, c.spec)
+    text = program_text(c.spec)
+    check_entries_fit_program(text, p4info_message(c.spec), tables)
+    check_entries(tables, p4_schema(c.spec))
+    assert "meta.camus_attrs.temperature : range" in text
+    assert "l2_fwd" in {t.preamble.alias for t in p4info_message(c.spec).tables}
+
+
+def test_tofino_gets_the_control_block_with_the_reason(tmp_path: Path) -> None:
+    c = compile_files(str(SPECS["pairs"]), str(APPS / "attrs" / "rules.txt"))
+    with pytest.raises(BackendError, match="header-union"):
+        program_text(c.spec, P4Options(arch="tna"))
+    art = P4Backend().build(c, TargetOptions(arch="tna"))
+    assert "camus.p4" not in art.files and "camus_control.p4" in art.files
+    assert "header-union" in art.summary
+    assert "camus.p4" in P4Backend().build(c, TargetOptions()).files
