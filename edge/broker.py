@@ -37,6 +37,7 @@ log = logging.getLogger("camus.edge")
 SO_RCVBUFFORCE = 33
 TCP_QUICKACK = 12
 RCVBUF = 32 << 20
+SLOW_CLIENT_BYTES = 16 << 20   # queued for one client beyond this: its publications are dropped
 DRAIN = 256                 # datagrams read per wake-up of the deliveries socket
 
 
@@ -51,6 +52,7 @@ class Session:
     writer: asyncio.StreamWriter
     client_id: str = ""
     filters: set[str] = field(default_factory=set)
+    stalled: bool = False       # publications are being dropped: it does not read them
 
 
 @dataclass
@@ -60,6 +62,7 @@ class EdgeStats:
     delivered: int = 0          # PUBLISH packets written to local subscribers
     unmatched: int = 0          # copies no local client wanted (the XDP tables over-delivered)
     rejected: int = 0           # publications that could not be labelled (topic too long, ...)
+    dropped: int = 0            # publications not written to a client that is not reading (QoS 0)
 
 
 class EdgeBroker:
@@ -155,14 +158,27 @@ class EdgeBroker:
                 if out is not None:
                     out.setdefault(sid, []).append(packet)
                 elif (s := self.sessions.get(sid)) is not None:
-                    s.writer.write(packet)
+                    self._write(s, packet, 1)
         self.stats.delivered += len(hits)
         return len(hits)
 
     def flush(self, out: dict[int, list[bytes]]) -> None:
         for sid, packets in out.items():
             if (s := self.sessions.get(sid)) is not None:
-                s.writer.write(b"".join(packets))
+                self._write(s, b"".join(packets), len(packets))
+
+    def _write(self, s: Session, data: bytes, n: int) -> None:
+        """Publications to a client, unless it has stopped reading: past `SLOW_CLIENT_BYTES`
+        queued for it they are dropped (QoS 0 allows it) and counted, so one stalled subscriber
+        cannot grow the edge broker without bound or hold up the others."""
+        if s.writer.transport.get_write_buffer_size() > SLOW_CLIENT_BYTES:
+            if not s.stalled:
+                log.warning("session %s (%s) is not reading: dropping its publications", s.sid, s.client_id)
+            s.stalled = True
+            self.stats.dropped += n
+            return
+        s.stalled = False
+        s.writer.write(data)
 
     # -- MQTT sessions -----------------------------------------------------------------------
     async def client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
