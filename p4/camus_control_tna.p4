@@ -10,11 +10,11 @@
 // mcast_grp_a are set), camus.drop that a drop rule matched, camus.call_id which custom actions
 // to run (calls.json; 0: none). Entries: entries.bfrt.py / entries.p4rt.json.
 
-struct camus_meta_t {
+{{VAR_TYPES}}struct camus_meta_t {
     bit<32> state;
     bit<1> deliver;
     bit<1> drop;
-    bit<16> call_id;    // custom actions of the leaf (calls.json)
+    bit<16> call_id;    // custom actions of the leaf (calls.json){{VAR_MEMBERS}}
 }
 
 control Camus(inout headers hdr, inout camus_meta_t camus,

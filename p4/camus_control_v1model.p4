@@ -10,12 +10,12 @@
 // set), camus.drop that a drop rule matched, camus.call_id which custom actions to run
 // (calls.json; 0: none). Entries: entries.cli / entries.p4rt.json, as for the whole program.
 
-struct camus_meta_t {
+{{VAR_TYPES}}struct camus_meta_t {
     bit<32> state;
     bit<1> deliver;
     bit<1> drop;
     bit<16> call_id;    // custom actions of the leaf (calls.json)
-    bit<64> svar;       // the window aggregate a t_svar<i> table matches
+    bit<64> svar;       // the window aggregate a t_svar<i> table matches{{VAR_MEMBERS}}
 }
 
 control Camus(inout headers hdr, inout camus_meta_t camus,

@@ -68,6 +68,11 @@ def _types(attrs: list[Attribute], pairs: bool) -> str:
     return e.text().rstrip("\n")
 
 
+def attrs_meta_type(spec: Spec) -> str:
+    """The struct of a frame's attribute values (metadata; the control block's camus.attrs)."""
+    return _meta(dictionary(spec))
+
+
 def _meta(attrs: list[Attribute]) -> str:
     e = Emitter()
     with e.block(f"struct {META}_t"):

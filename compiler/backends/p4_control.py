@@ -15,7 +15,9 @@ from importlib.resources import files
 from ..language.spec import Role, Spec
 from .emit import BackendError
 from .p4_program import _tables
-from .p4_schema import ARCHS, P4Options, check_metadata_arch, p4_schema
+from .p4_attrs import attrs_meta_type
+from .p4_schema import ATTRS_META, ARCHS, P4Options, check_metadata_arch, is_attrs, p4_schema
+from .p4_topics import meta_name, metadata_type
 
 
 def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
@@ -26,9 +28,20 @@ def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     decl, seq = _tables(spec, p4_schema(spec, opts))
     # The whole program keeps the walk in meta.camus; the block gets it as its `camus` parameter.
     decl, seq = decl.replace("meta.camus.", "camus."), seq.replace("meta.camus.", "camus.")
+    types, members = [], []
+    for t in spec.topics.values():          # topic and DNS name variables: camus.<field>.depth, ...
+        name = meta_name(t.path)
+        types.append(metadata_type(t, scratch=False))
+        members.append(f"    {name}_t {name[len('camus_'):]};   // {t.path}: filled by your parser")
+        decl, seq = (x.replace(f"meta.{name}.", f"camus.{name[len('camus_'):]}.") for x in (decl, seq))
+    if is_attrs(spec):                      # attribute values: camus.attrs.<field>
+        types.append(attrs_meta_type(spec))
+        members.append(f"    {ATTRS_META}_t attrs;   // the frame's attributes (0: not carried)")
+        decl, seq = (x.replace(f"meta.{ATTRS_META}.", "camus.attrs.") for x in (decl, seq))
     seq = "\n".join(line[4:] for line in seq.splitlines())     # one block less deep than the program's
     headers = sorted({q.instance for q in spec.query_fields if q.role is not Role.METADATA})
     slots = {"SPEC": spec.name, "TABLES": decl, "APPLY": seq,
+             "VAR_TYPES": "".join(t + "\n\n" for t in types), "VAR_MEMBERS": "".join("\n" + m for m in members),
              "HEADERS": ", ".join(f"hdr.{h}" for h in headers) or "none: metadata only"}
     template = f"camus_control_{opts.arch}.p4"
     text = files("camus.p4").joinpath(template).read_text()

@@ -39,21 +39,29 @@ class Layout:
     msg: HeaderInstance
 
 
+def refuse_dns_names(spec: Spec) -> None:
+    """DNS names (length-prefixed labels, levels from the right, the answer written in the
+    deparser) are not parsed by the whole program: their entries and the control block are made,
+    for a program whose parser fills the names' variables (XDP hosts do it all)."""
+    names = [path for path, t in spec.topics.items() if t.flavor == "dns"]
+    if names:
+        raise BackendError(f"spec '{spec.name}' has DNS name fields ({', '.join(names)}): the whole P4 program does "
+                           "not parse DNS names or write answers; camus_control.p4 serves a program whose parser "
+                           "fills the names' variables, or place DNS subscriptions on XDP hosts")
+
+
 def refuse_topics(spec: Spec, arch: str = "v1model") -> None:
     """MQTT topics and NATS subjects are split into levels by a parser loop (p4_topics), which
-    v1model (bmv2) runs and Tofino's parser cannot; DNS names (length-prefixed labels, the answer
-    written in the deparser) are not parsed on switches at all (XDP hosts match them)."""
-    names = [path for path, t in spec.topics.items() if t.flavor == "dns"]
-    if names:      # a parser loop over length-prefixed labels, and the answer in the deparser
-        raise BackendError(f"spec '{spec.name}' has DNS name fields ({', '.join(names)}): the P4 program does not "
-                           "parse variable-length names yet; place DNS subscriptions on XDP hosts")
-    if spec.topics and arch != "v1model":
-        raise BackendError(f"spec '{spec.name}' has topic fields ({', '.join(spec.topics)}): splitting a topic into "
+    v1model (bmv2) runs and Tofino's parser cannot."""
+    topics = [path for path, t in spec.topics.items() if t.flavor != "dns"]
+    if topics and arch != "v1model":
+        raise BackendError(f"spec '{spec.name}' has topic fields ({', '.join(topics)}): splitting a topic into "
                            "levels takes a parser loop that shifts the whole field byte by byte, which Tofino's parser "
                            "cannot do; use --arch v1model (bmv2) or place topic subscriptions on XDP hosts")
 
 
 def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
+    refuse_dns_names(spec)
     refuse_topics(spec, arch)
     by_role: dict[Role, HeaderInstance] = {}
     for name in spec.stack:

@@ -41,22 +41,27 @@ def variable_expr(q: QueryField) -> str:
     return f"meta.{meta_name(q.topic)}.{member}"
 
 
-def metadata_types(spec: Spec) -> str:
-    """One struct per topic field: its variables and the parser loop's working copies."""
+def metadata_type(t: Topic, scratch: bool = True) -> str:
+    """A topic field's struct: its variables, and (`scratch`) the parser loop's working copies."""
     e = Emitter()
-    for t in spec.topics.values():
-        with e.block(f"struct {meta_name(t.path)}_t"):
-            e(f"bit<{DEPTH_BITS}> depth;      // levels in the topic")
-            if t.flavor == "mqtt":
-                e("bit<1> sys;         // level 0 starts with '$' (wildcards skip it)")
-            for i in range(t.levels):
-                e(f"bit<{t.width}> l{i};      // level {i}: its bytes left-aligned, NUL-padded; 0 if none")
+    with e.block(f"struct {meta_name(t.path)}_t"):
+        e(f"bit<{DEPTH_BITS}> depth;      // levels in the {'name' if t.flavor == 'dns' else 'topic'}")
+        if t.flavor == "mqtt":
+            e("bit<1> sys;         // level 0 starts with '$' (wildcards skip it)")
+        for i in range(t.levels):
+            what = f"label {i} from the right, lower-cased" if t.flavor == "dns" else f"level {i}: its bytes"
+            e(f"bit<{t.width}> l{i};      // {what}, left-aligned, NUL-padded; 0 if none")
+        if scratch:
             e(f"bit<{t.width}> rest;    // the field past the bytes read")
             e(f"bit<{t.width}> start;   // the field from the current level on")
             e(f"bit<{POS_BITS}> len;        // the current level's bits so far")
             e(f"bit<{POS_BITS}> pos;        // bytes read")
-        e()
     return e.text().rstrip("\n")
+
+
+def metadata_types(spec: Spec) -> str:
+    """One struct per topic field (the whole program: with the parser loop's working copies)."""
+    return "\n\n".join(metadata_type(t) for t in spec.topics.values())
 
 
 def metadata_members(spec: Spec) -> str:

@@ -3,6 +3,8 @@
 the program, the entries and the refusals around it."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -85,3 +87,29 @@ def test_topic_entries_run_on_the_switch_interpreter_as_the_filters_say() -> Non
                  "topic=office value=1", "topic=plant/7/temp/raw value=1"):
         m = message_from_text(c.spec, text)
         assert sw.run(m, 0)[0].names() == ir.run(m, 0)[0].names(), text
+
+
+@pytest.mark.parametrize("spec_path", [TOPICS_SPEC, APPS / "dns" / "dns.p4", APPS / "attrs" / "pairs.p4"],
+                         ids=lambda p: p.stem)
+def test_the_control_block_names_the_parsed_variables_through_its_parameter(spec_path) -> None:
+    """Camus mode: the block's keys reach topic, DNS name and attribute variables as members of
+    its `camus` parameter, declared in camus_meta_t (the user's parser fills them)."""
+    from camus.compiler.backends.p4_control import control_text
+    text = control_text(load_spec(spec_path))
+    keys = re.findall(r"^\s+([\w.\[\]:]+) : (?:exact|range|lpm) @name", text, re.M)
+    assert keys and all(k.startswith(("camus.", "hdr.", "standard_metadata.")) for k in keys), keys
+    struct = text[text.index("struct camus_meta_t {"):]
+    struct = struct[:struct.index("}")]
+    for k in keys:
+        if k.startswith("camus.") and k.count(".") == 2:
+            assert f" {k.split('.')[1]};" in struct, k           # the member is declared
+
+
+def test_dns_names_get_entries_and_the_control_block_with_the_reason() -> None:
+    from camus.compiler.backends.base import TargetOptions
+    from camus.compiler.backends.p4 import P4Backend
+    c = compile_files(str(APPS / "dns" / "dns.p4"), str(APPS / "dns" / "rules.txt"))
+    art = P4Backend().build(c, TargetOptions())
+    assert "camus.p4" not in art.files and "camus_control.p4" in art.files
+    assert "does not parse DNS names" in art.summary
+    assert "t_dns_qname_0" in art.files["entries.cli"]

@@ -91,12 +91,12 @@ struct camus_meta_t {
 struct camus_note_topic_t {
     bit<16> depth;      // levels in the topic
     bit<1> sys;         // level 0 starts with '$' (wildcards skip it)
-    bit<512> l0;      // level 0: its bytes left-aligned, NUL-padded; 0 if none
-    bit<512> l1;      // level 1: its bytes left-aligned, NUL-padded; 0 if none
-    bit<512> l2;      // level 2: its bytes left-aligned, NUL-padded; 0 if none
-    bit<512> l3;      // level 3: its bytes left-aligned, NUL-padded; 0 if none
-    bit<512> l4;      // level 4: its bytes left-aligned, NUL-padded; 0 if none
-    bit<512> l5;      // level 5: its bytes left-aligned, NUL-padded; 0 if none
+    bit<512> l0;      // level 0: its bytes, left-aligned, NUL-padded; 0 if none
+    bit<512> l1;      // level 1: its bytes, left-aligned, NUL-padded; 0 if none
+    bit<512> l2;      // level 2: its bytes, left-aligned, NUL-padded; 0 if none
+    bit<512> l3;      // level 3: its bytes, left-aligned, NUL-padded; 0 if none
+    bit<512> l4;      // level 4: its bytes, left-aligned, NUL-padded; 0 if none
+    bit<512> l5;      // level 5: its bytes, left-aligned, NUL-padded; 0 if none
     bit<512> rest;    // the field past the bytes read
     bit<512> start;   // the field from the current level on
     bit<16> len;        // the current level's bits so far
