@@ -6,15 +6,17 @@ not carry, as the reference decoder says) and keeps the frame's bytes in headers
 so the deparser sends a delivered frame out unchanged:
 
   attrs_pairs    (id, value) pairs ended by id 0, in any order, an id possibly repeated (the last
-                 one counts): each pair into the next element of a header-union stack (one member
-                 per value width), the end into its own header; an id the dictionary lacks, more
-                 pairs than it has attributes, or a frame ending early: not classified
+                 one counts): the pairs' bytes, one at a time, into one stack of byte headers (so
+                 they are emitted as they came), each value built up in its metadata field; an id
+                 the dictionary lacks, more pairs than it has attributes (counted) or a frame
+                 ending early: not classified
   attrs_bitmask  a 32-bit mask, then the present values in id order: the mask, then one header
                  per attribute (emitted in id order too); a mask bit past the dictionary: not
                  classified
 
-The tables are the schema's, keyed on the metadata (p4_schema.field_expr). Tofino's parser has
-no header-union stacks, so TNA gets the control block only (with the reason).
+The tables are the schema's, keyed on the metadata (p4_schema.field_expr). Tofino's parser cannot
+shift and or values into metadata byte by byte, so TNA gets the control block only (with the
+reason).
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ def check_attrs_layout(spec: Spec, arch: str) -> None:
     _eth(spec)
     if arch != "v1model":
         raise BackendError(f"spec '{spec.name}' frames attributes ({spec.framing.kind}): the switch program keeps "
-                           "a frame's pairs in arrival order in a header-union stack, which Tofino does not have; "
+                           "a frame's attributes byte by byte into metadata (shift and or), which Tofino's parser "
+                           "cannot do; "
                            "use --arch v1model (bmv2), or camus_control.p4 with your own parser")
 
 
@@ -50,15 +53,8 @@ def _types(attrs: list[Attribute], pairs: bool) -> str:
     e = Emitter()
     widths = sorted({a.width for a in attrs})
     if pairs:
-        for w in widths:
-            with e.block(f"header camus_pair{w}_t"):
-                e("bit<8> id;")
-                e(f"bit<{w}> value;")
-        with e.block("header camus_pairs_end_t"):
-            e("bit<8> id;          // 0")
-        with e.block("header_union camus_pair_t"):
-            for w in widths:
-                e(f"camus_pair{w}_t p{w};")
+        with e.block("header camus_byte_t"):
+            e("bit<8> b;           // one byte of the pairs, in the order they came")
     else:
         with e.block("header camus_mask_t"):
             e("bit<32> mask;       // bit i-1: attribute i present")
@@ -81,11 +77,16 @@ def _meta(attrs: list[Attribute]) -> str:
     return e.text().rstrip("\n")
 
 
+def pair_bytes(attrs: list[Attribute]) -> int:
+    """The most bytes valid pairs take: one pair per attribute of the widest kind, then the 0."""
+    return len(attrs) * (1 + max(a.width for a in attrs) // 8) + 1
+
+
 def _members(eth_type: str, eth: str, attrs: list[Attribute], pairs: bool) -> list[tuple[str, str]]:
     """(type, instance) in parse and emit order."""
     out = [(eth_type, eth)]
     if pairs:
-        out += [(f"camus_pair_t[{len(attrs)}]", "camus_pairs"), ("camus_pairs_end_t", "camus_pairs_end")]
+        out += [(f"camus_byte_t[{pair_bytes(attrs)}]", "camus_pairs")]
     else:
         out += [("camus_mask_t", "camus_mask")]
         out += [(f"camus_value{a.width}_t", f"camus_a{a.id}") for a in attrs]
@@ -118,20 +119,29 @@ def _parser(eth: str, etype: str, attrs: list[Attribute], pairs: bool) -> str:
                 e("transition camus_has1;")
     if pairs:
         with e.block("state camus_pair"):
-            with e.block("transition select(packet.lookahead<bit<8>>())"):
-                e("0: camus_pairs_end;")
+            with e.block("transition select(meta.camus.npairs, packet.lookahead<bit<8>>())"):
+                e("(_, 0): camus_pairs_end;")
+                e(f"({len(attrs)}, _): accept;          // more pairs than attributes: not classified")
                 for a in attrs:
-                    e(f"{a.id}: camus_a{a.id};")
+                    e(f"(_, {a.id}): camus_a{a.id};")
                 e("default: accept;            // an id the dictionary lacks: not classified")
         for a in attrs:
-            name = a.path.rpartition(".")[2]
+            name, n = a.path.rpartition(".")[2], a.width // 8
             with e.block(f"state camus_a{a.id}"):
-                e(f"bit<{8 + a.width}> pair = packet.lookahead<bit<{8 + a.width}>>();")
-                e(f"meta.{META}.{name} = pair[{a.width - 1}:0];          // the last one counts")
-                e(f"packet.extract(hdr.camus_pairs.next.p{a.width});   // past the stack: an error, never classified")
-                e("transition camus_pair;")
+                e("packet.extract(hdr.camus_pairs.next);     // the id")
+                e("meta.camus.npairs = meta.camus.npairs + 1;")
+                e(f"transition camus_a{a.id}_0;")
+            for k in range(n):
+                with e.block(f"state camus_a{a.id}_{k}"):
+                    e("packet.extract(hdr.camus_pairs.next);")
+                    byte = "hdr.camus_pairs.last.b" if a.width == 8 else f"(bit<{a.width}>)hdr.camus_pairs.last.b"
+                    if k == 0:         # a repeated id starts over: the last one counts
+                        e(f"meta.{META}.{name} = {byte};")
+                    else:
+                        e(f"meta.{META}.{name} = (meta.{META}.{name} << 8) | {byte};")
+                    e(f"transition {f'camus_a{a.id}_{k + 1}' if k + 1 < n else 'camus_pair'};")
         with e.block("state camus_pairs_end"):
-            e("packet.extract(hdr.camus_pairs_end);")
+            e("packet.extract(hdr.camus_pairs.next);     // the closing 0")
             e("meta.camus.classify = 1;")
             e("transition accept;")
         return e.text().rstrip("\n")
@@ -183,3 +193,41 @@ def attrs_program_text(spec: Spec, opts: P4Options, tables: tuple[str, str], hea
         left = text[text.index("{{"):].split("}}")[0] + "}}"
         raise BackendError(f"template v1model_attrs.p4 has an unfilled slot {left}")
     return text
+
+
+def parser_walk(spec: Spec, data: bytes) -> dict[str, int] | None:
+    """The generated states run in Python on the bytes after the EtherType: the attribute values
+    they leave in metadata, or None when the frame is not classified (the tests compare this with
+    the reference decoder, codec.attrs.decode; no p4c runs here to check the P4 text itself)."""
+    attrs = dictionary(spec)
+    values = {a.path: 0 for a in attrs}                     # state camus_attrs
+    if spec.framing.kind == "attrs_pairs":
+        pos, npairs, room = 0, 0, pair_bytes(attrs)
+        while True:                                         # state camus_pair
+            if pos >= len(data):
+                return None                                 # lookahead past the frame: an error
+            aid = data[pos]
+            if aid == 0:
+                return values if pos + 1 <= room else None   # camus_pairs_end (the stack holds it?)
+            if npairs == len(attrs) or aid > len(attrs):
+                return None
+            a = attrs[aid - 1]
+            n = a.width // 8
+            if pos + 1 + n > len(data) or pos + 1 + n > room:
+                return None                                 # extract past the frame or the stack
+            npairs += 1
+            values[a.path] = int.from_bytes(data[pos + 1:pos + 1 + n], "big")
+            pos += 1 + n
+    if len(data) < 4:
+        return None
+    mask, pos = int.from_bytes(data[:4], "big"), 4
+    if len(attrs) < 32 and mask >> len(attrs):
+        return None
+    for a in attrs:                                         # states camus_has<i>, camus_a<i>
+        if mask >> (a.id - 1) & 1:
+            n = a.width // 8
+            if pos + n > len(data):
+                return None
+            values[a.path] = int.from_bytes(data[pos:pos + n], "big")
+            pos += n
+    return values                                           # camus_attrs_done

@@ -43,8 +43,9 @@ def v1model_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
              "   // a message of another length: carried, never classified\n}")
     tail = Emitter()
     tail.depth = 2
-    with tail.block(f"if (hdr.{f}.{n} > 1)"):
-        tail("// more messages follow: a copy goes round again without this one")
+    with tail.block(f"if (hdr.{f}.{n} > 1 && standard_metadata.parser_error == error.NoError)"):
+        tail("// more messages follow: a copy goes round again without this one (not after a parser")
+        tail("// error: the rest of the batch would be read from the wrong offset)")
         tail("clone_preserving_field_list(CloneType.I2E, CAMUS_RECIRC_SESSION, 1);")
     eg = Emitter()
     eg.depth = 2

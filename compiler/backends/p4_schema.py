@@ -48,7 +48,8 @@ class P4Options:
     table_size: int = 65536        # `size` of each field table (the budget decides what fits)
     leaf_size: int = 65536
     tna_max_rest: int = 15         # TNA: messages after the first that egress can prune (parsed)
-    skip_bytes: int = 256          # v1model: largest message of another length carried along
+    skip_bytes: int = 1472         # v1model: the most bytes a message carries past its header (a
+                                   # payload) or a message of another length has: a UDP datagram's
 
 
 @dataclass(frozen=True)

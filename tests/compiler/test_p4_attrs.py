@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from camus.compiler.backends.base import TargetOptions
 from camus.compiler.backends.emit import BackendError
@@ -15,7 +17,8 @@ from camus.compiler.backends.p4_entries import check_entries, check_program_fit,
 from camus.compiler.backends.p4_program import program_text
 from camus.compiler.backends.p4_runtime import p4info_message
 from camus.compiler.backends.p4_schema import P4Options, p4_schema
-from camus.compiler.codec.attrs import dictionary
+from camus.compiler.backends.p4_attrs import parser_walk
+from camus.compiler.codec.attrs import AttrsError, decode, dictionary, encode
 from camus.compiler.compile import compile_files
 from camus.compiler.language.spec_parser import load_spec
 from tests.compiler.test_golden import check_golden
@@ -40,10 +43,13 @@ def test_the_program_reads_every_attribute_of_the_dictionary(kind: str, update_g
     for a in dictionary(spec):
         name, body = a.path.rpartition(".")[2], _state(text, f"camus_a{a.id}")
         assert f"bit<{a.width}> {name};" in text                      # its metadata, at its width
-        if kind == "pairs":        # read from the pair, extracted into the union at its width
-            assert f"meta.camus_attrs.{name} = pair[{a.width - 1}:0];" in body
-            assert f"packet.extract(hdr.camus_pairs.next.p{a.width});" in body
-            assert f"{a.id}: camus_a{a.id};" in _state(text, "camus_pair")
+        if kind == "pairs":        # the id, then a state per value byte, building the value up
+            assert "packet.extract(hdr.camus_pairs.next);" in body
+            assert f"(_, {a.id}): camus_a{a.id};" in _state(text, "camus_pair")
+            n = a.width // 8
+            last = _state(text, f"camus_a{a.id}_{n - 1}")
+            assert f"meta.camus_attrs.{name} = " in last and "transition camus_pair;" in last
+            assert f"state camus_a{a.id}_{n} " not in text
         else:                      # present when its mask bit is set, in id order
             assert f"hdr.camus_mask.mask[{a.id - 1}:{a.id - 1}]" in _state(text, f"camus_has{a.id}")
             assert f"meta.camus_attrs.{name} = hdr.camus_a{a.id}.value;" in body
@@ -69,9 +75,33 @@ def test_attribute_entries_fit_the_program(kind: str) -> None:
 
 def test_tofino_gets_the_control_block_with_the_reason(tmp_path: Path) -> None:
     c = compile_files(str(SPECS["pairs"]), str(APPS / "attrs" / "rules.txt"))
-    with pytest.raises(BackendError, match="header-union"):
+    with pytest.raises(BackendError, match="Tofino's parser"):
         program_text(c.spec, P4Options(arch="tna"))
     art = P4Backend().build(c, TargetOptions(arch="tna"))
     assert "camus.p4" not in art.files and "camus_control.p4" in art.files
-    assert "header-union" in art.summary
+    assert "Tofino's parser" in art.summary
     assert "camus.p4" in P4Backend().build(c, TargetOptions()).files
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(sorted(SPECS)), present=st.lists(st.integers(1, 7), max_size=9),
+       value=st.integers(0, (1 << 64) - 1), cut=st.integers(0, 80), junk=st.binary(max_size=12),
+       mode=st.sampled_from(["valid", "cut", "junk", "repeat"]))
+def test_the_parser_states_read_frames_as_the_reference_decoder(kind, present, value, cut, junk, mode) -> None:
+    """Valid, truncated, corrupted and repeating frames: the states classify exactly the frames
+    the decoder accepts, with the same values."""
+    spec = load_spec(SPECS[kind])
+    attrs = dictionary(spec)
+    values = {a.path: value & ((1 << a.width) - 1) for a in attrs}
+    data = encode(spec, values, [attrs[i - 1].path for i in present])
+    if mode == "cut":
+        data = data[:cut]
+    elif mode == "junk":
+        data = junk + data
+    elif mode == "repeat" and kind == "pairs":
+        data = data[:-1] * 3 + b"\0"               # the same pairs again: more than the dictionary
+    try:
+        want = decode(spec, data)
+    except AttrsError:
+        want = None
+    assert parser_walk(spec, data) == want

@@ -66,6 +66,7 @@ struct camus_meta_t {
     bit<1> classify;    // the frame was read whole: run the tables
     bit<16> call_id;    // custom action of the leaf (t_leaf_calls), for the CPU
     bit<64> svar;       // the window aggregate a t_svar<i> table matches
+    bit<8> npairs;      // attribute pairs read so far
 }
 
 struct camus_attrs_t {

@@ -70,7 +70,7 @@ header camus_len_t {
 }
 
 header camus_skip_t {
-    varbit<2048> bytes;   // a message of another length: carried, never classified
+    varbit<11776> bytes;   // a message of another length: carried, never classified
 }
 
 struct headers {
@@ -311,8 +311,9 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
             mark_to_drop(standard_metadata);
         }
-        if (hdr.moldudp64.message_count > 1) {
-            // more messages follow: a copy goes round again without this one
+        if (hdr.moldudp64.message_count > 1 && standard_metadata.parser_error == error.NoError) {
+            // more messages follow: a copy goes round again without this one (not after a parser
+            // error: the rest of the batch would be read from the wrong offset)
             clone_preserving_field_list(CloneType.I2E, CAMUS_RECIRC_SESSION, 1);
         }
     }

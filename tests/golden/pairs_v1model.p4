@@ -30,36 +30,13 @@ header attrs_t {
     bit<32> zone;
 }
 
-header camus_pair8_t {
-    bit<8> id;
-    bit<8> value;
-}
-header camus_pair16_t {
-    bit<8> id;
-    bit<16> value;
-}
-header camus_pair32_t {
-    bit<8> id;
-    bit<32> value;
-}
-header camus_pair64_t {
-    bit<8> id;
-    bit<64> value;
-}
-header camus_pairs_end_t {
-    bit<8> id;          // 0
-}
-header_union camus_pair_t {
-    camus_pair8_t p8;
-    camus_pair16_t p16;
-    camus_pair32_t p32;
-    camus_pair64_t p64;
+header camus_byte_t {
+    bit<8> b;           // one byte of the pairs, in the order they came
 }
 
 struct headers {
     ethernet_t ethernet;
-    camus_pair_t[7] camus_pairs;
-    camus_pairs_end_t camus_pairs_end;
+    camus_byte_t[64] camus_pairs;
 }
 
 struct camus_meta_t {
@@ -70,6 +47,7 @@ struct camus_meta_t {
     bit<1> classify;    // the frame was read whole: run the tables
     bit<16> call_id;    // custom action of the leaf (t_leaf_calls), for the CPU
     bit<64> svar;       // the window aggregate a t_svar<i> table matches
+    bit<8> npairs;      // attribute pairs read so far
 }
 
 struct camus_attrs_t {
@@ -111,62 +89,181 @@ parser CamusParser(packet_in packet, out headers hdr, inout metadata meta,
         transition camus_pair;
     }
     state camus_pair {
-        transition select(packet.lookahead<bit<8>>()) {
-            0: camus_pairs_end;
-            1: camus_a1;
-            2: camus_a2;
-            3: camus_a3;
-            4: camus_a4;
-            5: camus_a5;
-            6: camus_a6;
-            7: camus_a7;
+        transition select(meta.camus.npairs, packet.lookahead<bit<8>>()) {
+            (_, 0): camus_pairs_end;
+            (7, _): accept;          // more pairs than attributes: not classified
+            (_, 1): camus_a1;
+            (_, 2): camus_a2;
+            (_, 3): camus_a3;
+            (_, 4): camus_a4;
+            (_, 5): camus_a5;
+            (_, 6): camus_a6;
+            (_, 7): camus_a7;
             default: accept;            // an id the dictionary lacks: not classified
         }
     }
     state camus_a1 {
-        bit<40> pair = packet.lookahead<bit<40>>();
-        meta.camus_attrs.sensor = pair[31:0];          // the last one counts
-        packet.extract(hdr.camus_pairs.next.p32);   // past the stack: an error, never classified
+        packet.extract(hdr.camus_pairs.next);     // the id
+        meta.camus.npairs = meta.camus.npairs + 1;
+        transition camus_a1_0;
+    }
+    state camus_a1_0 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.sensor = (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a1_1;
+    }
+    state camus_a1_1 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.sensor = (meta.camus_attrs.sensor << 8) | (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a1_2;
+    }
+    state camus_a1_2 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.sensor = (meta.camus_attrs.sensor << 8) | (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a1_3;
+    }
+    state camus_a1_3 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.sensor = (meta.camus_attrs.sensor << 8) | (bit<32>)hdr.camus_pairs.last.b;
         transition camus_pair;
     }
     state camus_a2 {
-        bit<24> pair = packet.lookahead<bit<24>>();
-        meta.camus_attrs.kind = pair[15:0];          // the last one counts
-        packet.extract(hdr.camus_pairs.next.p16);   // past the stack: an error, never classified
+        packet.extract(hdr.camus_pairs.next);     // the id
+        meta.camus.npairs = meta.camus.npairs + 1;
+        transition camus_a2_0;
+    }
+    state camus_a2_0 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.kind = (bit<16>)hdr.camus_pairs.last.b;
+        transition camus_a2_1;
+    }
+    state camus_a2_1 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.kind = (meta.camus_attrs.kind << 8) | (bit<16>)hdr.camus_pairs.last.b;
         transition camus_pair;
     }
     state camus_a3 {
-        bit<40> pair = packet.lookahead<bit<40>>();
-        meta.camus_attrs.temperature = pair[31:0];          // the last one counts
-        packet.extract(hdr.camus_pairs.next.p32);   // past the stack: an error, never classified
+        packet.extract(hdr.camus_pairs.next);     // the id
+        meta.camus.npairs = meta.camus.npairs + 1;
+        transition camus_a3_0;
+    }
+    state camus_a3_0 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.temperature = (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a3_1;
+    }
+    state camus_a3_1 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.temperature = (meta.camus_attrs.temperature << 8) | (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a3_2;
+    }
+    state camus_a3_2 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.temperature = (meta.camus_attrs.temperature << 8) | (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a3_3;
+    }
+    state camus_a3_3 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.temperature = (meta.camus_attrs.temperature << 8) | (bit<32>)hdr.camus_pairs.last.b;
         transition camus_pair;
     }
     state camus_a4 {
-        bit<24> pair = packet.lookahead<bit<24>>();
-        meta.camus_attrs.humidity = pair[15:0];          // the last one counts
-        packet.extract(hdr.camus_pairs.next.p16);   // past the stack: an error, never classified
+        packet.extract(hdr.camus_pairs.next);     // the id
+        meta.camus.npairs = meta.camus.npairs + 1;
+        transition camus_a4_0;
+    }
+    state camus_a4_0 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.humidity = (bit<16>)hdr.camus_pairs.last.b;
+        transition camus_a4_1;
+    }
+    state camus_a4_1 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.humidity = (meta.camus_attrs.humidity << 8) | (bit<16>)hdr.camus_pairs.last.b;
         transition camus_pair;
     }
     state camus_a5 {
-        bit<16> pair = packet.lookahead<bit<16>>();
-        meta.camus_attrs.alarm = pair[7:0];          // the last one counts
-        packet.extract(hdr.camus_pairs.next.p8);   // past the stack: an error, never classified
+        packet.extract(hdr.camus_pairs.next);     // the id
+        meta.camus.npairs = meta.camus.npairs + 1;
+        transition camus_a5_0;
+    }
+    state camus_a5_0 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.alarm = hdr.camus_pairs.last.b;
         transition camus_pair;
     }
     state camus_a6 {
-        bit<72> pair = packet.lookahead<bit<72>>();
-        meta.camus_attrs.serial = pair[63:0];          // the last one counts
-        packet.extract(hdr.camus_pairs.next.p64);   // past the stack: an error, never classified
+        packet.extract(hdr.camus_pairs.next);     // the id
+        meta.camus.npairs = meta.camus.npairs + 1;
+        transition camus_a6_0;
+    }
+    state camus_a6_0 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.serial = (bit<64>)hdr.camus_pairs.last.b;
+        transition camus_a6_1;
+    }
+    state camus_a6_1 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.serial = (meta.camus_attrs.serial << 8) | (bit<64>)hdr.camus_pairs.last.b;
+        transition camus_a6_2;
+    }
+    state camus_a6_2 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.serial = (meta.camus_attrs.serial << 8) | (bit<64>)hdr.camus_pairs.last.b;
+        transition camus_a6_3;
+    }
+    state camus_a6_3 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.serial = (meta.camus_attrs.serial << 8) | (bit<64>)hdr.camus_pairs.last.b;
+        transition camus_a6_4;
+    }
+    state camus_a6_4 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.serial = (meta.camus_attrs.serial << 8) | (bit<64>)hdr.camus_pairs.last.b;
+        transition camus_a6_5;
+    }
+    state camus_a6_5 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.serial = (meta.camus_attrs.serial << 8) | (bit<64>)hdr.camus_pairs.last.b;
+        transition camus_a6_6;
+    }
+    state camus_a6_6 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.serial = (meta.camus_attrs.serial << 8) | (bit<64>)hdr.camus_pairs.last.b;
+        transition camus_a6_7;
+    }
+    state camus_a6_7 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.serial = (meta.camus_attrs.serial << 8) | (bit<64>)hdr.camus_pairs.last.b;
         transition camus_pair;
     }
     state camus_a7 {
-        bit<40> pair = packet.lookahead<bit<40>>();
-        meta.camus_attrs.zone = pair[31:0];          // the last one counts
-        packet.extract(hdr.camus_pairs.next.p32);   // past the stack: an error, never classified
+        packet.extract(hdr.camus_pairs.next);     // the id
+        meta.camus.npairs = meta.camus.npairs + 1;
+        transition camus_a7_0;
+    }
+    state camus_a7_0 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.zone = (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a7_1;
+    }
+    state camus_a7_1 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.zone = (meta.camus_attrs.zone << 8) | (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a7_2;
+    }
+    state camus_a7_2 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.zone = (meta.camus_attrs.zone << 8) | (bit<32>)hdr.camus_pairs.last.b;
+        transition camus_a7_3;
+    }
+    state camus_a7_3 {
+        packet.extract(hdr.camus_pairs.next);
+        meta.camus_attrs.zone = (meta.camus_attrs.zone << 8) | (bit<32>)hdr.camus_pairs.last.b;
         transition camus_pair;
     }
     state camus_pairs_end {
-        packet.extract(hdr.camus_pairs_end);
+        packet.extract(hdr.camus_pairs.next);     // the closing 0
         meta.camus.classify = 1;
         transition accept;
     }
@@ -362,7 +459,6 @@ control CamusDeparser(packet_out packet, in headers hdr) {
     apply {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.camus_pairs);
-        packet.emit(hdr.camus_pairs_end);
     }
 }
 
