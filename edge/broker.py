@@ -25,14 +25,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["EdgeBroker", "EdgeStats", "Framing", "Message", "RuleSink", "serve"]
-
 from camus.compiler.language import topics
 
 from . import mqtt
 from .framing import Framing, Message
 from .trie import KNOWN_TOPICS, TopicTrie
 
+__all__ = ["EdgeBroker", "EdgeStats", "Framing", "Message", "RuleSink", "serve"]
 log = logging.getLogger("camus.edge")
 SO_RCVBUFFORCE = 33
 TCP_QUICKACK = 12
