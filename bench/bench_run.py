@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import cpus
 from .bpf_cpu import BpfStats, broker_seconds
 from .brokers import TOPIC_BROKERS, Broker, available, make_broker, system_cpu_seconds
 from .cbuild import binary
@@ -58,6 +59,7 @@ class BenchConfig:
     keepup_ms: float = 10.0          # a probe whose p99 exceeds this built a backlog
     sender: str = "xdp"              # xdp: live frames (bench/xdp_sender.py); c: AF_PACKET (bench/c/send.c)
     fanout: str = "auto"             # camus-xdp's copies: attach --fanout (dataplane/fanout.py)
+    split_cpus: bool = False         # the sender on CPU 0, the broker and receivers on CPU 1 (bench/cpus.py)
 
 
 Progress = Callable[[str, float], None]       # (what is happening, fraction done)
@@ -202,6 +204,8 @@ class Runner:
                            ("itch." if proto == "nats" else "itch/") + s for s in topics[p])]
                 if not topics[p]:
                     continue
+            if cfg.split_cpus:
+                cmd = [*cpus.on(cpus.BROKER_CPU), *cmd]
             proc = subprocess.Popen(["ip", "netns", "exec", lab.sub_ns(p), *cmd], stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
             if proc.stdout.readline().strip() != "ready":             # type: ignore[union-attr]
@@ -217,6 +221,8 @@ class Runner:
             pps = rate / avg if rate else 0
             sender = ([str(binary("send"))] if cfg.sender == "c"
                       else [sys.executable, "-m", "camus.bench.xdp_sender"])
+            if cfg.split_cpus:
+                sender = [*cpus.on(cpus.SENDER_CPU), *sender]
             r = subprocess.run(["ip", "netns", "exec", lab.pub_ns, *sender, lab.pub_if, str(frames),
                                 str(pps), str(seconds)], capture_output=True, text=True)
             m = re.search(r"sent (\d+) frames in ([\d.]+) s", r.stdout)
@@ -259,6 +265,7 @@ class Runner:
             lat.sort()
             p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] / 1e6 if lat else None
             return {"rate": rate, "achieved": round(sent_msgs / send_s) if send_s else 0, "sent": sent_msgs,
+                    "split_cpus": cfg.split_cpus,
                     "expected": due, "correct": len(correct), "loss": 1 - len(correct) / due if due else 0.0,
                     "p99_ms": p99}
         facts = {"broker": broker.name, "subscribers": lab.n, "subscriptions": subscriptions, "phase": phase,
@@ -292,8 +299,13 @@ class Runner:
                 lo = rate
             else:
                 hi = rate
+        # the sender's own rate: what it achieved in any probe; a lossy probe the sender sent at
+        # more than `best` shows the broker, not the sender, set the limit
+        sent_best = max((float(r["achieved"]) for r in probes), default=0.0)
+        lossy = [r for r in probes if r["loss"] > cfg.loss_threshold]
         out = {"broker": broker.name, "subscribers": lab.n, "subscriptions": subscriptions,
-               "max_lossless_msgs_per_s": round(best), "probes": probes}
+               "max_lossless_msgs_per_s": round(best), "max_sent_msgs_per_s": round(sent_best),
+               "broker_bound": any(float(r["achieved"]) > best for r in lossy), "probes": probes}
         with (self.out / "maxrate.jsonl").open("a") as f:
             f.write(json.dumps(out) + "\n")
         return out
@@ -310,6 +322,12 @@ class Runner:
             elif time.monotonic() - last_change >= quiet_s:
                 return
             time.sleep(0.1)
+
+    def _pin(self, broker: Broker) -> None:
+        """With split CPUs a userspace broker's processes run beside its NAPI thread."""
+        if self.cfg.split_cpus:
+            for p in broker.procs:
+                cpus.pin(p.pid, cpus.BROKER_CPU)
 
     def run(self) -> list[dict]:
         cfg = self.cfg
@@ -335,12 +353,15 @@ class Runner:
                         work.mkdir(parents=True, exist_ok=True)
                         broker = make_broker(name, lab, work, fanout=cfg.fanout)
                         broker.start(compiled, SPEC, rules_path, flat_path)
+                        self._pin(broker)
                         relay = None
                         try:
                             # A veth takes XDP_TX frames into a peer with an XDP program: the camus-xdp
                             # broker has its own; the userspace brokers' end gets one that passes all.
                             if cfg.sender == "xdp" and name != "xdp" and name not in TOPIC_BROKERS:
                                 relay = pass_through(lab.broker)
+                            if cfg.split_cpus:       # the feed's NAPI (the XDP program, the stack)
+                                cpus.split(lab.broker)
                             for phase in ("throughput", "latency"):
                                 self.progress(f"{name}: {phase}, {n} subscribers, {m:,} subscriptions", done / steps)
                                 facts.append(self.phase(lab, broker, phase, frames, raw, cum, topics, m))
@@ -350,11 +371,14 @@ class Runner:
                                     # burst: start the next phase on a fresh one
                                     broker.stop()
                                     broker.start(compiled, SPEC, rules_path, flat_path)
+                                    self._pin(broker)
                             if cfg.search:
                                 self.progress(f"{name}: highest lossless rate, {n} subscribers, {m:,} subscriptions",
                                               done / steps)
                                 self.search(lab, broker, frames, raw, cum, topics, m, wanted)
                         finally:
+                            if cfg.split_cpus:
+                                cpus.unsplit(lab.broker)
                             if relay is not None:
                                 relay.remove_xdp(lab.broker.encode(), 0)
                             note = broker.stop()
@@ -370,6 +394,8 @@ def run_bench(cfg: BenchConfig, progress: Progress) -> list[dict]:
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / "inputs").mkdir(exist_ok=True)
     (cfg.out / "config.json").write_text(json.dumps({**asdict(cfg), "out": str(cfg.out)}, indent=1) + "\n")
+    if cfg.split_cpus and (why := cpus.usable()):
+        raise RuntimeError(f"--split-cpus: {why}")
     for b in ("send", "recv", "broker"):
         binary(b)
     runner = Runner(cfg, progress)

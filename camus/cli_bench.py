@@ -49,11 +49,15 @@ def register(main: click.Group) -> None:
                        "bench/xdp_sender.py); c is the AF_PACKET sender (bench/c/send.c), a cross-check.")
     @click.option("--fanout", type=click.Choice(["auto", "xdp", "tc"]), default="auto", show_default=True,
                   help="How camus-xdp makes a packet's copies (attach --fanout).")
+    @click.option("--split-cpus", is_flag=True,
+                  help="The sender alone on CPU 0; the broker (its feed's NAPI as a kernel thread, its processes) "
+                       "and the receivers on CPU 1, so the sender is not slowed to the broker's pace "
+                       "(bench/cpus.py).")
     @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
                   help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
     @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")
     def run(brokers, subscribers, subscriptions, messages, duration, latency_rate, latency_seconds,
-            interesting_share, seed, search, sender, fanout, out_dir, master) -> None:
+            interesting_share, seed, search, sender, fanout, split_cpus, out_dir, master) -> None:
         """Run the brokers on one lab with one feed; analyse the captures on Spark; report.
 
         Ends with one JSON line of headline figures (delivered messages/s, p99 latency,
@@ -74,7 +78,7 @@ def register(main: click.Group) -> None:
         cfg = BenchConfig(brokers=chosen, out=out, subscribers=list(subscribers), subscriptions=list(subscriptions),
                           messages=messages, duration=duration, latency_rate=latency_rate,
                           latency_seconds=latency_seconds, interesting_share=interesting_share, seed=seed,
-                          search=search, sender=sender, fanout=fanout)
+                          search=search, sender=sender, fanout=fanout, split_cpus=split_cpus)
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                       transient=False) as bar:
             task = bar.add_task("starting", total=1.0)
