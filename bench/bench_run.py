@@ -230,7 +230,8 @@ class Runner:
                 raise RuntimeError(f"sender failed: {r.stdout} {r.stderr}")
             sent_msgs, send_s = cum[int(m.group(1))], float(m.group(2))
         else:
-            r = subprocess.run(["ip", "netns", "exec", lab.pub_ns, sys.executable, "-m", "camus.bench.topic_clients",
+            pin = [*cpus.on(cpus.SENDER_CPU)] if cfg.split_cpus else []
+            r = subprocess.run(["ip", "netns", "exec", lab.pub_ns, *pin, sys.executable, "-m", "camus.bench.topic_clients",
                                 "pub", proto, f"{lab.net}.0.2", str(TOPIC_BROKERS[broker.name][1]), str(raw),
                                 str(rate), str(seconds)], capture_output=True, text=True)
             m = re.search(r"sent (\d+) messages in ([\d.]+) s", r.stdout)
@@ -354,13 +355,14 @@ class Runner:
                         broker = make_broker(name, lab, work, fanout=cfg.fanout)
                         broker.start(compiled, SPEC, rules_path, flat_path)
                         self._pin(broker)
-                        relay = None
+                        relay, napi = None, False
                         try:
                             # A veth takes XDP_TX frames into a peer with an XDP program: the camus-xdp
                             # broker has its own; the userspace brokers' end gets one that passes all.
                             if cfg.sender == "xdp" and name != "xdp" and name not in TOPIC_BROKERS:
                                 relay = pass_through(lab.broker)
-                            if cfg.split_cpus:       # the feed's NAPI (the XDP program, the stack)
+                            napi = cfg.split_cpus and (name == "xdp" or relay is not None)
+                            if napi:                 # the feed's NAPI (the XDP program, the stack)
                                 cpus.split(lab.broker)
                             for phase in ("throughput", "latency"):
                                 self.progress(f"{name}: {phase}, {n} subscribers, {m:,} subscriptions", done / steps)
@@ -377,7 +379,7 @@ class Runner:
                                               done / steps)
                                 self.search(lab, broker, frames, raw, cum, topics, m, wanted)
                         finally:
-                            if cfg.split_cpus:
+                            if napi:
                                 cpus.unsplit(lab.broker)
                             if relay is not None:
                                 relay.remove_xdp(lab.broker.encode(), 0)

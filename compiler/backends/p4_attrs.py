@@ -108,6 +108,7 @@ def _parser(eth: str, etype: str, attrs: list[Attribute], pairs: bool) -> str:
         for a in attrs:                      # not carried reads as 0 (on any target)
             e(f"meta.{META}.{a.path.rpartition('.')[2]} = 0;")
         if pairs:
+            e("meta.camus.npairs = 0;")
             e("transition camus_pair;")
         else:
             e("packet.extract(hdr.camus_mask);")

@@ -86,6 +86,7 @@ parser CamusParser(packet_in packet, out headers hdr, inout metadata meta,
         meta.camus_attrs.alarm = 0;
         meta.camus_attrs.serial = 0;
         meta.camus_attrs.zone = 0;
+        meta.camus.npairs = 0;
         transition camus_pair;
     }
     state camus_pair {
