@@ -52,6 +52,7 @@ def register(main: click.Group) -> None:
         from camus.compiler.language.errors import CompileError, CompileErrors
         from camus.compiler.language.spec_parser import load_spec
         from camus.edge.broker import EdgeBroker, Framing, serve
+        from camus.edge.framing import mismatch
         from camus.edge.rules_sink import LocalSink
 
         if (iface is None) != (port is None):
@@ -70,8 +71,13 @@ def register(main: click.Group) -> None:
             except DataplaneError as exc:
                 click.echo(f"error: {exc}", err=True)
                 sys.exit(1)
-            if not load_spec(inst.spec).topics:
+            attached = load_spec(inst.spec)
+            if not attached.topics:
                 click.echo(f"error: {iface} was attached with {inst.spec}, which has no topic field", err=True)
+                sys.exit(1)
+            if (why := mismatch(framing.spec, attached)) is not None:
+                click.echo(f"error: {iface} was attached with {inst.spec}, which does not read what this edge "
+                           f"sends: {why} (give both the same spec)", err=True)
                 sys.exit(1)
             sink = LocalSink(iface)
         broker = EdgeBroker(framing, _addr(feed, "--feed") if feed else None, port, sink, batch_ms / 1000)

@@ -167,3 +167,17 @@ class Framing:
             self._names.clear()
         name = self._names[raw] = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
         return name
+
+
+def mismatch(edge: Spec, attached: Spec) -> str | None:
+    """Why the XDP broker, attached with `attached`, would misread datagrams this edge frames
+    with `edge` (None: it reads them as they are meant)."""
+    if edge.framing.kind != attached.framing.kind:
+        return f"the edge frames messages as {edge.framing.kind}, the XDP broker reads {attached.framing.kind}"
+    if edge.message_bytes != attached.message_bytes:
+        return f"the message header is {edge.message_bytes} bytes here and {attached.message_bytes} there"
+    here = {p: (t.offset, t.width, t.flavor) for p, t in edge.topics.items()}
+    there = {p: (t.offset, t.width, t.flavor) for p, t in attached.topics.items()}
+    if here != there:
+        return f"the topic fields differ ({here} here, {there} there)"
+    return None

@@ -53,3 +53,14 @@ def test_the_remembered_header_encodes_as_the_generic_encoder_does() -> None:
         f.encode("x" * 65, b"")                  # the field holds 64 bytes; nothing remembered
     with pytest.raises(TopicError):
         f.encode("x" * 65, b"")
+
+
+def test_an_edge_refuses_an_xdp_broker_that_would_misread_it() -> None:
+    from camus.compiler.language.spec_parser import parse_spec
+    from camus.edge.framing import mismatch
+    assert mismatch(SPEC, load_spec(APPS / "topics" / "topics.p4")) is None
+    text = (APPS / "topics" / "topics.p4").read_text()
+    unframed = parse_spec(text.replace("moldudp64_t moldudp64; ", ""), "old.p4")
+    assert "moldudp64, the XDP broker reads none" in (mismatch(SPEC, unframed) or "")   # from before batching
+    wider = parse_spec(text.replace("bit<512> topic;", "bit<256> topic;"), "narrow.p4")
+    assert "72 bytes here and 40 there" in (mismatch(SPEC, wider) or "")
