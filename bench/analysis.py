@@ -93,8 +93,10 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
         F.sum("expected").alias("expected"), F.sum("duplicates").alias("duplicates"))
     if "bpf_s" not in runs.columns:               # runs recorded before BPF run time was kept
         runs = runs.withColumn("bpf_s", F.lit(0.0))
+    if "napi_s" not in runs.columns:              # runs without --split-cpus' NAPI threads
+        runs = runs.withColumn("napi_s", F.lit(0.0))
     summary = (runs.select(*KEYS, "sent_messages", "send_seconds", "started", "broker_cpu_s", "system_busy_s",
-                           "softirq_s", "bpf_s")
+                           "softirq_s", "bpf_s", "napi_s")
                .join(totals, KEYS, "left").join(timing, KEYS, "left")
                .fillna(0, ["delivered", "correct", "expected", "duplicates", "delivered_copies", "packets"])
                .withColumn("delivered_msgs_per_s",
@@ -117,9 +119,11 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
                .withColumn("broker_cpu_s_per_mmsg", F.when(F.col("mmsgs") > 0, F.col("broker_cpu_s") / F.col("mmsgs")))
                .withColumn("system_cpu_s_per_mmsg", F.when(F.col("mmsgs") > 0, F.col("system_busy_s") / F.col("mmsgs")))
                # CPU per delivered copy (bench/report.py says how): the broker's processes plus the
-               # machine's softirq time (where XDP and TC run), and the part in camus-xdp's programs
+               # machine's softirq time (where XDP and TC run; with --split-cpus the feed's receive
+               # work runs in its NAPI thread instead), and the part in camus-xdp's programs
                .withColumn("cpu_ns_per_msg", F.when(F.col("delivered_copies") > 0,
-                                                    (F.col("broker_cpu_s") + F.col("softirq_s")) * 1e9
+                                                    (F.col("broker_cpu_s") + F.col("softirq_s") + F.col("napi_s"))
+                                                    * 1e9
                                                     / F.col("delivered_copies")))
                .withColumn("bpf_ns_per_msg", F.when(F.col("delivered_copies") > 0,
                                                     F.col("bpf_s") * 1e9 / F.col("delivered_copies")))

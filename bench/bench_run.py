@@ -125,6 +125,7 @@ class Runner:
         self.cfg, self.progress = cfg, progress
         self.out = cfg.out
         self.runs = (self.out / "runs.jsonl").open("a")
+        self.napi: list[int] = []            # --split-cpus: the feed's NAPI threads (their CPU counts)
 
     # -- inputs ---------------------------------------------------------------------------
     def prepare_feed(self, lab: Lab) -> tuple[object, Path, Path, list[int]]:
@@ -215,6 +216,7 @@ class Runner:
         if proto is not None:
             time.sleep(0.5)                      # subscriptions registered before the feed starts
         cpu0, (busy0, soft0), bpf0 = broker.cpu_seconds(), system_cpu_seconds(), broker_seconds()
+        napi0 = cpus.thread_seconds(self.napi)
         t0 = time.time()
         if proto is None:
             avg = cum[-1] / (len(cum) - 1)
@@ -248,6 +250,7 @@ class Runner:
             except subprocess.TimeoutExpired:
                 proc.kill()
         cpu1, (busy1, soft1), bpf1 = broker.cpu_seconds(), system_cpu_seconds(), broker_seconds()
+        napi_s = cpus.thread_seconds(self.napi) - napi0
         key = (f"broker={broker.name}/subscribers={lab.n}/subscriptions={subscriptions}/phase={phase}")
         received, correct, lat = 0, set(), []
         for p, (_, out) in receivers.items():
@@ -274,7 +277,7 @@ class Runner:
                  "sender": cfg.sender if proto is None else proto,
                  "received_messages": received, "broker_cpu_s": round(cpu1 - cpu0, 3),
                  "system_busy_s": round(busy1 - busy0, 3), "softirq_s": round(soft1 - soft0, 3),
-                 "bpf_s": round(bpf1 - bpf0, 6)}
+                 "bpf_s": round(bpf1 - bpf0, 6), "napi_s": round(napi_s, 3)}
         self.runs.write(json.dumps(facts) + "\n")
         self.runs.flush()
         return facts
@@ -363,7 +366,7 @@ class Runner:
                                 relay = pass_through(lab.broker)
                             napi = cfg.split_cpus and (name == "xdp" or relay is not None)
                             if napi:                 # the feed's NAPI (the XDP program, the stack)
-                                cpus.split(lab.broker)
+                                self.napi = cpus.split(lab.broker)
                             for phase in ("throughput", "latency"):
                                 self.progress(f"{name}: {phase}, {n} subscribers, {m:,} subscriptions", done / steps)
                                 facts.append(self.phase(lab, broker, phase, frames, raw, cum, topics, m))
@@ -381,6 +384,7 @@ class Runner:
                         finally:
                             if napi:
                                 cpus.unsplit(lab.broker)
+                                self.napi = []
                             if relay is not None:
                                 relay.remove_xdp(lab.broker.encode(), 0)
                             note = broker.stop()

@@ -80,6 +80,19 @@ def pin(pid: int, cpu: int) -> None:
         todo += children.get(p, [])
 
 
+def thread_seconds(tids: list[int]) -> float:
+    """CPU time (user + system) the threads have used: a NAPI thread's is the receive work that
+    otherwise counts as softirq time."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / tick
+
+
 def on(cpu: int) -> list[str]:
     """A command prefix that runs a program on `cpu`."""
     return ["taskset", "-c", str(cpu)]

@@ -153,7 +153,8 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
            "sender's and the receivers' packet work, the same for every broker, so the ratio understates the "
            "difference. In BPF ns/delivered: the part the kernel timed inside camus-xdp's own programs "
            "(kernel.bpf_stats_enabled: run_time_ns of camus_xdp and camus_tc_in, which includes the copies' "
-           "egress pruning: bpf_clone_redirect runs it inline).", ""]
+           "egress pruning: bpf_clone_redirect runs it inline). With --split-cpus the feed interface's "
+           "receive work runs in its NAPI kernel thread instead of softirq: that thread's CPU time is added.", ""]
     md += ["## Per subscriber (latency phase)", "",
            "| broker | subscriptions | subscriber | expected | delivered | precision | recall |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

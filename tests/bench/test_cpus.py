@@ -60,3 +60,12 @@ def test_a_process_tree_is_pinned_thread_by_thread() -> None:
             os.kill(child, 9)
         outer.kill()
         outer.wait()
+
+
+def test_thread_seconds_count_what_a_thread_ran() -> None:
+    before = cpus.thread_seconds([os.getpid()])
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:
+        pass
+    assert cpus.thread_seconds([os.getpid()]) - before >= 0.2
+    assert cpus.thread_seconds([1 << 30]) == 0.0               # gone: nothing counted, no error
