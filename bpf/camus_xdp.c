@@ -450,10 +450,6 @@ static __always_inline void add_stat(__u32 idx, __u64 n) {
         *c += n;
 }
 
-/* The way out of a delivering packet whose ring slot and metadata are written: XDP broadcast
- * (camus_fan.c) when struct camus_fan allows it for this packet — through the devmap of exactly
- * its ports from `min_group` copies, or the devmap of all from `min_copies` — else XDP_PASS to
- * TC. Decided last, so the paths before it stay the same for the verifier. */
 /* Any port can take a broadcast (user space writes struct camus_fan only with TC attached):
  * one inlined array read spares packets the tail call when none can. */
 static __always_inline __u32 fan_on(void) {
@@ -462,6 +458,10 @@ static __always_inline __u32 fan_on(void) {
     return f && f->entries;
 }
 
+/* The way out of a delivering packet whose ring slot and metadata are written: XDP broadcast
+ * (camus_fan.c) when struct camus_fan allows it for this packet — through the devmap of exactly
+ * its ports from `min_group` copies, or the devmap of all from `min_copies` — else XDP_PASS to
+ * TC. Decided last, so the paths before it stay the same for the verifier. */
 static __always_inline int fan_out(struct camus_scratch *s) {
     __u32 zero = 0;
     struct camus_fan *f = fan.lookup(&zero);

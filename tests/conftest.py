@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -40,3 +43,17 @@ def spark():
     session = quiet(spark_session("local[2]", "camus-tests"))
     yield session
     session.stop()
+
+
+@contextmanager
+def veth_pair(a: str, b: str) -> Iterator[None]:
+    """A veth pair a <-> b, both up, in this namespace; removed afterwards (and first, if an
+    earlier run left it)."""
+    subprocess.run(["ip", "link", "del", a], capture_output=True)
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    try:
+        for x in (a, b):
+            subprocess.run(["ip", "link", "set", x, "up"], check=True)
+        yield
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)

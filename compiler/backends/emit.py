@@ -30,3 +30,16 @@ class Emitter:
         yield
         self.depth -= 1
         self("}")
+
+
+def fill_template(name: str, slots: dict[str, str]) -> str:
+    """A P4 template of p4/ (shipped as package data) with its `{{NAME}}` slots filled; a slot
+    left unfilled is an error naming it (a template and its generator out of step)."""
+    from importlib.resources import files
+    text = files("camus.p4").joinpath(name).read_text()
+    for k, v in slots.items():
+        text = text.replace("{{" + k + "}}", v)
+    if "{{" in text:
+        left = text[text.index("{{"):].split("}}")[0] + "}}"
+        raise BackendError(f"template {name} has an unfilled slot {left}")
+    return text

@@ -20,18 +20,16 @@ reason).
 """
 from __future__ import annotations
 
-from importlib.resources import files
-
 from ..codec.attrs import Attribute, dictionary
 from ..language.spec import Spec
-from .emit import BackendError, Emitter
+from .emit import BackendError, Emitter, fill_template
 from .p4_schema import ATTRS_META as META
 from .p4_schema import P4Options
 
 
 def check_attrs_layout(spec: Spec, arch: str) -> None:
     """Raise BackendError when the program for attribute frames cannot be made."""
-    _eth(spec)
+    ethernet_of(spec)
     if arch != "v1model":
         raise BackendError(f"spec '{spec.name}' frames attributes ({spec.framing.kind}): the switch program keeps "
                            "a frame's attributes byte by byte into metadata (shift and or), which Tofino's parser "
@@ -39,7 +37,7 @@ def check_attrs_layout(spec: Spec, arch: str) -> None:
                            "use --arch v1model (bmv2), or camus_control.p4 with your own parser")
 
 
-def _eth(spec: Spec) -> tuple[str, str, str]:
+def ethernet_of(spec: Spec) -> tuple[str, str, str]:
     """(instance, destination field, EtherType field) of the spec's Ethernet header."""
     inst = spec.instances[spec.stack[0]] if spec.stack else None
     fields = inst.type.fields if inst is not None else ()
@@ -167,7 +165,7 @@ def attrs_program_text(spec: Spec, opts: P4Options, tables: tuple[str, str], hea
     """The whole v1model program for an attribute-frame spec; `tables` are the declarations and
     the apply sequence (p4_program._tables), `header_types` the spec's Ethernet header type."""
     check_attrs_layout(spec, opts.arch)
-    eth, dst, etype = _eth(spec)
+    eth, dst, etype = ethernet_of(spec)
     attrs = dictionary(spec)
     pairs = spec.framing.kind == "attrs_pairs"
     members = _members(spec.instances[eth].type.name, eth, attrs, pairs)
@@ -187,13 +185,7 @@ def attrs_program_text(spec: Spec, opts: P4Options, tables: tuple[str, str], hea
         "ETH": eth,
         "ETH_DST": dst,
     }
-    text = files("camus.p4").joinpath("v1model_attrs.p4").read_text()
-    for k, v in slots.items():
-        text = text.replace("{{" + k + "}}", v)
-    if "{{" in text:
-        left = text[text.index("{{"):].split("}}")[0] + "}}"
-        raise BackendError(f"template v1model_attrs.p4 has an unfilled slot {left}")
-    return text
+    return fill_template("v1model_attrs.p4", slots)
 
 
 def parser_walk(spec: Spec, data: bytes) -> dict[str, int] | None:

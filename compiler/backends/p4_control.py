@@ -10,10 +10,9 @@ lines that wire it in.
 """
 from __future__ import annotations
 
-from importlib.resources import files
 
 from ..language.spec import Role, Spec
-from .emit import BackendError
+from .emit import BackendError, fill_template
 from .p4_program import _tables
 from .p4_attrs import attrs_meta_type
 from .p4_schema import ATTRS_META, ARCHS, P4Options, check_metadata_arch, is_attrs, p4_schema
@@ -43,10 +42,4 @@ def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     slots = {"SPEC": spec.name, "TABLES": decl, "APPLY": seq,
              "VAR_TYPES": "".join(t + "\n\n" for t in types), "VAR_MEMBERS": "".join("\n" + m for m in members),
              "HEADERS": ", ".join(f"hdr.{h}" for h in headers) or "none: metadata only"}
-    template = f"camus_control_{opts.arch}.p4"
-    text = files("camus.p4").joinpath(template).read_text()
-    for k, v in slots.items():
-        text = text.replace("{{" + k + "}}", v)
-    if "{{" in text:
-        raise BackendError(f"template {template} has an unfilled slot")
-    return text
+    return fill_template(f"camus_control_{opts.arch}.p4", slots)

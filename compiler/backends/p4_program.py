@@ -11,10 +11,9 @@ the spec calls it, read through a bit slice when the spec declares a wider field
 """
 from __future__ import annotations
 
-from importlib.resources import files
 
 from ..language.spec import Spec
-from .emit import BackendError, Emitter
+from .emit import BackendError, Emitter, fill_template
 from .p4_attrs import attrs_program_text, check_attrs_layout
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_layout import Layout, field_name, field_slice, layout_of
@@ -357,11 +356,4 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         slots.update(v1model_framed(spec, lay, opts))
     else:
         slots.update(tna_framed(spec, lay, opts))
-    template = f"{opts.arch}.p4"
-    text = files("camus.p4").joinpath(template).read_text()   # p4/, shipped as package data
-    for k, v in slots.items():
-        text = text.replace("{{" + k + "}}", v)
-    if "{{" in text:
-        left = text[text.index("{{"):].split("}}")[0] + "}}"
-        raise BackendError(f"template {template} has an unfilled slot {left}")
-    return text
+    return fill_template(f"{opts.arch}.p4", slots)

@@ -29,6 +29,7 @@ from ..language.spec import Spec  # noqa: E402
 from .emit import BackendError  # noqa: E402
 from .p4_delta import Change  # noqa: E402
 from .p4_entries import Match, P4Entry, P4Tables  # noqa: E402
+from .p4_attrs import ethernet_of  # noqa: E402
 from .p4_layout import field_name, layout_of  # noqa: E402
 from .p4_schema import P4Options, is_attrs, p4_schema, window_counters  # noqa: E402
 
@@ -87,10 +88,10 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
         action(decl.name, decl.params)
     tables = [(t.name, [(k.name, k.bits, k.match) for k in t.keys], t.actions, t.size) for t in schema.tables]
     if whole_program and is_attrs(spec):      # attribute frames: other frames go by MAC (p4_attrs)
-        eth = spec.instances[spec.stack[0]]
+        eth, dst, _ = ethernet_of(spec)
         action("l2_forward", (("port", 9),))
         action("plain_drop", ())
-        tables.insert(0, ("l2_fwd", [(f"hdr.{eth.name}.{eth.type.fields[0].name}", 48, "exact")],
+        tables.insert(0, ("l2_fwd", [(f"hdr.{eth}.{dst}", 48, "exact")],
                           ("l2_forward", "plain_drop", "NoAction"), 1024))
     elif whole_program:
         lay = layout_of(spec, opts.arch)

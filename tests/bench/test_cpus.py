@@ -12,6 +12,7 @@ import pytest
 
 from camus.bench import cpus
 from camus.dataplane.lab import pass_through
+from tests.conftest import veth_pair
 
 pytestmark = pytest.mark.bpf
 A, B = "cxcpu0", "cxcpu1"
@@ -21,12 +22,8 @@ A, B = "cxcpu0", "cxcpu1"
 def veth():
     if cpus.usable():
         pytest.skip(cpus.usable())
-    subprocess.run(["ip", "link", "del", A], capture_output=True)
-    subprocess.run(["ip", "link", "add", A, "type", "veth", "peer", "name", B], check=True)
-    for x in (A, B):
-        subprocess.run(["ip", "link", "set", x, "up"], check=True)
-    yield
-    subprocess.run(["ip", "link", "del", A], capture_output=True)
+    with veth_pair(A, B):
+        yield
 
 
 def test_the_feed_interface_polls_in_a_thread_on_the_broker_cpu(veth) -> None:

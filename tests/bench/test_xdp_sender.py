@@ -4,7 +4,6 @@ clock as the frame left; pacing holds the rate; the C sender's frame file is the
 from __future__ import annotations
 
 import socket
-import subprocess
 import time
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from camus.bench.feeds import ETH_IP_UDP, FeedConfig, itch_feed, write_frames
 from camus.bench.xdp_sender import XdpSender, read_frames
 from camus.dataplane.lab import pass_through
+from tests.conftest import veth_pair
 
 pytestmark = pytest.mark.bpf
 A, B = "cxsnd0", "cxsnd1"
@@ -19,12 +19,8 @@ A, B = "cxsnd0", "cxsnd1"
 
 @pytest.fixture
 def veth():
-    subprocess.run(["ip", "link", "del", A], capture_output=True)
-    subprocess.run(["ip", "link", "add", A, "type", "veth", "peer", "name", B], check=True)
-    for x in (A, B):
-        subprocess.run(["ip", "link", "set", x, "up"], check=True)
-    yield
-    subprocess.run(["ip", "link", "del", A], capture_output=True)
+    with veth_pair(A, B):
+        yield
 
 
 
