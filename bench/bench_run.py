@@ -126,6 +126,7 @@ class Runner:
         self.out = cfg.out
         self.runs = (self.out / "runs.jsonl").open("a")
         self.napi: list[int] = []            # --split-cpus: the feed's NAPI threads (their CPU counts)
+        self.receiver_napi: list[int] = []   # --split-cpus: the subscribers' NAPI threads (not counted)
 
     # -- inputs ---------------------------------------------------------------------------
     def prepare_feed(self, lab: Lab) -> tuple[object, Path, Path, list[int]]:
@@ -205,8 +206,8 @@ class Runner:
                            ("itch." if proto == "nats" else "itch/") + s for s in topics[p])]
                 if not topics[p]:
                     continue
-            if cfg.split_cpus:
-                cmd = [*cpus.on(cpus.BROKER_CPU), *cmd]
+            if cfg.split_cpus:                 # the receivers are not the broker: not on its CPU
+                cmd = [*cpus.on(cpus.SENDER_CPU), *cmd]
             proc = subprocess.Popen(["ip", "netns", "exec", lab.sub_ns(p), *cmd], stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
             if proc.stdout.readline().strip() != "ready":             # type: ignore[union-attr]
@@ -215,8 +216,10 @@ class Runner:
             receivers[p] = (proc, out)
         if proto is not None:
             time.sleep(0.5)                      # subscriptions registered before the feed starts
-        cpu0, (busy0, soft0), bpf0 = broker.cpu_seconds(), system_cpu_seconds(), broker_seconds()
-        napi0 = cpus.thread_seconds(self.napi)
+        softirq_cpu = cpus.BROKER_CPU if cfg.split_cpus else None     # None: the whole machine's
+        cpu0, (busy0, _), bpf0 = broker.cpu_seconds(), system_cpu_seconds(), broker_seconds()
+        soft0, napi0 = cpus.softirq_seconds(softirq_cpu), cpus.thread_seconds(self.napi)
+        rnapi0 = cpus.thread_seconds(self.receiver_napi)
         t0 = time.time()
         if proto is None:
             avg = cum[-1] / (len(cum) - 1)
@@ -241,6 +244,8 @@ class Runner:
                 raise RuntimeError(f"publisher failed: {r.stdout} {r.stderr[-500:]}")
             sent_msgs, send_s = int(m.group(1)), float(m.group(2))
         self._wait_quiet([out for _, out in receivers.values()])
+        receivers_s = (sum(cpus.process_seconds(proc.pid) for proc, _ in receivers.values())
+                       + cpus.thread_seconds(self.receiver_napi) - rnapi0)
         for proc, _ in receivers.values():
             if proc.poll() is None:
                 proc.send_signal(2)                          # SIGINT: receivers keep what came
@@ -249,8 +254,8 @@ class Runner:
                 proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        cpu1, (busy1, soft1), bpf1 = broker.cpu_seconds(), system_cpu_seconds(), broker_seconds()
-        napi_s = cpus.thread_seconds(self.napi) - napi0
+        cpu1, (busy1, _), bpf1 = broker.cpu_seconds(), system_cpu_seconds(), broker_seconds()
+        soft1, napi_s = cpus.softirq_seconds(softirq_cpu), cpus.thread_seconds(self.napi) - napi0
         key = (f"broker={broker.name}/subscribers={lab.n}/subscriptions={subscriptions}/phase={phase}")
         received, correct, lat = 0, set(), []
         for p, (_, out) in receivers.items():
@@ -275,9 +280,10 @@ class Runner:
         facts = {"broker": broker.name, "subscribers": lab.n, "subscriptions": subscriptions, "phase": phase,
                  "rate": rate, "sent_messages": sent_msgs, "send_seconds": send_s, "started": t0,
                  "sender": cfg.sender if proto is None else proto,
-                 "received_messages": received, "broker_cpu_s": round(cpu1 - cpu0, 3),
+                 "received_messages": received, "broker_cpu_s": round(cpu1 - cpu0, 6),
                  "system_busy_s": round(busy1 - busy0, 3), "softirq_s": round(soft1 - soft0, 3),
-                 "bpf_s": round(bpf1 - bpf0, 6), "napi_s": round(napi_s, 3)}
+                 "bpf_s": round(bpf1 - bpf0, 6), "napi_s": round(napi_s, 6),
+                 "receivers_cpu_s": round(receivers_s, 6), "split_cpus": cfg.split_cpus}
         self.runs.write(json.dumps(facts) + "\n")
         self.runs.flush()
         return facts
@@ -346,6 +352,10 @@ class Runner:
         cfg = self.cfg
         for n in cfg.subscribers:
             with Lab("camus-bench", subscribers=n, routed=True, remote_endpoint=False) as lab:
+                if cfg.split_cpus:          # the subscribers' receive work off the broker's CPU
+                    self.receiver_napi = cpus.split_receivers(
+                        [(lab.sub_ns(p), lab.sub_if(p, False)) for p in lab.ports],
+                        [lab.sub_if(p, True) for p in lab.ports])
                 self.progress(f"{n} subscribers: writing the feed", done / steps)
                 feed, frames, raw, cum = self.prepare_feed(lab)
                 for m in cfg.subscriptions:

@@ -28,14 +28,6 @@ TOPIC_BROKERS = {"mosquitto": ("mqtt", 18830), "nats": ("nats", 42220), "redis":
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK        # utime + stime
-
-
 def system_cpu_seconds() -> tuple[float, float]:
     """(busy seconds, softirq seconds) of the whole machine so far, from /proc/stat."""
     f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -73,7 +65,8 @@ class Broker(ABC):
 
     def cpu_seconds(self) -> float:
         """CPU time the broker's processes used (the XDP broker works in softirq: see runner)."""
-        return sum(proc_cpu_seconds(p.pid) for p in self.procs)
+        from .cpus import process_seconds
+        return sum(process_seconds(p.pid) for p in self.procs)
 
     def _spawn(self, cmd: list[str], ready: str | None = "ready") -> subprocess.Popen:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -1,4 +1,4 @@
-"""The broker benchmark's sender on a CPU of its own (`camus-xdp bench run --split-cpus`).
+"""The broker benchmark's sender and broker on CPUs of their own (`camus-xdp bench run --split-cpus`).
 
 On a veth the receiving side's NAPI poll — the broker's XDP program, the stack, TC — runs on the
 CPU that sent the frame, so a fast sender is slowed to exactly what the broker absorbs and every
@@ -6,11 +6,20 @@ probe of the rate search looks lossless: the rate found is the sender's. With th
 interface in threaded NAPI mode (its poll loop becomes a kernel thread, `napi/<iface>-<id>`)
 pinned to the other CPU, and the sender pinned to its own, the sender runs at its own speed and a
 broker that cannot keep up loses frames; its lossless rate is then its own. On two cores the
-broker's processes, its NAPI thread and the receivers share the second one.
+broker has the second one to itself: its processes and its NAPI thread.
+
+The receivers are not the broker: their veths' NAPI (the subscribers' IP and UDP receive) runs in
+threads of its own too (`split_receivers`), beside the receivers' processes on the sender's CPU,
+so neither their CPU time nor their competition for the broker's CPU is charged to the broker.
+A veth hands a frame to its peer's NAPI only if nothing must be segmented on the way
+(`veth_skb_is_eligible_for_gro`): TSO is turned off on the broker's end of each subscriber veth
+for that (the lab's datagrams fit one frame; nothing is segmented either way). CPU time is read
+per task from /proc/<tid>/schedstat (nanoseconds, not 10 ms ticks).
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -52,6 +61,27 @@ def split(iface: str) -> list[int]:
     return threads
 
 
+def split_receivers(ifaces: list[tuple[str, str]], broker_side: list[str]) -> list[int]:
+    """Each subscriber veth (`(namespace, interface)`) polled by a NAPI thread on SENDER_CPU, the
+    broker's end of each (`broker_side`) without TSO; returns the threads pinned."""
+    for iface in broker_side:
+        subprocess.run(["ethtool", "-K", iface, "tso", "off"], capture_output=True, check=True)
+    threads: list[int] = []
+    for ns, iface in ifaces:
+        # /sys inside `ip netns exec` shows the namespace's own interfaces
+        subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", f"echo 1 > /sys/class/net/{iface}/threaded"],
+                       capture_output=True, check=True)
+        deadline = time.monotonic() + 5
+        while not (new := [t for t in napi_threads(iface) if t not in threads]):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{ns}/{iface}: no NAPI thread appeared (is GRO on?)")
+            time.sleep(0.05)
+        threads += new
+    for tid in threads:
+        os.sched_setaffinity(tid, {SENDER_CPU})
+    return threads
+
+
 def unsplit(iface: str) -> None:
     try:
         Path(f"/sys/class/net/{iface}/threaded").write_text("0\n")
@@ -81,16 +111,34 @@ def pin(pid: int, cpu: int) -> None:
 
 
 def thread_seconds(tids: list[int]) -> float:
-    """CPU time (user + system) the threads have used: a NAPI thread's is the receive work that
-    otherwise counts as softirq time."""
-    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    """CPU time the threads have run (schedstat: nanoseconds): a NAPI thread's is the receive
+    work that otherwise counts as softirq time. A thread gone counts nothing."""
+    total = 0
     for tid in tids:
         try:
-            fields = Path(f"/proc/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            total += int(Path(f"/proc/{tid}/schedstat").read_text().split()[0])
         except (OSError, IndexError, ValueError):
             continue
-    return total / tick
+    return total / 1e9
+
+
+def process_seconds(pid: int) -> float:
+    """CPU time every thread of `pid` has run so far (schedstat, nanoseconds)."""
+    try:
+        tasks = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        return 0.0
+    return thread_seconds(tasks)
+
+
+def softirq_seconds(cpu: int | None = None) -> float:
+    """Softirq time so far of one CPU (None: the whole machine), from /proc/stat (10 ms ticks)."""
+    label = "cpu" if cpu is None else f"cpu{cpu}"
+    for line in Path("/proc/stat").read_text().splitlines():
+        f = line.split()
+        if f and f[0] == label:
+            return int(f[7]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
 
 
 def on(cpu: int) -> list[str]:

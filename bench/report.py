@@ -154,7 +154,10 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
            "difference. In BPF ns/delivered: the part the kernel timed inside camus-xdp's own programs "
            "(kernel.bpf_stats_enabled: run_time_ns of camus_xdp and camus_tc_in, which includes the copies' "
            "egress pruning: bpf_clone_redirect runs it inline). With --split-cpus the feed interface's "
-           "receive work runs in its NAPI kernel thread instead of softirq: that thread's CPU time is added.", ""]
+           "receive work runs in its NAPI kernel thread instead of softirq: that thread's CPU time is added, the "
+           "softirq is the broker CPU's only, and the subscribers' receive work (their veths' NAPI threads and "
+           "their processes, on the other CPU) is not counted; process and thread times are read from "
+           "schedstat (ns), softirq from /proc/stat (10 ms ticks).", ""]
     md += ["## Per subscriber (latency phase)", "",
            "| broker | subscriptions | subscriber | expected | delivered | precision | recall |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

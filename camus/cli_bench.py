@@ -50,9 +50,10 @@ def register(main: click.Group) -> None:
     @click.option("--fanout", type=click.Choice(["auto", "xdp", "tc"]), default="auto", show_default=True,
                   help="How camus-xdp makes a packet's copies (attach --fanout).")
     @click.option("--split-cpus", is_flag=True,
-                  help="The sender alone on CPU 0; the broker (its feed's NAPI as a kernel thread, its processes) "
-                       "and the receivers on CPU 1, so the sender is not slowed to the broker's pace "
-                       "(bench/cpus.py).")
+                  help="The broker alone on CPU 1 (its processes, its feed's NAPI as a kernel thread), the sender "
+                       "and the receivers (their veths' NAPI threads too) on CPU 0: the sender is not slowed to the "
+                       "broker's pace and the receivers' work is neither charged to the broker nor competing with "
+                       "it (bench/cpus.py).")
     @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
                   help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
     @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")

@@ -1,5 +1,6 @@
 """--split-cpus (bench/cpus.py) on a real veth: its NAPI becomes a kernel thread pinned to the
-broker's CPU and goes back afterwards; a process tree is pinned thread by thread."""
+broker's CPU and goes back afterwards; a subscriber's veth receives in a thread of its own on the
+other CPU; a process tree is pinned thread by thread; CPU time is counted per task."""
 from __future__ import annotations
 
 import os
@@ -38,6 +39,35 @@ def test_the_feed_interface_polls_in_a_thread_on_the_broker_cpu(veth) -> None:
         relay.remove_xdp(A.encode(), 0)
 
 
+def test_a_subscribers_receive_work_runs_in_its_own_thread_off_the_broker_cpu() -> None:
+    if cpus.usable():
+        pytest.skip(cpus.usable())
+    ns, outer, inner = "cxcpu-sub", "cxcpu2", "cxcpu3"
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        with veth_pair(outer, inner):
+            in_ns = ["ip", "netns", "exec", ns]
+            subprocess.run(["ip", "link", "set", inner, "netns", ns], check=True)
+            subprocess.run([*in_ns, "ip", "addr", "add", "10.198.0.2/24", "dev", inner], check=True)
+            subprocess.run([*in_ns, "ip", "link", "set", inner, "up"], check=True)
+            subprocess.run([*in_ns, "ethtool", "-K", inner, "gro", "on"], check=True)   # as the lab does
+            subprocess.run(["ip", "addr", "add", "10.198.0.1/24", "dev", outer], check=True)
+            threads = cpus.split_receivers([(ns, inner)], [outer])
+            assert threads and all(os.sched_getaffinity(t) == {cpus.SENDER_CPU} for t in threads)
+            tso = subprocess.run(["ethtool", "-k", outer], capture_output=True, text=True, check=True).stdout
+            assert "tcp-segmentation-offload: off" in tso
+            before = cpus.thread_seconds(threads)
+            import socket
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                for _ in range(20000):                 # into the namespace: received by its thread
+                    s.sendto(b"x" * 64, ("10.198.0.2", 9))
+            time.sleep(0.2)
+            assert cpus.thread_seconds(threads) > before
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 def test_a_process_tree_is_pinned_thread_by_thread() -> None:
     if cpus.usable():
         pytest.skip(cpus.usable())
@@ -66,3 +96,6 @@ def test_thread_seconds_count_what_a_thread_ran() -> None:
         pass
     assert cpus.thread_seconds([os.getpid()]) - before >= 0.2
     assert cpus.thread_seconds([1 << 30]) == 0.0               # gone: nothing counted, no error
+    assert cpus.process_seconds(os.getpid()) >= cpus.thread_seconds([os.getpid()])
+    assert cpus.process_seconds(1 << 30) == 0.0
+    assert cpus.softirq_seconds() >= cpus.softirq_seconds(cpus.BROKER_CPU) >= 0.0
