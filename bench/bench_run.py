@@ -289,18 +289,21 @@ class Runner:
         return facts
 
     def search(self, lab: Lab, broker: Broker, frames: Path, raw: Path, cum: list[int],
-               topics: dict[int, list[str]], subscriptions: int, wanted: set[tuple[int, int]]) -> dict:
+               topics: dict[int, list[str]], subscriptions: int, wanted: set[tuple[int, int]],
+               fresh: Callable[[], None] = lambda: None) -> dict:
         """The highest feed rate the broker keeps up with: loss under the threshold and a p99
         latency under `keepup_ms` (a broker falling behind builds a queue, and its buffers would
         otherwise hide the shortfall for a short probe). Geometric bisection between the latency
         phase's rate and 30M messages/s (3M with the AF_PACKET sender); a rate the sender could not
-        reach counts as achieved."""
+        reach counts as achieved. `fresh()` runs before each probe (a userspace broker restarted: an
+        overloaded probe leaves a full socket buffer that would spill into the next one)."""
         cfg = self.cfg
         # up to what the sender can send: ~12M msgs/s from XDP live frames, ~1M from AF_PACKET
         top = 30_000_000.0 if cfg.sender == "xdp" else 3_000_000.0
         lo, hi, best, probes = float(cfg.latency_rate), top, 0.0, []
         for _ in range(cfg.search_steps):
             rate = (lo * hi) ** 0.5
+            fresh()
             r = self.phase(lab, broker, "probe", frames, raw, cum, topics, subscriptions, rate=rate,
                            seconds=cfg.search_seconds, wanted=wanted)
             probes.append(r)
@@ -368,6 +371,15 @@ class Runner:
                         broker = make_broker(name, lab, work, fanout=cfg.fanout)
                         broker.start(compiled, SPEC, rules_path, flat_path)
                         self._pin(broker)
+
+                        def fresh(broker: Broker = broker, compiled=compiled, rules_path: Path = rules_path,
+                                  flat_path: Path = flat_path) -> None:
+                            """A userspace broker may still hold a full socket buffer from an
+                            overload: the next phase or probe starts on a fresh one."""
+                            if broker.name in ("py", "c"):
+                                broker.stop()
+                                broker.start(compiled, SPEC, rules_path, flat_path)
+                                self._pin(broker)
                         relay, napi = None, False
                         try:
                             # A veth takes XDP_TX frames into a peer with an XDP program: the camus-xdp
@@ -381,16 +393,11 @@ class Runner:
                                 self.progress(f"{name}: {phase}, {n} subscribers, {m:,} subscriptions", done / steps)
                                 facts.append(self.phase(lab, broker, phase, frames, raw, cum, topics, m))
                                 done += 1
-                                if broker.name in ("py", "c"):
-                                    # a userspace broker may still hold a full socket buffer from the
-                                    # burst: start the next phase on a fresh one
-                                    broker.stop()
-                                    broker.start(compiled, SPEC, rules_path, flat_path)
-                                    self._pin(broker)
+                                fresh()
                             if cfg.search:
                                 self.progress(f"{name}: highest lossless rate, {n} subscribers, {m:,} subscriptions",
                                               done / steps)
-                                self.search(lab, broker, frames, raw, cum, topics, m, wanted)
+                                self.search(lab, broker, frames, raw, cum, topics, m, wanted, fresh)
                         finally:
                             if napi:
                                 cpus.unsplit(lab.broker)
