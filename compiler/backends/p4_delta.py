@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .p4_entries import Match, P4Entry, P4Tables
-from .p4_schema import DEFAULT_CALL_ID
+from .p4_schema import CALL_ACTIONS, DEFAULT_CALL_ID
 
 STATE_KEY = "meta.state"
 
@@ -89,9 +89,9 @@ class _Signatures:
             return ("state", self.of(int(e.params[0])))
         if e.action == "set_mgid":
             return ("ports", tuple(self.t.groups.get(int(e.params[0]), ())))
-        if e.action == "call":
+        if e.action in CALL_ACTIONS:
             known = self.t.calls.get(int(e.params[0]))      # unknown (read back from a switch): the id
-            return ("calls", known) if known is not None else ("call id", int(e.params[0]))
+            return (("calls", known) if known is not None else ("call id", int(e.params[0])), *e.params[1:])
         return tuple(e.params)
 
     def of(self, s: int) -> str:
@@ -170,8 +170,8 @@ def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None
             params = (state_id[int(e.params[0])],)
         elif e.action == "set_mgid":
             params = (group_id[int(e.params[0])],)
-        elif e.action == "call":
-            params = (call_id.get(int(e.params[0]), int(e.params[0])),)
+        elif e.action in CALL_ACTIONS:       # the call id first (answer_dns: the address after it)
+            params = (call_id.get(int(e.params[0]), int(e.params[0])), *e.params[1:])
         return P4Entry(e.table, matches, e.action, params, e.priority)
 
     renamed: dict[Key, P4Entry] = {}

@@ -9,14 +9,16 @@ Range entries carry a priority; P4Runtime says higher wins, simple_switch_CLI sa
 """
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir.pipeline import FieldTable, Pipeline, ident
 from ..language.spec import Spec
 from .emit import BackendError
+from .ebpf_custom import dns_answer
 from .p4_layout import refuse_topics
-from .p4_schema import (DEFAULT_CALL_ID, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, P4Schema,
+from .p4_schema import (ANSWER_DNS, DEFAULT_CALL_ID, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, P4Schema,
                         action_params, key_kind, load_action, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24
@@ -187,6 +189,7 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
         _state_entries(p, spec, layout, out)      # type: ignore[arg-type]
     out.order.append("t_leaf")
     call_ids: dict[tuple[str, ...], int] = {}
+    answers = spec is not None and any(t.flavor == "dns" for t in spec.topics.values())
     d = p.default_action
     if d is not None:          # a message no rule delivers: t_leaf misses and runs the default
         if d.calls and (d.ports or d.drop):
@@ -217,7 +220,12 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
             texts = tuple(f"{name}({','.join(args)})" for name, args in a.calls)
             call_id = call_ids.setdefault(texts, len(call_ids) + 1)
             out.calls[call_id] = texts
-            out.entries.append(P4Entry("t_leaf_calls", leaf_key, "call", (call_id,)))
+            answer = dns_answer(a) if answers else ""
+            if answer:       # the switch answers (p4_dns); the call id stays for the host's part
+                out.entries.append(P4Entry("t_leaf_calls", leaf_key, ANSWER_DNS.name,
+                                           (call_id, int(ipaddress.IPv4Address(answer)))))
+            else:
+                out.entries.append(P4Entry("t_leaf_calls", leaf_key, "call", (call_id,)))
     if any(e.table == "t_leaf_calls" for e in out.entries):
         out.order.append("t_leaf_calls")
     return out

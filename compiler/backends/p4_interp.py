@@ -28,6 +28,7 @@ class P4Verdict:
     drop: bool
     calls: tuple[Any, ...]
     trace: list[tuple[str, int, int, str]]          # table, state before, state after, what happened
+    answer: int = 0                                 # answer_dns: the address a DNS query is answered with
 
 
 def _matches(m: Match, v: int) -> bool:
@@ -99,6 +100,7 @@ class EntryInterpreter:
         ports: tuple[Any, ...] = ()
         drop = False
         calls: tuple[Any, ...] = ()
+        answer = 0
         for table in self.t.order:
             if table.endswith("_any") and table[:-4] not in missed:
                 continue
@@ -137,4 +139,6 @@ class EntryInterpreter:
                 fields[SVAR_KEY] = reg[1] if fn == "count" else reg[2]
             elif e.action == "call":
                 calls = self.t.calls[e.params[0]]
-        return P4Verdict(ports, drop, calls, trace)
+            elif e.action == "answer_dns":
+                calls, answer = self.t.calls[e.params[0]], e.params[1]
+        return P4Verdict(ports, drop, calls, trace, answer)

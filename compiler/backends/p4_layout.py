@@ -39,15 +39,16 @@ class Layout:
     msg: HeaderInstance
 
 
-def refuse_dns_names(spec: Spec) -> None:
-    """DNS names (length-prefixed labels, levels from the right, the answer written in the
-    deparser) are not parsed by the whole program: their entries and the control block are made,
-    for a program whose parser fills the names' variables (XDP hosts do it all)."""
+def refuse_dns_names(spec: Spec, arch: str = "v1model") -> None:
+    """DNS names (length-prefixed labels, counted from the right) are read byte by byte by a
+    parser loop (p4_dns), which v1model (bmv2) runs and Tofino's parser cannot: for TNA their
+    entries and the control block are made, for a program whose parser fills the names' variables."""
     names = [path for path, t in spec.topics.items() if t.flavor == "dns"]
-    if names:
-        raise BackendError(f"spec '{spec.name}' has DNS name fields ({', '.join(names)}): the whole P4 program does "
-                           "not parse DNS names or write answers; camus_control.p4 serves a program whose parser "
-                           "fills the names' variables, or place DNS subscriptions on XDP hosts")
+    if names and arch != "v1model":
+        raise BackendError(f"spec '{spec.name}' has DNS name fields ({', '.join(names)}): reading a name label by "
+                           "label takes a parser loop over its bytes, which Tofino's parser cannot do; use --arch "
+                           "v1model (bmv2), camus_control.p4 with a parser that fills the names' variables, or "
+                           "place DNS subscriptions on XDP hosts")
 
 
 def refuse_topics(spec: Spec, arch: str = "v1model") -> None:
@@ -61,7 +62,7 @@ def refuse_topics(spec: Spec, arch: str = "v1model") -> None:
 
 
 def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
-    refuse_dns_names(spec)
+    refuse_dns_names(spec, arch)
     refuse_topics(spec, arch)
     by_role: dict[Role, HeaderInstance] = {}
     for name in spec.stack:
@@ -77,5 +78,8 @@ def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
     if missing:
         raise BackendError(f"the P4 program needs ethernet, ipv4, udp and a message header in the spec; "
                            f"missing: {', '.join(missing)}")
-    return Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), by_role[Role.IPV4], by_role[Role.UDP],
-                   by_role.get(Role.FRAMING), by_role[Role.MESSAGE])
+    lay = Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), by_role[Role.IPV4], by_role[Role.UDP],
+                 by_role.get(Role.FRAMING), by_role[Role.MESSAGE])
+    from .p4_dns import check_layout            # (p4_dns reads fields through this module)
+    check_layout(spec, lay)
+    return lay

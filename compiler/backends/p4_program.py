@@ -16,6 +16,9 @@ from ..language.spec import Spec
 from .emit import BackendError, Emitter, fill_template
 from .p4_attrs import attrs_program_text, check_attrs_layout
 from .p4_framing import single_message, tna_framed, v1model_framed
+from .p4_dns import answer_action, dns_topic, ingress_tail
+from .p4_dns import header_types as dns_header_types
+from .p4_dns import stack as dns_stack
 from .p4_layout import Layout, field_name, field_slice, layout_of
 from .p4_topics import metadata_members, metadata_types, parser_states
 from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
@@ -26,7 +29,10 @@ from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_m
 
 # -- slot fillers ---------------------------------------------------------------------------------
 
-def _header_types(spec: Spec) -> str:
+def _header_types(spec: Spec, whole: bool = False) -> str:
+    """The spec's header types; in the whole program a DNS name is not a field of its header but
+    the byte stack it is read into (p4_dns), so its header type stops before it."""
+    dns = dns_topic(spec) if whole else None
     e = Emitter()
     seen: set[str] = set()
     for name in spec.stack:
@@ -36,8 +42,11 @@ def _header_types(spec: Spec) -> str:
         seen.add(t.name)
         with e.block(f"header {t.name}"):
             for f in t.fields:
-                e(f"bit<{f.width}> {f.name};")
+                if dns is None or (name, f.name) != (dns.instance, dns.name):
+                    e(f"bit<{f.width}> {f.name};")
         e()
+    if dns is not None:
+        e(dns_header_types())
     return e.text().rstrip("\n")
 
 
@@ -49,6 +58,8 @@ def _stack(lay: Layout, spec: Spec, arch: str, opts: P4Options) -> list[tuple[st
         if inst is lay.msg and lay.framing is not None:
             out.append(("camus_len_t", "camus_len"))
         out.append((inst.type.name, inst.name))
+        if inst is lay.msg and (dns := dns_topic(spec)) is not None:
+            out += dns_stack(dns)
     if lay.framing is not None:
         out.append(("camus_skip_t", "camus_skip") if arch == "v1model"
                    else (f"camus_rest_t[{opts.tna_max_rest}]", "camus_rest"))
@@ -185,7 +196,10 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
         with e.block("state camus_msg_kind"):
             _kind_select(spec, e)
     with e.block("state camus_classify"):
-        e("meta.camus.classify = 1;")
+        if dns_topic(spec) is None:
+            e("meta.camus.classify = 1;")
+        else:
+            e("// classified once the DNS name is read (a packet ending inside it is not)")
         if spec.topics:                   # v1model only (refused for TNA): split, then accept
             first, topic_lines = parser_states(spec, "accept")
             e(f"transition {first};")
@@ -241,6 +255,8 @@ def _tables(spec: Spec, schema: P4Schema) -> tuple[str, str]:
             if schema.arch == "v1model":
                 _window_registers(spec, decl)
             stateful_done = True
+        if t.name == "t_leaf_calls" and (dns := dns_topic(spec)) is not None:
+            answer_action(dns, decl)
         _declare(decl, t)
     for t in schema.apply_order():
         _apply(seq, t)
@@ -331,7 +347,7 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     slots = {
         "SPEC": spec.name,
         "CONSTANTS": _constants(spec, lay),
-        "HEADER_TYPES": _header_types(spec),
+        "HEADER_TYPES": _header_types(spec, whole=True),
         "HEADER_MEMBERS": _members(spec, lay, opts.arch, opts),
         "TOPIC_TYPES": metadata_types(spec) + "\n\n" if spec.topics else "",
         "TOPIC_MEMBERS": "\n" + metadata_members(spec) if spec.topics else "",
@@ -352,6 +368,8 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     }
     if lay.framing is None:
         slots.update(single_message())
+        if (dns := dns_topic(spec)) is not None and opts.arch == "v1model":
+            slots["INGRESS_TAIL"] = ingress_tail(spec, lay, dns)
     elif opts.arch == "v1model":
         slots.update(v1model_framed(spec, lay, opts))
     else:

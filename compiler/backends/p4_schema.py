@@ -20,6 +20,7 @@ Table layout (`meta.state` carries the state id):
                      (| call(1): query_default_action's custom actions; the table's default
                      action is the spec's query_default_action, where it has one)
   t_leaf_calls       key (meta.state: exact) -> call(id): custom actions, listed in calls.json
+                     | answer_dns(id, addr): a DNS name's leaf that answerDNS(addr) answers (p4_dns)
 """
 from __future__ import annotations
 
@@ -180,9 +181,14 @@ BASE_ACTIONS = (ActionDecl("set_state", (("next", 32),)), ActionDecl("set_mgid",
                 ActionDecl("call", (("call_id", 16),)), ActionDecl("NoAction"))
 
 
+# A leaf answering DNS queries: its call id (the host answers what the switch cannot) and the address.
+ANSWER_DNS = ActionDecl("answer_dns", (("call_id", 16), ("addr", 32)))
+CALL_ACTIONS = ("call", ANSWER_DNS.name)     # actions whose first parameter is a call id (calls.json)
+
+
 def action_params(action: str) -> tuple[str, ...]:
     """Parameter names of an action the entries may name (window actions take a register index)."""
-    base = {a.name: a for a in BASE_ACTIONS}.get(action)
+    base = {a.name: a for a in (*BASE_ACTIONS, ANSWER_DNS)}.get(action)
     if base is not None:
         return tuple(p for p, _ in base.params)
     if action.startswith("update_") and action.endswith("_every"):
@@ -245,5 +251,9 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
     if any(a[0] == "call" for a in spec.default_atoms):
         leaf_actions = (*leaf_actions[:-1], "call", "NoAction")
     tables.append(TableDecl("t_leaf", (STATE,), leaf_actions, opts.leaf_size, leaf_default(spec)))
-    tables.append(TableDecl("t_leaf_calls", (STATE,), ("call", "NoAction"), opts.leaf_size))
+    call_actions: tuple[str, ...] = ("call", "NoAction")
+    if any(t.flavor == "dns" for t in spec.topics.values()):      # answerDNS(a.b.c.d): p4_dns
+        actions[ANSWER_DNS.name] = ANSWER_DNS
+        call_actions = ("call", ANSWER_DNS.name, "NoAction")
+    tables.append(TableDecl("t_leaf_calls", (STATE,), call_actions, opts.leaf_size))
     return P4Schema(opts.arch, tuple(tables), actions)

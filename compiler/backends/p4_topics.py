@@ -13,7 +13,8 @@ metadata (`camus_<field>_t`):
 At a separator and at the end (a NUL, or every byte read), level `depth - 1`, when it has a
 variable, is `start` with all but its first `len` bits cleared. bmv2 runs such a loop (one state
 per byte, the field's width in bytes at most); Tofino's parser can neither shift a wide field nor
-loop over it, so topic specs are refused for TNA (p4_layout.refuse_topics).
+loop over it, so topic specs are refused for TNA (p4_layout.refuse_topics). DNS names are read label
+by label instead, from the packet (p4_dns).
 
 `parser_walk` is that state machine in Python, state for state, over the same constants: the
 tests check it against the topic semantics (`topics.derived_values`), since no p4c or bmv2 runs
@@ -24,6 +25,7 @@ from __future__ import annotations
 from ..ir.pipeline import ident
 from ..language.spec import QueryField, Spec
 from ..language.topics import Topic
+from . import p4_dns
 from .emit import Emitter
 
 DEPTH_BITS = 16
@@ -51,7 +53,11 @@ def metadata_type(t: Topic, scratch: bool = True) -> str:
         for i in range(t.levels):
             what = f"label {i} from the right, lower-cased" if t.flavor == "dns" else f"level {i}: its bytes"
             e(f"bit<{t.width}> l{i};      // {what}, left-aligned, NUL-padded; 0 if none")
-        if scratch:
+        if t.flavor == "dns":
+            e("bit<32> answer;     // answerDNS's address (t_leaf_calls' answer_dns; 0: none)")
+            if scratch:
+                p4_dns.scratch_members(t, e)
+        elif scratch:
             e(f"bit<{t.width}> rest;    // the field past the bytes read")
             e(f"bit<{t.width}> start;   // the field from the current level on")
             e(f"bit<{POS_BITS}> len;        // the current level's bits so far")
@@ -79,6 +85,8 @@ def parser_states(spec: Spec, after: str) -> tuple[str, list[str]]:
 
 
 def _states(t: Topic, after: str) -> list[str]:
+    if t.flavor == "dns":
+        return p4_dns.parser_states(t, after)
     e = Emitter()
     e.depth = 1
     m, s = f"meta.{meta_name(t.path)}", meta_name(t.path)

@@ -71,11 +71,9 @@ def test_the_v1model_program_splits_topics_and_matches_their_levels(update_golde
     assert "packet.extract(hdr.camus_skip, (bit<32>)meta.camus.extra * 8);" in text
 
 
-def test_tofino_refuses_topics_with_the_reason_and_dns_names_stay_on_xdp() -> None:
+def test_tofino_refuses_topics_with_the_reason() -> None:
     with pytest.raises(BackendError, match="Tofino's parser"):
         program_text(load_spec(TOPICS_SPEC), P4Options(arch="tna"))
-    with pytest.raises(BackendError, match="DNS name"):
-        program_text(load_spec(APPS / "dns" / "dns.p4"))
 
 
 def test_topic_entries_run_on_the_switch_interpreter_as_the_filters_say() -> None:
@@ -105,11 +103,13 @@ def test_the_control_block_names_the_parsed_variables_through_its_parameter(spec
             assert f" {k.split('.')[1]};" in struct, k           # the member is declared
 
 
-def test_dns_names_get_entries_and_the_control_block_with_the_reason() -> None:
+def test_dns_names_get_the_whole_program_on_v1model_and_the_control_block_on_tofino() -> None:
     from camus.compiler.backends.base import TargetOptions
     from camus.compiler.backends.p4 import P4Backend
     c = compile_files(str(APPS / "dns" / "dns.p4"), str(APPS / "dns" / "rules.txt"))
     art = P4Backend().build(c, TargetOptions())
+    assert "camus.p4" in art.files and "camus_control.p4" in art.files
+    assert "t_dns_qname_0" in art.files["entries.cli"] and "answer_dns" in art.files["entries.cli"]
+    art = P4Backend().build(c, TargetOptions(arch="tna"))
     assert "camus.p4" not in art.files and "camus_control.p4" in art.files
-    assert "does not parse DNS names" in art.summary
-    assert "t_dns_qname_0" in art.files["entries.cli"]
+    assert "Tofino's parser cannot" in art.summary

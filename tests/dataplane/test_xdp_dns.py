@@ -72,6 +72,26 @@ def test_a_query_a_rule_answers_is_answered_from_xdp(dns_prog: XdpProgram, name:
     assert d.qd[0].qname.decode().lower() == name.lower().rstrip(".") + "."
     assert (d.an[0].type, d.an[0].rclass, d.an[0].ttl, d.an[0].rdata) == (1, 1, 60, address)
     assert d.an[0].rrname.decode().lower() == name.lower().rstrip(".") + "."
+    assert switch_answer(query(name, edns=edns)) == out.packet      # a v1model switch answers the same bytes
+
+
+def switch_answer(frame: bytes) -> bytes | None:
+    """The v1model program's answer (compiler/backends/p4_dns.py: its parser, the P4 entries, its
+    ingress rewrite and deparser, walked in Python); None if it would not answer."""
+    import ipaddress
+    from camus.compiler.backends.p4_dns import answer_walk, dns_topic, parser_walk
+    from camus.compiler.backends.p4_entries import p4_tables
+    from camus.compiler.backends.p4_interp import EntryInterpreter
+    name_at = 14 + 20 + 8 + 12
+    if frame[12:14] != b"\x08\x00" or frame[14] & 0x0F != 5:
+        return None                                  # the parser never reaches DNS: plain forwarding
+    read = parser_walk(dns_topic(COMPILED.spec), frame[name_at:])
+    if read is None or not read[2]:
+        return None
+    verdict = EntryInterpreter(p4_tables(COMPILED.pipeline, COMPILED.spec)).run(read[0])
+    if not verdict.answer:
+        return None
+    return answer_walk(frame, name_at, read[1], str(ipaddress.IPv4Address(verdict.answer)))
 
 
 def test_what_no_answer_rule_decides_goes_on_unchanged(dns_prog: XdpProgram) -> None:
@@ -87,6 +107,7 @@ def test_what_no_answer_rule_decides_goes_on_unchanged(dns_prog: XdpProgram) -> 
         assert dns_prog.stats()["answered"] == before
         if verdict == "XDP_PASS":
             assert out.packet.endswith(pkt)   # after the metadata for TC
+        assert switch_answer(pkt) is None     # nor does a switch answer it
 
 
 def test_not_a_plain_query_is_left_to_the_resolver(dns_prog: XdpProgram) -> None:
@@ -99,6 +120,7 @@ def test_not_a_plain_query_is_left_to_the_resolver(dns_prog: XdpProgram) -> None
     for pkt in (response, notify, options):
         out = dns_prog.run(pkt)
         assert out.verdict == "XDP_PASS" and out.packet.endswith(pkt)   # after the metadata for TC
+        assert switch_answer(pkt) is None
 
 
 def test_malformed_names_match_no_name(dns_prog: XdpProgram) -> None:
