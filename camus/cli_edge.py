@@ -104,4 +104,5 @@ def register(main: click.Group) -> None:
         asyncio.run(run())
         st = broker.stats
         click.echo(f"published {st.published}, received {st.received}, delivered {st.delivered}, "
-                   f"unmatched {st.unmatched}, rejected {st.rejected}, dropped (clients not reading) {st.dropped}", err=True)
+                   f"unmatched {st.unmatched}, rejected {st.rejected}, dropped (clients not reading) {st.dropped}, "
+                   f"unsent (feed refused) {st.unsent}", err=True)

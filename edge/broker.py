@@ -62,6 +62,7 @@ class EdgeStats:
     unmatched: int = 0          # copies no local client wanted (the XDP tables over-delivered)
     rejected: int = 0           # publications that could not be labelled (topic too long, ...)
     dropped: int = 0            # publications not written to a client that is not reading (QoS 0)
+    unsent: int = 0             # publications the feed socket refused (no route, no buffer: QoS 0)
 
 
 class EdgeBroker:
@@ -74,6 +75,7 @@ class EdgeBroker:
         self.stats = EdgeStats()
         self._ids = itertools.count(1)
         self._out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._feed_failing = False                      # the last send to the feed failed (logged once)
         self._push: asyncio.Future[None] | None = None      # the batch being gathered
         self._pushing = asyncio.Lock()
         self._applied: list[str] | None = None
@@ -127,13 +129,35 @@ class EdgeBroker:
         frames = []
         for pub in pubs:
             try:
-                frames.append(self.framing.encode(pub.topic, pub.payload))
+                frame = self.framing.encode(pub.topic, pub.payload)
             except topics.TopicError as exc:
                 self.stats.rejected += 1
                 log.warning("publication not sent: %s", exc)
+                continue
+            if len(frame) > self.framing.largest:
+                self.stats.rejected += 1
+                log.warning("publication on %r not sent: %d bytes with its header, a datagram to the XDP broker "
+                            "holds at most %d", pub.topic, len(frame), self.framing.largest)
+                continue
+            frames.append(frame)
+        unsent = 0
         for datagram in self.framing.datagrams(frames):
-            self._out.sendto(datagram, self.feed)
-        self.stats.published += len(frames)
+            try:
+                self._out.sendto(datagram, self.feed)
+            except OSError as exc:
+                # The feed cannot take it (no route, no buffer): QoS 0 publications may be lost,
+                # the publisher's session may not (everything it sends after would be lost too).
+                unsent += self.framing.count(datagram)
+                if not self._feed_failing:
+                    log.warning("feed %s:%d: %s; publications are counted as unsent until it takes them again",
+                                *self.feed, exc.strerror or exc)
+                self._feed_failing = True
+                continue
+            if self._feed_failing:
+                log.warning("feed %s:%d takes publications again (%d unsent)", *self.feed, self.stats.unsent + unsent)
+                self._feed_failing = False
+        self.stats.unsent += unsent
+        self.stats.published += len(frames) - unsent
 
     def datagram(self, data: bytes, out: dict[int, list[bytes]] | None = None) -> None:
         """A copy from the XDP broker: its publications to the local clients that want them."""

@@ -113,6 +113,16 @@ class Framing:
             out.append(self._mold(chunk))
         return out
 
+    @property
+    def largest(self) -> int:
+        """The largest message a datagram can carry (a UDP datagram's 65,507 bytes, less the
+        framing; MoldUDP64 counts a message's length in 16 bits)."""
+        return 65_507 - (MOLD_HEADER_BYTES + 2 if self.mold else 0)
+
+    def count(self, datagram: bytes) -> int:
+        """Publications in a datagram `datagrams` made."""
+        return int.from_bytes(datagram[18:20], "big") if self.mold else 1
+
     def _mold(self, chunk: list[bytes]) -> bytes:
         head = SESSION + self._sequence.to_bytes(8, "big") + len(chunk).to_bytes(2, "big")
         self._sequence += len(chunk)
