@@ -65,7 +65,7 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     }
     action drop_msg() { meta.camus.drop = 1; }
     action call(bit<16> call_id) { meta.camus.call_id = call_id; }
-    action ipv4_forward(bit<48> dst_mac, bit<9> port) {
+    action {{L3}}_forward(bit<48> dst_mac, bit<9> port) {
         standard_metadata.egress_spec = port;
         hdr.{{ETH}}.{{ETH_SRC}} = hdr.{{ETH}}.{{ETH_DST}};
         hdr.{{ETH}}.{{ETH_DST}} = dst_mac;
@@ -73,9 +73,9 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     }
     action plain_drop() { mark_to_drop(standard_metadata); }
 
-    table ipv4_lpm {
+    table {{L3}}_lpm {
         key = { hdr.{{IP}}.{{IP_DST}} : lpm; }
-        actions = { ipv4_forward; plain_drop; NoAction; }
+        actions = { {{L3}}_forward; plain_drop; NoAction; }
         default_action = NoAction();
         size = 1024;
     }
@@ -84,7 +84,7 @@ control CamusIngress(inout headers hdr, inout metadata meta,
 
     apply {
         if (meta.camus.feed == 0) {
-            if (hdr.{{IP}}.isValid()) { ipv4_lpm.apply(); }
+            if (hdr.{{IP}}.isValid()) { {{L3}}_lpm.apply(); }
             return;
         }
         if (meta.camus.classify == 1) {
@@ -113,9 +113,7 @@ control CamusEgress(inout headers hdr, inout metadata meta,
 
 control CamusComputeChecksum(inout headers hdr, inout metadata meta) {
     apply {
-        update_checksum(hdr.{{IP}}.isValid(),
-            { {{IP_CSUM_FIELDS}} },
-            hdr.{{IP}}.{{IP_CSUM}}, HashAlgorithm.csum16);
+{{IP_CHECKSUM}}
     }
 }
 

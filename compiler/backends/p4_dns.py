@@ -65,6 +65,9 @@ def check_layout(spec: Spec, lay: Layout) -> None:
     t = dns_topic(spec)
     if t is None:
         return
+    if lay.ipv6:
+        raise BackendError(f"DNS name field {t.path}: the switch answers queries over IPv4 (as XDP hosts do); this "
+                           "spec's feed is IPv6")
     if t.instance != lay.msg.name or t.offset != DNS_HEADER_BITS:
         raise BackendError(f"DNS name field {t.path} must start right after a 12-byte DNS header (bit "
                            f"{DNS_HEADER_BITS} of the message header; it is at bit {t.offset} of {t.instance})")

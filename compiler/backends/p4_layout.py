@@ -38,6 +38,18 @@ class Layout:
     framing: HeaderInstance | None
     msg: HeaderInstance
 
+    @property
+    def ipv6(self) -> bool:
+        """An IPv6 feed (v1model, one message per packet: the batch pruning rewrites IPv4's lengths)."""
+        return self.ip.role is Role.IPV6
+
+
+def ip_route(lay: Layout) -> tuple[str, str, int]:
+    """(the plain-forwarding table, its destination field, that field's bits) of the feed's IP."""
+    if lay.ipv6:
+        return "ipv6_lpm", field_name(lay.ip, 192, 128, "IPv6 destination"), 128
+    return "ipv4_lpm", field_name(lay.ip, 128, 32, "IPv4 destination"), 32
+
 
 def refuse_dns_names(spec: Spec, arch: str = "v1model") -> None:
     """DNS names (length-prefixed labels, counted from the right) are read byte by byte by a
@@ -69,14 +81,21 @@ def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
         inst = spec.instances[name]
         by_role.setdefault(inst.role, inst)
     if Role.IPV6 in by_role and Role.IPV4 not in by_role:
-        raise BackendError("the P4 program parses IPv4 feeds; this spec's feed is IPv6 (the XDP target handles it)")
+        if arch != "v1model":
+            raise BackendError("the Tofino program parses IPv4 feeds; this spec's feed is IPv6: use --arch v1model "
+                               "(bmv2), camus_control.p4 with your own parser, or XDP hosts")
+        if spec.framing.kind != "none":
+            raise BackendError("an IPv6 feed is parsed with one message per packet: recirculating and pruning a "
+                               f"{spec.framing.kind} batch rewrites IPv4's lengths and checksum (XDP hosts take "
+                               "batched IPv6 feeds)")
+        by_role[Role.IPV4] = by_role[Role.IPV6]
     if not spec.stack:
         raise BackendError("this spec declares no headers (only query_field pragmas, Camus style): a whole P4 "
                            "program needs the header declarations and `struct headers { ... }` in the spec; "
                            "`explain --via p4` runs its entries without them")
     missing = [r.value for r in (Role.ETHERNET, Role.IPV4, Role.UDP, Role.MESSAGE) if r not in by_role]
     if missing:
-        raise BackendError(f"the P4 program needs ethernet, ipv4, udp and a message header in the spec; "
+        raise BackendError(f"the P4 program needs ethernet, ipv4 (or ipv6), udp and a message header in the spec; "
                            f"missing: {', '.join(missing)}")
     lay = Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), by_role[Role.IPV4], by_role[Role.UDP],
                  by_role.get(Role.FRAMING), by_role[Role.MESSAGE])

@@ -19,7 +19,7 @@ from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_dns import answer_action, dns_topic, ingress_tail
 from .p4_dns import header_types as dns_header_types
 from .p4_dns import stack as dns_stack
-from .p4_layout import Layout, field_name, field_slice, layout_of
+from .p4_layout import Layout, field_name, field_slice, ip_route, layout_of
 from .p4_topics import metadata_members, metadata_types, parser_states
 from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
                         counted_paths, load_action, p4_schema, update_action, updatable_fields, window_counters,
@@ -123,28 +123,37 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
             e("packet.advance(8);     // the mirrored packet still carries its normal bridge byte")
             e(f"transition parse_{lay.eth.name};")
     eth_type = field_slice(lay.eth, 96, 16, "EtherType")
+    ethertype = "0x86dd" if lay.ipv6 else "0x0800"
     with e.block(f"state parse_{lay.eth.name}"):
         e(f"packet.extract(hdr.{lay.eth.name});")
         with e.block(f"transition select({eth_type})"):
             if lay.vlan is not None:
                 e(f"0x8100: parse_{lay.vlan.name};")
-            e(f"0x0800: parse_{lay.ip.name};")
+            e(f"{ethertype}: parse_{lay.ip.name};")
             e("default: accept;")
     if lay.vlan is not None:
         with e.block(f"state parse_{lay.vlan.name}"):
             e(f"packet.extract(hdr.{lay.vlan.name});")
             with e.block(f"transition select({field_slice(lay.vlan, 16, 16, 'VLAN EtherType')})"):
-                e(f"0x0800: parse_{lay.ip.name};")
+                e(f"{ethertype}: parse_{lay.ip.name};")
                 e("default: accept;")
     ip = lay.ip
-    ihl, proto = field_slice(ip, 4, 4, "IPv4 IHL"), field_slice(ip, 72, 8, "IPv4 protocol")
-    more_frags, frag = field_slice(ip, 50, 1, "IPv4 MF flag"), field_slice(ip, 51, 13, "IPv4 fragment offset")
-    with e.block(f"state parse_{ip.name}"):
-        e(f"packet.extract(hdr.{ip.name});")
-        e("// options and fragments are not subscription traffic: plain forwarding")
-        with e.block(f"transition select({ihl}, {proto}, {more_frags}, {frag})"):
-            e(f"(5, 17, 0, 0): parse_{lay.udp.name};")
-            e("default: accept;")
+    if lay.ipv6:
+        with e.block(f"state parse_{ip.name}"):
+            e(f"packet.extract(hdr.{ip.name});")
+            e("// extension headers (fragments too) are not subscription traffic: plain forwarding")
+            with e.block(f"transition select({field_slice(ip, 48, 8, 'IPv6 next header')})"):
+                e(f"17: parse_{lay.udp.name};")
+                e("default: accept;")
+    else:
+        ihl, proto = field_slice(ip, 4, 4, "IPv4 IHL"), field_slice(ip, 72, 8, "IPv4 protocol")
+        more_frags, frag = field_slice(ip, 50, 1, "IPv4 MF flag"), field_slice(ip, 51, 13, "IPv4 fragment offset")
+        with e.block(f"state parse_{ip.name}"):
+            e(f"packet.extract(hdr.{ip.name});")
+            e("// options and fragments are not subscription traffic: plain forwarding")
+            with e.block(f"transition select({ihl}, {proto}, {more_frags}, {frag})"):
+                e(f"(5, 17, 0, 0): parse_{lay.udp.name};")
+                e("default: accept;")
     after_udp = f"parse_{lay.framing.name}" if lay.framing else f"parse_{lay.msg.name}"
     with e.block(f"state parse_{lay.udp.name}"):
         e(f"packet.extract(hdr.{lay.udp.name});")
@@ -321,9 +330,15 @@ def _emits(spec: Spec, lay: Layout, arch: str, opts: P4Options) -> str:
     return "\n".join(f"        packet.emit(hdr.{n});" for _, n in _stack(lay, spec, arch, opts))
 
 
-def _ip_checksum_fields(lay: Layout) -> str:
+def _ip_checksum(lay: Layout) -> str:
+    """The IPv4 header checksum, recomputed after TTL and length changes (IPv6 has none)."""
+    if lay.ipv6:
+        return "        // IPv6 has no header checksum"
     csum = field_name(lay.ip, 80, 16, "IPv4 header checksum")
-    return ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields if f.name != csum)
+    fields = ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields if f.name != csum)
+    return (f"        update_checksum(hdr.{lay.ip.name}.isValid(),\n            {{ {fields} }},\n"
+            f"            hdr.{lay.ip.name}.{csum}, HashAlgorithm.csum16);")
+
 
 
 def check_whole_program(spec: Spec, arch: str) -> None:
@@ -360,10 +375,10 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         "ETH_DST": field_name(lay.eth, 0, 48, "destination MAC"),
         "ETH_SRC": field_name(lay.eth, 48, 48, "source MAC"),
         "IP": lay.ip.name,
-        "IP_DST": field_name(lay.ip, 128, 32, "IPv4 destination"),
-        "IP_TTL": field_name(lay.ip, 64, 8, "IPv4 TTL"),
-        "IP_CSUM": field_name(lay.ip, 80, 16, "IPv4 header checksum"),
-        "IP_CSUM_FIELDS": _ip_checksum_fields(lay),
+        "L3": ip_route(lay)[0].removesuffix("_lpm"),
+        "IP_DST": ip_route(lay)[1],
+        "IP_TTL": field_name(lay.ip, 56, 8, "IPv6 hop limit") if lay.ipv6 else field_name(lay.ip, 64, 8, "IPv4 TTL"),
+        "IP_CHECKSUM": _ip_checksum(lay),
         "UDP": lay.udp.name,
     }
     if lay.framing is None:
@@ -374,4 +389,9 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         slots.update(v1model_framed(spec, lay, opts))
     else:
         slots.update(tna_framed(spec, lay, opts))
+    if opts.arch == "tna":                    # Tofino computes the checksum in its deparser (IPv4 only)
+        csum = field_name(lay.ip, 80, 16, "IPv4 header checksum")
+        slots["IP_CSUM"] = csum
+        slots["IP_CSUM_FIELDS"] = ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields
+                                            if f.name != csum)
     return fill_template(f"{opts.arch}.p4", slots)

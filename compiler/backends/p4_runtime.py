@@ -30,7 +30,7 @@ from .emit import BackendError  # noqa: E402
 from .p4_delta import Change  # noqa: E402
 from .p4_entries import Match, P4Entry, P4Tables  # noqa: E402
 from .p4_attrs import ethernet_of  # noqa: E402
-from .p4_layout import field_name, layout_of  # noqa: E402
+from .p4_layout import ip_route, layout_of  # noqa: E402
 from .p4_schema import P4Options, is_attrs, p4_schema, window_counters  # noqa: E402
 
 Msg = Any            # a protobuf message (the generated modules have no type information)
@@ -95,10 +95,12 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
                           ("l2_forward", "plain_drop", "NoAction"), 1024))
     elif whole_program:
         lay = layout_of(spec, opts.arch)
-        action("ipv4_forward", (("dst_mac", 48), ("port", 9)))
+        route, dst, bits = ip_route(lay)
+        forward = route.replace("_lpm", "_forward")
+        action(forward, (("dst_mac", 48), ("port", 9)))
         action("plain_drop", ())
-        dst = f"hdr.{lay.ip.name}.{field_name(lay.ip, 128, 32, 'IPv4 destination')}"
-        tables.insert(0, ("ipv4_lpm", [(dst, 32, "lpm")], ("ipv4_forward", "plain_drop", "NoAction"), 1024))
+        tables.insert(0, (route, [(f"hdr.{lay.ip.name}.{dst}", bits, "lpm")], (forward, "plain_drop", "NoAction"),
+                          1024))
     for name, keys, actions, size in tables:
         t = info.tables.add()
         full = f"{prefix}.{name}"
@@ -377,10 +379,10 @@ def tables_from_entities(names: Names, spec: Spec, entities: Iterable[Msg]) -> P
         elif which == "table_entry":
             got = entry_from_message(names, ent.table_entry)
             if isinstance(got, P4Entry):
-                if got.table != "ipv4_lpm":
+                if got.table not in ("ipv4_lpm", "ipv6_lpm"):
                     out.entries.append(got)
             elif got[0] == "t_root":
                 out.root = got[2][0]
-            elif got[0] != "ipv4_lpm" and not (got[1] == "NoAction"):
+            elif got[0] not in ("ipv4_lpm", "ipv6_lpm") and not (got[1] == "NoAction"):
                 out.defaults[got[0]] = (got[1], got[2])
     return out

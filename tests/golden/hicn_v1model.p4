@@ -1,0 +1,414 @@
+// camus-xdp packet subscriptions for bmv2 simple_switch (v1model).
+// Generated from the message-format spec hicn; do not edit. Rules never change this file:
+// subscriptions are table entries and multicast groups (entries.cli / entries.p4rt.json).
+//
+// One message per pipeline pass (the Camus paper's scheme): the parser extracts the first
+// message of a MoldUDP64 batch; ingress classifies it through the staged tables and sends the
+// packet to the message's port or multicast group; when more messages follow, an ingress-to-
+// egress clone goes to the recirculation session, and egress removes the classified message and
+// recirculates the rest. Delivered copies are pruned in egress to the classified message alone
+// (truncate + lengths, count and checksums fixed), so every port receives exactly the messages
+// it subscribed to. Packets that are not the feed take plain IPv4 forwarding (brownfield).
+#include <core.p4>
+#include <v1model.p4>
+
+const bit<16> CAMUS_UDP_PORT_0 = 9695;
+const bit<32> CAMUS_RECIRC_SESSION = 250;   // mirroring_add 250 <recirculation port>
+const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
+const bit<32> CAMUS_PORT_CELLS = 512;         // one counter cell per 9-bit port number
+// The root state comes from the control plane (t_root default action), like every entry.
+
+header ethernet_t {
+    bit<48> dst;
+    bit<48> src;
+    bit<16> ether_type;
+}
+
+header ipv6_t {
+    bit<4> version;
+    bit<8> traffic_class;
+    bit<20> flow_label;
+    bit<16> payload_len;
+    bit<8> next_hdr;
+    bit<8> hop_limit;
+    bit<128> src;
+    bit<128> dst;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+header hicn_t {
+    bit<8> kind;
+    bit<8> flags;
+    bit<16> lifetime_ms;
+    bit<32> segment;
+}
+
+// one message per packet: no batch framing
+
+struct headers {
+    ethernet_t ethernet;
+    ipv6_t ipv6;
+    udp_t udp;
+    hicn_t hicn;
+}
+
+struct camus_meta_t {
+    bit<32> state;
+    @field_list(1)
+    bit<8> passes;      // messages already classified (recirculations so far)
+    bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
+    bit<1> deliver;
+    bit<1> drop;
+    bit<1> classify;    // the message has the spec's length and type: run the tables
+    bit<16> call_id;    // custom action of the leaf (t_leaf_calls), for the egress or CPU
+    bit<64> svar;       // the window aggregate a t_svar<i> table matches
+    bit<16> extra;      // the message's bytes past its header (MoldUDP64 length - header)
+}
+
+struct metadata {
+    camus_meta_t camus;
+}
+
+parser CamusParser(packet_in packet, out headers hdr, inout metadata meta,
+                   inout standard_metadata_t standard_metadata) {
+    state start {
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            0x86dd: parse_ipv6;
+            default: accept;
+        }
+    }
+    state parse_ipv6 {
+        packet.extract(hdr.ipv6);
+        // extension headers (fragments too) are not subscription traffic: plain forwarding
+        transition select(hdr.ipv6.next_hdr) {
+            17: parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            CAMUS_UDP_PORT_0: parse_hicn;
+            default: accept;
+        }
+    }
+    state parse_hicn {
+        meta.camus.feed = 1;
+        packet.extract(hdr.hicn);
+        transition camus_classify;
+    }
+    state camus_classify {
+        meta.camus.classify = 1;
+        transition accept;
+    }
+}
+
+control CamusVerifyChecksum(inout headers hdr, inout metadata meta) {
+    apply { }
+}
+
+control CamusIngress(inout headers hdr, inout metadata meta,
+                     inout standard_metadata_t standard_metadata) {
+    action set_state(bit<32> next) { meta.camus.state = next; }
+    action set_mgid(bit<16> mgid) {
+        standard_metadata.mcast_grp = mgid;
+        meta.camus.deliver = 1;
+    }
+    action set_port(bit<9> port) {
+        standard_metadata.egress_spec = port;
+        meta.camus.deliver = 1;
+    }
+    action drop_msg() { meta.camus.drop = 1; }
+    action call(bit<16> call_id) { meta.camus.call_id = call_id; }
+    action ipv6_forward(bit<48> dst_mac, bit<9> port) {
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.src = hdr.ethernet.dst;
+        hdr.ethernet.dst = dst_mac;
+        hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
+    }
+    action plain_drop() { mark_to_drop(standard_metadata); }
+
+    table ipv6_lpm {
+        key = { hdr.ipv6.dst : lpm; }
+        actions = { ipv6_forward; plain_drop; NoAction; }
+        default_action = NoAction();
+        size = 1024;
+    }
+
+    table t_root {
+        actions = { set_state; }
+        default_action = set_state(0);   // replaced with the rule set's root state
+        size = 1;
+    }
+    table t_ipv6_dst_hi {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.ipv6.dst[127:64] : lpm @name("ipv6.dst/hi");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_ipv6_dst_lo {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.ipv6.dst[63:0] : lpm @name("ipv6.dst/lo");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_hicn_kind {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.hicn.kind : exact @name("hicn.kind");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_hicn_kind_any {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    register<bit<32>>(64) r_meter_window;   // window number = now_us >> 20
+    register<bit<64>>(64) r_meter_count;
+    register<bit<64>>(64) r_meter_sum;
+    action update_meter_ipv6_dst_hi(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 20);
+        bit<32> window;
+        r_meter_window.read(window, index);
+        r_meter_window.write(index, now);
+        bit<64> count;
+        r_meter_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_meter_count.write(index, count);
+        bit<64> sum;
+        r_meter_sum.read(sum, index);
+        r_meter_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.ipv6.dst[127:64]);
+    }
+    action update_meter_ipv6_dst_lo(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 20);
+        bit<32> window;
+        r_meter_window.read(window, index);
+        r_meter_window.write(index, now);
+        bit<64> count;
+        r_meter_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_meter_count.write(index, count);
+        bit<64> sum;
+        r_meter_sum.read(sum, index);
+        r_meter_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.ipv6.dst[63:0]);
+    }
+    action update_meter_hicn_kind(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 20);
+        bit<32> window;
+        r_meter_window.read(window, index);
+        r_meter_window.write(index, now);
+        bit<64> count;
+        r_meter_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_meter_count.write(index, count);
+        bit<64> sum;
+        r_meter_sum.read(sum, index);
+        r_meter_sum.write(index, (window == now ? sum : 0) + (bit<64>)hdr.hicn.kind);
+    }
+    action update_meter_every(bit<32> index, bit<64> modulus) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 20);
+        bit<32> window;
+        r_meter_window.read(window, index);
+        r_meter_window.write(index, now);
+        bit<64> count;
+        r_meter_count.read(count, index);
+        count = (window == now ? count : 0) + 1;
+        r_meter_count.write(index, count == modulus ? 0 : count);
+    }
+    action load_meter_count(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 20);
+        bit<32> window;
+        r_meter_window.read(window, index);
+        bit<64> value;
+        r_meter_count.read(value, index);
+        meta.camus.svar = (window == now ? value : 0);
+    }
+    action load_meter_sum(bit<32> index) {
+        bit<32> now = (bit<32>)(standard_metadata.ingress_global_timestamp >> 20);
+        bit<32> window;
+        r_meter_window.read(window, index);
+        bit<64> value;
+        r_meter_sum.read(value, index);
+        meta.camus.svar = (window == now ? value : 0);
+    }
+    table t_update0 {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { update_meter_ipv6_dst_hi; update_meter_ipv6_dst_lo; update_meter_hicn_kind; update_meter_every; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_update1 {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { update_meter_ipv6_dst_hi; update_meter_ipv6_dst_lo; update_meter_hicn_kind; update_meter_every; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_update2 {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { update_meter_ipv6_dst_hi; update_meter_ipv6_dst_lo; update_meter_hicn_kind; update_meter_every; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_update3 {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { update_meter_ipv6_dst_hi; update_meter_ipv6_dst_lo; update_meter_hicn_kind; update_meter_every; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar0_load {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { load_meter_count; load_meter_sum; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar0 {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus.svar : range @name("svar");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar1_load {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { load_meter_count; load_meter_sum; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar1 {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus.svar : range @name("svar");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar2_load {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { load_meter_count; load_meter_sum; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar2 {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus.svar : range @name("svar");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar3_load {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { load_meter_count; load_meter_sum; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_svar3 {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus.svar : range @name("svar");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_leaf {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { set_mgid; set_port; drop_msg; NoAction; }
+        default_action = NoAction();   // no subscriber: not delivered
+        size = 65536;
+    }
+    table t_leaf_calls {
+        key = { meta.camus.state : exact @name("meta.state"); }
+        actions = { call; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+
+    apply {
+        if (meta.camus.feed == 0) {
+            if (hdr.ipv6.isValid()) { ipv6_lpm.apply(); }
+            return;
+        }
+        if (meta.camus.classify == 1) {
+            t_root.apply();      // the root state, set by the control plane
+            t_ipv6_dst_hi.apply();
+            t_ipv6_dst_lo.apply();
+            if (!t_hicn_kind.apply().hit) {
+                t_hicn_kind_any.apply();
+            }
+            t_update0.apply();
+            t_update1.apply();
+            t_update2.apply();
+            t_update3.apply();
+            t_svar0_load.apply();
+            t_svar0.apply();
+            t_svar1_load.apply();
+            t_svar1.apply();
+            t_svar2_load.apply();
+            t_svar2.apply();
+            t_svar3_load.apply();
+            t_svar3.apply();
+            t_leaf.apply();
+            t_leaf_calls.apply();
+        }
+        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+            mark_to_drop(standard_metadata);
+        }
+        // one message per packet: nothing goes round again
+    }
+}
+
+control CamusEgress(inout headers hdr, inout metadata meta,
+                    inout standard_metadata_t standard_metadata) {
+    // delivered copies per egress port (read over P4Runtime: CamusEgress.camus_delivered)
+    counter(CAMUS_PORT_CELLS, CounterType.packets) camus_delivered;
+
+    apply {
+        if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
+            camus_delivered.count((bit<32>)standard_metadata.egress_port);
+        }
+        // one message per packet: delivered copies need no pruning
+    }
+}
+
+control CamusComputeChecksum(inout headers hdr, inout metadata meta) {
+    apply {
+        // IPv6 has no header checksum
+    }
+}
+
+control CamusDeparser(packet_out packet, in headers hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv6);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.hicn);
+    }
+}
+
+V1Switch(CamusParser(), CamusVerifyChecksum(), CamusIngress(), CamusEgress(),
+         CamusComputeChecksum(), CamusDeparser()) main;
