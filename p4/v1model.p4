@@ -83,18 +83,21 @@ control CamusIngress(inout headers hdr, inout metadata meta,
 {{TABLES}}
 
     apply {
-        if (meta.camus.feed == 0) {
-            if (hdr.{{IP}}.isValid()) { {{L3}}_lpm.apply(); }
-            return;
-        }
-        if (meta.camus.classify == 1) {
-            t_root.apply();      // the root state, set by the control plane
+        // plain traffic is routed; so is a feed packet a tail hands back to routing (ILA)
+        bool route = meta.camus.feed == 0;
+        if (meta.camus.feed == 1) {
+            if (meta.camus.classify == 1) {
+                t_root.apply();      // the root state, set by the control plane
 {{APPLY}}
-        }
-        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
-            mark_to_drop(standard_metadata);
-        }
+            }
+            if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+                mark_to_drop(standard_metadata);
+            }
 {{INGRESS_TAIL}}
+        }
+        if (route && hdr.{{IP}}.isValid()) {
+            {{L3}}_lpm.apply();     // one call site: bmv2 applies a table at most once per pass
+        }
     }
 }
 

@@ -16,6 +16,9 @@ from .emit import BackendError, fill_template
 from .p4_program import _tables
 from .p4_attrs import attrs_meta_type
 from .p4_schema import ATTRS_META, ARCHS, P4Options, check_metadata_arch, is_attrs, p4_schema
+from .p4_ila import META as ILA_META
+from .p4_ila import ila_rewrites
+from .p4_ila import metadata_type as ila_metadata_type
 from .p4_topics import meta_name, metadata_type
 
 
@@ -33,6 +36,10 @@ def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         types.append(metadata_type(t, scratch=False))
         members.append(f"    {name}_t {name[len('camus_'):]};   // {t.path}: filled by your parser")
         decl, seq = (x.replace(f"meta.{name}.", f"camus.{name[len('camus_'):]}.") for x in (decl, seq))
+    if ila_rewrites(spec):                  # ila(): the locator t_leaf_calls' ila_rewrite leaves
+        types.append(ila_metadata_type())
+        members.append(f"    {ILA_META}_t ila;   // ila_rewrite's locator: yours to write into the address")
+        decl, seq = (x.replace(f"meta.{ILA_META}.", "camus.ila.") for x in (decl, seq))
     if is_attrs(spec):                      # attribute values: camus.attrs.<field>
         types.append(attrs_meta_type(spec))
         members.append(f"    {ATTRS_META}_t attrs;   // the frame's attributes (0: not carried)")

@@ -68,9 +68,10 @@ def check_layout(spec: Spec, lay: Layout) -> None:
     if lay.ipv6:
         raise BackendError(f"DNS name field {t.path}: the switch answers queries over IPv4 (as XDP hosts do); this "
                            "spec's feed is IPv6")
-    if t.instance != lay.msg.name or t.offset != DNS_HEADER_BITS:
+    if lay.msg is None or t.instance != lay.msg.name or t.offset != DNS_HEADER_BITS:
         raise BackendError(f"DNS name field {t.path} must start right after a 12-byte DNS header (bit "
                            f"{DNS_HEADER_BITS} of the message header; it is at bit {t.offset} of {t.instance})")
+    assert lay.msg is not None
     for offset, what in ((16, "DNS flags"), (32, "DNS question count"), (48, "DNS answer count"),
                          (64, "DNS authority count"), (80, "DNS additional count")):
         field_slice(lay.msg, offset, 16, what)
@@ -216,6 +217,7 @@ def answer_action(t: Topic, e: Emitter) -> None:
 def ingress_tail(spec: Spec, lay: Layout, t: Topic) -> str:
     """After the tables: an answerable query becomes its answer, sent back where it came from."""
     m, msg = meta(t), lay.msg
+    assert msg is not None                         # check_layout
     f = field_slice
     flags = f(msg, 16, 16, "DNS flags")
     vlan = f"!hdr.{lay.vlan.name}.isValid() && " if lay.vlan is not None else ""

@@ -16,10 +16,11 @@ from typing import Any
 from ..ir.pipeline import FieldTable, Pipeline, ident
 from ..language.spec import Spec
 from .emit import BackendError
-from .ebpf_custom import dns_answer
+from .ebpf_custom import dns_answer, ila_locator
+from .p4_ila import ila_rewrites
 from .p4_layout import refuse_topics
-from .p4_schema import (ANSWER_DNS, DEFAULT_CALL_ID, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES, UPDATE_SLOTS, P4Schema,
-                        action_params, key_kind, load_action, update_action, window_shift)
+from .p4_schema import (ANSWER_DNS, DEFAULT_CALL_ID, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
+                        UPDATE_SLOTS, P4Schema, action_params, key_kind, load_action, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24
 RECIRC_SESSION = 250     # the program's clone/mirror session for the rest of a batch
@@ -190,6 +191,7 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     out.order.append("t_leaf")
     call_ids: dict[tuple[str, ...], int] = {}
     answers = spec is not None and any(t.flavor == "dns" for t in spec.topics.values())
+    rewrites = spec is not None and ila_rewrites(spec)
     d = p.default_action
     if d is not None:          # a message no rule delivers: t_leaf misses and runs the default
         if d.calls and (d.ports or d.drop):
@@ -221,9 +223,12 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
             call_id = call_ids.setdefault(texts, len(call_ids) + 1)
             out.calls[call_id] = texts
             answer = dns_answer(a) if answers else ""
+            locator = ila_locator(a) if rewrites else None
             if answer:       # the switch answers (p4_dns); the call id stays for the host's part
                 out.entries.append(P4Entry("t_leaf_calls", leaf_key, ANSWER_DNS.name,
                                            (call_id, int(ipaddress.IPv4Address(answer)))))
+            elif locator is not None:       # the switch rewrites the address (p4_ila)
+                out.entries.append(P4Entry("t_leaf_calls", leaf_key, ILA_REWRITE.name, (call_id, locator)))
             else:
                 out.entries.append(P4Entry("t_leaf_calls", leaf_key, "call", (call_id,)))
     if any(e.table == "t_leaf_calls" for e in out.entries):

@@ -23,6 +23,12 @@ def _names(spec: Spec, lay: Layout) -> tuple[str, str, str, str, str, str, str]:
             field_name(lay.udp, 32, 16, "UDP length"), field_name(lay.udp, 48, 16, "UDP checksum"))
 
 
+def msg_name(lay: Layout) -> str:
+    """The batched message's header (layout_of requires one when messages are batched)."""
+    assert lay.msg is not None
+    return lay.msg.name
+
+
 def _drop_classified(eg: Emitter, lay: Layout, names: tuple[Any, ...], headers: list[str]) -> None:
     """Egress statements removing the classified message (`gone` bytes) from the batch."""
     f, n, ip, udp, ip_len, udp_len, udp_csum = names
@@ -53,7 +59,7 @@ def v1model_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
     eg("bit<16> gone = hdr.camus_len.len + 2;")
     with eg.block("if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE)"):
         eg("// the rest of the batch: drop the classified message and go round again")
-        _drop_classified(eg, lay, _names(spec, lay), ["camus_len", lay.msg.name, "camus_skip"])
+        _drop_classified(eg, lay, _names(spec, lay), ["camus_len", msg_name(lay), "camus_skip"])
         eg("meta.camus.passes = meta.camus.passes + 1;")
         eg("recirculate_preserving_field_list(1);")
         eg("return;")
@@ -75,7 +81,7 @@ def tna_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
              f"header camus_rest_t {{\n    bit<16> len;\n    bit<{msg_bits}> body;   // a later message of the batch\n}}")
     tail = Emitter()
     tail.depth = 2
-    with tail.block(f"if (!hdr.{lay.msg.name}.isValid() || hdr.{f}.{n} > {1 + opts.tna_max_rest})"):
+    with tail.block(f"if (!hdr.{msg_name(lay)}.isValid() || hdr.{f}.{n} > {1 + opts.tna_max_rest})"):
         tail("// a first message of another size, or a batch longer than the parser holds: egress")
         tail("// could neither prune it nor remove the message (counted, not delivered)")
         tail("camus_oversize.count(0);")
@@ -90,7 +96,7 @@ def tna_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
     eg(f"bit<16> gone = {spec.message_bytes + 2};")
     with eg.block("if (meta.camus.recirc == 1)"):
         eg("// the mirrored rest of the batch: drop the classified message, leave the rest")
-        _drop_classified(eg, lay, _names(spec, lay), ["camus_len", lay.msg.name])
+        _drop_classified(eg, lay, _names(spec, lay), ["camus_len", msg_name(lay)])
         eg("return;")
     eg("// a delivered copy: the classified message alone")
     eg(f"bit<16> rest = hdr.{f}.{n} - 1;")

@@ -29,6 +29,7 @@ class P4Verdict:
     calls: tuple[Any, ...]
     trace: list[tuple[str, int, int, str]]          # table, state before, state after, what happened
     answer: int = 0                                 # answer_dns: the address a DNS query is answered with
+    locator: int | None = None                      # ila_rewrite: the destination's new top 64 bits
 
 
 def _matches(m: Match, v: int) -> bool:
@@ -100,7 +101,7 @@ class EntryInterpreter:
         ports: tuple[Any, ...] = ()
         drop = False
         calls: tuple[Any, ...] = ()
-        answer = 0
+        answer, locator = 0, None
         for table in self.t.order:
             if table.endswith("_any") and table[:-4] not in missed:
                 continue
@@ -141,4 +142,6 @@ class EntryInterpreter:
                 calls = self.t.calls[e.params[0]]
             elif e.action == "answer_dns":
                 calls, answer = self.t.calls[e.params[0]], e.params[1]
-        return P4Verdict(ports, drop, calls, trace, answer)
+            elif e.action == "ila_rewrite":
+                calls, locator = self.t.calls[e.params[0]], e.params[1]
+        return P4Verdict(ports, drop, calls, trace, answer, locator)

@@ -36,7 +36,7 @@ class Layout:
     ip: HeaderInstance
     udp: HeaderInstance
     framing: HeaderInstance | None
-    msg: HeaderInstance
+    msg: HeaderInstance | None          # None: the packet is the message (ILA: ipv6.dst)
 
     @property
     def ipv6(self) -> bool:
@@ -93,12 +93,13 @@ def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
         raise BackendError("this spec declares no headers (only query_field pragmas, Camus style): a whole P4 "
                            "program needs the header declarations and `struct headers { ... }` in the spec; "
                            "`explain --via p4` runs its entries without them")
-    missing = [r.value for r in (Role.ETHERNET, Role.IPV4, Role.UDP, Role.MESSAGE) if r not in by_role]
+    needed = (Role.ETHERNET, Role.IPV4, Role.UDP) + ((Role.MESSAGE,) if spec.framing.kind != "none" else ())
+    missing = [r.value for r in needed if r not in by_role]
     if missing:
-        raise BackendError(f"the P4 program needs ethernet, ipv4 (or ipv6), udp and a message header in the spec; "
-                           f"missing: {', '.join(missing)}")
+        raise BackendError(f"the P4 program needs ethernet, ipv4 (or ipv6), udp (and a message header when "
+                           f"messages are batched) in the spec; missing: {', '.join(missing)}")
     lay = Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), by_role[Role.IPV4], by_role[Role.UDP],
-                 by_role.get(Role.FRAMING), by_role[Role.MESSAGE])
+                 by_role.get(Role.FRAMING), by_role.get(Role.MESSAGE))
     from .p4_dns import check_layout            # (p4_dns reads fields through this module)
     check_layout(spec, lay)
     return lay

@@ -17,6 +17,11 @@ from .emit import BackendError, Emitter, fill_template
 from .p4_attrs import attrs_program_text, check_attrs_layout
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_dns import answer_action, dns_topic, ingress_tail
+from .p4_ila import META as ILA_META
+from .p4_ila import ila_rewrites
+from .p4_ila import ingress_tail as ila_ingress_tail
+from .p4_ila import metadata_type as ila_metadata_type
+from .p4_ila import rewrite_action as ila_action
 from .p4_dns import header_types as dns_header_types
 from .p4_dns import stack as dns_stack
 from .p4_layout import Layout, field_name, field_slice, ip_route, layout_of
@@ -154,11 +159,13 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
             with e.block(f"transition select({ihl}, {proto}, {more_frags}, {frag})"):
                 e(f"(5, 17, 0, 0): parse_{lay.udp.name};")
                 e("default: accept;")
-    after_udp = f"parse_{lay.framing.name}" if lay.framing else f"parse_{lay.msg.name}"
+    after_udp = (f"parse_{lay.framing.name}" if lay.framing else f"parse_{lay.msg.name}" if lay.msg
+                 else "camus_packet")
     with e.block(f"state parse_{lay.udp.name}"):
         e(f"packet.extract(hdr.{lay.udp.name});")
         _udp_select(spec, lay, e, after_udp)
     if lay.framing is not None:
+        assert lay.msg is not None                # layout_of: batched messages have a header
         count = field_slice(lay.framing, spec.framing.count_offset * 8, 16, "MoldUDP64 message count")
         with e.block(f"state parse_{lay.framing.name}"):
             e(f"packet.extract(hdr.{lay.framing.name});")
@@ -186,18 +193,24 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
                 e("// Tofino parses fixed-size headers only: a message of another length ends the batch")
             e("transition accept;")
     payload = arch == "v1model" and lay.framing is not None
-    with e.block(f"state parse_{lay.msg.name}"):
-        if lay.framing is None:
+    if lay.msg is None:
+        with e.block("state camus_packet"):
+            e("// no message header: the packet itself is classified (its addresses, its ports)")
             e("meta.camus.feed = 1;")
-        e(f"packet.extract(hdr.{lay.msg.name});")
-        if payload:
-            e("// bytes past the header (a topic's payload) stay with the message: egress removes")
-            e("// or keeps them with it")
-            with e.block("transition select(meta.camus.extra)"):
-                e("0: camus_msg_kind;")
-                e("default: camus_msg_payload;")
-        else:
-            _kind_select(spec, e)
+            e("transition camus_classify;")
+    else:
+        with e.block(f"state parse_{lay.msg.name}"):
+            if lay.framing is None:
+                e("meta.camus.feed = 1;")
+            e(f"packet.extract(hdr.{lay.msg.name});")
+            if payload:
+                e("// bytes past the header (a topic's payload) stay with the message: egress removes")
+                e("// or keeps them with it")
+                with e.block("transition select(meta.camus.extra)"):
+                    e("0: camus_msg_kind;")
+                    e("default: camus_msg_payload;")
+            else:
+                _kind_select(spec, e)
     if payload:
         with e.block("state camus_msg_payload"):
             e("packet.extract(hdr.camus_skip, (bit<32>)meta.camus.extra * 8);")
@@ -266,6 +279,8 @@ def _tables(spec: Spec, schema: P4Schema) -> tuple[str, str]:
             stateful_done = True
         if t.name == "t_leaf_calls" and (dns := dns_topic(spec)) is not None:
             answer_action(dns, decl)
+        if t.name == "t_leaf_calls" and ila_rewrites(spec):
+            ila_action(decl)
         _declare(decl, t)
     for t in schema.apply_order():
         _apply(seq, t)
@@ -364,8 +379,10 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         "CONSTANTS": _constants(spec, lay),
         "HEADER_TYPES": _header_types(spec, whole=True),
         "HEADER_MEMBERS": _members(spec, lay, opts.arch, opts),
-        "TOPIC_TYPES": metadata_types(spec) + "\n\n" if spec.topics else "",
-        "TOPIC_MEMBERS": "\n" + metadata_members(spec) if spec.topics else "",
+        "TOPIC_TYPES": (metadata_types(spec) + "\n\n" if spec.topics else "") + (
+            ila_metadata_type() + "\n\n" if ila_rewrites(spec) else ""),
+        "TOPIC_MEMBERS": ("\n" + metadata_members(spec) if spec.topics else "") + (
+            f"\n    {ILA_META}_t {ILA_META};" if ila_rewrites(spec) else ""),
         "PARSER_STATES": _parser_states(spec, lay, opts.arch),
         "EGRESS_PARSER_STATES": _parser_states(spec, lay, opts.arch, "egress") if opts.arch == "tna" else "",
         "TABLES": decl,
@@ -385,6 +402,8 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         slots.update(single_message())
         if (dns := dns_topic(spec)) is not None and opts.arch == "v1model":
             slots["INGRESS_TAIL"] = ingress_tail(spec, lay, dns)
+        elif ila_rewrites(spec) and opts.arch == "v1model":
+            slots["INGRESS_TAIL"] = ila_ingress_tail(lay)
     elif opts.arch == "v1model":
         slots.update(v1model_framed(spec, lay, opts))
     else:
@@ -394,4 +413,7 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         slots["IP_CSUM"] = csum
         slots["IP_CSUM_FIELDS"] = ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields
                                             if f.name != csum)
+    if opts.arch == "v1model":              # these sit one block deeper there (inside `if (feed == 1)`)
+        for k in ("APPLY", "INGRESS_TAIL"):
+            slots[k] = "\n".join("    " + line if line else line for line in slots[k].splitlines())
     return fill_template(f"{opts.arch}.p4", slots)

@@ -21,6 +21,7 @@ Table layout (`meta.state` carries the state id):
                      action is the spec's query_default_action, where it has one)
   t_leaf_calls       key (meta.state: exact) -> call(id): custom actions, listed in calls.json
                      | answer_dns(id, addr): a DNS name's leaf that answerDNS(addr) answers (p4_dns)
+                     | ila_rewrite(id, locator): an IPv6 leaf that ila(L::) rewrites (p4_ila)
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from ..codec.attrs import ATTRS_FRAMINGS
 from ..language.spec import MatchKind, QueryField, Role, Spec
 from ..ir.pipeline import ident
 from .emit import BackendError
+from .p4_ila import ila_rewrites
 from .p4_topics import variable_expr
 
 STATE_KEY_BITS = 32      # meta.state in the switch program
@@ -183,12 +185,14 @@ BASE_ACTIONS = (ActionDecl("set_state", (("next", 32),)), ActionDecl("set_mgid",
 
 # A leaf answering DNS queries: its call id (the host answers what the switch cannot) and the address.
 ANSWER_DNS = ActionDecl("answer_dns", (("call_id", 16), ("addr", 32)))
-CALL_ACTIONS = ("call", ANSWER_DNS.name)     # actions whose first parameter is a call id (calls.json)
+# A leaf rewriting an ILA address: its call id and the locator (the IPv6 destination's top 64 bits).
+ILA_REWRITE = ActionDecl("ila_rewrite", (("call_id", 16), ("locator", 64)))
+CALL_ACTIONS = ("call", ANSWER_DNS.name, ILA_REWRITE.name)   # first parameter: a call id (calls.json)
 
 
 def action_params(action: str) -> tuple[str, ...]:
     """Parameter names of an action the entries may name (window actions take a register index)."""
-    base = {a.name: a for a in (*BASE_ACTIONS, ANSWER_DNS)}.get(action)
+    base = {a.name: a for a in (*BASE_ACTIONS, ANSWER_DNS, ILA_REWRITE)}.get(action)
     if base is not None:
         return tuple(p for p, _ in base.params)
     if action.startswith("update_") and action.endswith("_every"):
@@ -255,5 +259,8 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
     if any(t.flavor == "dns" for t in spec.topics.values()):      # answerDNS(a.b.c.d): p4_dns
         actions[ANSWER_DNS.name] = ANSWER_DNS
         call_actions = ("call", ANSWER_DNS.name, "NoAction")
+    elif ila_rewrites(spec):                                        # ila(L::): p4_ila
+        actions[ILA_REWRITE.name] = ILA_REWRITE
+        call_actions = ("call", ILA_REWRITE.name, "NoAction")
     tables.append(TableDecl("t_leaf_calls", (STATE,), call_actions, opts.leaf_size))
     return P4Schema(opts.arch, tuple(tables), actions)

@@ -41,5 +41,28 @@ def test_what_the_ipv6_program_does_not_do_is_refused_with_the_reason() -> None:
     assert batched != hicn
     with pytest.raises(BackendError, match="one message per packet"):
         program_text(parse_spec(batched + "\n@pragma message_framing(moldudp64)\n"))
-    with pytest.raises(BackendError, match="missing: message"):           # ILA: the packet is the message
-        program_text(load_spec(APPS / "ila" / "ila.p4"))
+    bare = hicn.replace("struct headers { ethernet_t ethernet; ipv6_t ipv6; udp_t udp; hicn_t hicn; }",
+                        "struct headers { ethernet_t ethernet; ipv6_t ipv6; hicn_t hicn; }")
+    with pytest.raises(BackendError, match="missing: udp"):
+        program_text(parse_spec(bare))
+
+
+def test_ila_rewrites_on_the_switch_with_its_entries(update_goldens: bool) -> None:
+    """ILA has no message header (the packet is the message); an ila(L::) leaf is a t_leaf_calls
+    entry ila_rewrite(call id, locator), and the ingress writes the locator (the bytes are checked
+    against XDP's own rewrite in tests/dataplane/test_xdp_ila.py)."""
+    import ipaddress
+    from camus.compiler.backends.p4_interp import EntryInterpreter
+    c = compile_files(str(APPS / "ila" / "ila.p4"), str(APPS / "ila" / "rules.txt"))
+    text = program_text(c.spec)
+    check_golden("ila_v1model.p4", text, update_goldens)
+    tables = p4_tables(c.pipeline, c.spec)
+    check_entries_fit_program(text, p4info_message(c.spec), tables)
+    check_entries(tables, p4_schema(c.spec))
+    assert "state camus_packet" in text and text.count(".apply();     // one call site") == 1
+    sw = EntryInterpreter(tables)
+    for dst, locator in (("2001:db8:5ea::1:1", "2001:db8:a:1::"), ("2001:db8:c:1::1:1", "2001:db8:5ea::")):
+        addr = int(ipaddress.IPv6Address(dst))
+        v = sw.run({"ipv6.dst/hi": addr >> 64, "ipv6.dst/lo": addr & ((1 << 64) - 1)})
+        assert v.locator == int(ipaddress.IPv6Address(locator)) >> 64, dst
+    assert sw.run({"ipv6.dst/hi": 0x20010DB805EA0000, "ipv6.dst/lo": 7}).locator is None     # fwd(9) only

@@ -68,6 +68,20 @@ def test_the_locator_is_written_and_the_checksum_stays_valid(ila_prog: XdpProgra
     assert bytes(got[UDP].payload) == b"ILA payload"
     assert _udp_checksum_ok(frame)
     assert ila_prog.stats()["rewritten"] == before + 1
+    if not vlan:                                     # the switch program parses untagged frames
+        assert switch_rewrite(pkt) == frame          # a v1model switch writes the same bytes
+
+
+def switch_rewrite(frame: bytes) -> bytes | None:
+    """The v1model program's rewrite (compiler/backends/p4_ila.py: the P4 entries, its ingress
+    rewrite, walked in Python); None if its entries do not rewrite this destination."""
+    from camus.compiler.backends.p4_entries import p4_tables
+    from camus.compiler.backends.p4_ila import rewrite_walk
+    from camus.compiler.backends.p4_interp import EntryInterpreter
+    dst = int.from_bytes(frame[14 + 24:14 + 40], "big")
+    verdict = EntryInterpreter(p4_tables(COMPILED.pipeline, COMPILED.spec)).run(
+        {"ipv6.dst/hi": dst >> 64, "ipv6.dst/lo": dst & ((1 << 64) - 1)})
+    return None if verdict.locator is None else rewrite_walk(frame, verdict.locator)
 
 
 def test_packets_no_ila_rule_names_are_left_alone(ila_prog: XdpProgram) -> None:
@@ -104,3 +118,7 @@ def test_any_address_goes_where_the_reference_says(ila_prog: XdpProgram, identif
         locator = int(ipaddress.IPv6Address(calls[0][0])) >> 64 if calls else sir
         assert int(ipaddress.IPv6Address(got[IPv6].dst)) == locator << 64 | ident
         assert _udp_checksum_ok(out.packet[META:])
+        if calls:
+            assert switch_rewrite(pkt) == out.packet[META:]      # the switch's bytes are XDP's
+    if not calls:
+        assert switch_rewrite(pkt) is None

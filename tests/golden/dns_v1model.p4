@@ -465,72 +465,75 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     }
 
     apply {
-        if (meta.camus.feed == 0) {
-            if (hdr.ipv4.isValid()) { ipv4_lpm.apply(); }
-            return;
+        // plain traffic is routed; so is a feed packet a tail hands back to routing (ILA)
+        bool route = meta.camus.feed == 0;
+        if (meta.camus.feed == 1) {
+            if (meta.camus.classify == 1) {
+                t_root.apply();      // the root state, set by the control plane
+                if (!t_dns_qname_depth.apply().hit) {
+                    t_dns_qname_depth_any.apply();
+                }
+                if (!t_dns_qname_0.apply().hit) {
+                    t_dns_qname_0_any.apply();
+                }
+                if (!t_dns_qname_1.apply().hit) {
+                    t_dns_qname_1_any.apply();
+                }
+                if (!t_dns_qname_2.apply().hit) {
+                    t_dns_qname_2_any.apply();
+                }
+                if (!t_dns_qname_3.apply().hit) {
+                    t_dns_qname_3_any.apply();
+                }
+                if (!t_dns_qname_4.apply().hit) {
+                    t_dns_qname_4_any.apply();
+                }
+                if (!t_dns_qname_5.apply().hit) {
+                    t_dns_qname_5_any.apply();
+                }
+                t_leaf.apply();
+                t_leaf_calls.apply();
+            }
+            if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+                mark_to_drop(standard_metadata);
+            }
+            // DNS: a standard query for an A record, answered by the switch (bpf/camus_dns.h's rewrite)
+            if (meta.camus_dns_qname.answer != 0 && meta.camus_dns_qname.ok == 1 && meta.camus_dns_qname.pos > 1 && hdr.camus_dns_q.isValid() && hdr.camus_dns_q.qtype == 1 && hdr.camus_dns_q.qclass == 1 && hdr.dns.flags[15:11] == 0 && hdr.dns.qdcount == 1 && hdr.ipv4.vihl[7:4] == 4) {
+                bit<16> dns_len = 12 + meta.camus_dns_qname.pos + 4 + 16;
+                bit<48> mac = hdr.ethernet.dst;
+                hdr.ethernet.dst = hdr.ethernet.src;
+                hdr.ethernet.src = mac;
+                bit<32> addr = hdr.ipv4.src;
+                hdr.ipv4.src = hdr.ipv4.dst;
+                hdr.ipv4.dst = addr;
+                hdr.ipv4.len = 20 + 8 + dns_len;
+                hdr.ipv4.ttl = 64;
+                hdr.ipv4.frag = 0x4000;   // DF, as resolvers send
+                bit<16> port = hdr.udp.sport;
+                hdr.udp.sport = hdr.udp.dport;
+                hdr.udp.dport = port;
+                hdr.udp.len = 8 + dns_len;
+                hdr.udp.csum = 0;          // none (allowed over IPv4)
+                hdr.dns.flags = 0x8400 | (hdr.dns.flags & 0x0100);   // QR, AA, the client's RD; RCODE 0
+                hdr.dns.ancount = 1;
+                hdr.dns.nscount = 0;
+                hdr.dns.arcount = 0;      // an EDNS record is cut off below
+                hdr.camus_dns_rr.setValid();
+                hdr.camus_dns_rr.name = 0xc00c;
+                hdr.camus_dns_rr.rtype = 1;
+                hdr.camus_dns_rr.rclass = 1;
+                hdr.camus_dns_rr.ttl = 60;
+                hdr.camus_dns_rr.rdlength = 4;
+                hdr.camus_dns_rr.addr = meta.camus_dns_qname.answer;
+                truncate((bit<32>)(14 + 20 + 8 + dns_len));   // what followed the question goes
+                standard_metadata.egress_spec = standard_metadata.ingress_port;
+                standard_metadata.mcast_grp = 0;
+                meta.camus.deliver = 1;
+                meta.camus.call_id = 0;
+            }
         }
-        if (meta.camus.classify == 1) {
-            t_root.apply();      // the root state, set by the control plane
-            if (!t_dns_qname_depth.apply().hit) {
-                t_dns_qname_depth_any.apply();
-            }
-            if (!t_dns_qname_0.apply().hit) {
-                t_dns_qname_0_any.apply();
-            }
-            if (!t_dns_qname_1.apply().hit) {
-                t_dns_qname_1_any.apply();
-            }
-            if (!t_dns_qname_2.apply().hit) {
-                t_dns_qname_2_any.apply();
-            }
-            if (!t_dns_qname_3.apply().hit) {
-                t_dns_qname_3_any.apply();
-            }
-            if (!t_dns_qname_4.apply().hit) {
-                t_dns_qname_4_any.apply();
-            }
-            if (!t_dns_qname_5.apply().hit) {
-                t_dns_qname_5_any.apply();
-            }
-            t_leaf.apply();
-            t_leaf_calls.apply();
-        }
-        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
-            mark_to_drop(standard_metadata);
-        }
-        // DNS: a standard query for an A record, answered by the switch (bpf/camus_dns.h's rewrite)
-        if (meta.camus_dns_qname.answer != 0 && meta.camus_dns_qname.ok == 1 && meta.camus_dns_qname.pos > 1 && hdr.camus_dns_q.isValid() && hdr.camus_dns_q.qtype == 1 && hdr.camus_dns_q.qclass == 1 && hdr.dns.flags[15:11] == 0 && hdr.dns.qdcount == 1 && hdr.ipv4.vihl[7:4] == 4) {
-            bit<16> dns_len = 12 + meta.camus_dns_qname.pos + 4 + 16;
-            bit<48> mac = hdr.ethernet.dst;
-            hdr.ethernet.dst = hdr.ethernet.src;
-            hdr.ethernet.src = mac;
-            bit<32> addr = hdr.ipv4.src;
-            hdr.ipv4.src = hdr.ipv4.dst;
-            hdr.ipv4.dst = addr;
-            hdr.ipv4.len = 20 + 8 + dns_len;
-            hdr.ipv4.ttl = 64;
-            hdr.ipv4.frag = 0x4000;   // DF, as resolvers send
-            bit<16> port = hdr.udp.sport;
-            hdr.udp.sport = hdr.udp.dport;
-            hdr.udp.dport = port;
-            hdr.udp.len = 8 + dns_len;
-            hdr.udp.csum = 0;          // none (allowed over IPv4)
-            hdr.dns.flags = 0x8400 | (hdr.dns.flags & 0x0100);   // QR, AA, the client's RD; RCODE 0
-            hdr.dns.ancount = 1;
-            hdr.dns.nscount = 0;
-            hdr.dns.arcount = 0;      // an EDNS record is cut off below
-            hdr.camus_dns_rr.setValid();
-            hdr.camus_dns_rr.name = 0xc00c;
-            hdr.camus_dns_rr.rtype = 1;
-            hdr.camus_dns_rr.rclass = 1;
-            hdr.camus_dns_rr.ttl = 60;
-            hdr.camus_dns_rr.rdlength = 4;
-            hdr.camus_dns_rr.addr = meta.camus_dns_qname.answer;
-            truncate((bit<32>)(14 + 20 + 8 + dns_len));   // what followed the question goes
-            standard_metadata.egress_spec = standard_metadata.ingress_port;
-            standard_metadata.mcast_grp = 0;
-            meta.camus.deliver = 1;
-            meta.camus.call_id = 0;
+        if (route && hdr.ipv4.isValid()) {
+            ipv4_lpm.apply();     // one call site: bmv2 applies a table at most once per pass
         }
     }
 }

@@ -71,8 +71,14 @@ struct camus_meta_t {
     bit<16> extra;      // the message's bytes past its header (MoldUDP64 length - header)
 }
 
+struct camus_ila_t {
+    bit<1> set;         // ila(): a locator to write (t_leaf_calls' ila_rewrite)
+    bit<64> locator;    // the IPv6 destination's new top 64 bits
+}
+
 struct metadata {
     camus_meta_t camus;
+    camus_ila_t camus_ila;
 }
 
 parser CamusParser(packet_in packet, out headers hdr, inout metadata meta,
@@ -341,44 +347,70 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = NoAction();   // no subscriber: not delivered
         size = 65536;
     }
+    action ila_rewrite(bit<16> call_id, bit<64> locator) {
+        meta.camus.call_id = call_id;
+        meta.camus_ila.set = 1;
+        meta.camus_ila.locator = locator;
+    }
+
     table t_leaf_calls {
         key = { meta.camus.state : exact @name("meta.state"); }
-        actions = { call; NoAction; }
+        actions = { call; ila_rewrite; NoAction; }
         default_action = NoAction();
         size = 65536;
     }
 
     apply {
-        if (meta.camus.feed == 0) {
-            if (hdr.ipv6.isValid()) { ipv6_lpm.apply(); }
-            return;
-        }
-        if (meta.camus.classify == 1) {
-            t_root.apply();      // the root state, set by the control plane
-            t_ipv6_dst_hi.apply();
-            t_ipv6_dst_lo.apply();
-            if (!t_hicn_kind.apply().hit) {
-                t_hicn_kind_any.apply();
+        // plain traffic is routed; so is a feed packet a tail hands back to routing (ILA)
+        bool route = meta.camus.feed == 0;
+        if (meta.camus.feed == 1) {
+            if (meta.camus.classify == 1) {
+                t_root.apply();      // the root state, set by the control plane
+                t_ipv6_dst_hi.apply();
+                t_ipv6_dst_lo.apply();
+                if (!t_hicn_kind.apply().hit) {
+                    t_hicn_kind_any.apply();
+                }
+                t_update0.apply();
+                t_update1.apply();
+                t_update2.apply();
+                t_update3.apply();
+                t_svar0_load.apply();
+                t_svar0.apply();
+                t_svar1_load.apply();
+                t_svar1.apply();
+                t_svar2_load.apply();
+                t_svar2.apply();
+                t_svar3_load.apply();
+                t_svar3.apply();
+                t_leaf.apply();
+                t_leaf_calls.apply();
             }
-            t_update0.apply();
-            t_update1.apply();
-            t_update2.apply();
-            t_update3.apply();
-            t_svar0_load.apply();
-            t_svar0.apply();
-            t_svar1_load.apply();
-            t_svar1.apply();
-            t_svar2_load.apply();
-            t_svar2.apply();
-            t_svar3_load.apply();
-            t_svar3.apply();
-            t_leaf.apply();
-            t_leaf_calls.apply();
+            if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+                mark_to_drop(standard_metadata);
+            }
+            // ILA: the locator into the destination, the UDP checksum adjusted (bpf/camus_ila.h)
+            if (meta.camus_ila.set == 1 && hdr.udp.isValid()) {
+                bit<64> old_loc = hdr.ipv6.dst[127:64];
+                bit<64> new_loc = meta.camus_ila.locator;
+                hdr.ipv6.dst[127:64] = new_loc;
+                if (hdr.udp.checksum != 0 && old_loc != new_loc) {
+                    // RFC 1624: ~(~C + ~m + m') over the four 16-bit words that changed
+                    bit<32> sum = (bit<32>)(~hdr.udp.checksum) + (bit<32>)(~old_loc[63:48]) + (bit<32>)(~old_loc[47:32]) + (bit<32>)(~old_loc[31:16]) + (bit<32>)(~old_loc[15:0]) + (bit<32>)new_loc[63:48] + (bit<32>)new_loc[47:32] + (bit<32>)new_loc[31:16] + (bit<32>)new_loc[15:0];
+                    sum = (sum & 0xffff) + (sum >> 16);
+                    sum = (sum & 0xffff) + (sum >> 16);
+                    bit<16> check = ~sum[15:0];
+                    hdr.udp.checksum = check == 0 ? 16w0xffff : check;
+                }
+                if (meta.camus.deliver == 0 && meta.camus.drop == 0) {
+                    route = true;       // no port of its own: routed by its new address (the template's LPM table)
+                }
+                meta.camus.call_id = 0;
+            }
         }
-        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
-            mark_to_drop(standard_metadata);
+        if (route && hdr.ipv6.isValid()) {
+            ipv6_lpm.apply();     // one call site: bmv2 applies a table at most once per pass
         }
-        // one message per packet: nothing goes round again
     }
 }
 

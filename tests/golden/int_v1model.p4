@@ -390,41 +390,44 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     }
 
     apply {
-        if (meta.camus.feed == 0) {
-            if (hdr.ipv4.isValid()) { ipv4_lpm.apply(); }
-            return;
-        }
-        if (meta.camus.classify == 1) {
-            t_root.apply();      // the root state, set by the control plane
-            if (!t_int_report_switch_id.apply().hit) {
-                t_int_report_switch_id_any.apply();
+        // plain traffic is routed; so is a feed packet a tail hands back to routing (ILA)
+        bool route = meta.camus.feed == 0;
+        if (meta.camus.feed == 1) {
+            if (meta.camus.classify == 1) {
+                t_root.apply();      // the root state, set by the control plane
+                if (!t_int_report_switch_id.apply().hit) {
+                    t_int_report_switch_id_any.apply();
+                }
+                if (!t_int_report_hop_latency.apply().hit) {
+                    t_int_report_hop_latency_any.apply();
+                }
+                if (!t_int_report_queue_occupancy.apply().hit) {
+                    t_int_report_queue_occupancy_any.apply();
+                }
+                t_int_report_flow_dst.apply();
+                t_update0.apply();
+                t_update1.apply();
+                t_update2.apply();
+                t_update3.apply();
+                t_svar0_load.apply();
+                t_svar0.apply();
+                t_svar1_load.apply();
+                t_svar1.apply();
+                t_svar2_load.apply();
+                t_svar2.apply();
+                t_svar3_load.apply();
+                t_svar3.apply();
+                t_leaf.apply();
+                t_leaf_calls.apply();
             }
-            if (!t_int_report_hop_latency.apply().hit) {
-                t_int_report_hop_latency_any.apply();
+            if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+                mark_to_drop(standard_metadata);
             }
-            if (!t_int_report_queue_occupancy.apply().hit) {
-                t_int_report_queue_occupancy_any.apply();
-            }
-            t_int_report_flow_dst.apply();
-            t_update0.apply();
-            t_update1.apply();
-            t_update2.apply();
-            t_update3.apply();
-            t_svar0_load.apply();
-            t_svar0.apply();
-            t_svar1_load.apply();
-            t_svar1.apply();
-            t_svar2_load.apply();
-            t_svar2.apply();
-            t_svar3_load.apply();
-            t_svar3.apply();
-            t_leaf.apply();
-            t_leaf_calls.apply();
+            // one message per packet: nothing goes round again
         }
-        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
-            mark_to_drop(standard_metadata);
+        if (route && hdr.ipv4.isValid()) {
+            ipv4_lpm.apply();     // one call site: bmv2 applies a table at most once per pass
         }
-        // one message per packet: nothing goes round again
     }
 }
 

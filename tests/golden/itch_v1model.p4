@@ -287,34 +287,37 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     }
 
     apply {
-        if (meta.camus.feed == 0) {
-            if (hdr.ipv4.isValid()) { ipv4_lpm.apply(); }
-            return;
+        // plain traffic is routed; so is a feed packet a tail hands back to routing (ILA)
+        bool route = meta.camus.feed == 0;
+        if (meta.camus.feed == 1) {
+            if (meta.camus.classify == 1) {
+                t_root.apply();      // the root state, set by the control plane
+                if (!t_add_order_stock.apply().hit) {
+                    t_add_order_stock_any.apply();
+                }
+                if (!t_add_order_price.apply().hit) {
+                    t_add_order_price_any.apply();
+                }
+                if (!t_add_order_shares.apply().hit) {
+                    t_add_order_shares_any.apply();
+                }
+                if (!t_add_order_buy_sell_indicator.apply().hit) {
+                    t_add_order_buy_sell_indicator_any.apply();
+                }
+                t_leaf.apply();
+                t_leaf_calls.apply();
+            }
+            if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+                mark_to_drop(standard_metadata);
+            }
+            if (hdr.moldudp64.message_count > 1 && standard_metadata.parser_error == error.NoError) {
+                // more messages follow: a copy goes round again without this one (not after a parser
+                // error: the rest of the batch would be read from the wrong offset)
+                clone_preserving_field_list(CloneType.I2E, CAMUS_RECIRC_SESSION, 1);
+            }
         }
-        if (meta.camus.classify == 1) {
-            t_root.apply();      // the root state, set by the control plane
-            if (!t_add_order_stock.apply().hit) {
-                t_add_order_stock_any.apply();
-            }
-            if (!t_add_order_price.apply().hit) {
-                t_add_order_price_any.apply();
-            }
-            if (!t_add_order_shares.apply().hit) {
-                t_add_order_shares_any.apply();
-            }
-            if (!t_add_order_buy_sell_indicator.apply().hit) {
-                t_add_order_buy_sell_indicator_any.apply();
-            }
-            t_leaf.apply();
-            t_leaf_calls.apply();
-        }
-        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
-            mark_to_drop(standard_metadata);
-        }
-        if (hdr.moldudp64.message_count > 1 && standard_metadata.parser_error == error.NoError) {
-            // more messages follow: a copy goes round again without this one (not after a parser
-            // error: the rest of the batch would be read from the wrong offset)
-            clone_preserving_field_list(CloneType.I2E, CAMUS_RECIRC_SESSION, 1);
+        if (route && hdr.ipv4.isValid()) {
+            ipv4_lpm.apply();     // one call site: bmv2 applies a table at most once per pass
         }
     }
 }

@@ -258,37 +258,40 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     }
 
     apply {
-        if (meta.camus.feed == 0) {
-            if (hdr.ipv4.isValid()) { ipv4_lpm.apply(); }
-            return;
+        // plain traffic is routed; so is a feed packet a tail hands back to routing (ILA)
+        bool route = meta.camus.feed == 0;
+        if (meta.camus.feed == 1) {
+            if (meta.camus.classify == 1) {
+                t_root.apply();      // the root state, set by the control plane
+                if (!t_event_a0.apply().hit) {
+                    t_event_a0_any.apply();
+                }
+                if (!t_event_a1.apply().hit) {
+                    t_event_a1_any.apply();
+                }
+                if (!t_event_a3.apply().hit) {
+                    t_event_a3_any.apply();
+                }
+                if (!t_event_a4.apply().hit) {
+                    t_event_a4_any.apply();
+                }
+                if (!t_event_a2.apply().hit) {
+                    t_event_a2_any.apply();
+                }
+                if (!t_event_a5.apply().hit) {
+                    t_event_a5_any.apply();
+                }
+                t_leaf.apply();
+                t_leaf_calls.apply();
+            }
+            if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+                mark_to_drop(standard_metadata);
+            }
+            // one message per packet: nothing goes round again
         }
-        if (meta.camus.classify == 1) {
-            t_root.apply();      // the root state, set by the control plane
-            if (!t_event_a0.apply().hit) {
-                t_event_a0_any.apply();
-            }
-            if (!t_event_a1.apply().hit) {
-                t_event_a1_any.apply();
-            }
-            if (!t_event_a3.apply().hit) {
-                t_event_a3_any.apply();
-            }
-            if (!t_event_a4.apply().hit) {
-                t_event_a4_any.apply();
-            }
-            if (!t_event_a2.apply().hit) {
-                t_event_a2_any.apply();
-            }
-            if (!t_event_a5.apply().hit) {
-                t_event_a5_any.apply();
-            }
-            t_leaf.apply();
-            t_leaf_calls.apply();
+        if (route && hdr.ipv4.isValid()) {
+            ipv4_lpm.apply();     // one call site: bmv2 applies a table at most once per pass
         }
-        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
-            mark_to_drop(standard_metadata);
-        }
-        // one message per packet: nothing goes round again
     }
 }
 

@@ -481,49 +481,52 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     }
 
     apply {
-        if (meta.camus.feed == 0) {
-            if (hdr.ipv4.isValid()) { ipv4_lpm.apply(); }
-            return;
+        // plain traffic is routed; so is a feed packet a tail hands back to routing (ILA)
+        bool route = meta.camus.feed == 0;
+        if (meta.camus.feed == 1) {
+            if (meta.camus.classify == 1) {
+                t_root.apply();      // the root state, set by the control plane
+                if (!t_note_topic_depth.apply().hit) {
+                    t_note_topic_depth_any.apply();
+                }
+                if (!t_note_topic_sys.apply().hit) {
+                    t_note_topic_sys_any.apply();
+                }
+                if (!t_note_topic_0.apply().hit) {
+                    t_note_topic_0_any.apply();
+                }
+                if (!t_note_topic_1.apply().hit) {
+                    t_note_topic_1_any.apply();
+                }
+                if (!t_note_topic_2.apply().hit) {
+                    t_note_topic_2_any.apply();
+                }
+                if (!t_note_topic_3.apply().hit) {
+                    t_note_topic_3_any.apply();
+                }
+                if (!t_note_topic_4.apply().hit) {
+                    t_note_topic_4_any.apply();
+                }
+                if (!t_note_topic_5.apply().hit) {
+                    t_note_topic_5_any.apply();
+                }
+                if (!t_note_value.apply().hit) {
+                    t_note_value_any.apply();
+                }
+                t_leaf.apply();
+                t_leaf_calls.apply();
+            }
+            if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
+                mark_to_drop(standard_metadata);
+            }
+            if (hdr.moldudp64.message_count > 1 && standard_metadata.parser_error == error.NoError) {
+                // more messages follow: a copy goes round again without this one (not after a parser
+                // error: the rest of the batch would be read from the wrong offset)
+                clone_preserving_field_list(CloneType.I2E, CAMUS_RECIRC_SESSION, 1);
+            }
         }
-        if (meta.camus.classify == 1) {
-            t_root.apply();      // the root state, set by the control plane
-            if (!t_note_topic_depth.apply().hit) {
-                t_note_topic_depth_any.apply();
-            }
-            if (!t_note_topic_sys.apply().hit) {
-                t_note_topic_sys_any.apply();
-            }
-            if (!t_note_topic_0.apply().hit) {
-                t_note_topic_0_any.apply();
-            }
-            if (!t_note_topic_1.apply().hit) {
-                t_note_topic_1_any.apply();
-            }
-            if (!t_note_topic_2.apply().hit) {
-                t_note_topic_2_any.apply();
-            }
-            if (!t_note_topic_3.apply().hit) {
-                t_note_topic_3_any.apply();
-            }
-            if (!t_note_topic_4.apply().hit) {
-                t_note_topic_4_any.apply();
-            }
-            if (!t_note_topic_5.apply().hit) {
-                t_note_topic_5_any.apply();
-            }
-            if (!t_note_value.apply().hit) {
-                t_note_value_any.apply();
-            }
-            t_leaf.apply();
-            t_leaf_calls.apply();
-        }
-        if (meta.camus.deliver == 0 || meta.camus.drop == 1) {
-            mark_to_drop(standard_metadata);
-        }
-        if (hdr.moldudp64.message_count > 1 && standard_metadata.parser_error == error.NoError) {
-            // more messages follow: a copy goes round again without this one (not after a parser
-            // error: the rest of the batch would be read from the wrong offset)
-            clone_preserving_field_list(CloneType.I2E, CAMUS_RECIRC_SESSION, 1);
+        if (route && hdr.ipv4.isValid()) {
+            ipv4_lpm.apply();     // one call site: bmv2 applies a table at most once per pass
         }
     }
 }
