@@ -34,7 +34,7 @@ struct camus_meta_t {
     bit<1> deliver;
     bit<1> drop;
     bit<1> classify;    // the message has the spec's length and type: run the tables
-    bit<16> call_id;    // custom action of the leaf (t_leaf_calls), for the egress or CPU
+    bit<16> call_id;    // custom actions of the leaf (t_leaf_calls, calls.json): routed on unless the switch runs them
     bit<64> svar;       // the window aggregate a t_svar<i> table matches
     bit<16> extra;      // the message's bytes past its header (MoldUDP64 length - header)
 }

@@ -356,6 +356,14 @@ def _ip_checksum(lay: Layout) -> str:
 
 
 
+# A message whose custom actions the switch did not run itself (a DNS query it does not answer, a
+# resolver's `resolve`): where XDP hands it to the host stack, the switch routes it, so it reaches
+# the host it was sent to (the resolver) instead of being dropped for want of a port.
+CALLS_ROUTED = """        if (meta.camus.call_id != 0 && meta.camus.deliver == 0 && meta.camus.drop == 0) {
+            route = true;       // custom actions: on, as the host stack would send it
+        }"""
+
+
 def check_whole_program(spec: Spec, arch: str) -> None:
     """Raise BackendError (saying why) when no whole program can be made for `spec` on `arch`:
     the control block alone is written then, for the user's own program."""
@@ -404,6 +412,8 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
             slots["INGRESS_TAIL"] = ingress_tail(spec, lay, dns)
         elif ila_rewrites(spec) and opts.arch == "v1model":
             slots["INGRESS_TAIL"] = ila_ingress_tail(lay)
+        if opts.arch == "v1model":
+            slots["INGRESS_TAIL"] += "\n" + CALLS_ROUTED
     elif opts.arch == "v1model":
         slots.update(v1model_framed(spec, lay, opts))
     else:

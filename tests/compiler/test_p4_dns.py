@@ -99,6 +99,10 @@ def test_the_v1model_program_reads_names_and_writes_answers(update_goldens: bool
     assert text.count("meta.camus.classify = 1;") == 2              # the name's end, or a malformed name
     assert "truncate((bit<32>)(14 + 20 + 8 + dns_len));" in text
     assert "standard_metadata.egress_spec = standard_metadata.ingress_port;" in text
+    # a query the switch does not answer (AAAA, `resolve`) is routed on to the resolver, not dropped
+    tail = text[text.index("// DNS: a standard query"):text.index("control CamusEgress")]
+    assert "if (meta.camus.call_id != 0 && meta.camus.deliver == 0 && meta.camus.drop == 0)" in tail
+    assert tail.index("route = true;") < tail.index("ipv4_lpm.apply();")
 
 
 def test_answering_leaves_carry_their_address_and_the_switch_answers_with_it() -> None:

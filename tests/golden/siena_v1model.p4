@@ -70,7 +70,7 @@ struct camus_meta_t {
     bit<1> deliver;
     bit<1> drop;
     bit<1> classify;    // the message has the spec's length and type: run the tables
-    bit<16> call_id;    // custom action of the leaf (t_leaf_calls), for the egress or CPU
+    bit<16> call_id;    // custom actions of the leaf (t_leaf_calls, calls.json): routed on unless the switch runs them
     bit<64> svar;       // the window aggregate a t_svar<i> table matches
     bit<16> extra;      // the message's bytes past its header (MoldUDP64 length - header)
 }
@@ -288,6 +288,9 @@ control CamusIngress(inout headers hdr, inout metadata meta,
                 mark_to_drop(standard_metadata);
             }
             // one message per packet: nothing goes round again
+            if (meta.camus.call_id != 0 && meta.camus.deliver == 0 && meta.camus.drop == 0) {
+                route = true;       // custom actions: on, as the host stack would send it
+            }
         }
         if (route && hdr.ipv4.isValid()) {
             ipv4_lpm.apply();     // one call site: bmv2 applies a table at most once per pass
