@@ -130,8 +130,8 @@ def parser_states(t: Topic, after: str) -> list[str]:
 
     with e.block(f"state {s}_begin"):
         e(f"// {t.path}: a DNS name in wire format, labels counted from the right")
-        for v in ("depth", *(f"l{i}" for i in range(t.levels)), "answer", "cur", "left", "pos", "more", "cut",
-                  "text", "ok"):
+        for v in ("depth", *(f"l{i}" for i in range(t.levels)), "answering", "answer", "cur", "left", "pos", "more",
+                  "cut", "text", "ok"):
             e(f"{m}.{v} = 0;")
         e(f"{m}.shift = {w - 8};")
         e(f"transition {s}_len;")
@@ -210,6 +210,7 @@ def answer_action(t: Topic, e: Emitter) -> None:
     """t_leaf_calls' action for a leaf that answers: its call id, and the address to answer with."""
     with e.block("action answer_dns(bit<16> call_id, bit<32> addr)"):
         e("meta.camus.call_id = call_id;      // the host answers what the switch cannot (calls.json)")
+        e(f"{meta(t)}.answering = 1;")
         e(f"{meta(t)}.answer = addr;")
     e()
 
@@ -224,7 +225,7 @@ def ingress_tail(spec: Spec, lay: Layout, t: Topic) -> str:
     e = Emitter()
     e.depth = 2
     e("// DNS: a standard query for an A record, answered by the switch (bpf/camus_dns.h's rewrite)")
-    with e.block(f"if ({m}.answer != 0 && {m}.ok == 1 && {m}.pos > 1 && {vlan}hdr.{QUESTION}.isValid() && "
+    with e.block(f"if ({m}.answering == 1 && {m}.ok == 1 && {m}.pos > 1 && {vlan}hdr.{QUESTION}.isValid() && "
                  f"hdr.{QUESTION}.qtype == 1 && hdr.{QUESTION}.qclass == 1 && "
                  f"{f(msg, 16, 5, 'DNS QR and opcode')} == 0 && {f(msg, 32, 16, 'DNS question count')} == 1 && "
                  f"{f(lay.ip, 0, 4, 'IPv4 version')} == 4)"):
@@ -327,7 +328,7 @@ def answer_walk(frame: bytes, name_at: int, wire: int, addr: str) -> bytes | Non
     eth, ip, udp, dns = frame[:14], frame[14:34], frame[34:42], frame[42:54]
     question = frame[name_at:name_at + wire + 4]
     if (wire < 2 or len(question) < wire + 4 or question[wire:] != b"\x00\x01\x00\x01" or dns[2] & 0xF8
-            or dns[4:6] != b"\x00\x01" or ip[0] >> 4 != 4 or not int(ipaddress.IPv4Address(addr))):
+            or dns[4:6] != b"\x00\x01" or ip[0] >> 4 != 4):
         return None
     dns_len = 12 + wire + 4 + RECORD_BYTES
     ip_new = bytearray(ip)

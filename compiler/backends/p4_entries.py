@@ -17,6 +17,7 @@ from ..ir.pipeline import FieldTable, Pipeline, ident
 from ..language.spec import Spec
 from .emit import BackendError
 from .ebpf_custom import dns_answer, ila_locator
+from .p4_dns import dns_topic
 from .p4_ila import ila_rewrites
 from .p4_layout import refuse_topics
 from .p4_schema import (ANSWER_DNS, DEFAULT_CALL_ID, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
@@ -190,7 +191,7 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
         _state_entries(p, spec, layout, out)      # type: ignore[arg-type]
     out.order.append("t_leaf")
     call_ids: dict[tuple[str, ...], int] = {}
-    answers = spec is not None and any(t.flavor == "dns" for t in spec.topics.values())
+    answers = spec is not None and dns_topic(spec) is not None
     rewrites = spec is not None and ila_rewrites(spec)
     d = p.default_action
     if d is not None:          # a message no rule delivers: t_leaf misses and runs the default

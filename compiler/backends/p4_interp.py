@@ -13,7 +13,7 @@ from typing import Any
 from dataclasses import dataclass
 
 from .p4_entries import Match, P4Entry, P4Tables
-from .p4_schema import SVAR_KEY, window_shift
+from .p4_schema import ANSWER_DNS, ILA_REWRITE, SVAR_KEY, window_shift
 
 MASK64 = (1 << 64) - 1
 
@@ -28,7 +28,7 @@ class P4Verdict:
     drop: bool
     calls: tuple[Any, ...]
     trace: list[tuple[str, int, int, str]]          # table, state before, state after, what happened
-    answer: int = 0                                 # answer_dns: the address a DNS query is answered with
+    answer: int | None = None                       # answer_dns: the address a DNS query is answered with
     locator: int | None = None                      # ila_rewrite: the destination's new top 64 bits
 
 
@@ -101,7 +101,8 @@ class EntryInterpreter:
         ports: tuple[Any, ...] = ()
         drop = False
         calls: tuple[Any, ...] = ()
-        answer, locator = 0, None
+        answer: int | None = None
+        locator: int | None = None
         for table in self.t.order:
             if table.endswith("_any") and table[:-4] not in missed:
                 continue
@@ -140,8 +141,8 @@ class EntryInterpreter:
                 fields[SVAR_KEY] = reg[1] if fn == "count" else reg[2]
             elif e.action == "call":
                 calls = self.t.calls[e.params[0]]
-            elif e.action == "answer_dns":
+            elif e.action == ANSWER_DNS.name:
                 calls, answer = self.t.calls[e.params[0]], e.params[1]
-            elif e.action == "ila_rewrite":
+            elif e.action == ILA_REWRITE.name:
                 calls, locator = self.t.calls[e.params[0]], e.params[1]
         return P4Verdict(ports, drop, calls, trace, answer, locator)

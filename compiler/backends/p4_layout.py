@@ -88,7 +88,7 @@ def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
             raise BackendError("an IPv6 feed is parsed with one message per packet: recirculating and pruning a "
                                f"{spec.framing.kind} batch rewrites IPv4's lengths and checksum (XDP hosts take "
                                "batched IPv6 feeds)")
-        by_role[Role.IPV4] = by_role[Role.IPV6]
+        by_role[Role.IPV4] = by_role[Role.IPV6]     # the layout's `ip` is the feed's, v4 or v6 (Layout.ipv6)
     if not spec.stack:
         raise BackendError("this spec declares no headers (only query_field pragmas, Camus style): a whole P4 "
                            "program needs the header declarations and `struct headers { ... }` in the spec; "

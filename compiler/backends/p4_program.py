@@ -17,13 +17,13 @@ from .emit import BackendError, Emitter, fill_template
 from .p4_attrs import attrs_program_text, check_attrs_layout
 from .p4_framing import single_message, tna_framed, v1model_framed
 from .p4_dns import answer_action, dns_topic, ingress_tail
+from .p4_dns import header_types as dns_header_types
+from .p4_dns import stack as dns_stack
 from .p4_ila import META as ILA_META
 from .p4_ila import ila_rewrites
 from .p4_ila import ingress_tail as ila_ingress_tail
 from .p4_ila import metadata_type as ila_metadata_type
 from .p4_ila import rewrite_action as ila_action
-from .p4_dns import header_types as dns_header_types
-from .p4_dns import stack as dns_stack
 from .p4_layout import Layout, field_name, field_slice, ip_route, layout_of
 from .p4_topics import metadata_members, metadata_types, parser_states
 from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
@@ -353,7 +353,6 @@ def _ip_checksum(lay: Layout) -> str:
     fields = ", ".join(f"hdr.{lay.ip.name}.{f.name}" for f in lay.ip.type.fields if f.name != csum)
     return (f"        update_checksum(hdr.{lay.ip.name}.isValid(),\n            {{ {fields} }},\n"
             f"            hdr.{lay.ip.name}.{csum}, HashAlgorithm.csum16);")
-
 
 
 # A message whose custom actions the switch did not run itself (a DNS query it does not answer, a

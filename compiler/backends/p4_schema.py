@@ -33,6 +33,7 @@ from ..codec.attrs import ATTRS_FRAMINGS
 from ..language.spec import MatchKind, QueryField, Role, Spec
 from ..ir.pipeline import ident
 from .emit import BackendError
+from .p4_dns import dns_topic
 from .p4_ila import ila_rewrites
 from .p4_topics import variable_expr
 
@@ -256,7 +257,7 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
         leaf_actions = (*leaf_actions[:-1], "call", "NoAction")
     tables.append(TableDecl("t_leaf", (STATE,), leaf_actions, opts.leaf_size, leaf_default(spec)))
     call_actions: tuple[str, ...] = ("call", "NoAction")
-    if any(t.flavor == "dns" for t in spec.topics.values()):      # answerDNS(a.b.c.d): p4_dns
+    if dns_topic(spec) is not None:                                 # answerDNS(a.b.c.d): p4_dns
         actions[ANSWER_DNS.name] = ANSWER_DNS
         call_actions = ("call", ANSWER_DNS.name, "NoAction")
     elif ila_rewrites(spec):                                        # ila(L::): p4_ila

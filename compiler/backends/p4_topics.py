@@ -54,7 +54,8 @@ def metadata_type(t: Topic, scratch: bool = True) -> str:
             what = f"label {i} from the right, lower-cased" if t.flavor == "dns" else f"level {i}: its bytes"
             e(f"bit<{t.width}> l{i};      // {what}, left-aligned, NUL-padded; 0 if none")
         if t.flavor == "dns":
-            e("bit<32> answer;     // answerDNS's address (t_leaf_calls' answer_dns; 0: none)")
+            e("bit<1> answering;   // answerDNS: the leaf answers (t_leaf_calls' answer_dns)")
+            e("bit<32> answer;     // with this address (0.0.0.0 too: a sinkhole's answer)")
             if scratch:
                 p4_dns.scratch_members(t, e)
         elif scratch:

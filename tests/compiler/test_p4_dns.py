@@ -119,7 +119,7 @@ def test_answering_leaves_carry_their_address_and_the_switch_answers_with_it() -
         assert v.calls == (f"answerDNS({address})",)      # the host's part, if the switch cannot answer
     for name in ("www.example.org", "x.ads.tracker.net", "db.corp.internal"):
         variables, _, _ = parser_walk(TOPIC, dns_wire(name, TOPIC.nbytes))     # type: ignore[misc]
-        assert sw.run(variables).answer == 0, name
+        assert sw.run(variables).answer is None, name
 
 
 def test_tofino_leaves_dns_names_to_the_control_block_with_the_reason() -> None:
@@ -133,3 +133,20 @@ def test_a_name_that_does_not_follow_a_dns_header_is_refused_with_the_reason() -
     with pytest.raises(BackendError, match="right after a 12-byte DNS header"):
         program_text(parse_spec(text))
     assert load_spec(SPEC)             # the shipped spec itself is fine
+
+
+def test_a_sinkhole_answer_of_0_0_0_0_is_still_an_answer() -> None:
+    """answerDNS(0.0.0.0), the usual way to block a name, answers: the switch keeps a flag beside the
+    address, as XDP keeps one in the leaf."""
+    from camus.compiler.backends.p4_dns import answer_walk
+    from camus.compiler.compile import compile_rules
+    c = compile_rules(load_spec(SPEC), 'qname == "ads.example.com" : answerDNS(0.0.0.0)\n')
+    tables = p4_tables(c.pipeline, c.spec)
+    assert [e.params[1] for e in tables.entries if e.action == "answer_dns"] == [0]
+    wire = dns_wire("ads.example.com", TOPIC.nbytes)
+    variables, wire_len, _ = parser_walk(TOPIC, wire + b"\x00\x01\x00\x01")     # type: ignore[misc]
+    assert EntryInterpreter(tables).run(variables).answer == 0
+    frame = bytes(42) + b"\x12\x34\x01\x00\x00\x01" + bytes(6) + wire + b"\x00\x01\x00\x01"
+    frame = frame[:12] + b"\x08\x00\x45" + frame[15:]                 # IPv4, IHL 5
+    reply = answer_walk(frame, 54, wire_len, "0.0.0.0")
+    assert reply is not None and reply.endswith(b"\x00\x04" + bytes(4))   # an A record of 0.0.0.0

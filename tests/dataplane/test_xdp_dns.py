@@ -89,7 +89,7 @@ def switch_answer(frame: bytes) -> bytes | None:
     if read is None or not read[2]:
         return None
     verdict = EntryInterpreter(p4_tables(COMPILED.pipeline, COMPILED.spec)).run(read[0])
-    if not verdict.answer:
+    if verdict.answer is None:
         return None
     return answer_walk(frame, name_at, read[1], str(ipaddress.IPv4Address(verdict.answer)))
 

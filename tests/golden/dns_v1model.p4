@@ -102,7 +102,8 @@ struct camus_dns_qname_t {
     bit<512> l3;      // label 3 from the right, lower-cased, left-aligned, NUL-padded; 0 if none
     bit<512> l4;      // label 4 from the right, lower-cased, left-aligned, NUL-padded; 0 if none
     bit<512> l5;      // label 5 from the right, lower-cased, left-aligned, NUL-padded; 0 if none
-    bit<32> answer;     // answerDNS's address (t_leaf_calls' answer_dns; 0: none)
+    bit<1> answering;   // answerDNS: the leaf answers (t_leaf_calls' answer_dns)
+    bit<32> answer;     // with this address (0.0.0.0 too: a sinkhole's answer)
     bit<512> cur;     // the current label so far, left-aligned
     bit<16> shift;      // where its next byte goes
     bit<8> left;        // bytes left in the current label
@@ -164,6 +165,7 @@ parser CamusParser(packet_in packet, out headers hdr, inout metadata meta,
         meta.camus_dns_qname.l3 = 0;
         meta.camus_dns_qname.l4 = 0;
         meta.camus_dns_qname.l5 = 0;
+        meta.camus_dns_qname.answering = 0;
         meta.camus_dns_qname.answer = 0;
         meta.camus_dns_qname.cur = 0;
         meta.camus_dns_qname.left = 0;
@@ -454,6 +456,7 @@ control CamusIngress(inout headers hdr, inout metadata meta,
     }
     action answer_dns(bit<16> call_id, bit<32> addr) {
         meta.camus.call_id = call_id;      // the host answers what the switch cannot (calls.json)
+        meta.camus_dns_qname.answering = 1;
         meta.camus_dns_qname.answer = addr;
     }
 
@@ -498,7 +501,7 @@ control CamusIngress(inout headers hdr, inout metadata meta,
                 mark_to_drop(standard_metadata);
             }
             // DNS: a standard query for an A record, answered by the switch (bpf/camus_dns.h's rewrite)
-            if (meta.camus_dns_qname.answer != 0 && meta.camus_dns_qname.ok == 1 && meta.camus_dns_qname.pos > 1 && hdr.camus_dns_q.isValid() && hdr.camus_dns_q.qtype == 1 && hdr.camus_dns_q.qclass == 1 && hdr.dns.flags[15:11] == 0 && hdr.dns.qdcount == 1 && hdr.ipv4.vihl[7:4] == 4) {
+            if (meta.camus_dns_qname.answering == 1 && meta.camus_dns_qname.ok == 1 && meta.camus_dns_qname.pos > 1 && hdr.camus_dns_q.isValid() && hdr.camus_dns_q.qtype == 1 && hdr.camus_dns_q.qclass == 1 && hdr.dns.flags[15:11] == 0 && hdr.dns.qdcount == 1 && hdr.ipv4.vihl[7:4] == 4) {
                 bit<16> dns_len = 12 + meta.camus_dns_qname.pos + 4 + 16;
                 bit<48> mac = hdr.ethernet.dst;
                 hdr.ethernet.dst = hdr.ethernet.src;
