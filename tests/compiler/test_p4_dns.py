@@ -150,3 +150,23 @@ def test_a_sinkhole_answer_of_0_0_0_0_is_still_an_answer() -> None:
     frame = frame[:12] + b"\x08\x00\x45" + frame[15:]                 # IPv4, IHL 5
     reply = answer_walk(frame, 54, wire_len, "0.0.0.0")
     assert reply is not None and reply.endswith(b"\x00\x04" + bytes(4))   # an A record of 0.0.0.0
+
+
+def test_a_changed_answer_is_a_small_update_that_lands_whole() -> None:
+    """A rule set where one name answers with another address: the switch's update (p4_delta) is a
+    few entries, the call ids stay the controller's, and after it the switch answers with the new one."""
+    from camus.compiler.backends.p4_delta import apply, plan
+    from camus.compiler.compile import compile_rules
+    rules = RULES.read_text()
+    old = p4_tables(COMPILED.pipeline, COMPILED.spec)
+    c2 = compile_rules(COMPILED.spec, rules.replace("answerDNS(10.0.0.105)", "answerDNS(10.0.0.99)"))
+    p = plan(old, p4_tables(c2.pipeline, c2.spec))
+    n = p.counts()
+    assert 0 < n["insert"] + n["modify"] + n["delete"] < len(old.entries), n
+    old.calls = {**old.calls, **p.tables.calls}
+    for ch in p.changes:
+        apply(old, ch)
+    variables, _, _ = parser_walk(TOPIC, dns_wire("www.example.com", TOPIC.nbytes))     # type: ignore[misc]
+    assert EntryInterpreter(old).run(variables).answer == int(ipaddress.IPv4Address("10.0.0.99"))
+    variables, _, _ = parser_walk(TOPIC, dns_wire("api.example.com", TOPIC.nbytes))     # type: ignore[misc]
+    assert EntryInterpreter(old).run(variables).answer == int(ipaddress.IPv4Address("10.0.0.106"))

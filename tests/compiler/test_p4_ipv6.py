@@ -66,3 +66,17 @@ def test_ila_rewrites_on_the_switch_with_its_entries(update_goldens: bool) -> No
         v = sw.run({"ipv6.dst/hi": addr >> 64, "ipv6.dst/lo": addr & ((1 << 64) - 1)})
         assert v.locator == int(ipaddress.IPv6Address(locator)) >> 64, dst
     assert sw.run({"ipv6.dst/hi": 0x20010DB805EA0000, "ipv6.dst/lo": 7}).locator is None     # fwd(9) only
+
+
+@pytest.mark.parametrize("app", ["dns", "ila", "hicn"])
+def test_the_new_actions_go_over_p4runtime_and_come_back(app: str) -> None:
+    """answer_dns (a 32-bit address) and ila_rewrite (a 64-bit locator) are written as P4Runtime
+    updates and read back as the same entries (a switch's entries after a restart)."""
+    from camus.compiler.backends.p4_runtime import Names, tables_from_entities, updates
+    c = compile_files(str(APPS / app / f"{app}.p4"), str(APPS / app / "rules.txt"))
+    tables = p4_tables(c.pipeline, c.spec)
+    names = Names(p4info_message(c.spec))
+    back = tables_from_entities(names, c.spec, [u.entity for u in updates(names, tables)])
+    assert sorted(map(repr, back.entries)) == sorted(map(repr, tables.entries))
+    assert back.defaults == tables.defaults
+    assert app == "hicn" or {e.action for e in back.entries} & {"answer_dns", "ila_rewrite"}
