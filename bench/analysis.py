@@ -95,8 +95,10 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
         runs = runs.withColumn("bpf_s", F.lit(0.0))
     if "napi_s" not in runs.columns:              # runs without --split-cpus' NAPI threads
         runs = runs.withColumn("napi_s", F.lit(0.0))
+    if "receivers_cpu_s" not in runs.columns:     # runs recorded before the receivers were timed
+        runs = runs.withColumn("receivers_cpu_s", F.lit(None).cast("double"))
     summary = (runs.select(*KEYS, "sent_messages", "send_seconds", "started", "broker_cpu_s", "system_busy_s",
-                           "softirq_s", "bpf_s", "napi_s")
+                           "softirq_s", "bpf_s", "napi_s", "receivers_cpu_s")
                .join(totals, KEYS, "left").join(timing, KEYS, "left")
                .fillna(0, ["delivered", "correct", "expected", "duplicates", "delivered_copies", "packets"])
                .withColumn("delivered_msgs_per_s",
@@ -125,6 +127,10 @@ def analyse(spark, run_dir: Path) -> dict[str, Any]:
                                                     (F.col("broker_cpu_s") + F.col("softirq_s") + F.col("napi_s"))
                                                     * 1e9
                                                     / F.col("delivered_copies")))
+               # the lab's side, not counted above: the receivers' processes and (--split-cpus) their
+               # veths' NAPI threads, per copy they took
+               .withColumn("receivers_ns_per_msg", F.when(F.col("delivered_copies") > 0,
+                                                          F.col("receivers_cpu_s") * 1e9 / F.col("delivered_copies")))
                .withColumn("bpf_ns_per_msg", F.when(F.col("delivered_copies") > 0,
                                                     F.col("bpf_s") * 1e9 / F.col("delivered_copies")))
                .drop("mmsgs", "started", "last_rx_s"))

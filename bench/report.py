@@ -134,8 +134,8 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
     md += ["## All runs", "",
            "| broker | subscribers | subscriptions | phase | sent msgs | delivered | wanted msgs/s | all copies/s | "
            "input msgs/s | packets/s | loss | precision | dup | p50 µs | p99 µs | p99.9 µs | broker CPU s/M msgs | "
-           "system CPU s/M msgs | CPU ns/delivered | in BPF ns/delivered |",
-           "| --- |" + " ---: |" * 19]
+           "system CPU s/M msgs | CPU ns/delivered | in BPF ns/delivered | receivers ns/delivered |",
+           "| --- |" + " ---: |" * 20]
     for r in summary:
         md.append(f"| {r['broker']} | {r['subscribers']} | {r['subscriptions']:,} | {r['phase']} | "
                   f"{r['sent_messages']:,} | {r['delivered']:,} | {_fmt(r.get('wanted_msgs_per_s'), 'rate')} | "
@@ -144,7 +144,7 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
                   f"{r['duplicates']:,} | {_fmt(r['p50_us'], 'us')} | {_fmt(r['p99_us'], 'us')} | "
                   f"{_fmt(r['p999_us'], 'us')} | {_fmt(r['broker_cpu_s_per_mmsg'])} | "
                   f"{_fmt(r['system_cpu_s_per_mmsg'])} | {_fmt(r.get('cpu_ns_per_msg'))} | "
-                  f"{_fmt(r.get('bpf_ns_per_msg'))} |")
+                  f"{_fmt(r.get('bpf_ns_per_msg'))} | {_fmt(r.get('receivers_ns_per_msg'))} |")
     md += ["", "camus-xdp works in the kernel's softirq, not in a process: its broker CPU column is 0; "
            "compare the system CPU column (the whole machine: sender, broker and receivers).", "",
            "CPU ns/delivered: (the broker's process CPU time + the machine's softirq time during the phase) / "
@@ -157,7 +157,9 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
            "receive work runs in its NAPI kernel thread instead of softirq: that thread's CPU time is added, the "
            "softirq is the broker CPU's only, and the subscribers' receive work (their veths' NAPI threads and "
            "their processes, on the other CPU) is not counted; process and thread times are read from "
-           "schedstat (ns), softirq from /proc/stat (10 ms ticks).", ""]
+           "schedstat (ns), softirq from /proc/stat (10 ms ticks). Receivers ns/delivered: the lab's own cost per "
+           "copy (the receivers' processes and, with --split-cpus, their veths' NAPI threads), never counted for "
+           "a broker: where it is as large as the broker's, the lab, not the broker, limits the rates.", ""]
     md += ["## Per subscriber (latency phase)", "",
            "| broker | subscriptions | subscriber | expected | delivered | precision | recall |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
