@@ -48,14 +48,21 @@ def napi_threads(iface: str) -> list[int]:
     return out
 
 
+def _appearing(iface: str, known: list[int], where: str, hint: str) -> list[int]:
+    """The NAPI threads of `iface` not in `known`, once the kernel has started them (a name cut to
+    15 characters may match other interfaces' threads too: `known` leaves those out)."""
+    deadline = time.monotonic() + 5
+    while not (new := [t for t in napi_threads(iface) if t not in known]):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{where}: no NAPI thread appeared ({hint})")
+        time.sleep(0.05)
+    return new
+
+
 def split(iface: str) -> list[int]:
     """Put `iface`'s NAPI in a kernel thread on BROKER_CPU; returns the threads pinned."""
     Path(f"/sys/class/net/{iface}/threaded").write_text("1\n")
-    deadline = time.monotonic() + 5
-    while not (threads := napi_threads(iface)):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{iface}: no NAPI thread appeared (does the kernel support threaded NAPI?)")
-        time.sleep(0.05)
+    threads = _appearing(iface, [], iface, "does the kernel support threaded NAPI?")
     for tid in threads:
         os.sched_setaffinity(tid, {BROKER_CPU})
     return threads
@@ -71,12 +78,7 @@ def split_receivers(ifaces: list[tuple[str, str]], broker_side: list[str]) -> li
         # /sys inside `ip netns exec` shows the namespace's own interfaces
         subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", f"echo 1 > /sys/class/net/{iface}/threaded"],
                        capture_output=True, check=True)
-        deadline = time.monotonic() + 5
-        while not (new := [t for t in napi_threads(iface) if t not in threads]):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{ns}/{iface}: no NAPI thread appeared (is GRO on?)")
-            time.sleep(0.05)
-        threads += new
+        threads += _appearing(iface, threads, f"{ns}/{iface}", "is GRO on?")
     for tid in threads:
         os.sched_setaffinity(tid, {SENDER_CPU})
     return threads

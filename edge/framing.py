@@ -121,7 +121,7 @@ class Framing:
 
     def count(self, datagram: bytes) -> int:
         """Publications in a datagram `datagrams` made."""
-        return int.from_bytes(datagram[18:20], "big") if self.mold else 1
+        return int.from_bytes(datagram[MOLD_HEADER_BYTES - 2:MOLD_HEADER_BYTES], "big") if self.mold else 1
 
     def _mold(self, chunk: list[bytes]) -> bytes:
         head = SESSION + self._sequence.to_bytes(8, "big") + len(chunk).to_bytes(2, "big")

@@ -114,8 +114,8 @@ def scratch_members(t: Topic, e: Emitter) -> None:
 def parser_states(t: Topic, after: str) -> list[str]:
     e = Emitter()
     e.depth = 1
-    from .p4_topics import meta_name
-    s, m, w = meta_name(t.path), meta(t), t.width
+    m, w = meta(t), t.width
+    s = m.removeprefix("meta.")                  # the states are named after the struct
     last = f"hdr.{QNAME}.last.b"
 
     def push() -> None:
@@ -215,7 +215,7 @@ def answer_action(t: Topic, e: Emitter) -> None:
     e()
 
 
-def ingress_tail(spec: Spec, lay: Layout, t: Topic) -> str:
+def ingress_tail(lay: Layout, t: Topic) -> str:
     """After the tables: an answerable query becomes its answer, sent back where it came from."""
     m, msg = meta(t), lay.msg
     assert msg is not None                         # check_layout

@@ -45,10 +45,11 @@ class Layout:
 
 
 def ip_route(lay: Layout) -> tuple[str, str, int]:
-    """(the plain-forwarding table, its destination field, that field's bits) of the feed's IP."""
+    """Plain forwarding of the feed's IP: (its prefix — table `<prefix>_lpm`, action
+    `<prefix>_forward` —, the destination field, that field's bits)."""
     if lay.ipv6:
-        return "ipv6_lpm", field_name(lay.ip, 192, 128, "IPv6 destination"), 128
-    return "ipv4_lpm", field_name(lay.ip, 128, 32, "IPv4 destination"), 32
+        return "ipv6", field_name(lay.ip, 192, 128, "IPv6 destination"), 128
+    return "ipv4", field_name(lay.ip, 128, 32, "IPv4 destination"), 32
 
 
 def refuse_dns_names(spec: Spec, arch: str = "v1model") -> None:
@@ -88,17 +89,18 @@ def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
             raise BackendError("an IPv6 feed is parsed with one message per packet: recirculating and pruning a "
                                f"{spec.framing.kind} batch rewrites IPv4's lengths and checksum (XDP hosts take "
                                "batched IPv6 feeds)")
-        by_role[Role.IPV4] = by_role[Role.IPV6]     # the layout's `ip` is the feed's, v4 or v6 (Layout.ipv6)
     if not spec.stack:
         raise BackendError("this spec declares no headers (only query_field pragmas, Camus style): a whole P4 "
                            "program needs the header declarations and `struct headers { ... }` in the spec; "
                            "`explain --via p4` runs its entries without them")
+    ip = by_role.get(Role.IPV4) or by_role.get(Role.IPV6)       # the feed's, either family (Layout.ipv6)
     needed = (Role.ETHERNET, Role.IPV4, Role.UDP) + ((Role.MESSAGE,) if spec.framing.kind != "none" else ())
-    missing = [r.value for r in needed if r not in by_role]
+    missing = [r.value for r in needed if (ip if r is Role.IPV4 else by_role.get(r)) is None]
     if missing:
         raise BackendError(f"the P4 program needs ethernet, ipv4 (or ipv6), udp (and a message header when "
                            f"messages are batched) in the spec; missing: {', '.join(missing)}")
-    lay = Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), by_role[Role.IPV4], by_role[Role.UDP],
+    assert ip is not None
+    lay = Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), ip, by_role[Role.UDP],
                  by_role.get(Role.FRAMING), by_role.get(Role.MESSAGE))
     from .p4_dns import check_layout            # (p4_dns reads fields through this module)
     check_layout(spec, lay)

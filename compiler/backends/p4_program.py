@@ -143,22 +143,18 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
                 e(f"{ethertype}: parse_{lay.ip.name};")
                 e("default: accept;")
     ip = lay.ip
-    if lay.ipv6:
-        with e.block(f"state parse_{ip.name}"):
-            e(f"packet.extract(hdr.{ip.name});")
-            e("// extension headers (fragments too) are not subscription traffic: plain forwarding")
-            with e.block(f"transition select({field_slice(ip, 48, 8, 'IPv6 next header')})"):
-                e(f"17: parse_{lay.udp.name};")
-                e("default: accept;")
-    else:
-        ihl, proto = field_slice(ip, 4, 4, "IPv4 IHL"), field_slice(ip, 72, 8, "IPv4 protocol")
-        more_frags, frag = field_slice(ip, 50, 1, "IPv4 MF flag"), field_slice(ip, 51, 13, "IPv4 fragment offset")
-        with e.block(f"state parse_{ip.name}"):
-            e(f"packet.extract(hdr.{ip.name});")
-            e("// options and fragments are not subscription traffic: plain forwarding")
-            with e.block(f"transition select({ihl}, {proto}, {more_frags}, {frag})"):
-                e(f"(5, 17, 0, 0): parse_{lay.udp.name};")
-                e("default: accept;")
+    if lay.ipv6:          # UDP right after the fixed header
+        not_feed, keys, udp = "extension headers (fragments too)", field_slice(ip, 48, 8, "IPv6 next header"), "17"
+    else:                 # no options, not a fragment, UDP
+        not_feed, udp = "options and fragments", "(5, 17, 0, 0)"
+        keys = ", ".join((field_slice(ip, 4, 4, "IPv4 IHL"), field_slice(ip, 72, 8, "IPv4 protocol"),
+                          field_slice(ip, 50, 1, "IPv4 MF flag"), field_slice(ip, 51, 13, "IPv4 fragment offset")))
+    with e.block(f"state parse_{ip.name}"):
+        e(f"packet.extract(hdr.{ip.name});")
+        e(f"// {not_feed} are not subscription traffic: plain forwarding")
+        with e.block(f"transition select({keys})"):
+            e(f"{udp}: parse_{lay.udp.name};")
+            e("default: accept;")
     after_udp = (f"parse_{lay.framing.name}" if lay.framing else f"parse_{lay.msg.name}" if lay.msg
                  else "camus_packet")
     with e.block(f"state parse_{lay.udp.name}"):
@@ -399,7 +395,7 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         "ETH_DST": field_name(lay.eth, 0, 48, "destination MAC"),
         "ETH_SRC": field_name(lay.eth, 48, 48, "source MAC"),
         "IP": lay.ip.name,
-        "L3": ip_route(lay)[0].removesuffix("_lpm"),
+        "L3": ip_route(lay)[0],
         "IP_DST": ip_route(lay)[1],
         "IP_TTL": field_name(lay.ip, 56, 8, "IPv6 hop limit") if lay.ipv6 else field_name(lay.ip, 64, 8, "IPv4 TTL"),
         "IP_CHECKSUM": _ip_checksum(lay),
@@ -408,7 +404,7 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     if lay.framing is None:
         slots.update(single_message())
         if (dns := dns_topic(spec)) is not None and opts.arch == "v1model":
-            slots["INGRESS_TAIL"] = ingress_tail(spec, lay, dns)
+            slots["INGRESS_TAIL"] = ingress_tail(lay, dns)
         elif ila_rewrites(spec) and opts.arch == "v1model":
             slots["INGRESS_TAIL"] = ila_ingress_tail(lay)
         if opts.arch == "v1model":

@@ -95,8 +95,8 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
                           ("l2_forward", "plain_drop", "NoAction"), 1024))
     elif whole_program:
         lay = layout_of(spec, opts.arch)
-        route, dst, bits = ip_route(lay)
-        forward = route.replace("_lpm", "_forward")
+        l3, dst, bits = ip_route(lay)
+        route, forward = f"{l3}_lpm", f"{l3}_forward"
         action(forward, (("dst_mac", 48), ("port", 9)))
         action("plain_drop", ())
         tables.insert(0, (route, [(f"hdr.{lay.ip.name}.{dst}", bits, "lpm")], (forward, "plain_drop", "NoAction"),
