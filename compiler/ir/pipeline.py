@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+_PLACEHOLDER = re.compile(r'"(@@\d+@@)"')   # Pipeline.dumps' one-line rows
 
 MatchSpec = tuple[Any, ...]  # ("exact", v) | ("range", lo, hi) | ("lpm", v, plen) | ("any",)
 
@@ -404,9 +407,8 @@ class Pipeline:
             bv["bitmaps"] = compact(bv["bitmaps"])
             bv["term_leaf"] = compact([bv["term_leaf"]])[0]
         text = json.dumps(doc, indent=1)
-        for key, row in rows.items():
-            text = text.replace(f'"{key}"', row, 1)
-        return text
+        # One pass over the text: a replace per row rescans it (quadratic: 20 s at 10K rules).
+        return _PLACEHOLDER.sub(lambda m: rows[m.group(1)], text)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "Pipeline":
