@@ -24,8 +24,16 @@ from .language.rules_ast import Rule
 from .language.rules_parser import SourceText, parse_rules
 from .structure.slicing import default_action, slice_pipeline
 from .language.spec import Spec
-from .structure.fit import cover_fields
+from .structure.fit import cover_estimate, cover_order, fewest_drops
 from .structure.strategy import choose
+
+
+# --fit: a cover is tried for real when the estimate puts it within this many times the entry
+# budget (structure/fit.py), and kept if it fits a switch's multicast groups as well (16-bit
+# group ids; members as backends/p4_budget.Budget's default pipe).
+PROMISING = 4
+SWITCH_GROUPS = 65_535
+SWITCH_GROUP_MEMBERS = 1 << 20
 
 
 @dataclass
@@ -137,6 +145,29 @@ def merge_equal_terms(terms: list[tuple[Term, frozenset[Atom]]]) -> list[tuple[T
     return list(merged.values()) if len(merged) < len(terms) else terms
 
 
+def _cover_fits(lowered: Lowered, drop: frozenset[str], order: list[int], opts: CompileOptions,
+                built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]]) -> bool:
+    """Whether the diagram of the rules without the fields `drop` fits the switch: at most
+    opts.switch_entries entries and the switch's multicast groups. Built for real, given up once it
+    has twice as many nodes as entries allowed (an entry per state and edge; leaves are nodes
+    too); what fits is kept in `built`."""
+    widths = [v.width for v in lowered.variables]
+    rules = cover_without(lowered, drop) if drop else lowered
+    terms = merge_equal_terms([(t, r.atoms) for r in rules.rules for t in to_dnf(r.formula, widths, opts.dnf_limit)])
+    builder = DiagramBuilder(widths, 2 * opts.switch_entries + 2)
+    try:
+        root = builder.build(terms, order)
+    except DiagramTooLarge:
+        return False
+    tables = slice_pipeline(rules, builder, root, order, opts.compress_max)
+    if (tables.entry_count > opts.switch_entries or len(tables.groups) > SWITCH_GROUPS
+            or sum(map(len, tables.groups.values())) > SWITCH_GROUP_MEMBERS):
+        return False
+    builder.max_nodes = opts.max_nodes             # the builder serves incremental updates later
+    built[drop] = (rules, builder, root)
+    return True
+
+
 def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
              terms: list[tuple[Term, frozenset[Atom]]], opts: CompileOptions, builder: DiagramBuilder | None,
              keys: list[int] | None = None, timings: dict[str, float] | None = None) -> Compiled:
@@ -151,7 +182,17 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
     builder = builder or DiagramBuilder(widths, opts.max_nodes)
     covered: frozenset[str] = frozenset()
     if opts.strategy == "switch":                   # a covering approximation a switch can hold
-        covered = cover_fields(lowered, terms, order, opts.switch_entries)
+        candidates = cover_order(lowered, terms, order, opts.switch_entries)
+        if candidates:
+            near = PROMISING * opts.switch_entries
+            built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]] = {}
+            covered = fewest_drops(
+                candidates, lambda drop: cover_estimate(lowered, terms, order, drop, near) <= near,
+                lambda drop: _cover_fits(lowered, drop, order, opts, built))
+            timings["fit"] = time.perf_counter() - t3
+            if covered in built:                    # the try that fitted is the result
+                lowered, builder, root = built[covered]
+                return _sliced(spec, rules, src, lowered, builder, root, order, opts, covered, timings, t3)
         if covered:
             lowered = cover_without(lowered, covered)
             terms = [(t, r.atoms) for r in lowered.rules for t in to_dnf(r.formula, widths, opts.dnf_limit)]
@@ -177,6 +218,13 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
         raise CompileErrors([CompileError(
             f"the decision diagram grew past {opts.max_nodes} nodes ({exc.args[0]})",
             Position(source, 1, 1), "--order heuristic, --alpha N, or a smaller rule set")]) from None
+    return _sliced(spec, rules, src, lowered, builder, root, order, opts, covered, timings, t3)
+
+
+def _sliced(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered, builder: DiagramBuilder, root: int,
+            order: list[int], opts: CompileOptions, covered: frozenset[str], timings: dict[str, float],
+            t3: float) -> Compiled:
+    """The diagram at `root` as tables."""
     t4 = time.perf_counter()
     pipeline = slice_pipeline(lowered, builder, root, order, opts.compress_max)
     pipeline.covers_without = tuple(sorted(covered))

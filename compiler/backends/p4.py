@@ -67,6 +67,9 @@ class P4Backend(Backend):
                 options.notice(f"over the switch budget; retrying with --alpha {a}")
                 c = compile_rules(c.spec, c.source.text, c.source.name, dataclasses.replace(c.options, alpha=a))
             check_program_fit(c.pipeline, c.spec, options.arch)
+            if len(c.pipeline.groups) > budget.multicast_groups:    # before their 16-bit ids overflow
+                over = [f"multicast groups: {len(c.pipeline.groups):,} needed, budget {budget.multicast_groups:,}"]
+                continue
             program = program_text(c.spec, p4opts) if whole is None else None
             tables = p4_tables(c.pipeline, c.spec)
             check_entries(tables, p4_schema(c.spec, p4opts))
