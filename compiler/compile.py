@@ -145,6 +145,11 @@ def merge_equal_terms(terms: list[tuple[Term, frozenset[Atom]]]) -> list[tuple[T
     return list(merged.values()) if len(merged) < len(terms) else terms
 
 
+def _fits_switch(p: Pipeline, opts: CompileOptions) -> bool:
+    return (p.entry_count <= opts.switch_entries and len(p.groups) <= SWITCH_GROUPS
+            and sum(map(len, p.groups.values())) <= SWITCH_GROUP_MEMBERS)
+
+
 def _cover_fits(lowered: Lowered, drop: frozenset[str], order: list[int], opts: CompileOptions,
                 built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]]) -> bool:
     """Whether the diagram of the rules without the fields `drop` fits the switch: at most
@@ -159,9 +164,7 @@ def _cover_fits(lowered: Lowered, drop: frozenset[str], order: list[int], opts: 
         root = builder.build(terms, order)
     except DiagramTooLarge:
         return False
-    tables = slice_pipeline(rules, builder, root, order, opts.compress_max)
-    if (tables.entry_count > opts.switch_entries or len(tables.groups) > SWITCH_GROUPS
-            or sum(map(len, tables.groups.values())) > SWITCH_GROUP_MEMBERS):
+    if not _fits_switch(slice_pipeline(rules, builder, root, order, opts.compress_max), opts):
         return False
     builder.max_nodes = opts.max_nodes             # the builder serves incremental updates later
     built[drop] = (rules, builder, root)
@@ -180,23 +183,14 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
     t3 = time.perf_counter()
     order = variable_order(lowered, terms, opts.order)
     builder = builder or DiagramBuilder(widths, opts.max_nodes)
-    covered: frozenset[str] = frozenset()
+    names: list[str] = []
     if opts.strategy == "switch":                   # a covering approximation a switch can hold
-        candidates = cover_order(lowered, terms, order, opts.switch_entries)
-        if candidates:
-            near = PROMISING * opts.switch_entries
-            built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]] = {}
-            covered = fewest_drops(
-                candidates, lambda drop: cover_estimate(lowered, terms, order, drop, near) <= near,
-                lambda drop: _cover_fits(lowered, drop, order, opts, built))
-            timings["fit"] = time.perf_counter() - t3
-            if covered in built:                    # the try that fitted is the result
-                lowered, builder, root = built[covered]
-                return _sliced(spec, rules, src, lowered, builder, root, order, opts, covered, timings, t3)
-        if covered:
-            lowered = cover_without(lowered, covered)
-            terms = [(t, r.atoms) for r in lowered.rules for t in to_dnf(r.formula, widths, opts.dnf_limit)]
-            keys = None                             # other terms than the keys were made for
+        names, needed = cover_order(lowered, terms, order, opts.switch_entries)
+        if needed:       # else the diagram as usual (its builder's memo serves churn), checked below
+            near = PROMISING * opts.switch_entries     # one field fewer, if the estimate is near
+            fewer = needed - 1 if cover_estimate(lowered, terms, order, frozenset(names[:needed - 1]), near) <= near \
+                else needed
+            return _switch_cover(spec, rules, src, lowered, order, opts, names, fewer, timings, t3)
     merged = terms if keys is not None else merge_equal_terms(terms)
     strategy, _ = choose(lowered, merged, order, "bdd" if opts.strategy == "switch" else opts.strategy)
     if strategy == "bitvector":
@@ -218,6 +212,30 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
         raise CompileErrors([CompileError(
             f"the decision diagram grew past {opts.max_nodes} nodes ({exc.args[0]})",
             Position(source, 1, 1), "--order heuristic, --alpha N, or a smaller rule set")]) from None
+    out = _sliced(spec, rules, src, lowered, builder, root, order, opts, frozenset(), timings, t3)
+    if opts.strategy == "switch" and not _fits_switch(out.pipeline, opts) and names:
+        return _switch_cover(spec, rules, src, lowered, order, opts, names, 1, timings, t3)
+    return out
+
+
+def _switch_cover(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered, order: list[int],
+                  opts: CompileOptions, names: list[str], start: int, timings: dict[str, float],
+                  t3: float) -> Compiled:
+    """The rules without the fewest of `names` (the estimate's order), `start` of them or more,
+    whose diagram fits the switch, each try a real build (structure/fit.py)."""
+    built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]] = {}
+    covered = fewest_drops(names, start, lambda drop: _cover_fits(lowered, drop, order, opts, built))
+    timings["fit"] = time.perf_counter() - t3
+    if covered is None:            # not even testing nothing fits (state tables?): say so, as before
+        covered = frozenset(names)
+        widths = [v.width for v in lowered.variables]
+        lowered = cover_without(lowered, covered)
+        merged = merge_equal_terms([(t, r.atoms) for r in lowered.rules
+                                    for t in to_dnf(r.formula, widths, opts.dnf_limit)])
+        builder = DiagramBuilder(widths, opts.max_nodes)
+        root = builder.build(merged, order)
+    else:
+        lowered, builder, root = built[covered]
     return _sliced(spec, rules, src, lowered, builder, root, order, opts, covered, timings, t3)
 
 

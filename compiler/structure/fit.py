@@ -10,8 +10,10 @@ over-delivery only, which the exact filter at the next XDP host (or the subscrib
 
 The bound can be loose by far: 300 random five-field filters over 200 ports, estimated past
 100K entries until two fields were gone (1,231 entries left, every message nearly everywhere),
-fit in 70,515 entries with one field gone. So `cover_order` gives the estimate's order and
-`fewest_drops` tries, by building the diagram for real, whether all but its last field fit.
+fit in 70,515 entries with one field gone; and it bounds paths, not table entries (2 alpha
+later, the same filters estimated at 90,780 paths made 883,146 entries). So `cover_order` gives
+the estimate's order and `fewest_drops` confirms by real, bounded builds how much of it the
+switch needs.
 """
 from __future__ import annotations
 
@@ -38,9 +40,9 @@ def cover_estimate(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], 
 
 
 def cover_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], order: list[int],
-                entry_budget: int) -> list[str]:
-    """The fields to leave out, in the order the estimate leaves them out, until it is at most
-    `entry_budget` (all of them then fit for sure; a shorter prefix may fit too)."""
+                entry_budget: int) -> tuple[list[str], int]:
+    """Every header field in the order the estimate leaves them out, and how many of them it
+    leaves out before it is at most `entry_budget`."""
     headers = [v for v in order if lowered.variables[v].state is None]
     exact_only = [(c, a) for c, a in terms if ("drop",) not in a]      # drop rules leave the cover
     dropped: list[int] = []
@@ -49,25 +51,27 @@ def cover_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], ord
         stripped = [({v: s for v, s in c.items() if v not in without}, a) for c, a in exact_only]
         return bdd_estimate(stripped, [v for v in headers if v not in without], entry_budget)
 
+    needed = None
     current = estimate(set())
-    while current > entry_budget and len(dropped) < len(headers):
+    while len(dropped) < len(headers):
+        if current <= entry_budget and needed is None:
+            needed = len(dropped)
         width = {v: lowered.variables[v].width for v in headers}
         best = min((v for v in headers if v not in dropped),
                    key=lambda v: (estimate({*dropped, v}), -_acceptance(exact_only, v, width[v])))
         dropped.append(best)
         current = estimate(set(dropped))
-    return [p for v in dropped if (p := lowered.variables[v].name)]
+    names = [lowered.variables[v].name for v in dropped]
+    return [n for n in names if n], len([n for n in names[:len(dropped) if needed is None else needed] if n])
 
 
-def fewest_drops(candidates: list[str], promising: Callable[[frozenset[str]], bool],
-                 fits: Callable[[frozenset[str]], bool]) -> frozenset[str]:
-    """`candidates` (the estimate's order, all of them sure to fit), or all but the last when
-    that truly fits: the estimate, an upper bound, is loosest at the last step, where it is
-    just above the budget. The real build (`fits`, bounded) is tried only when the estimate
-    calls it `promising` (within a few times the budget): a build that fails costs as much
-    as one that succeeds."""
-    if candidates:
-        shorter = frozenset(candidates[:-1])
-        if promising(shorter) and fits(shorter):
-            return shorter
-    return frozenset(candidates)
+def fewest_drops(names: list[str], start: int, fits: Callable[[frozenset[str]], bool]) -> frozenset[str] | None:
+    """The first k fields of `names` (the estimate's order) for the smallest k from `start` on
+    whose diagram `fits` (a real, bounded build); None when nothing fits, not even with every
+    field left out. The caller starts one below the estimate's count when the estimate is near
+    the budget: it bounds paths, not entries (a path holds an entry per field), so it is loose
+    either way."""
+    for k in range(start, len(names) + 1):
+        if fits(frozenset(names[:k])):
+            return frozenset(names[:k])
+    return None

@@ -71,14 +71,16 @@ def _messages(seed: int, count: int) -> list[dict[str, object]]:
 def test_cover_leaves_out_one_field_where_the_estimate_wanted_two(seed: int, monkeypatch) -> None:
     spec = parse_spec(SPEC, "tele.p4")
     rules = multi_attribute_rules(40, seed, 5)
-    picked: list[list[str]] = []
+    picked: list[tuple[list[str], int]] = []
     estimate_order = compile_mod.cover_order
     monkeypatch.setattr(compile_mod, "cover_order", lambda *a: picked.append(estimate_order(*a)) or picked[-1])
     c = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=2000))
-    assert picked == [["reading.sensor", "reading.kind"]]          # what the estimate alone leaves out
+    names, needed = picked[0]
+    assert names[:needed] == ["reading.sensor", "reading.kind"]    # what the estimate alone leaves out
     assert c.pipeline.covers_without == ("reading.sensor",)         # the switch still tests kind
     assert 0 < c.pipeline.entry_count <= 2000
-    monkeypatch.setattr(compile_mod, "fewest_drops", lambda candidates, *_: frozenset(candidates))
+    real = compile_mod.fewest_drops
+    monkeypatch.setattr(compile_mod, "fewest_drops", lambda names, start, fits: real(names, 2, fits))
     both = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=2000))
     assert both.pipeline.covers_without == ("reading.kind", "reading.sensor")
     exact = PipelineInterpreter(compile_rules(spec, rules).pipeline)
@@ -92,15 +94,27 @@ def test_cover_leaves_out_one_field_where_the_estimate_wanted_two(seed: int, mon
     assert extra["one"] < extra["two"], extra                      # testing kind saves copies
 
 
-def test_fewest_drops_tries_the_shorter_cover_only_when_the_estimate_calls_it_near() -> None:
+def test_fewest_drops_tries_upwards_from_start_and_keeps_the_first_that_fits() -> None:
     tried: list[frozenset[str]] = []
 
     def fits(drop: frozenset[str]) -> bool:
         tried.append(drop)
-        return drop == frozenset({"a"})
+        return {"a", "b"} <= drop
 
-    assert fewest_drops(["a", "b"], lambda d: True, fits) == {"a"}
-    assert fewest_drops(["a", "b"], lambda d: False, fits) == {"a", "b"}   # too far: no build
-    assert fewest_drops(["b", "a"], lambda d: True, fits) == {"a", "b"}    # {b} does not fit
-    assert fewest_drops([], lambda d: True, fits) == frozenset()
-    assert tried == [frozenset({"a"}), frozenset({"b"})]
+    assert fewest_drops(["a", "b", "c"], 1, fits) == {"a", "b"}
+    assert tried == [frozenset({"a"}), frozenset({"a", "b"})]
+    assert fewest_drops(["a", "c", "b"], 0, fits) == {"a", "b", "c"}
+    assert fewest_drops(["c"], 0, fits) is None
+    assert fewest_drops([], 0, lambda d: True) == frozenset()
+
+
+def test_a_cover_the_estimate_passes_is_built_and_checked(monkeypatch) -> None:
+    """The estimate bounds paths, not entries: where it says the whole diagram fits and the
+    tables do not, fields still go until they do."""
+    spec = parse_spec(SPEC, "tele.p4")
+    rules = multi_attribute_rules(40, 1, 5)
+    exact = compile_rules(spec, rules, options=CompileOptions(strategy="bdd"))
+    budget = exact.pipeline.entry_count - 1
+    monkeypatch.setattr(compile_mod, "cover_order", lambda *a: (["reading.sensor", "reading.value"], 0))
+    c = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=budget))
+    assert c.pipeline.covers_without and c.pipeline.entry_count <= budget
