@@ -3,6 +3,7 @@ and benchmarks add their own commands as they land)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -210,6 +211,17 @@ def _json(r: Explained) -> dict:
     return out
 
 
+def _match_text(c: Compiled, q, match: str) -> str:
+    """A table step's match on a string or address field with its values as text, not numbers."""
+    found = re.fullmatch(r"(exact) (\d+)|(range) \[(\d+), (\d+)\]", match)
+    if not found:
+        return match
+    if found.group(1):
+        return f"exact {format_value(c.spec, q, int(found.group(2)))}"
+    lo, hi = (format_value(c.spec, q, int(found.group(i))) for i in (4, 5))
+    return f"= {lo}" if lo == hi else f"range [{lo}, {hi}]"
+
+
 def _text(c: Compiled, r: Explained) -> str:
     head = f"message {r.message}" + (f" (packet {r.packet})" if r.packet is not None else "")
     lines = [f"{head}: {format_message(c.spec, r.values)}"]
@@ -218,7 +230,8 @@ def _text(c: Compiled, r: Explained) -> str:
     for s in r.path or []:
         q = c.spec.query_field(s.table)
         shown = format_value(c.spec, q, r.values[q.path]) if q else ""
-        lines.append(f"  {s.table:<28} {shown:<16} state {s.state} -> {s.next}  ({s.match})")
+        match = _match_text(c, q, s.match) if q is not None and q.vtype != "int" else s.match
+        lines.append(f"  {s.table:<28} {shown:<16} state {s.state} -> {s.next}  ({match})")
     acts = ", ".join(r.actions.names()) or "none (dropped: nobody subscribed)"
     lines.append(f"  actions: {acts}" + (f"  [multicast group {r.actions.group}]" if r.actions.group else ""))
     return "\n".join(lines)

@@ -41,6 +41,7 @@ def test_check_reports_every_mistake_with_position(tmp_path) -> None:
 def test_explain_message_text_and_json() -> None:
     r = run("explain", SPEC, RULES, "--message", "stock=GOOGL price=60")
     assert "actions: fwd(1)" in r.output and "add_order.price" in r.output and "GOOGL" in r.output
+    assert "(= GOOGL)" in r.output                      # a string table's match as text, not a number
     r = run("explain", SPEC, RULES, "--message", "stock=GOOGL price=2000000", "--message", "stock=IBM", "--json")
     lines = [json.loads(x) for x in r.output.splitlines()]
     assert lines[0]["ports"] == [1, 2] and lines[0]["group"] == 1 and lines[0]["path"]
