@@ -214,7 +214,11 @@ struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */
 #define CAMUS_APP_ID     0           /* which of several apps on one interface (dataplane/apps.py):
                                         its TC programs take only its own metadata and copies */
 #endif
-#define CAMUS_META_MAGIC (0xCA3005E1 + CAMUS_APP_ID)
+#ifndef CAMUS_GEN
+#define CAMUS_GEN        0           /* the program's generation on its unit (dataplane/grow.py): while a
+                                        grown program replaces it, each TC filter takes its own packets */
+#endif
+#define CAMUS_META_MAGIC (0xCA3005E1 + CAMUS_APP_ID + (CAMUS_GEN << 8))
 #define CAMUS_RING       256         /* per-CPU packets in flight between XDP and TC (> NAPI budget) */
 #define CAMUS_MARK_TAG   (0xC0000000 | (CAMUS_APP_ID << 24))  /* skb->mark of a copy:
                                         tag | app << 24 | port << 16 | kept-messages mask */

@@ -170,7 +170,10 @@ def register(main: click.Group) -> None:
     @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False))
     @APP_OPTION
     def update(iface: str, rules: str, app: str | None) -> None:
-        """Replace the rules on IFACE (or its app NAME) atomically (no reload); prints what changed."""
+        """Replace the rules on IFACE (or its app NAME) atomically (no reload); prints what changed.
+
+        Rules that outgrow the program attach sized (its maps, with room to spare) get a larger
+        program, swapped in without a gap in filtering; counters carry over."""
         from camus.dataplane import runtime
         iface = _unit(iface, app)
         try:
@@ -184,6 +187,8 @@ def register(main: click.Group) -> None:
             return
         click.echo(f"updated {iface} in {rep.seconds * 1000:.0f} ms: +{len(rep.added)} -{len(rep.removed)} rules; "
                    f"states {rep.old_entries} -> {rep.new_entries}")
+        if rep.grown:
+            click.echo("  the rules outgrew the program: a larger one took over (no gap in filtering)")
         for line in rep.added[:20]:
             click.echo(f"  + {line}")
         for line in rep.removed[:20]:

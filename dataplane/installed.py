@@ -52,6 +52,8 @@ class Installed:
     fanout: str = ""                 # how copies are made (fanout.FanPlan.describe), for status
     fan_entries: list = field(default_factory=list)   # [port bit, ifindex] of each broadcast port
     fan_min_group: int = 1           # the fewest copies broadcast through a group (fanout.FanPlan)
+    generation: int = 0              # programs grown for updates since attach, mod 256 (dataplane/grow.py)
+    stats_base: dict[str, int] = field(default_factory=dict)   # the counts of programs grown out of
 
     @property
     def unit(self) -> str:

@@ -54,9 +54,12 @@ class XdpProgram:
         self.bpf, self.fn, self.spec, self.limits, self.source = bpf, fn, spec, limits, source
 
     @classmethod
-    def load(cls, spec: Spec, limits: EbpfLimits | None = None, app_id: int = 0) -> "XdpProgram":
+    def load(cls, spec: Spec, limits: EbpfLimits | None = None, app_id: int = 0,
+             generation: int = 0) -> "XdpProgram":
         """`app_id`: which of several apps on one interface this is (dataplane/apps.py); it
-        tags the program's XDP metadata and TC copies so the apps' TC programs tell theirs apart."""
+        tags the program's XDP metadata and TC copies so the apps' TC programs tell theirs apart.
+        `generation` (0-255) tags the metadata too: a program grown for an update runs beside
+        the one it replaces for a moment (dataplane/grow.py)."""
         require_root()
         lim = limits or EbpfLimits()
         source = program_text(spec, lim)
@@ -66,7 +69,8 @@ class XdpProgram:
                                  "run scripts/setup.sh (links Debian's linux-headers for BCC)")
         try:
             bpf = bcc.BPF(text=source.encode(), cflags=["-Wno-unused-function", "-Wno-unused-variable",
-                                                        f"-DCAMUS_APP_ID={int(app_id)}"])
+                                                        f"-DCAMUS_APP_ID={int(app_id)}",
+                                                        f"-DCAMUS_GEN={int(generation) & 0xFF}"])
         except Exception as exc:   # BCC raises a bare Exception on compile errors
             raise DataplaneError(f"BCC could not compile the program: {exc}") from exc
         with _capture_fd2() as log:

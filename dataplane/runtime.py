@@ -23,11 +23,12 @@ from pathlib import Path
 from camus.compiler.backends.ebpf_bitvector import sized_limits
 from camus.compiler.backends.ebpf_program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.ebpf_tables import DIAGRAM_MAPS, MapContents, fitted_contents, map_contents
+from camus.compiler.backends.ebpf_tables import DIAGRAM_MAPS, CapacityError, MapContents, fitted_contents, map_contents
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
 from . import fanout
+from .grow import grow, recover_grow
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .installed import (PIN_ROOT, STATE_ROOT, Installed, _contents_from_keys, _keys, _save, _state_path,  # noqa: F401
                         attachment_dir, installed, load_installed, pin_dir, unit_name, valid_iface)
@@ -343,6 +344,7 @@ class UpdateReport:
     new_entries: int
     seconds: float
     written: bool = True             # False: the same tables were live, nothing was written
+    grown: bool = False              # the rules outgrew the program: a larger one replaced it (grow.py)
 
 
 def recover(inst: Installed, maps: MapSet) -> str:
@@ -397,6 +399,7 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
     inst = load_installed(iface)
     t0 = time.perf_counter()
     bits = inst.port_bits if inst.port_bits is not None else _port_specs(inst.ports)[0]
+    recover_grow(inst)
     maps = MapSet.from_pins(inst.pins)
     try:
         recover(inst, maps)
@@ -410,6 +413,16 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
         new_bank = 1 - inst.bank
         try:     # capacity and port checks: before anything live is touched
             contents = map_contents(compiled.pipeline, compiled.spec, limits or inst.limits(), bits, bank=new_bank)
+        except CapacityError as exc:
+            if limits is not None:
+                raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
+            log.info("%s: the rules outgrow the program (%s); growing it", inst.unit, exc)
+            maps.close()
+            old_lines, old_n = inst.rule_lines, len(inst.keys["desc"])
+            contents = grow(inst, compiled, rules_path, bits)
+            return UpdateReport(sorted(set(inst.rule_lines) - set(old_lines)),
+                                sorted(set(old_lines) - set(inst.rule_lines)), old_n, len(contents.desc),
+                                time.perf_counter() - t0, grown=True)
         except BackendError as exc:
             raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
         counted, leaf_rules = _counted(compiled, contents)
@@ -446,11 +459,12 @@ def stats(iface: str) -> dict[str, int]:
     inst = load_installed(iface)
     maps = MapSet.from_pins(inst.pins)
     try:
-        out = maps.stats()
+        base = inst.stats_base                       # counts of the programs grown out of
+        out = {name: n + base.get(name, 0) for name, n in maps.stats().items()}
         bits = inst.port_bits if inst.port_bits is not None else _port_specs(inst.ports)[0]
         if bits:
-            for port, n in zip(bits, maps.port_stats(len(bits))):
-                out[f"port {port}"] = n
+            for i, (port, n) in enumerate(zip(bits, maps.port_stats(len(bits)))):
+                out[f"port {port}"] = n + base.get(f"port#{i}", 0)
         return out
     finally:
         maps.close()

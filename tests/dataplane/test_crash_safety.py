@@ -121,3 +121,30 @@ def test_detach_killed_at_every_step_then_detach_again(lab, tmp_path, step: str)
     assert not runtime.pin_dir(BRK).exists() and not runtime._state_path(BRK).exists()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
     assert received(_frames()) == WANT["a"]
+
+
+@pytest.mark.parametrize("step", ["grow:journaled", "grow:swapped"])
+def test_grow_killed_then_the_next_update_finishes_or_undoes_it(lab, tmp_path, step: str) -> None:  # noqa: F811
+    """An update that outgrows the program (dataplane/grow.py) killed before and after the swap:
+    the frames see one whole program; the next update finishes (the grown one's pins take over)
+    or undoes (its pins and filters go) and nothing of the other program is left."""
+    from camus.compiler.backends.ebpf_program import EbpfLimits
+    from camus.dataplane.grow import _attached_prog_id, _pinned_id, staging_dir
+    spec = load_spec(SPEC_PATH)
+    frames = _frames()
+    runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native",
+                   limits=EbpfLimits(max_exact=16))
+    big = tmp_path / "big.txt"                                # more exact slots than the program holds
+    big.write_text(RULES["b"] + "".join(f"stock == Z{i:03d} : fwd(5)\n" for i in range(40)))
+    code = ("from camus.dataplane import runtime; from camus.compiler.compile import compile_files; "
+            f"runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, {str(big)!r}), {str(big)!r})")
+    _killed(code, step)
+    assert received(frames) == (WANT["a"] if step == "grow:journaled" else WANT["b"])
+    report = runtime.update(BRK, compile_rules(spec, RULES["c"]), _write(tmp_path, "c"))   # recovers first
+    assert not report.grown
+    inst = runtime.load_installed(BRK)
+    assert inst.pending is None and inst.generation == (0 if step == "grow:journaled" else 1)
+    assert _attached_prog_id(inst) == _pinned_id(inst.pins, "prog_xdp")     # the pins are the live program's
+    assert received(frames) == WANT["c"]
+    assert not staging_dir(inst).exists()
+    assert sorted(p.name for p in runtime.PIN_ROOT.iterdir() if p.name.startswith(BRK)) == [BRK]

@@ -156,7 +156,7 @@ def test_detach_without_state_file_removes_leftover_pins(lab) -> None:
 def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -> None:
     """Sensor filters over 8 attributes (the cost model picks the bit-vector stage) attached to
     a real veth; updates swap between bit-vector and diagram table sets; a rule set beyond the
-    attached capacity is refused and the old tables keep serving."""
+    attached capacity grows the program (refused, the old tables serving, when held to it)."""
     from camus.bench.workloads import SENSOR_SPEC, sensor_rules
     from camus.compiler.semantics.interpreter import PipelineInterpreter
     from camus.compiler.language.spec_parser import parse_spec
@@ -186,10 +186,16 @@ def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -
     runtime.update(BRK, compiled, "sensors.txt")
     assert received(frames) == want
     huge = compile_rules(spec, "\n".join(sensor_rules(40_000, seed=5)))
-    with pytest.raises(DataplaneError, match="old tables keep serving"):
-        runtime.update(BRK, huge, "huge.txt")
+    with pytest.raises(DataplaneError, match="old tables keep serving"):       # held to today's program
+        runtime.update(BRK, huge, "huge.txt", limits=runtime.load_installed(BRK).limits())
     assert received(frames) == want
-    assert "bit-vector stage" in CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+    before = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+    assert runtime.update(BRK, huge, "huge.txt").grown                           # a larger program takes over
+    assert received(frames) == [bool(PipelineInterpreter(huge.pipeline).run(v).actions.ports) for v in values]
+    after = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+    assert "bit-vector stage" in after and after != before
+    runtime.update(BRK, compiled, "sensors.txt")
+    assert received(frames) == want
 
 
 def test_attach_with_no_options_uses_the_config_file(lab, tmp_path, monkeypatch) -> None:
