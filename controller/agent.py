@@ -106,6 +106,7 @@ class Agent:
     def apply_changes(self, added: list[str], removed: list[str], base: str, digest: str) -> str:
         """Apply rule lines added and removed as a delta. Raises Conflict (the caller sends
         the whole set), ValueError (bad rules) or RuntimeError (data plane); nothing changes then."""
+        from camus.compiler.backends.ebpf_tables import CapacityError
         from camus.compiler.incremental import NotLive
         from camus.compiler.language.errors import CompileError, CompileErrors
         from camus.dataplane.program import DataplaneError
@@ -122,6 +123,8 @@ class Agent:
         except (KeyError, NotLive) as exc:            # not what it holds, or rules only a whole update takes
             raise Conflict(str(exc)) from None
         except DataplaneError as exc:
+            if isinstance(exc.__cause__, CapacityError):   # past the program: a whole update grows it
+                raise Conflict(f"{exc}; the whole set grows the program") from None
             raise RuntimeError(str(exc)) from None
         self.digest, self.applied = digest, self.applied + 1
         self.rules += len(added) - len(removed)

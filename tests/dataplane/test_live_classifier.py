@@ -102,3 +102,28 @@ def test_the_agent_takes_deltas_right_after_a_whole_update(lab, tmp_path) -> Non
         assert received([googl, ibm]) == [False, True]
     finally:
         agent.close()
+
+
+def test_a_delta_past_the_program_asks_for_the_whole_set_which_grows_it(lab, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """A change the attached program cannot hold is a conflict (the controller then sends the
+    whole set), not a failure: the whole update grows the program (dataplane/grow.py) and the
+    agent takes deltas again."""
+    from camus.compiler.backends.ebpf_program import EbpfLimits
+    from camus.controller.agent import Agent, Conflict
+    spec = load_spec(SPEC_PATH)
+    agent = Agent(BRK, str(SPEC_PATH), "secret", workdir=tmp_path)
+    try:
+        with monkeypatch.context() as m:             # attach sizes the program small
+            m.setattr(runtime, "sized_limits", lambda *_a: EbpfLimits(max_exact=16))
+            agent.apply("stock == GOOGL : fwd(1)\n", "d1")
+        many = [f"stock == Z{i:03d} : fwd(2)" for i in range(40)]
+        with pytest.raises(Conflict, match="grows the program"):
+            agent.apply_changes(many, [], "d1", "d2")
+        assert agent.digest == "d1" and received([_frame(spec, "Z007", 1)]) == [False]
+        agent.apply("stock == GOOGL : fwd(1)\n" + "\n".join(many) + "\n", "d2")
+        assert runtime.load_installed(BRK).generation == 1 and agent.live is not None
+        assert received([_frame(spec, "Z007", 1), _frame(spec, "IBM", 1)]) == [True, False]
+        assert "delta" in agent.apply_changes(["stock == IBM : fwd(2)"], [], "d2", "d3")
+        assert received([_frame(spec, "IBM", 1)]) == [True]
+    finally:
+        agent.close()
