@@ -141,9 +141,17 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.argument("rules", type=click.Path(exists=True, dir_okay=False))
 def check(spec: str, rules: str) -> None:
-    """Validate SPEC and RULES without writing anything; exit 1 on any mistake."""
+    """Validate SPEC and RULES without writing anything; exit 1 on any mistake. Warns (exit 0)
+    about filters that can never match, such as `sensor == 5 and sensor == 6`."""
+    from camus.compiler.logic.dnf import to_dnf
     c = _compile(spec, rules, "spec", 1, 0)
     fields = sorted({t.name for t in c.pipeline.tables})
+    widths = [v.width for v in c.lowered.variables]
+    for r in c.lowered.rules:
+        if r.index >= 0 and r.formula[0] != "true" and not to_dnf(r.formula, widths):
+            pos = c.source.position(r.offset)
+            click.echo(f"warning: {pos}: this filter can never match (its "
+                       "conditions contradict each other); its actions never run", err=True)
     click.echo(f"ok: {len(c.rules)} rules over {len(fields)} field(s): {', '.join(fields) or '-'}")
 
 

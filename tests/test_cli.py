@@ -38,6 +38,16 @@ def test_check_reports_every_mistake_with_position(tmp_path) -> None:
     assert ok.exit_code == 0 and ok.output.startswith("ok: 6 rules")
 
 
+def test_check_warns_about_filters_that_can_never_match(tmp_path) -> None:
+    rules = tmp_path / "r.txt"
+    rules.write_text("\ufeffstock == GOOGL : fwd(1)\r\nstock == GOOGL and stock == IBM : fwd(2)\n"
+                     "price > 10 and not (price > 5) : fwd(3)\n")           # a BOM and CRLF too
+    r = CliRunner().invoke(main, ["check", SPEC, str(rules)])
+    assert r.exit_code == 0 and "ok: 3 rules" in r.output
+    assert "r.txt:2:1: this filter can never match" in r.output and "r.txt:3:1: this filter" in r.output
+    assert "r.txt:1:" not in r.output
+
+
 def test_explain_message_text_and_json() -> None:
     r = run("explain", SPEC, RULES, "--message", "stock=GOOGL price=60")
     assert "actions: fwd(1)" in r.output and "add_order.price" in r.output and "GOOGL" in r.output

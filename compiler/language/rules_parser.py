@@ -356,6 +356,8 @@ def _fast_rule(m: re.Match[str], index: int) -> Rule | None:
 
 def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceText]:
     """Parse a whole rule file. Any syntax error rejects the file: CompileErrors lists them all."""
+    if text.startswith("\ufeff"):      # a byte-order mark (editors on Windows): blank, columns kept
+        text = " " + text[1:]
     src = SourceText(text, source)
     rules: list[Rule] = []
     errors: list[CompileError] = []

@@ -306,6 +306,8 @@ class _SpecReader:
 
 def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Spec:
     """Parse a spec; raises CompileErrors listing every problem found."""
+    if text.startswith("\ufeff"):      # a byte-order mark: blank, columns kept
+        text = " " + text[1:]
     try:
         reader = _SpecReader(_tokenize(text, source), source)
         reader.parse()

@@ -53,7 +53,10 @@ def _run(coro_fn, controller):
     async def main():
         async with TestClient(TestServer(make_app(controller, TOKENS))) as client:
             return await coro_fn(client)
-    return asyncio.run(main())
+
+    async def bounded():           # a hang fails the test (once, in a full run, it blocked the suite)
+        return await asyncio.wait_for(main(), 120)
+    return asyncio.run(bounded())
 
 
 def H(tok):
