@@ -153,8 +153,8 @@ def _fits_switch(p: Pipeline, opts: CompileOptions) -> bool:
 def _cover_fits(lowered: Lowered, drop: frozenset[str], order: list[int], opts: CompileOptions,
                 built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]]) -> bool:
     """Whether the diagram of the rules without the fields `drop` fits the switch: at most
-    opts.switch_entries entries and the switch's multicast groups. Built for real, given up once it
-    has twice as many nodes as entries allowed (an entry per state and edge; leaves are nodes
+    opts.switch_entries entries and the switch's multicast groups. Built for real, given up once
+    it has twice as many nodes as entries allowed (an entry per state and edge; leaves are nodes
     too); what fits is kept in `built`."""
     widths = [v.width for v in lowered.variables]
     rules = cover_without(lowered, drop) if drop else lowered
@@ -183,14 +183,14 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
     t3 = time.perf_counter()
     order = variable_order(lowered, terms, opts.order)
     builder = builder or DiagramBuilder(widths, opts.max_nodes)
-    names: list[str] = []
-    if opts.strategy == "switch":                   # a covering approximation a switch can hold
-        names, needed = cover_order(lowered, terms, order, opts.switch_entries)
-        if needed:       # else the diagram as usual (its builder's memo serves churn), checked below
-            near = PROMISING * opts.switch_entries     # one field fewer, if the estimate is near
-            fewer = needed - 1 if cover_estimate(lowered, terms, order, frozenset(names[:needed - 1]), near) <= near \
-                else needed
-            return _switch_cover(spec, rules, src, lowered, order, opts, names, fewer, timings, t3)
+    if opts.strategy == "switch" and cover_order(lowered, terms, order, opts.switch_entries)[1]:
+        # a covering approximation a switch can hold; else the diagram as usual (its builder's
+        # memo serves churn), checked after its build
+        names, needed = cover_order(lowered, terms, order, opts.switch_entries, complete=True)
+        near = PROMISING * opts.switch_entries      # one field fewer, when the estimate is near
+        if cover_estimate(lowered, terms, order, frozenset(names[:needed - 1]), near) <= near:
+            needed -= 1
+        return _switch_cover(spec, rules, src, lowered, order, opts, names, needed, timings, t3)
     merged = terms if keys is not None else merge_equal_terms(terms)
     strategy, _ = choose(lowered, merged, order, "bdd" if opts.strategy == "switch" else opts.strategy)
     if strategy == "bitvector":
@@ -213,8 +213,10 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
             f"the decision diagram grew past {opts.max_nodes} nodes ({exc.args[0]})",
             Position(source, 1, 1), "--order heuristic, --alpha N, or a smaller rule set")]) from None
     out = _sliced(spec, rules, src, lowered, builder, root, order, opts, frozenset(), timings, t3)
-    if opts.strategy == "switch" and not _fits_switch(out.pipeline, opts) and names:
-        return _switch_cover(spec, rules, src, lowered, order, opts, names, 1, timings, t3)
+    if opts.strategy == "switch" and not _fits_switch(out.pipeline, opts):     # the estimate passed it
+        names, _ = cover_order(lowered, terms, order, opts.switch_entries, complete=True)
+        if names:
+            return _switch_cover(spec, rules, src, lowered, order, opts, names, 1, timings, t3)
     return out
 
 

@@ -40,9 +40,11 @@ def cover_estimate(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], 
 
 
 def cover_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], order: list[int],
-                entry_budget: int) -> tuple[list[str], int]:
-    """Every header field in the order the estimate leaves them out, and how many of them it
-    leaves out before it is at most `entry_budget`."""
+                entry_budget: int, complete: bool = False) -> tuple[list[str], int]:
+    """The header fields in the order the estimate leaves them out, and how many of them it
+    leaves out before it is at most `entry_budget`. Without `complete` the order stops there
+    (nothing when the whole diagram passes: the common case pays one estimate); with it, every
+    field is ranked (to go on when a real build does not fit)."""
     headers = [v for v in order if lowered.variables[v].state is None]
     exact_only = [(c, a) for c, a in terms if ("drop",) not in a]      # drop rules leave the cover
     dropped: list[int] = []
@@ -56,6 +58,8 @@ def cover_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], ord
     while len(dropped) < len(headers):
         if current <= entry_budget and needed is None:
             needed = len(dropped)
+            if not complete:
+                break
         width = {v: lowered.variables[v].width for v in headers}
         best = min((v for v in headers if v not in dropped),
                    key=lambda v: (estimate({*dropped, v}), -_acceptance(exact_only, v, width[v])))

@@ -73,7 +73,7 @@ def test_cover_leaves_out_one_field_where_the_estimate_wanted_two(seed: int, mon
     rules = multi_attribute_rules(40, seed, 5)
     picked: list[tuple[list[str], int]] = []
     estimate_order = compile_mod.cover_order
-    monkeypatch.setattr(compile_mod, "cover_order", lambda *a: picked.append(estimate_order(*a)) or picked[-1])
+    monkeypatch.setattr(compile_mod, "cover_order", lambda *a, **k: picked.append(estimate_order(*a, **k)) or picked[-1])
     c = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=2000))
     names, needed = picked[0]
     assert names[:needed] == ["reading.sensor", "reading.kind"]    # what the estimate alone leaves out
@@ -115,6 +115,6 @@ def test_a_cover_the_estimate_passes_is_built_and_checked(monkeypatch) -> None:
     rules = multi_attribute_rules(40, 1, 5)
     exact = compile_rules(spec, rules, options=CompileOptions(strategy="bdd"))
     budget = exact.pipeline.entry_count - 1
-    monkeypatch.setattr(compile_mod, "cover_order", lambda *a: (["reading.sensor", "reading.value"], 0))
+    monkeypatch.setattr(compile_mod, "cover_order", lambda *a, **k: (["reading.sensor", "reading.value"], 0))
     c = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=budget))
     assert c.pipeline.covers_without and c.pipeline.entry_count <= budget
