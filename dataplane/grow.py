@@ -97,19 +97,9 @@ def our_tc_filters(ifnames: list[str], ports_id: int) -> list[tuple[str, str, st
     """(interface, direction, pref) of each camus TC filter whose program uses the map `ports_id`
     (a program's ports_cfg, which its TC programs in and out both read): one unit's filters
     among those of other apps sharing the interfaces."""
-    out = []
-    for ifname in ifnames:
-        for direction in ("ingress", "egress"):
-            shown = subprocess.run(["tc", "filter", "show", "dev", ifname, direction],
-                                   capture_output=True, text=True).stdout
-            for line in shown.splitlines():
-                if "camus_tc_" not in line or " pref " not in line or " id " not in line:
-                    continue
-                pref = line.split(" pref ")[1].split()[0]
-                prog = int(line.split(" id ")[1].split()[0])
-                if ports_id in prog_map_ids(prog):
-                    out.append((ifname, direction, pref))
-    return out
+    from .runtime import tc_filters
+    return [(ifname, direction, pref) for ifname in ifnames for direction, pref, prog in tc_filters(ifname)
+            if ports_id in prog_map_ids(prog)]
 
 
 def _del_filters(found: list[tuple[str, str, str]]) -> None:

@@ -244,14 +244,22 @@ def _remove_ours_by_name(iface: str) -> list[str]:
             except Exception:
                 pass
         removed.append("XDP program")
+    for direction, pref, _ in tc_filters(iface):
+        subprocess.run(["tc", "filter", "del", "dev", iface, direction, "pref", pref], capture_output=True)
+        removed.append(f"TC {direction} filter")
+    return removed
+
+
+def tc_filters(iface: str) -> list[tuple[str, str, int]]:
+    """(direction, pref, program id) of each camus_tc_* BPF filter on `iface`."""
+    import subprocess
+    out = []
     for direction in ("ingress", "egress"):
         shown = subprocess.run(["tc", "filter", "show", "dev", iface, direction], capture_output=True, text=True).stdout
         for line in shown.splitlines():
-            if "camus_tc_" in line and " pref " in line:
-                pref = line.split(" pref ")[1].split()[0]
-                subprocess.run(["tc", "filter", "del", "dev", iface, direction, "pref", pref], capture_output=True)
-                removed.append(f"TC {direction} filter")
-    return removed
+            if "camus_tc_" in line and " pref " in line and " id " in line:
+                out.append((direction, line.split(" pref ")[1].split()[0], int(line.split(" id ")[1].split()[0])))
+    return out
 
 
 def interface_exists(iface: str) -> bool:
