@@ -12,8 +12,12 @@ the tables were compiled from), one TCP write per client for all that one wake-u
 Subscriptions: the union of this edge's clients' filters is this port's rule set on the XDP
 broker (`topic == "F" : fwd(PORT)`, one rule per distinct filter); changes within `batch_s`
 go out as one update through the `RuleSink`, and SUBACK is sent once the tables hold them, so
-a client that subscribed sees every later publication. Retained messages and sessions that
-survive a disconnect are not kept (QoS 1/2 publications are acknowledged, delivered at QoS 0).
+a client that subscribed sees every later publication. Retained messages (MQTT 3.1.1 3.3.1.3)
+are kept for the topics this edge's own clients publish to: the last one per topic (up to
+MAX_RETAINED topics; an empty one clears it), sent with the retain flag to a new subscription
+that matches, right after its SUBACK. The labelled datagrams carry no retain flag, so a retained
+message published at another edge is not kept here. Sessions that survive a disconnect are not
+kept (QoS 1/2 publications are acknowledged, delivered at QoS 0).
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ TCP_QUICKACK = 12
 RCVBUF = 32 << 20
 SLOW_CLIENT_BYTES = 16 << 20   # queued for one client beyond this: its publications are dropped
 DRAIN = 256                 # datagrams read per wake-up of the deliveries socket
+MAX_RETAINED = 100_000      # topics with a retained message (memory: a new topic past it is not kept)
 
 
 class RuleSink(Protocol):
@@ -63,6 +68,7 @@ class EdgeStats:
     rejected: int = 0           # publications that could not be labelled (topic too long, ...)
     dropped: int = 0            # publications not written to a client that is not reading (QoS 0)
     unsent: int = 0             # publications the feed socket refused (no route, no buffer: QoS 0)
+    not_retained: int = 0       # retained publications on new topics past MAX_RETAINED (sent on, not kept)
 
 
 class EdgeBroker:
@@ -80,6 +86,7 @@ class EdgeBroker:
         self._pushing = asyncio.Lock()
         self._applied: list[str] | None = None
         self._wire: dict[str, bytes] = {}               # topic -> it as an MQTT string
+        self.retained: dict[str, bytes] = {}            # topic -> its last retained payload
 
     # -- subscriptions -> the XDP broker's rules ----------------------------------------------
     async def _sync(self) -> None:
@@ -121,7 +128,10 @@ class EdgeBroker:
     # -- data ------------------------------------------------------------------------------
     def publish(self, pubs: list[mqtt.Publish]) -> None:
         """Send publications to the XDP broker, those that came together in as few datagrams
-        as the framing allows (edge/framing.py)."""
+        as the framing allows (edge/framing.py); keep the retained ones."""
+        for pub in pubs:
+            if pub.retain:
+                self._retain(pub.topic, pub.payload)
         if self.feed is None:
             for pub in pubs:
                 self.deliver(pub.topic, pub.payload)   # no XDP broker: local only
@@ -158,6 +168,27 @@ class EdgeBroker:
                 self._feed_failing = False
         self.stats.unsent += unsent
         self.stats.published += len(frames) - unsent
+
+    def _retain(self, topic: str, payload: bytes) -> None:
+        """The topic's retained message is now `payload`; an empty one removes it (3.3.1.3)."""
+        if not payload:
+            self.retained.pop(topic, None)
+        elif topic in self.retained or len(self.retained) < MAX_RETAINED:
+            self.retained[topic] = payload
+        else:
+            if not self.stats.not_retained:
+                log.warning("%d topics hold a retained message: retained messages on new topics are not kept",
+                            MAX_RETAINED)
+            self.stats.not_retained += 1
+
+    def send_retained(self, s: Session, filters: list[str]) -> int:
+        """The retained messages matching any of `filters`, to a session that just subscribed to
+        them, with the retain flag (once each). Returns how many."""
+        flavor = self.framing.topic.flavor
+        hits = [t for t in self.retained if any(topics.matches(flavor, f, t) for f in filters)]
+        if hits:
+            self._write(s, b"".join(mqtt.publish_packet(t, self.retained[t], retain=True) for t in hits), len(hits))
+        return len(hits)
 
     def datagram(self, data: bytes, out: dict[int, list[bytes]] | None = None) -> None:
         """A copy from the XDP broker: its publications to the local clients that want them."""
@@ -302,6 +333,7 @@ class EdgeBroker:
                 codes = [0x80] * len(codes)                 # not installed: the client is told
             if p.kind == mqtt.SUBSCRIBE:
                 s.writer.write(mqtt.suback(sub.packet_id, codes))
+                self.send_retained(s, [f for (f, _), code in zip(sub.filters, codes) if code != 0x80])
             else:
                 s.writer.write(mqtt.ack(mqtt.UNSUBACK, sub.packet_id))
         elif p.kind == mqtt.PINGREQ:

@@ -65,3 +65,46 @@ def run_corpus(host: str, port: int, subs: list[list[str]], pubs: list[str],
     for c in clients + [pub]:
         c.loop_stop()
     return got
+
+
+def run_retained(host: str, port: int, subs: list[list[str]], pubs: list[str],
+                 quiet_s: float = 0.6) -> list[set[tuple[str, bytes, bool]]]:
+    """Publish to every topic of `pubs` retained, in order (QoS 1: acknowledged, so stored
+    before anyone subscribes; every fourth payload empty, which clears what the topic held),
+    then subscribe each subscriber and collect what it gets: (topic, payload, retain flag).
+    Clears every topic's retained message afterwards."""
+    pub = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="pub-retained", protocol=paho.MQTTv311)
+    pub.connect(host, port)
+    pub.loop_start()
+    for k, t in enumerate(pubs):
+        pub.publish(t, b"" if k % 4 == 3 else f"r{k}".encode(), qos=1, retain=True).wait_for_publish(5)
+    got: list[set[tuple[str, bytes, bool]]] = [set() for _ in subs]
+    last = [time.monotonic()]
+    clients = []
+    for i, filters in enumerate(subs):
+        acked = threading.Event()
+        c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"rsub{i}", protocol=paho.MQTTv311)
+
+        def on_message(_c, _u, m, i=i) -> None:
+            got[i].add((m.topic, m.payload, bool(m.retain)))
+            last[0] = time.monotonic()
+        c.on_message = on_message
+        c.on_subscribe = lambda *_a, acked=acked: acked.set()
+        c.connect(host, port)
+        c.loop_start()
+        c.subscribe([(f, 0) for f in filters])
+        if not acked.wait(10):
+            raise TimeoutError(f"no SUBACK for {filters}")
+        clients.append(c)
+    last[0] = time.monotonic()
+    while time.monotonic() - last[0] < quiet_s:
+        time.sleep(0.05)
+    for c in clients:
+        c.disconnect()
+    for c in clients:
+        c.loop_stop()
+    for t in sorted(set(pubs)):
+        pub.publish(t, b"", qos=1, retain=True).wait_for_publish(5)
+    pub.disconnect()
+    pub.loop_stop()
+    return got

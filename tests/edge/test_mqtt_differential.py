@@ -17,7 +17,7 @@ from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.language.topics import matches
 from camus.edge.broker import EdgeBroker, Framing, serve
 from tests.conftest import APPS
-from tests.edge.mqtt_corpus import corpus, run_corpus
+from tests.edge.mqtt_corpus import corpus, run_corpus, run_retained
 
 
 def free_port() -> int:
@@ -82,3 +82,21 @@ def test_edge_broker_delivers_what_mosquitto_delivers(mosquitto, edge, seed) -> 
     assert theirs == want, "mosquitto and the matcher disagree"
     assert ours == want
     assert sum(map(len, want)) > 20          # the corpus is not trivial
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_retained_messages_as_mosquitto_keeps_them(mosquitto, edge, seed) -> None:
+    """Retained publications (some empty: they clear the topic), then new subscriptions: each
+    gets the last retained message of every matching topic, flagged retained, as from mosquitto."""
+    subs, pubs = corpus(seed, publications=40)
+    pubs = [t for t in pubs if not t.startswith("$")]      # mosquitto keeps clients out of $SYS
+    last: dict[str, bytes] = {}
+    for k, t in enumerate(pubs):
+        last[t] = b"" if k % 4 == 3 else f"r{k}".encode()
+    want = [{(t, p, True) for t, p in last.items() if p and any(matches("mqtt", f, t) for f in fs)} for fs in subs]
+    theirs = [{m for m in got if not m[0].startswith("$SYS/broker/")}       # mosquitto's own status
+              for got in run_retained("127.0.0.1", mosquitto, subs, pubs)]
+    ours = run_retained("127.0.0.1", edge, subs, pubs)
+    assert theirs == want, "mosquitto and the matcher disagree"
+    assert ours == want
+    assert sum(map(len, want)) > 5           # the corpus is not trivial
