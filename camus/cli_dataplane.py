@@ -160,7 +160,9 @@ def register(main: click.Group) -> None:
         except DataplaneError as exc:
             _fail(exc)
         r = resource_report(c.pipeline)
-        click.echo(f"attached to {iface} ({mode} XDP): {len(c.rules)} rules, {r['entries']} table entries, "
+        distinct = len(inst.rule_lines)                  # what `status` counts: each rule once
+        rules_said = f"{len(c.rules)} rules" + (f" ({distinct} distinct)" if distinct != len(c.rules) else "")
+        click.echo(f"attached to {iface} ({mode} XDP): {rules_said}, {r['entries']} table entries, "
                    f"{len(inst.keys['leaf'])} leaves; maps pinned at {inst.pins}")
         if inst.fanout:
             click.echo(f"copies: {inst.fanout}")
