@@ -160,7 +160,12 @@ def _pinned_id(directory: Path, name: str) -> int:
 
 def staging_dir(inst: Installed) -> Path:
     """Where the grown program is pinned until it takes over (beside the unit's pins)."""
-    return pin_dir(inst.unit).with_name(inst.unit + "~grow")       # bpffs refuses dots in names
+    return side_dirs(inst.unit)[0]
+
+
+def side_dirs(unit: str) -> list[Path]:
+    """The pin folders a grow keeps beside the unit's for a moment (a crash may leave them)."""
+    return [pin_dir(unit).with_name(unit + suffix) for suffix in ("~grow", "~old")]   # (bpffs: no dots)
 
 
 def _swap_xdp(inst: Installed, prog: XdpProgram, app_id: int) -> None:
@@ -190,7 +195,7 @@ def _finish(inst: Installed, staging: Path, old_ports: int) -> None:
     """After the swap: the old TC filters and pins go, the grown program's pins take their place."""
     _del_filters(our_tc_filters(sorted({i for i in inst.clsact or []} | {inst.iface} | set(_port_ifaces(inst))),
                                 old_ports))
-    old_pins = pin_dir(inst.unit).with_name(inst.unit + "~old")
+    old_pins = side_dirs(inst.unit)[1]
     shutil.rmtree(old_pins, ignore_errors=True)
     if pin_dir(inst.unit).exists():
         pin_dir(inst.unit).rename(old_pins)
@@ -309,9 +314,9 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
             if inst.pending and "grow" in inst.pending:
                 inst.pending = None
                 _save(inst)
-            if isinstance(exc, OSError):
-                raise DataplaneError(f"could not grow the program of {inst.unit} ({exc}); the old one keeps "
-                                     "serving") from exc
+            if isinstance(exc, Exception) and not isinstance(exc, DataplaneError):
+                raise DataplaneError(f"could not grow the program of {inst.unit} ({type(exc).__name__}: {exc}); "
+                                     "the old one keeps serving") from exc
         raise
     finally:
         old.close()

@@ -28,7 +28,7 @@ from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
 from . import fanout
-from .grow import grow, recover_grow
+from .grow import grow, recover_grow, side_dirs
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .installed import (PIN_ROOT, STATE_ROOT, Installed, _contents_from_keys, _keys, _save, _state_path,  # noqa: F401
                         attachment_dir, installed, load_installed, pin_dir, unit_name, valid_iface)
@@ -321,6 +321,8 @@ def remove_unit(inst: Installed) -> None:
     _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
     _fault("detach:tc")
     shutil.rmtree(pin_dir(inst.unit), ignore_errors=True)
+    for side in side_dirs(inst.unit):                   # what an interrupted grow left
+        shutil.rmtree(side, ignore_errors=True)
     shutil.rmtree(attachment_dir(inst.unit), ignore_errors=True)
     _fault("detach:pins")
     _state_path(inst.unit).unlink(missing_ok=True)      # last: until then a detach can start over

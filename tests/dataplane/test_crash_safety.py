@@ -148,3 +148,19 @@ def test_grow_killed_then_the_next_update_finishes_or_undoes_it(lab, tmp_path, s
     assert received(frames) == WANT["c"]
     assert not staging_dir(inst).exists()
     assert sorted(p.name for p in runtime.PIN_ROOT.iterdir() if p.name.startswith(BRK)) == [BRK]
+
+
+def test_detach_after_a_grow_killed_past_its_swap_leaves_nothing(lab, tmp_path) -> None:  # noqa: F811
+    from camus.compiler.backends.ebpf_program import EbpfLimits
+    spec = load_spec(SPEC_PATH)
+    runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native",
+                   limits=EbpfLimits(max_exact=16))
+    big = tmp_path / "big.txt"
+    big.write_text(RULES["b"] + "".join(f"stock == Z{i:03d} : fwd(5)\n" for i in range(40)))
+    code = ("from camus.dataplane import runtime; from camus.compiler.compile import compile_files; "
+            f"runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, {str(big)!r}), {str(big)!r})")
+    _killed(code, "grow:swapped")
+    assert any(p.name.endswith("~grow") for p in runtime.PIN_ROOT.iterdir())      # what the crash left
+    runtime.detach(BRK)
+    assert not [p for p in runtime.PIN_ROOT.iterdir() if p.name.startswith(BRK)]
+    assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
