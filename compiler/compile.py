@@ -24,14 +24,16 @@ from .language.rules_ast import Rule
 from .language.rules_parser import SourceText, parse_rules
 from .structure.slicing import default_action, slice_pipeline
 from .language.spec import Spec
-from .structure.fit import cover_estimate, cover_order, fewest_drops
+from .structure.fit import cover_order, fewest_drops
 from .structure.strategy import choose
 
 
-# --fit: a cover is tried for real when the estimate puts it within this many times the entry
-# budget (structure/fit.py), and kept if it fits a switch's multicast groups as well (16-bit
-# group ids; members as backends/p4_budget.Budget's default pipe).
-PROMISING = 4
+# --fit (structure/fit.py): a cover smaller than the estimate's is tried with a build given up
+# past this many nodes or memoised sub-diagrams (the work: each costs ~35 us, and one such
+# failure is paid for per compile: ~2 s at most here); a cover fits when its entries and its
+# multicast groups do (16-bit group ids; members as backends/p4_budget.Budget's default pipe).
+FIT_TRIAL_NODES = 60_000
+FIT_TRIAL_MEMO = 50_000
 SWITCH_GROUPS = 65_535
 SWITCH_GROUP_MEMBERS = 1 << 20
 
@@ -151,15 +153,16 @@ def _fits_switch(p: Pipeline, opts: CompileOptions) -> bool:
 
 
 def _cover_fits(lowered: Lowered, drop: frozenset[str], order: list[int], opts: CompileOptions,
-                built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]]) -> bool:
+                built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]], max_nodes: int,
+                max_memo: int | None = None) -> bool:
     """Whether the diagram of the rules without the fields `drop` fits the switch: at most
-    opts.switch_entries entries and the switch's multicast groups. Built for real, given up once
-    it has twice as many nodes as entries allowed (an entry per state and edge; leaves are nodes
-    too); what fits is kept in `built`."""
+    opts.switch_entries entries and the switch's multicast groups. Built for real, given up past
+    `max_nodes` (twice the entries allowed is sure to be over: an entry per state and edge,
+    leaves are nodes too) or `max_memo` sub-diagrams; what fits is kept in `built`."""
     widths = [v.width for v in lowered.variables]
     rules = cover_without(lowered, drop) if drop else lowered
     terms = merge_equal_terms([(t, r.atoms) for r in rules.rules for t in to_dnf(r.formula, widths, opts.dnf_limit)])
-    builder = DiagramBuilder(widths, 2 * opts.switch_entries + 2)
+    builder = DiagramBuilder(widths, min(max_nodes, 2 * opts.switch_entries + 2), max_memo=max_memo)
     try:
         root = builder.build(terms, order)
     except DiagramTooLarge:
@@ -167,6 +170,7 @@ def _cover_fits(lowered: Lowered, drop: frozenset[str], order: list[int], opts: 
     if not _fits_switch(slice_pipeline(rules, builder, root, order, opts.compress_max), opts):
         return False
     builder.max_nodes = opts.max_nodes             # the builder serves incremental updates later
+    builder.max_memo = None
     built[drop] = (rules, builder, root)
     return True
 
@@ -187,9 +191,6 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
         # a covering approximation a switch can hold; else the diagram as usual (its builder's
         # memo serves churn), checked after its build
         names, needed = cover_order(lowered, terms, order, opts.switch_entries, complete=True)
-        near = PROMISING * opts.switch_entries      # one field fewer, when the estimate is near
-        if cover_estimate(lowered, terms, order, frozenset(names[:needed - 1]), near) <= near:
-            needed -= 1
         return _switch_cover(spec, rules, src, lowered, order, opts, names, needed, timings, t3)
     merged = terms if keys is not None else merge_equal_terms(terms)
     strategy, _ = choose(lowered, merged, order, "bdd" if opts.strategy == "switch" else opts.strategy)
@@ -216,17 +217,22 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
     if opts.strategy == "switch" and not _fits_switch(out.pipeline, opts):     # the estimate passed it
         names, _ = cover_order(lowered, terms, order, opts.switch_entries, complete=True)
         if names:
-            return _switch_cover(spec, rules, src, lowered, order, opts, names, 1, timings, t3)
+            return _switch_cover(spec, rules, src, lowered, order, opts, names, 1, timings, t3, floor=1)
     return out
 
 
 def _switch_cover(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered, order: list[int],
                   opts: CompileOptions, names: list[str], start: int, timings: dict[str, float],
-                  t3: float) -> Compiled:
-    """The rules without the fewest of `names` (the estimate's order), `start` of them or more,
-    whose diagram fits the switch, each try a real build (structure/fit.py)."""
+                  t3: float, floor: int = 0) -> Compiled:
+    """The rules without the fewest of `names` (the estimate's order; it asks for `start`; fewer
+    than `floor` are known not to fit) whose diagram fits the switch, each try a real build
+    (structure/fit.py)."""
     built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]] = {}
-    covered = fewest_drops(names, start, lambda drop: _cover_fits(lowered, drop, order, opts, built))
+    def fits(drop: frozenset[str], thorough: bool) -> bool:
+        if thorough:
+            return _cover_fits(lowered, drop, order, opts, built, 2 * opts.switch_entries + 2)
+        return _cover_fits(lowered, drop, order, opts, built, FIT_TRIAL_NODES, FIT_TRIAL_MEMO)
+    covered = fewest_drops(names, start, fits, floor)
     timings["fit"] = time.perf_counter() - t3
     if covered is None:            # not even testing nothing fits (state tables?): say so, as before
         covered = frozenset(names)

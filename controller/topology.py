@@ -108,8 +108,9 @@ class Topology:
                 "links": [{"a": a, "a_port": d["ports"][a], "b": b, "b_port": d["ports"][b]}
                           for a, b, d in sorted((min(u, v), max(u, v), d) for u, v, d in self.g.edges(data=True))]}
 
-    def save(self, path: Path) -> None:
+    def save(self, path: str | Path) -> None:
         import yaml
+        path = Path(path)                  # as load takes it
         text = json.dumps(self.to_dict(), indent=1) if path.suffix == ".json" else yaml.safe_dump(self.to_dict())
         path.write_text(text)
 

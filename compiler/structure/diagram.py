@@ -59,9 +59,14 @@ def normalise_atoms(atoms: frozenset[Atom]) -> frozenset[Atom]:
 class DiagramBuilder:
     """Hash-consing store of nodes; `build` turns DNF terms into a root node id."""
 
-    def __init__(self, widths: list[int], max_nodes: int = 2_000_000, seed: int = 0x5EED) -> None:
+    def __init__(self, widths: list[int], max_nodes: int = 2_000_000, seed: int = 0x5EED,
+                 max_memo: int | None = None) -> None:
         self.widths = widths
         self.max_nodes = max_nodes
+        # Work bound for trial builds: sub-diagrams memoised, most of which collapse into nodes
+        # already made, so the node count alone does not bound the time (a cover trial once
+        # memoised 2M sub-diagrams for a few hundred nodes: 68 s).
+        self.max_memo = max_memo
         self.nodes: dict[int, Node] = {EMPTY_LEAF: Leaf(frozenset())}   # id -> node; `collect` forgets some
         self.next_id = 1
         self._born = 0                       # nodes made since the last `collect`
@@ -242,6 +247,8 @@ class DiagramBuilder:
         else:
             result = self._branch(nxt, alive, deepest)
         self._memo[memo_key] = result
+        if self.max_memo is not None and len(self._memo) > self.max_memo:
+            raise DiagramTooLarge(len(self.nodes))
         return result
 
     def _branch(self, level: int, alive: list[int], deepest: int) -> int:

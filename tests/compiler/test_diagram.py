@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import pytest
+
 from camus.bench.workloads import itch_rules
 from camus.compiler.compile import compile_rules
-from camus.compiler.structure.diagram import EMPTY_LEAF, Branch, DiagramBuilder
+from camus.compiler.structure.diagram import EMPTY_LEAF, Branch, DiagramBuilder, DiagramTooLarge
 from camus.compiler.language.spec_parser import load_spec
 from tests.conftest import APPS
 
@@ -62,6 +64,17 @@ def test_builder_hash_conses_leaves() -> None:
     assert b.leaf(frozenset()) == EMPTY_LEAF
     root = b.build([({0: ((3, 3),)}, frozenset({("fwd", 1)}))], [0])
     assert isinstance(b.nodes[root], Branch) and b.nodes[root].edges[1] == (3, 3, 1)
+
+
+def test_a_memo_bound_gives_up_a_build_whose_nodes_stay_few() -> None:
+    """Sub-diagrams that collapse into nodes already made cost work but no nodes: a trial build
+    (the switch cover's) is bounded by its memo too."""
+    terms = [({0: ((i, i),), 1: ((j, j),)}, frozenset({("fwd", 1)})) for i in range(30) for j in range(0, 60, 2)]
+    free = DiagramBuilder([8, 8])
+    free.build(terms, [0, 1])
+    assert len(free.nodes) < 10 and free.memo_size() > 30         # few nodes, more work
+    with pytest.raises(DiagramTooLarge):
+        DiagramBuilder([8, 8], max_memo=5).build(terms, [0, 1])
 
 
 def test_collect_forgets_only_what_no_root_reaches() -> None:
