@@ -4,7 +4,7 @@
     rule    := filter ':' action (',' action)*
     filter  := conj (('or' | '||') conj)*
     conj    := unary (('and' | '&&') unary)*
-    unary   := ('not' | '!') unary | '(' filter ')' | 'true' | relation
+    unary   := ('not' | '!') unary | '(' filter ')' | 'true' | 'false' | relation
     relation:= operand op constant        op := == = != < <= > >= prefix
     operand := field | (count|sum|avg) '(' field [',' counter] ')'
     every   := 'every' '(' n [',' counter] ')'                  a relation of its own (1 out of n)
@@ -193,9 +193,12 @@ class _Parser:
             return inner
         if kind == "id" and text.lower() == "true":
             return TrueFilter(off)
+        if kind == "id" and text.lower() == "false" and self.peek()[1] not in _RELOPS:
+            # not a keyword: a field or a bare-word value may still be called `false`
+            return Not(TrueFilter(off), off)
         if kind == "id" and text.lower() not in _KEYWORDS:
             return self.relation(tok)
-        raise self.fail(tok, "a field, 'not', '(' or 'true'")
+        raise self.fail(tok, "a field, 'not', '(', 'true' or 'false'")
 
     def every(self, tok: tuple[str, str, int]) -> Rel:
         """`every(10)`: SANDS's 1-out-of-N frequency filter, true for the n-th, 2n-th ... message

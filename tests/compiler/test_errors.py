@@ -47,7 +47,7 @@ RULE_CASES = [
     ("dst_ip == 300.1.1.1 : fwd(1)\n", "bad IPv4 address", 1, 11),
     ("dst_ip == 10.0.0.0/x : fwd(1)\n", "expected a prefix length", 1, 20),
     ("price > 5 : fwd(1) fwd(2)\n", "expected ',' and another action", 1, 20),
-    ("and : fwd(1)\n", "expected a field, 'not', '(' or 'true'", 1, 1),
+    ("and : fwd(1)\n", "expected a field, 'not', '(', 'true' or 'false'", 1, 1),
     ("stok == A : fwd(1)\n", "unknown field 'stok'", 1, 1),
     ("dst == 1 : fwd(1)\n", "field name 'dst' is ambiguous", 1, 1),
     ("ipv4.src == 1 : fwd(1)\n", "ipv4.src is not a query field", 1, 1),

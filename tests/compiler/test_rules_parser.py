@@ -39,6 +39,10 @@ def test_operators_precedence_and_constants() -> None:
     assert consts[1].kind == "ipv6" and consts[2].value == ord("S") and consts[3].kind == "word"
     (r,), _ = parse_rules("true : fwd(1)")
     assert isinstance(r.filter, TrueFilter)
+    (r,), _ = parse_rules("false or a == 1 : fwd(1)")         # `false`: never, as `not true`
+    assert isinstance(r.filter.args[0], Not) and isinstance(r.filter.args[0].arg, TrueFilter)
+    (r,), _ = parse_rules("false == 1 and s == false : fwd(1)")   # still a field and a value
+    assert r.filter.args[0].left.name == "false" and r.filter.args[1].right.value == "false"
 
 
 def test_separators_comments_and_multiline_rules() -> None:
