@@ -276,18 +276,9 @@ def demo(n_messages: int, seed: int, no_lab: bool) -> None:
     sys.exit(code)
 
 
-from camus import cli_dataplane  # noqa: E402  (the data-plane commands register on the group)
+# The other commands, a module each (or a small group): compile/check/explain/apps/demo above.
+from camus import cli_attach, cli_bench, cli_controller, cli_dataplane, cli_edge, cli_subscribe  # noqa: E402
 
-cli_dataplane.register(main)
-
-from camus import cli_bench  # noqa: E402  (the benchmark commands register on the group)
-
-cli_bench.register(main)
-
-from camus import cli_controller  # noqa: E402  (controller, agent and subscription commands)
-
-cli_controller.register(main)
-
-from camus import cli_edge  # noqa: E402  (the MQTT edge broker)
-
-cli_edge.register(main)
+for _module in (cli_attach, cli_dataplane, cli_bench, cli_controller, cli_subscribe, cli_edge):
+    for _command in _module.COMMANDS:
+        main.add_command(_command)

@@ -1,9 +1,7 @@
-"""`camus-xdp controller serve`, `agent`, `subscribe`, `unsubscribe`, `subscriptions`."""
+"""`camus-xdp controller serve` and `agent`; the subscribers' commands are cli_subscribe.py."""
 from __future__ import annotations
 
-import json
 import sys
-import time
 
 import click
 
@@ -31,170 +29,110 @@ def _secret(path: str | None, env: str) -> str:
     return os.environ.get(env, "").strip()
 
 
-def register(main: click.Group) -> None:
-    @main.group()
-    def controller() -> None:
-        """The controller: routes subscriptions over a topology of XDP hosts and P4 switches."""
+@click.group()
+def controller() -> None:
+    """The controller: routes subscriptions over a topology of XDP hosts and P4 switches."""
 
-    @controller.command("serve")
-    @click.option("--topology", "topology_path", required=True, type=click.Path(exists=True, dir_okay=False),
-                  help="Topology file (YAML/JSON): devices with kind p4|xdp|plain|host, links with ports; "
-                       "xdp devices carry `agent: URL`, p4 devices `p4runtime: HOST:PORT` (and "
-                       "`device_id: N`) or get a --switch-dir directory.")
-    @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
-    @click.option("--policy", type=click.Choice(list(POLICIES)), default="mr", show_default=True,
-                  help="mr/tr: hierarchical (Algorithm 1); mst/mst++: spanning tree of a general graph.")
-    @click.option("--alpha", type=click.IntRange(1), default=1, show_default=True)
-    @click.option("--listen", default="127.0.0.1:9000", show_default=True, help="HOST:PORT of the HTTP API.")
-    @click.option("--tokens", "tokens_path", required=True, type=click.Path(exists=True, dir_okay=False),
-                  help="YAML 'token: host' lines: who may subscribe for which host.")
-    @click.option("--agent-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
-                  envvar="CAMUS_AGENT_TOKEN_FILE",
-                  help="File holding the token the controller presents to host agents (not on the command "
-                       "line: it would show in ps). $CAMUS_AGENT_TOKEN also works.")
-    @click.option("--db", "db_path", default="camus-controller.db", show_default=True,
-                  help="SQLite file keeping subscriptions across restarts (ids are never reused).")
-    @click.option("--switch-dir", type=click.Path(file_okay=False), default="switches", show_default=True,
-                  help="Where each P4 switch without a `p4runtime: HOST:PORT` in the topology gets its "
-                       "program and entries written (DIR/<switch>/); the others are driven over P4Runtime.")
-    @click.option("--default-ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
-    @ACCESS_LOG
-    def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
-              default_ttl, access_log) -> None:
-        """Serve the subscription API; push tables to host agents and to switches.
+@controller.command("serve")
+@click.option("--topology", "topology_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Topology file (YAML/JSON): devices with kind p4|xdp|plain|host, links with ports; "
+                   "xdp devices carry `agent: URL`, p4 devices `p4runtime: HOST:PORT` (and "
+                   "`device_id: N`) or get a --switch-dir directory.")
+@click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--policy", type=click.Choice(list(POLICIES)), default="mr", show_default=True,
+              help="mr/tr: hierarchical (Algorithm 1); mst/mst++: spanning tree of a general graph.")
+@click.option("--alpha", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--listen", default="127.0.0.1:9000", show_default=True, help="HOST:PORT of the HTTP API.")
+@click.option("--tokens", "tokens_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="YAML 'token: host' lines: who may subscribe for which host.")
+@click.option("--agent-token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              envvar="CAMUS_AGENT_TOKEN_FILE",
+              help="File holding the token the controller presents to host agents (not on the command "
+                   "line: it would show in ps). $CAMUS_AGENT_TOKEN also works.")
+@click.option("--db", "db_path", default="camus-controller.db", show_default=True,
+              help="SQLite file keeping subscriptions across restarts (ids are never reused).")
+@click.option("--switch-dir", type=click.Path(file_okay=False), default="switches", show_default=True,
+              help="Where each P4 switch without a `p4runtime: HOST:PORT` in the topology gets its "
+                   "program and entries written (DIR/<switch>/); the others are driven over P4Runtime.")
+@click.option("--default-ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
+@ACCESS_LOG
+def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
+          default_ttl, access_log) -> None:
+    """Serve the subscription API; push tables to host agents and to switches.
 
-        \b
-        A switch with `p4runtime: HOST:PORT` (and `device_id: N`, default 1) in the topology is
-        driven over P4Runtime: the controller becomes its primary client, reads the P4Info it
-        runs, and writes each change as a make-before-break delta; a switch that restarts is
-        re-synchronised (read back, diff, write). Other switches get directories (--switch-dir).
-        """
-        import logging
-        from pathlib import Path
-        from aiohttp import web
-        from camus.compiler.compile import CompileOptions
-        from camus.compiler.language.errors import CompileErrors
-        from camus.compiler.language.spec_parser import load_spec
-        from camus.controller.core import Controller
-        from camus.controller.service import make_app
-        from camus.controller.tokens import load_tokens
-        from camus.controller.targets import AgentTarget, P4RuntimeTarget, SwitchDirTarget
-        from camus.controller.topology import Topology, TopologyError
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-        try:
-            topo = Topology.load(topology_path)
-            tokens = load_tokens(tokens_path)
-            sp = load_spec(spec)
-        except (TopologyError, ValueError, CompileErrors) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        agent_token = _secret(agent_token_file, "CAMUS_AGENT_TOKEN")
-        targets = {}
-        for d in topo.devices:
-            if topo.kind(d) == "xdp" and topo.attr(d, "agent"):
-                targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "")
-            elif topo.kind(d) == "p4" and topo.attr(d, "p4runtime"):
-                try:
-                    device_id = int(topo.attr(d, "device_id", "1") or 1)
-                except ValueError:
-                    click.echo(f"error: {topology_path}: {d}: device_id must be a number", err=True)
-                    sys.exit(1)
-                targets[d] = P4RuntimeTarget(topo.attr(d, "p4runtime") or "", device_id,
-                                             topo.attr(d, "arch", "v1model") or "v1model",
-                                             pipeline_config=Path(spec).read_bytes())
-            elif topo.kind(d) == "p4":
-                targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
-        from camus.controller.store import SubscriptionStore
-        ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets, store=SubscriptionStore(db_path),
-                         restart_hold_s=default_ttl, deferred=True)
-        host, port = _listen(listen)
-        click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
-                   f"http://{host}:{port}/v1/", err=True)
-        web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None,
-                    access_log=web.access_logger if access_log else None)
-
-    @main.command()
-    @click.argument("iface")
-    @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
-    @click.option("--ports", "ports_path", type=click.Path(exists=True, dir_okay=False), default=None)
-    @click.option("--listen", default="127.0.0.1:9100", show_default=True)
-    @click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
-                  envvar="CAMUS_AGENT_TOKEN_FILE",
-                  help="File holding the bearer token the controller must present ($CAMUS_AGENT_TOKEN also "
-                       "works; never on the command line, where ps shows it).")
-    @click.option("--mode", type=click.Choice(["native", "generic"]), default="native", show_default=True)
-    @ACCESS_LOG
-    def agent(iface, spec, ports_path, listen, token_file, mode, access_log) -> None:
-        """Host agent: apply the controller's tables to IFACE atomically (root)."""
-        from aiohttp import web
-        from camus.controller.agent import Agent, make_agent_app
-        host, port = _listen(listen)
-        token = _secret(token_file, "CAMUS_AGENT_TOKEN")
-        if not token:
-            click.echo("error: give the agent token with --token-file or $CAMUS_AGENT_TOKEN", err=True)
-            sys.exit(2)
-        a = Agent(iface, spec, token, ports_path, mode)
-        click.echo(f"agent for {iface} on http://{host}:{port}/v1/", err=True)
-        web.run_app(make_agent_app(a), host=host, port=port, print=None,
-                    access_log=web.access_logger if access_log else None)
-
-    def _client(url: str, token: str):
-        from camus.controller.client import SubscriptionClient
-        return SubscriptionClient(url, token)
-
-    common = [click.option("--controller", "url", default="http://127.0.0.1:9000", show_default=True),
-              click.option("--token", required=True, envvar="CAMUS_TOKEN", help="Your token ($CAMUS_TOKEN).")]
-
-    def with_common(f):
-        for opt in reversed(common):
-            f = opt(f)
-        return f
-
-    @main.command()
-    @click.argument("filter_text", metavar="FILTER")
-    @click.option("--ttl", type=click.FloatRange(0.1), default=30.0, show_default=True,
-                  help="Seconds the subscription lives unless refreshed (soft state).")
-    @click.option("--keep-alive", is_flag=True, help="Stay and refresh until Ctrl-C, then unsubscribe.")
-    @with_common
-    def subscribe(filter_text, ttl, keep_alive, url, token) -> None:
-        """Subscribe your host to FILTER, e.g. 'stock == GOOGL and price > 50'."""
-        from camus.controller.client import ServiceError
-        c = _client(url, token)
-        try:
-            sub = c.subscribe(filter_text, ttl)
-        except (ServiceError, OSError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        click.echo(json.dumps(sub))
-        if keep_alive:
-            c.keep_alive(sub["id"])
+    \b
+    A switch with `p4runtime: HOST:PORT` (and `device_id: N`, default 1) in the topology is
+    driven over P4Runtime: the controller becomes its primary client, reads the P4Info it
+    runs, and writes each change as a make-before-break delta; a switch that restarts is
+    re-synchronised (read back, diff, write). Other switches get directories (--switch-dir).
+    """
+    import logging
+    from pathlib import Path
+    from aiohttp import web
+    from camus.compiler.compile import CompileOptions
+    from camus.compiler.language.errors import CompileErrors
+    from camus.compiler.language.spec_parser import load_spec
+    from camus.controller.core import Controller
+    from camus.controller.service import make_app
+    from camus.controller.tokens import load_tokens
+    from camus.controller.targets import AgentTarget, P4RuntimeTarget, SwitchDirTarget
+    from camus.controller.topology import Topology, TopologyError
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        topo = Topology.load(topology_path)
+        tokens = load_tokens(tokens_path)
+        sp = load_spec(spec)
+    except (TopologyError, ValueError, CompileErrors) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    agent_token = _secret(agent_token_file, "CAMUS_AGENT_TOKEN")
+    targets = {}
+    for d in topo.devices:
+        if topo.kind(d) == "xdp" and topo.attr(d, "agent"):
+            targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "")
+        elif topo.kind(d) == "p4" and topo.attr(d, "p4runtime"):
             try:
-                while True:
-                    time.sleep(1)
-            except KeyboardInterrupt:
-                c.unsubscribe(sub["id"])
-                click.echo(f"unsubscribed {sub['id']}", err=True)
+                device_id = int(topo.attr(d, "device_id", "1") or 1)
+            except ValueError:
+                click.echo(f"error: {topology_path}: {d}: device_id must be a number", err=True)
+                sys.exit(1)
+            targets[d] = P4RuntimeTarget(topo.attr(d, "p4runtime") or "", device_id,
+                                         topo.attr(d, "arch", "v1model") or "v1model",
+                                         pipeline_config=Path(spec).read_bytes())
+        elif topo.kind(d) == "p4":
+            targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
+    from camus.controller.store import SubscriptionStore
+    ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets, store=SubscriptionStore(db_path),
+                     restart_hold_s=default_ttl, deferred=True)
+    host, port = _listen(listen)
+    click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
+               f"http://{host}:{port}/v1/", err=True)
+    web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None,
+                access_log=web.access_logger if access_log else None)
 
-    @main.command()
-    @click.argument("sub_id")
-    @with_common
-    def unsubscribe(sub_id, url, token) -> None:
-        """Remove one of your subscriptions."""
-        from camus.controller.client import ServiceError
-        try:
-            click.echo(json.dumps(_client(url, token).unsubscribe(sub_id)))
-        except (ServiceError, OSError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
+@click.command()
+@click.argument("iface")
+@click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--ports", "ports_path", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--listen", default="127.0.0.1:9100", show_default=True)
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              envvar="CAMUS_AGENT_TOKEN_FILE",
+              help="File holding the bearer token the controller must present ($CAMUS_AGENT_TOKEN also "
+                   "works; never on the command line, where ps shows it).")
+@click.option("--mode", type=click.Choice(["native", "generic"]), default="native", show_default=True)
+@ACCESS_LOG
+def agent(iface, spec, ports_path, listen, token_file, mode, access_log) -> None:
+    """Host agent: apply the controller's tables to IFACE atomically (root)."""
+    from aiohttp import web
+    from camus.controller.agent import Agent, make_agent_app
+    host, port = _listen(listen)
+    token = _secret(token_file, "CAMUS_AGENT_TOKEN")
+    if not token:
+        click.echo("error: give the agent token with --token-file or $CAMUS_AGENT_TOKEN", err=True)
+        sys.exit(2)
+    a = Agent(iface, spec, token, ports_path, mode)
+    click.echo(f"agent for {iface} on http://{host}:{port}/v1/", err=True)
+    web.run_app(make_agent_app(a), host=host, port=port, print=None,
+                access_log=web.access_logger if access_log else None)
 
-    @main.command()
-    @with_common
-    def subscriptions(url, token) -> None:
-        """List your subscriptions and their remaining TTL."""
-        from camus.controller.client import ServiceError
-        try:
-            for s in _client(url, token).subscriptions():
-                click.echo(json.dumps(s))
-        except (ServiceError, OSError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
+COMMANDS: list[click.Command] = [controller, agent]
