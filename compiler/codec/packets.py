@@ -72,10 +72,28 @@ def read_fields(spec: Spec, data: bytes, base: int, fields: list[QueryField]) ->
 def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     out = DecodedPacket()
     roles = {spec.instances[n].role: n for n in spec.stack}
+    l2 = _link_layer(data, roles, out)
+    if l2 is None:
+        return out
+    etype, off = l2
+    if spec.framing.kind in ATTRS_FRAMINGS:     # EtherType 0x9001: attributes, no IP/UDP
+        return _attrs_frame(spec, data, etype, off, out)
+    datagram = _ip_udp(spec, data, etype, off, roles, out)
+    if datagram is None:
+        return out
+    payload, limit = datagram
+    pkt_values = _packet_values(spec, data, out)
+    if pkt_values is not None:
+        _messages(spec, data, payload, limit, pkt_values, out)
+    return out
+
+
+def _link_layer(data: bytes, roles: dict[Role, str], out: DecodedPacket) -> tuple[int, int] | None:
+    """Ethernet and up to two VLAN tags: (EtherType, where the next header starts), or None
+    with out.error said."""
     if len(data) < 14:
         out.error = "truncated Ethernet header"
-        return out
-    off = 0
+        return None
     if Role.ETHERNET in roles:
         out.offsets[roles[Role.ETHERNET]] = 0
     etype = struct.unpack_from("!H", data, 12)[0]
@@ -84,28 +102,33 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
         if etype in (ETH_VLAN, ETH_QINQ):
             if len(data) < off + 4:
                 out.error = "truncated VLAN tag"
-                return out
+                return None
             if Role.VLAN in roles:
                 out.offsets[roles[Role.VLAN]] = off
             etype = struct.unpack_from("!H", data, off + 2)[0]
             off += 4
-    if spec.framing.kind in ATTRS_FRAMINGS:     # EtherType 0x9001: attributes, no IP/UDP
-        return _attrs_frame(spec, data, etype, off, out)
+    return etype, off
+
+
+def _ip_udp(spec: Spec, data: bytes, etype: int, off: int, roles: dict[Role, str],
+            out: DecodedPacket) -> tuple[int, int] | None:
+    """IPv4 or IPv6, then UDP on the feed's port: (where the UDP payload starts, where it ends),
+    or None with out.error said (out.feed tells whether the packet was the feed's)."""
     if etype == ETH_IPV4:
         if len(data) < off + 20:
             out.error = "truncated IPv4 header"
-            return out
+            return None
         ihl = (data[off] & 0x0F) * 4
         if data[off] >> 4 != 4 or ihl < 20 or len(data) < off + ihl:
             out.error = "bad IPv4 header"
-            return out
+            return None
         frag = struct.unpack_from("!H", data, off + 6)[0]
         if frag & 0x3FFF:
             out.error = "IPv4 fragment"
-            return out
+            return None
         if data[off + 9] != IPPROTO_UDP:
             out.error = "not UDP"
-            return out
+            return None
         if Role.IPV4 in roles:
             out.offsets[roles[Role.IPV4]] = off
         ip_end = off + struct.unpack_from("!H", data, off + 2)[0]     # IPv4 total length
@@ -113,24 +136,24 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     elif etype == ETH_IPV6:
         if len(data) < off + 40:
             out.error = "truncated IPv6 header"
-            return out
+            return None
         if data[off + 6] != IPPROTO_UDP:
             out.error = "not UDP (IPv6 extension headers are not parsed)"
-            return out
+            return None
         if Role.IPV6 in roles:
             out.offsets[roles[Role.IPV6]] = off
         ip_end = off + 40 + struct.unpack_from("!H", data, off + 4)[0]   # IPv6 payload length
         off += 40
     else:
         out.error = f"not IP (EtherType 0x{etype:04x})"
-        return out
+        return None
     if len(data) < off + 8:
         out.error = "truncated UDP header"
-        return out
+        return None
     dport = struct.unpack_from("!H", data, off + 2)[0]
     if spec.udp_ports and dport not in spec.udp_ports:
         out.error = f"UDP port {dport} is not the feed's"
-        return out
+        return None
     if Role.UDP in roles:
         out.offsets[roles[Role.UDP]] = off
     out.feed = True
@@ -139,19 +162,29 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     udp_len = struct.unpack_from("!H", data, off + 4)[0]
     if udp_len < 8 or off + udp_len > ip_end or ip_end > len(data):
         out.error = f"lengths disagree: UDP {udp_len} bytes at {off}, IP ends at {ip_end}, frame {len(data)} bytes"
-        return out
-    limit = off + udp_len                       # end of the UDP payload
-    off += 8
-    packet_fields = [q for q in spec.query_fields if q.role is not Role.MESSAGE]
-    msg_fields = [q for q in spec.query_fields if q.role is Role.MESSAGE]
-    pkt_values: dict[str, int] = {}
-    for q in packet_fields:
+        return None
+    return off + 8, off + udp_len
+
+
+def _packet_values(spec: Spec, data: bytes, out: DecodedPacket) -> dict[str, int] | None:
+    """The query fields outside the messages (addresses, ports), read once per packet."""
+    values: dict[str, int] = {}
+    for q in spec.query_fields:
+        if q.role is Role.MESSAGE:
+            continue
         base = out.offsets.get(q.instance)
         if base is None:
             out.error = f"packet has no {q.instance} header"
             out.feed = False
-            return out
-        pkt_values.update(read_fields(spec, data, base, [q]))
+            return None
+        values.update(read_fields(spec, data, base, [q]))
+    return values
+
+
+def _messages(spec: Spec, data: bytes, off: int, limit: int, pkt_values: dict[str, int], out: DecodedPacket) -> None:
+    """The messages of the UDP payload [off, limit): one application header, or a MoldUDP64
+    batch whose count and lengths must agree with the payload (what is whole is kept)."""
+    msg_fields = [q for q in spec.query_fields if q.role is Role.MESSAGE]
     msg_inst = spec.message_instance
     msg_len = spec.message_bytes
     mtype = spec.message_type
@@ -173,11 +206,11 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
             out.messages.append(message_at(0, off, limit - off, data[:limit] + bytes(off + msg_len - limit)))
         else:
             out.messages.append(message_at(0, off, msg_len))
-        return out
+        return
     fr = spec.framing
     if limit < off + fr.header_bytes:
         out.error = "truncated MoldUDP64 header"
-        return out
+        return
     if msg_inst is not None:
         out.offsets[spec.stack[spec.stack.index(msg_inst.name) - 1]] = off
     count = struct.unpack_from("!H", data, off + fr.count_offset)[0]
@@ -186,21 +219,20 @@ def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     if count * fr.length_bytes > limit - pos:   # cannot hold that many length prefixes
         out.error = f"message count says {count}; {limit - pos} bytes cannot hold them"
         out.impossible_count = True
-        return out
+        return
     for i in range(count):
         if limit < pos + fr.length_bytes:
             out.error = f"message count says {count}, packet holds {i}"
-            return out
+            return
         length = int.from_bytes(data[pos:pos + fr.length_bytes], "big")
         start = pos + fr.length_bytes
         if limit < start + length:
             out.error = f"message {i} length {length} runs past the packet"
-            return out
+            return
         if length >= msg_len:
             out.messages.append(message_at(i, start, length))
         # shorter messages (other ITCH message types) are framed correctly but not filtered
         pos = start + length
-    return out
 
 
 def _attrs_frame(spec: Spec, data: bytes, etype: int, off: int, out: DecodedPacket) -> DecodedPacket:
