@@ -110,6 +110,16 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
     """Parser states; `side` egress (TNA) re-parses the packet after the bridge header."""
     e = Emitter()
     e.depth = 1
+    _start_states(e, lay, arch, side)
+    _network_states(e, spec, lay)
+    _framing_states(e, spec, lay, arch)
+    _message_states(e, spec, lay, arch)
+    _classify_states(e, spec, lay, arch)
+    return e.text().rstrip("\n")
+
+
+def _start_states(e: Emitter, lay: Layout, arch: str, side: str) -> None:
+    """The architecture's own metadata first (TNA: port metadata, or egress's bridge header)."""
     with e.block("state start"):
         if arch == "tna" and side == "ingress":
             e("packet.extract(ig_intr_md);")
@@ -127,6 +137,10 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
             e("meta.camus.recirc = 1;")
             e("packet.advance(8);     // the mirrored packet still carries its normal bridge byte")
             e(f"transition parse_{lay.eth.name};")
+
+
+def _network_states(e: Emitter, spec: Spec, lay: Layout) -> None:
+    """Ethernet, a VLAN tag, IPv4 or IPv6 and UDP: what is not the feed is forwarded plainly."""
     eth_type = field_slice(lay.eth, 96, 16, "EtherType")
     ethertype = "0x86dd" if lay.ipv6 else "0x0800"
     with e.block(f"state parse_{lay.eth.name}"):
@@ -160,6 +174,10 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
     with e.block(f"state parse_{lay.udp.name}"):
         e(f"packet.extract(hdr.{lay.udp.name});")
         _udp_select(spec, lay, e, after_udp)
+
+
+def _framing_states(e: Emitter, spec: Spec, lay: Layout, arch: str) -> None:
+    """A MoldUDP64 batch: its header, each message's length, other message types skipped."""
     if lay.framing is not None:
         assert lay.msg is not None                # layout_of: batched messages have a header
         count = field_slice(lay.framing, spec.framing.count_offset * 8, 16, "MoldUDP64 message count")
@@ -188,6 +206,10 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
             else:
                 e("// Tofino parses fixed-size headers only: a message of another length ends the batch")
             e("transition accept;")
+
+
+def _message_states(e: Emitter, spec: Spec, lay: Layout, arch: str) -> None:
+    """The message header (or the packet itself when the spec has none) and its kind."""
     payload = arch == "v1model" and lay.framing is not None
     if lay.msg is None:
         with e.block("state camus_packet"):
@@ -213,6 +235,10 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
             e("transition camus_msg_kind;")
         with e.block("state camus_msg_kind"):
             _kind_select(spec, e)
+
+
+def _classify_states(e: Emitter, spec: Spec, lay: Layout, arch: str) -> None:
+    """Where classification starts: topics are split, Tofino reads the rest of a batch."""
     with e.block("state camus_classify"):
         if dns_topic(spec) is None:
             e("meta.camus.classify = 1;")
@@ -236,7 +262,6 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
             with e.block("transition select(packet.lookahead<bit<16>>())"):
                 e("CAMUS_MSG_BYTES: parse_camus_rest;")
                 e("default: accept;")
-    return e.text().rstrip("\n")
 
 
 def _declare(decl: Emitter, t: TableDecl) -> None:
