@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import time
@@ -42,15 +41,9 @@ def _sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def feed(spec, n_msgs: int, count: int, seed: int, syms: list[str], dst_mac: bytes) -> list[tuple[bytes, list[int]]]:
-    from camus.compiler.codec.packets import build_packet, message_from_text
-    rng = random.Random(seed)
-    out = []
-    for _ in range(count):
-        msgs = [message_from_text(spec, f"stock={rng.choice(syms)} price={rng.randint(1, 999)} "
-                                        f"shares={rng.randint(1, 500)} buy_sell_indicator='B'")
-                for _ in range(n_msgs)]
-        out.append((build_packet(spec, msgs, dst_mac=dst_mac), []))
-    return out
+    """xdp_bench's packets (random prices on `syms`) as the sender's frames (no timestamps)."""
+    from xdp_bench import packets
+    return [(p, []) for p in packets(spec, n_msgs, count, seed, syms, dst_mac=dst_mac)]
 
 
 def ns_per_packet(prog, frames: list[tuple[bytes, list[int]]], count: int) -> float:
