@@ -6,7 +6,7 @@ subscriptions the ITCH rules are compiled once (the XDP broker and both userspac
 these very tables; the topic brokers get each subscriber's symbols as topics), and the expected
 deliveries are computed from them. Each broker then runs two phases:
 
-  throughput  the feed sent as fast as the sender goes (capped at --duration seconds)
+  throughput  the feed sent as fast as the sender goes, or at --burst-rate (capped at --duration s)
   latency     the feed at a fixed --latency-rate messages/s, for --latency-seconds
 
 The sender is the XDP live-frames publisher (bench/xdp_sender.py: millions of frames a second
@@ -48,6 +48,7 @@ class BenchConfig:
     subscriptions: list[int] = field(default_factory=lambda: [1000, 100_000])
     messages: int = 300_000
     duration: float = 5.0
+    burst_rate: int = 0              # the throughput phase's feed msgs/s (0: as fast as the sender goes)
     latency_rate: int = 20_000
     latency_seconds: float = 3.0
     interesting_share: float = 0.05
@@ -189,7 +190,7 @@ class Runner:
         cfg = self.cfg
         proto = TOPIC_BROKERS[broker.name][0] if broker.name in TOPIC_BROKERS else None
         if rate is None:
-            rate = 0.0 if phase == "throughput" else float(cfg.latency_rate)
+            rate = float(cfg.burst_rate) if phase == "throughput" else float(cfg.latency_rate)
         if seconds is None:
             seconds = cfg.duration if phase == "throughput" else cfg.latency_seconds
         cap = seconds + 120                       # receivers are stopped by the runner long before

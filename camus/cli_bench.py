@@ -33,6 +33,10 @@ def bench() -> None:
               help="Messages in the feed (each sent once per phase).")
 @click.option("--duration", type=click.FloatRange(0.5), default=5.0, show_default=True,
               help="Cap of the throughput phase, seconds (the feed is sent as fast as possible).")
+@click.option("--burst-rate", type=click.IntRange(0), default=0, show_default=True,
+              help="Feed msgs/s of the throughput phase; 0: as fast as the sender goes. The sender shares its CPU "
+                   "with the receivers, so its full speed depends on how much the broker delivers: a fixed rate "
+                   "offers every broker the same load.")
 @click.option("--latency-rate", type=click.IntRange(100), default=20_000, show_default=True,
               help="Messages/s in the latency phase.")
 @click.option("--latency-seconds", type=click.FloatRange(0.5), default=3.0, show_default=True,
@@ -56,7 +60,7 @@ def bench() -> None:
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")
-def run(brokers, subscribers, subscriptions, messages, duration, latency_rate, latency_seconds,
+def run(brokers, subscribers, subscriptions, messages, duration, burst_rate, latency_rate, latency_seconds,
         interesting_share, seed, search, sender, fanout, split_cpus, out_dir, master) -> None:
     """Run the brokers on one lab with one feed; analyse the captures on Spark; report.
 
@@ -76,7 +80,7 @@ def run(brokers, subscribers, subscriptions, messages, duration, latency_rate, l
         click.echo(f"error: {out} exists and is not empty; choose another --out", err=True)
         sys.exit(1)
     cfg = BenchConfig(brokers=chosen, out=out, subscribers=list(subscribers), subscriptions=list(subscriptions),
-                      messages=messages, duration=duration, latency_rate=latency_rate,
+                      messages=messages, duration=duration, burst_rate=burst_rate, latency_rate=latency_rate,
                       latency_seconds=latency_seconds, interesting_share=interesting_share, seed=seed,
                       search=search, sender=sender, fanout=fanout, split_cpus=split_cpus)
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
