@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,10 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 SIZES = (10, 1000, 100_000)
 BROKER, PEER = "cxf-brk0", "cxf-pub0"
-
-
-def _sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, check=check)
 
 
 def feed(spec, n_msgs: int, count: int, seed: int, syms: list[str], dst_mac: bytes) -> list[tuple[bytes, list[int]]]:
@@ -52,9 +47,9 @@ def ns_per_packet(prog, frames: list[tuple[bytes, list[int]]], count: int) -> fl
     from bpf_cpu import run_times
     from xdp_sender import XdpSender
     bcc = prog.bpf.__class__
-    prog.bpf.attach_xdp(BROKER.encode(), prog.fn, bcc.XDP_FLAGS_DRV_MODE)
     sender = XdpSender(frames)
     try:
+        prog.bpf.attach_xdp(BROKER.encode(), prog.fn, bcc.XDP_FLAGS_DRV_MODE)
         sender.send(PEER, min(count, 20_000))                 # warm-up: pages, caches
         before = run_times().get("camus_xdp", (0, 0))
         sender.send(PEER, count)
@@ -81,6 +76,7 @@ def main() -> int:
     from camus.compiler.backends.ebpf_tables import map_contents
     from camus.compiler.compile import compile_rules
     from camus.compiler.language.spec_parser import load_spec
+    from camus.dataplane.lab import sh
     from camus.dataplane.maps import CFG_TC
     from camus.dataplane.program import DataplaneError, XdpProgram, require_root
 
@@ -88,12 +84,12 @@ def main() -> int:
     # One CPU: the sender's runs, the veth's NAPI and so the classifier all stay on it.
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     spec = load_spec(ROOT / "apps" / "itch" / "itch.p4")
-    _sh("ip", "link", "del", BROKER, check=False)
-    _sh("ip", "link", "add", BROKER, "type", "veth", "peer", "name", PEER)
+    sh("ip", "link", "del", BROKER, check=False)
+    sh("ip", "link", "add", BROKER, "type", "veth", "peer", "name", PEER)
     progs = []
     try:
         for dev in (BROKER, PEER):
-            _sh("ip", "link", "set", dev, "up")
+            sh("ip", "link", "set", dev, "up")
         mac = bytes.fromhex(Path(f"/sys/class/net/{BROKER}/address").read_text().strip().replace(":", ""))
         cases: dict[str, tuple[object, list]] = {}
         try:
@@ -126,7 +122,7 @@ def main() -> int:
     finally:
         for p in progs:
             p.close()
-        _sh("ip", "link", "del", BROKER, check=False)
+        sh("ip", "link", "del", BROKER, check=False)
     print(f"{'subscriptions':>13} {'msgs/pkt':>8} {'ns/packet':>10} {'x floor':>8}   (live feed of {args.distinct:,} "
           f"distinct frames, {args.frames:,} per case, kernel BPF stats, best of {args.rounds})")
     figures: dict[str, float] = {k: round(v, 1) for k, v in best.items()}
