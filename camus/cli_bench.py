@@ -21,6 +21,7 @@ def bench() -> None:
     camus-xdp bench report runs/bench-20261121-2300   # re-run the Spark analysis and the report
     """
 
+
 @bench.command("run")
 @click.option("--broker", "brokers", multiple=True, default=("all",), show_default=True,
               type=click.Choice(BROKERS + ("all",)),
@@ -94,6 +95,7 @@ def run(brokers, subscribers, subscriptions, messages, duration, burst_rate, lat
         bar.update(task, description="Spark analysis", completed=1.0)
         head = run_analysis(out, master)
     _print_headline(out, head)
+
 
 @bench.command("report")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))

@@ -33,6 +33,7 @@ def _secret(path: str | None, env: str) -> str:
 def controller() -> None:
     """The controller: routes subscriptions over a topology of XDP hosts and P4 switches."""
 
+
 @controller.command("serve")
 @click.option("--topology", "topology_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Topology file (YAML/JSON): devices with kind p4|xdp|plain|host, links with ports; "
@@ -110,6 +111,7 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None,
                 access_log=web.access_logger if access_log else None)
 
+
 @click.command()
 @click.argument("iface")
 @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False))
@@ -134,5 +136,6 @@ def agent(iface, spec, ports_path, listen, token_file, mode, access_log) -> None
     click.echo(f"agent for {iface} on http://{host}:{port}/v1/", err=True)
     web.run_app(make_agent_app(a), host=host, port=port, print=None,
                 access_log=web.access_logger if access_log else None)
+
 
 COMMANDS: list[click.Command] = [controller, agent]

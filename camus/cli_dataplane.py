@@ -67,6 +67,7 @@ def update(iface: str, rules: str, app: str | None) -> None:
     for line in rep.removed[:20]:
         click.echo(f"  - {line}")
 
+
 @click.command()
 @click.argument("iface")
 @click.option("--bypass-pps", type=click.IntRange(0, 0xFFFFFFFF), required=True,
@@ -89,6 +90,7 @@ def overload(iface: str, bypass_pps: int, app: str | None) -> None:
     click.echo(f"{iface}: filtering bypassed above {bypass_pps} packets/s per CPU" if bypass_pps else
                f"{iface}: overload bypass off (every packet filtered exactly)")
 
+
 @click.command()
 @click.argument("iface")
 def detach(iface: str) -> None:
@@ -99,6 +101,7 @@ def detach(iface: str) -> None:
     except DataplaneError as exc:
         fail(exc)
     click.echo(note or f"detached from {iface}")
+
 
 @click.command()
 @click.argument("iface")
@@ -144,6 +147,7 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
         fail(exc)
     except KeyboardInterrupt:
         pass
+
 
 @click.command()
 def status() -> None:

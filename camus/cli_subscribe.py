@@ -12,13 +12,16 @@ def _client(url: str, token: str):
     from camus.controller.client import SubscriptionClient
     return SubscriptionClient(url, token)
 
+
 common = [click.option("--controller", "url", default="http://127.0.0.1:9000", show_default=True),
           click.option("--token", required=True, envvar="CAMUS_TOKEN", help="Your token ($CAMUS_TOKEN).")]
+
 
 def with_common(f):
     for opt in reversed(common):
         f = opt(f)
     return f
+
 
 @click.command()
 @click.argument("filter_text", metavar="FILTER")
@@ -45,6 +48,7 @@ def subscribe(filter_text, ttl, keep_alive, url, token) -> None:
             c.unsubscribe(sub["id"])
             click.echo(f"unsubscribed {sub['id']}", err=True)
 
+
 @click.command()
 @click.argument("sub_id")
 @with_common
@@ -56,6 +60,7 @@ def unsubscribe(sub_id, url, token) -> None:
     except (ServiceError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+
 
 @click.command()
 @with_common
