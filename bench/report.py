@@ -116,6 +116,19 @@ def _plots(run_dir: Path, summary: list[dict], cdf: list[dict]) -> list[str]:
     return made
 
 
+def _throughput_rate(cfg: dict) -> str:
+    """How fast the throughput phase's feed was sent (`bench run --burst-rate`; 0 or absent: full speed)."""
+    rate = cfg.get("burst_rate") or 0
+    return f"{rate:,} messages/s" if rate else "the sender's full speed"
+
+
+def _placement(cfg: dict) -> str:
+    """Where the run put its work and how camus-xdp copied packets (the figures depend on both)."""
+    cpus = ("broker alone on CPU 1, sender and receivers on CPU 0 (--split-cpus)" if cfg.get("split_cpus")
+            else "sender, broker and receivers sharing the CPUs")
+    return f"{cpus}; camus-xdp fan-out {cfg.get('fanout', 'auto')}; sender {cfg.get('sender', 'xdp')}"
+
+
 def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: list[dict], head: dict) -> Path:
     cfg = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
     plots = _plots(run_dir, summary, cdf)
@@ -123,11 +136,12 @@ def write_report(run_dir: Path, summary: list[dict], per_sub: list[dict], cdf: l
     if cfg:
         md += [f"Feed: {cfg.get('messages', 0):,} ITCH Add Order messages in MoldUDP64 packets of 1-12, "
                f"{100 * cfg.get('interesting_share', 0):.1f}% of them on subscribed symbols (Zipf); "
-               f"throughput phase at the sender's maximum rate (capped at {cfg.get('duration')} s), latency phase at "
-               f"{cfg.get('latency_rate', 0):,} messages/s for {cfg.get('latency_seconds')} s.", ""]
+               f"throughput phase at {_throughput_rate(cfg)} (capped at {cfg.get('duration')} s), latency phase at "
+               f"{cfg.get('latency_rate', 0):,} messages/s for {cfg.get('latency_seconds')} s; "
+               f"{_placement(cfg)}.", ""]
     md += [f"## Headline ({head.get('subscribers')} subscribers)", "",
            "Delivered messages/s: messages subscribers asked for, delivered per second in the throughput phase "
-           "(the feed at the sender's full speed; topic brokers' extra copies of price-filtered symbols not "
+           f"(the feed at {_throughput_rate(cfg)}; topic brokers' extra copies of price-filtered symbols not "
            "counted); loss in that phase; p99 latency in the latency phase (fixed rate); ratio = camus-xdp's "
            "delivered messages/s over the broker's.", ""]
     md += headline_table(head) + [""]

@@ -97,6 +97,8 @@ def test_known_answers(spark, run_dir: Path) -> None:
     assert sorted(r["latency_us"] for r in cdf)[0] == 10.0 and max(r["latency_us"] for r in cdf) == 100.0
     report = (run_dir / "results" / "report.md").read_text()
     assert "| camus-xdp | 30 | 0.00% | 100.0 | 1 (itself) |" in report
+    assert "throughput phase at the sender's full speed (capped at 1 s)" in report
+    assert "sender, broker and receivers sharing the CPUs; camus-xdp fan-out auto" in report
     assert (run_dir / "results" / "report.html").exists()
     assert (run_dir / "results" / "plots" / "latency_cdf_10.png").exists()
     assert (run_dir / "results" / "plots" / "cpu_vs_subscriptions.png").exists()
