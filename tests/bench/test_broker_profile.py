@@ -3,35 +3,18 @@ from __future__ import annotations
 
 from camus.bench.broker_profile import napi_profile, render
 
-SCRIPT = """\
-4242
-\tffffffff81001 __pi_memcpy
-\tffffffff81002 xdpf_clone
-\tffffffff81003 dev_map_enqueue_multi
-\tffffffff81004 napi_threaded_poll
-\tffffffff81005 kthread
+def _sample(tid: int, *frames: str) -> str:
+    """One sample as `perf script -F tid,ip,sym` prints it: the thread, then a line per frame."""
+    return f"{tid} \n" + "".join(f"\t{0xffffffff81000000 + i:x} {f}\n" for i, f in enumerate(frames)) + "\n"
 
-4242
-\tffffffff81001 __pi_memcpy
-\tffffffff81006 bpf_xdp_load_bytes
-\tffffffff81007 bpf_prog_0a47965021412a4c_camus_fan_out
-\tffffffff81004 napi_threaded_poll
 
-4242
-\tffffffff81001 __pi_memcpy
-\tffffffff81002 xdpf_clone
-\tffffffff81003 dev_map_enqueue_multi
-\tffffffff81004 napi_threaded_poll
-\tffffffff81005 kthread
-
-977
-\t4fd990 PyDict_SetDefault
-\t4feeee [unknown]
-
-4242
-\tffffffff81008 __napi_schedule
-\tffffffff81004 napi_threaded_poll
-"""
+CLONE = ("__pi_memcpy", "xdpf_clone", "dev_map_enqueue_multi", "napi_threaded_poll", "kthread")
+SCRIPT = (_sample(4242, *CLONE)
+          + _sample(4242, "__pi_memcpy", "bpf_xdp_load_bytes", "bpf_prog_0a47965021412a4c_camus_fan_out",
+                    "napi_threaded_poll")
+          + _sample(4242, *CLONE)
+          + _sample(977, "PyDict_SetDefault", "[unknown]")
+          + _sample(4242, "__napi_schedule", "napi_threaded_poll"))
 
 
 def test_only_napi_thread_samples_count_by_the_function_they_landed_in() -> None:
