@@ -114,7 +114,9 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
 
     Per-rule counts cover the rules `attach --count-rules` chose (the first 64 by default)
     and survive `update` for rules that stay. On an interface serving several apps: every
-    app's counters and the frames the dispatcher handed each (or one app with --app).
+    app's counters and the frames the dispatcher handed each (or one app with --app). The
+    last line is the kernel's receive counters of the interface: frames its driver or ring
+    dropped before XDP ran (rx_dropped, rx_missed_errors) mean the broker is not keeping up.
     """
     from camus.dataplane import apps, runtime
     try:
@@ -123,9 +125,13 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
         if shared:
             units = {f"[{name}]": f"{iface}@{name}" for name in apps.load_record(iface)["apps"]}
 
+        nic = iface.split("@")[0]
+
         def read() -> dict[str, dict[str, int]]:
             out = {"dispatch:": apps.dispatch_counts(iface)} if shared else {}
-            return out | {label: runtime.stats(unit) for label, unit in units.items()}
+            out |= {label: runtime.stats(unit) for label, unit in units.items()}
+            received = runtime.interface_counters(nic)
+            return out | ({f"{nic} (kernel):": received} if received else {})
 
         def show(cur: dict[str, dict[str, int]], prev: dict[str, dict[str, int]] | None, dt: float) -> None:
             for label, counters in cur.items():

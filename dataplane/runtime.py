@@ -262,6 +262,25 @@ def tc_filters(iface: str) -> list[tuple[str, str, int]]:
     return out
 
 
+# The kernel's receive counters shown beside camus-xdp's own: a frame the driver or its receive ring
+# dropped before XDP ran (a broker that cannot keep up) is counted here and nowhere else.
+RX_COUNTERS = ("rx_packets", "rx_dropped", "rx_missed_errors", "rx_fifo_errors")
+
+
+def interface_counters(iface: str) -> dict[str, int]:
+    """IFACE's receive counters from /sys/class/net/IFACE/statistics ({} when the interface is
+    not in this network namespace); the error counters only where the driver has them. The name
+    is checked first (valid_iface): it becomes part of a path."""
+    base = Path("/sys/class/net") / valid_iface(iface) / "statistics"
+    out: dict[str, int] = {}
+    for name in RX_COUNTERS:
+        try:
+            out[name] = int((base / name).read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def interface_exists(iface: str) -> bool:
     try:
         socket.if_nametoindex(iface)

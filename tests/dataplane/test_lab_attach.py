@@ -96,6 +96,7 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mod
     assert runtime.rule_counts(BRK) == want and sum(n for _, n in want) == 2
     shown = CliRunner().invoke(main, ["stats", BRK], catch_exceptions=False).output
     assert all(f"{n:>12}  {ln}" in shown for ln, n in want), shown
+    assert f"{BRK} (kernel): rx_packets=" in shown and "rx_dropped=" in shown, shown
     ping = sh("ip", "netns", "exec", NS, "ping", "-c", "1", "-W", "2", "10.77.0.2", check=False)
     assert ping.returncode == 0, "ARP and ICMP must keep working with the classifier attached"
     s = runtime.stats(BRK)
