@@ -173,22 +173,44 @@ static __always_inline void update_svars(__u32 state, __u64 *v) {
         struct camus_svar *s = svars.lookup(&k);
         if (!c || !s)
             continue;
+        __u32 adds = mask && (*mask >> k) & 1;
+        __u64 value = v[c->field & (CAMUS_VAR_SLOTS - 1)];
+        __u64 count, sum;
         if (c->window_ns) {
             __u64 win = now / c->window_ns;
-            if (s->window != win) {       /* a new tumbling window */
-                s->window = win;
-                s->count = 0;
-                s->sum = 0;
+            if (adds) {
+                /* A new tumbling window zeroes the counts under the lock, with this message's
+                 * add and the read: an add by another CPU at the same instant is never wiped
+                 * out, and sum and count always describe the same window. */
+                bpf_spin_lock(&s->lock);
+                if (s->window != win) {
+                    s->window = win;
+                    s->count = 0;
+                    s->sum = 0;
+                }
+                s->count += 1;
+                s->sum += value;
+                count = s->count;
+                sum = s->sum;
+                bpf_spin_unlock(&s->lock);
+            } else if (s->window == win) {   /* only reading: a snapshot, no write */
+                count = s->count;
+                sum = s->sum;
+            } else {                         /* the window moved on: nothing in it yet */
+                count = 0;
+                sum = 0;
             }
+        } else {
+            /* Never reset: the count this message made is the add's own result (not a re-read),
+             * so two CPUs never see the same count and every(n) delivers exactly one in n. */
+            count = s->count;
+            if (adds) {
+                count = __sync_fetch_and_add(&s->count, 1) + 1;
+                __sync_fetch_and_add(&s->sum, value);
+            }
+            sum = s->sum;
         }
-        /* The count this message made (the add's own result, not a re-read): two CPUs never
-         * see the same count, so every(n) delivers exactly one message in n. */
-        __u64 count = s->count;
-        if (mask && (*mask >> k) & 1) {
-            count = __sync_fetch_and_add(&s->count, 1) + 1;
-            __sync_fetch_and_add(&s->sum, v[c->field & (CAMUS_VAR_SLOTS - 1)]);
-        }
-        __u64 agg = c->fn == 0 ? count : c->fn == 1 ? s->sum : c->fn == 2 ? (count ? s->sum / count : 0)
+        __u64 agg = c->fn == 0 ? count : c->fn == 1 ? sum : c->fn == 2 ? (count ? sum / count : 0)
                   : (c->modulus ? count % c->modulus : 0);
         v[CAMUS_N_FIELDS + k] = agg;
     }

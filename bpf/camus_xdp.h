@@ -140,6 +140,8 @@ struct camus_leaf {
 };
 
 struct camus_svar {          /* one state variable's tumbling window */
+    struct bpf_spin_lock lock;   /* a window's reset and its adds, as one step on every CPU */
+    __u32 pad;
     __u64 window;            /* index of the current window */
     __u64 count;
     __u64 sum;

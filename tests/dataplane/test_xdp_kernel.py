@@ -177,6 +177,60 @@ def test_stateful_counter_in_the_kernel() -> None:
         prog.close()
 
 
+def test_a_window_reset_never_splits_count_from_sum_on_two_cpus() -> None:
+    """Both CPUs add to a 1 ms windowed counter while the windows roll over under them; snapshots
+    taken under the value's lock (BPF_F_LOCK) always find sum == value x count: a reset and an
+    add by another CPU never interleave (a plain-store reset lost adds and split the two)."""
+    import ctypes
+    import os
+    import threading
+    import time
+    from camus.dataplane.testrun import _libbpf
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    text = (APPS / "int" / "int.p4").read_text().replace("latency_window, 131072", "latency_window, 1024")
+    spec = parse_spec(text, "int.p4")
+    compiled = compile_rules(spec, "count(hop_latency) > 3 and hop_latency > 20000 : fwd(4)\n")
+    prog = XdpProgram.load(spec, LIMITS)
+    lib = _libbpf()
+    lib.bpf_map_lookup_elem_flags.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
+    try:
+        install(prog, compiled)
+        pkt = build_packet(spec, [message_from_text(spec, "hop_latency=30000")])
+        stop = threading.Event()
+
+        def hammer(cpu: int) -> None:
+            os.sched_setaffinity(0, {cpu})               # this thread only
+            while not stop.is_set():
+                prog.run(pkt, 2000)
+
+        cpus = sorted(os.sched_getaffinity(0))[:2]
+        threads = [threading.Thread(target=hammer, args=(c,)) for c in cpus]
+        for t in threads:
+            t.start()
+        fd = prog.bpf[b"svars"].map_fd
+        key, value = ctypes.c_uint32(0), (ctypes.c_uint64 * 4)()   # lock + pad, window, count, sum
+        snapshots, split, windows = 0, [], set()
+        deadline = time.monotonic() + 1.5
+        try:
+            while time.monotonic() < deadline:
+                assert lib.bpf_map_lookup_elem_flags(fd, ctypes.byref(key), value, 4) == 0   # BPF_F_LOCK
+                window, count, total = value[1], value[2], value[3]
+                if count:
+                    snapshots += 1
+                    windows.add(window)
+                    if total != 30000 * count:
+                        split.append((window, count, total))
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert snapshots > 100 and len(windows) > 20, (snapshots, len(windows))
+        assert split == []
+    finally:
+        prog.close()
+
+
 # Range tables come in three layouts: radix buckets with one split each, buckets holding several
 # starts (a finer sub-table), and, for starts too clustered for RADIX_LEVELS, a search tree.
 # Thresholds below force each one; every threshold and its neighbours are classified.
