@@ -41,6 +41,8 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
         keys = ", ".join(apps.dispatch_keys(app.compiled.spec).values())
         click.echo(f"  {app.name}: {keys}; {len(app.compiled.rules)} rules, "
                    f"{resource_report(app.compiled.pipeline)['entries']} table entries; pinned at {inst.pins}")
+    for inst in done:
+        _say_rps(iface, inst.rps)
 
 
 @click.command()
@@ -135,6 +137,15 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
                f"{len(inst.keys['leaf'])} leaves; maps pinned at {inst.pins}")
     if inst.fanout:
         click.echo(f"copies: {inst.fanout}")
+    _say_rps(iface, inst.rps)
+
+
+def _say_rps(iface: str, found: dict[str, str]) -> None:
+    """What attach did to receive packet steering (dataplane/rps.py), in words."""
+    if found:
+        queues = ", ".join(f"{q} (was {m})" for q, m in found.items())
+        click.echo(f"RPS turned off on {iface}'s {queues} while attached: copies are made on the CPU "
+                   "that classified the packet; `detach` turns it back on")
 
 
 COMMANDS: list[click.Command] = [attach]

@@ -158,7 +158,7 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
 @click.command()
 def status() -> None:
     """Interfaces with camus-xdp attached."""
-    from camus.dataplane import apps, runtime
+    from camus.dataplane import apps, rps, runtime
     rows = runtime.installed()
     if not rows:
         click.echo("camus-xdp is not attached anywhere")
@@ -173,6 +173,11 @@ def status() -> None:
         name = f"{inst.iface} app {inst.app}" if inst.app else inst.iface
         click.echo(f"{name}: {inst.mode} XDP, {len(inst.rule_lines)} rules from {inst.rules}, "
                    f"bank {inst.bank}, root state {inst.root}{gone}")
+        steered = rps.enabled(inst.iface) if inst.ports and not gone else {}
+        if steered:
+            click.echo(f"  warning: RPS is on for {inst.iface}'s {', '.join(steered)}: packets TC copies "
+                       "must stay on the CPU that classified them, so copies are lost; "
+                       f"`echo 0 > /sys/class/net/{inst.iface}/queues/<rx-N>/rps_cpus`")
         lim = inst.limits()
         click.echo(f"  capacity: {lim.max_states // 2} states per bank; bit-vector stage {64 * lim.bv_words} "
                    f"terms, {lim.max_bv_bitmaps // 2} bitmaps and {lim.max_bv_segs} segments per bank")

@@ -27,7 +27,7 @@ from camus.compiler.backends.ebpf_tables import DIAGRAM_MAPS, CapacityError, Map
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
-from . import fanout
+from . import fanout, rps
 from .grow import grow, recover_grow, side_dirs
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .installed import (PIN_ROOT, STATE_ROOT, Installed, _contents_from_keys, _keys, _save, _state_path,  # noqa: F401
@@ -162,12 +162,14 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     prog = XdpProgram.load(compiled.spec, limits, app_id)
     attached = False
     clsact: list[str] = []
+    rps_off: dict[str, str] = {}
     try:
         prog.write(contents)
         if specs:
             prog.maps.write_ports(bits, specs)       # type: ignore[arg-type]
             prog.maps.cfg(CFG_REDIRECT, int(xdp_redirect))
             prog.maps.cfg(CFG_TC, 1)
+            rps_off = rps.disable(iface)             # TC must run where XDP classified (rps.py)
             _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
             for out in sorted({s.iface for s in specs.values() if s.iface}):
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
@@ -200,7 +202,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
                                          if getattr(limits, k) != getattr(EbpfLimits(), k)},
                          fanout=fan.describe(list(bits)) if specs and bits else "",
-                         fan_entries=[list(e) for e in fan.ports], fan_min_group=fan.min_group)
+                         fan_entries=[list(e) for e in fan.ports], fan_min_group=fan.min_group,
+                         rps=rps_off)
         _fault("attach:pinned")
         _save(inst)
         return inst
@@ -208,6 +211,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         if attached:                                  # nothing half-installed after a failure
             _remove_xdp(iface, mode)
         _del_clsact(clsact)
+        rps.restore(iface, rps_off)
         shutil.rmtree(pin_dir(unit), ignore_errors=True)
         _state_path(unit).unlink(missing_ok=True)
         if isinstance(exc, OSError):
@@ -338,6 +342,8 @@ def detach(iface: str) -> str:
 def remove_unit(inst: Installed) -> None:
     """Everything of an attachment but its XDP hook: TC filters, pins, files, state (last)."""
     _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
+    if inst.rps and interface_exists(inst.iface):
+        rps.restore(inst.iface, inst.rps)             # as attach found it
     _fault("detach:tc")
     shutil.rmtree(pin_dir(inst.unit), ignore_errors=True)
     for side in side_dirs(inst.unit):                   # what an interrupted grow left

@@ -115,11 +115,13 @@ def lab_feed(spec, interp, seed: int, n_packets: int) -> tuple[list[bytes], dict
                      {1: [], 2: [], 3: [], 4: []}, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2")
 
 
-def publish_and_capture(spec, frames: list[bytes]) -> dict[int, list[int]]:
-    """Send the frames from the publisher; per port, the order references its capture got (each
-    interface copy checked: it decodes and its IP length was fixed after pruning)."""
+def publish_and_capture(spec, frames: list[bytes], cpu: int | None = None) -> dict[int, list[int]]:
+    """Send the frames from the publisher (on `cpu` if given: the broker's receive runs there);
+    per port, the order references its capture got (each interface copy checked: it decodes and
+    its IP length was fixed after pruning)."""
     caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
-    subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    subprocess.run(["ip", "netns", "exec", PUB_NS, *pin, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
                    input=" ".join(f.hex() for f in frames), text=True, check=True)
     got = {}
     for p, proc in caps.items():
@@ -170,6 +172,35 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirec
     want_counts = expected_rule_counts(spec, RULES.strip().splitlines(), frames)
     assert runtime.rule_counts(BRK) == want_counts
     assert all(n > 0 for _, n in want_counts)
+
+
+def test_rps_to_another_cpu_is_turned_off_while_attached_and_restored(lab: Path) -> None:
+    """With RPS steering the broker's packets to the other CPU, TC would read that CPU's ring
+    and copy nothing (measured before the fix: no subscriber got a message). attach turns RPS
+    off on the interface, every subscriber gets exactly its messages, detach restores the mask."""
+    import os
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    mask_file = Path(f"/sys/class/net/{BRK}/queues/rx-0/rps_cpus")
+    other = f"{1 << cpus[1]:x}"
+    mask_file.write_text(other + "\n")
+    try:
+        spec = load_spec(APPS / "itch" / "itch.p4")
+        compiled = compile_rules(spec, RULES)
+        inst = runtime.attach(BRK, compiled, str(APPS / "itch" / "itch.p4"), "lab-rules", "native",
+                              ports_path=str(lab), fanout_mode="tc")
+        assert list(inst.rps) == ["rx-0"] and int(inst.rps["rx-0"].replace(",", ""), 16) == 1 << cpus[1]
+        assert int(mask_file.read_text().strip().replace(",", ""), 16) == 0
+        interp = PipelineInterpreter(compiled.pipeline)
+        frames, want = lab_feed(spec, interp, 5, 40)
+        got = publish_and_capture(spec, frames, cpu=cpus[0])
+        for p in (*SUBS, 4):
+            assert sorted(got[p]) == sorted(want[p]), f"subscriber {p}"
+        runtime.detach(BRK)
+        assert int(mask_file.read_text().strip().replace(",", ""), 16) == 1 << cpus[1]
+    finally:
+        mask_file.write_text("0\n")
 
 
 def capture_refs(proc: subprocess.Popen, spec, udp: bool) -> list[list[int]]:
