@@ -42,7 +42,7 @@ def _c_layout(tmp_path) -> dict[str, int]:
     cc = shutil.which("cc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler")
-    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <linux/types.h>",
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <linux/types.h>", "#include <linux/bpf.h>",
              '#include "camus_xdp.h"', "int main(void) {"]
     for s in STRUCTS:
         lines.append(f'printf("{s.c_struct} %zu\\n", sizeof(struct {s.c_struct}));')
@@ -55,7 +55,7 @@ def _c_layout(tmp_path) -> dict[str, int]:
     src.write_text("\n".join(lines) + "\n")
     exe = tmp_path / "layout"
     built = subprocess.run([cc, "-I", str(ROOT / "bpf"), "-o", str(exe), str(src)], capture_output=True, text=True)
-    if built.returncode and "linux/types.h" in built.stderr:
+    if built.returncode and ("linux/types.h" in built.stderr or "linux/bpf.h" in built.stderr):
         pytest.skip("no kernel UAPI headers (linux-libc-dev)")
     assert built.returncode == 0, built.stderr
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
