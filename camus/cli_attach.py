@@ -89,7 +89,9 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
     file (created with the shipped ITCH example on first use; an `apps:` list there serves
     several applications); options override it. Traffic that is not a spec's feed (ARP,
     SSH, other UDP) passes untouched. Maps are pinned under /sys/fs/bpf/camus/IFACE (one
-    folder per app: IFACE@NAME); `update` swaps rules without reloading.
+    folder per app: IFACE@NAME); `update` swaps rules without reloading. With a ports
+    file, receive packet steering (RPS) is off on IFACE while attached: copies are made on
+    the CPU that classified the packet; `detach` restores it.
 
     \b
     Several applications on one interface:
