@@ -197,6 +197,13 @@ def test_rps_to_another_cpu_is_turned_off_while_attached_and_restored(lab: Path)
         got = publish_and_capture(spec, frames, cpu=cpus[0])
         for p in (*SUBS, 4):
             assert sorted(got[p]) == sorted(want[p]), f"subscriber {p}"
+        from click.testing import CliRunner
+        from camus.cli import main
+        assert "warning: RPS" not in CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+        mask_file.write_text(other + "\n")                   # someone turns it on again: status says so
+        status = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+        assert f"warning: RPS is on for {BRK}'s rx-0" in status, status
+        mask_file.write_text("0\n")
         runtime.detach(BRK)
         assert int(mask_file.read_text().strip().replace(",", ""), 16) == 1 << cpus[1]
     finally:
