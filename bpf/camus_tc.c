@@ -70,6 +70,12 @@ int camus_tc_in(struct __sk_buff *skb) {
     if ((void *)(meta + 1) > data || meta->magic != CAMUS_META_MAGIC)
         return TC_ACT_UNSPEC;       /* not a packet this app classified: the next filter (another
                                        app's, on an interface serving several) or the stack */
+    /* The ring is per CPU: a packet queued to another CPU after XDP (RPS, which attach turns off)
+     * would find that CPU's slot here, another packet's ports. Dropped and counted instead. */
+    if ((meta->seq >> CAMUS_META_CPU_SHIFT) != (bpf_get_smp_processor_id() & (0xFFFFFFFFU >> CAMUS_META_CPU_SHIFT))) {
+        count(CAMUS_STAT_CROSS_CPU);
+        return TC_ACT_SHOT;
+    }
     __u32 slot = meta->seq & (CAMUS_RING - 1);
     struct camus_pkt *pk = ring.lookup(&slot);
     if (!pk)

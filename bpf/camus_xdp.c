@@ -597,7 +597,8 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         struct camus_meta *meta = (void *)(long)ctx->data_meta;
         if ((void *)(meta + 1) <= data) {
             meta->magic = CAMUS_META_MAGIC;
-            meta->seq = seq;
+            meta->seq = (seq & ((1U << CAMUS_META_CPU_SHIFT) - 1)) |
+                        (bpf_get_smp_processor_id() << CAMUS_META_CPU_SHIFT);
             if (pk && fan_on())
                 progs.call(ctx, 1);          /* camus_fan_decide: broadcast or XDP_PASS (a tail call:
                                                 verified apart, not once per path through here) */

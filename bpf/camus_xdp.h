@@ -57,7 +57,9 @@
 #define CAMUS_STAT_BROADCAST   13   /* packets copied to their ports by XDP broadcast (camus_fan.c) */
 #define CAMUS_STAT_BROADCAST_ALL 14 /* of those, broadcast to every fan port (no group for their set):
                                        the copies for other ports were made and dropped */
-#define CAMUS_STAT_MAX          15
+#define CAMUS_STAT_CROSS_CPU   15   /* delivering packets TC met on another CPU than their XDP run (RPS
+                                       turned on again?): dropped, their ring slot is that CPU's */
+#define CAMUS_STAT_MAX          16
 
 /* cfg[] indices */
 #define CAMUS_CFG_ROOT          0   /* root state: flipping it switches table sets atomically */
@@ -234,8 +236,10 @@ struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */
 
 struct camus_meta {
     __u32 magic;
-    __u32 seq;
+    __u32 seq;               /* the ring slot's sequence below CAMUS_META_CPU_SHIFT, the CPU of the XDP
+                                run that wrote it above: TC and the broadcast read that CPU's slot */
 };
+#define CAMUS_META_CPU_SHIFT 20
 
 struct camus_pkt {                   /* ring slot: which ports each message goes to */
     __u32 nmsgs;

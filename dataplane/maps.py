@@ -142,7 +142,7 @@ OPTIONAL_MAPS = ("labels", "topic_work")     # only in programs whose spec has t
 CFG_ROOT, CFG_MALFORMED, CFG_RECORD, CFG_NSVARS, CFG_REDIRECT, CFG_TC, CFG_BYPASS_PPS = 0, 1, 2, 3, 4, 5, 6
 STAT_NAMES = ("packets", "other", "malformed", "messages", "no_match", "explicit_drop", "deliver",
               "local", "redirected", "overflow", "bypassed", "answered",
-              "rewritten", "broadcast", "broadcast_all")
+              "rewritten", "broadcast", "broadcast_all", "cross_cpu")
 
 
 class MapError(OSError):

@@ -203,6 +203,14 @@ def test_rps_to_another_cpu_is_turned_off_while_attached_and_restored(lab: Path)
         mask_file.write_text(other + "\n")                   # someone turns it on again: status says so
         status = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
         assert f"warning: RPS is on for {BRK}'s rx-0" in status, status
+        # and TC, now on the other CPU, drops the delivering packets and counts them, never copying
+        # them by that CPU's ring slots (another packet's ports)
+        before = runtime.stats(BRK)
+        frames, _ = lab_feed(spec, interp, 6, 20)
+        got = publish_and_capture(spec, frames, cpu=cpus[0])
+        assert all(got[p] == [] for p in (*SUBS, 4)), got
+        after = runtime.stats(BRK)
+        assert after["cross_cpu"] - before["cross_cpu"] == after["deliver"] - before["deliver"] > 0
         mask_file.write_text("0\n")
         runtime.detach(BRK)
         assert int(mask_file.read_text().strip().replace(",", ""), 16) == 1 << cpus[1]

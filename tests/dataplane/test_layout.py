@@ -35,6 +35,7 @@ CONSTANTS = {
     "CAMUS_STAT_BROADCAST": maps.STAT_NAMES.index("broadcast"), "CAMUS_STAT_MAX": len(maps.STAT_NAMES),
     "CAMUS_MAX_FAN": fanout.MAX_FAN, "CAMUS_MAX_FAN_GROUPS": fanout.MAX_GROUPS,
     "CAMUS_STAT_BROADCAST_ALL": maps.STAT_NAMES.index("broadcast_all"),
+    "CAMUS_STAT_CROSS_CPU": maps.STAT_NAMES.index("cross_cpu"),
 }
 
 
