@@ -143,7 +143,7 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
 
 
 def _say_rps(iface: str, found: dict[str, str]) -> None:
-    """What attach did to receive packet steering (dataplane/rps.py), in words."""
+    """What attach did to receive packet steering (dataplane/netdev.py), in words."""
     if found:
         queues = ", ".join(f"{q} (was {m})" for q, m in found.items())
         click.echo(f"RPS turned off on {iface}'s {queues} while attached: copies are made on the CPU "

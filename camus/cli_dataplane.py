@@ -118,7 +118,7 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
     last line is the kernel's receive counters of the interface: frames its driver or ring
     dropped before XDP ran (rx_dropped, rx_missed_errors) mean the broker is not keeping up.
     """
-    from camus.dataplane import apps, runtime
+    from camus.dataplane import apps, netdev, runtime
     try:
         shared = not app and "@" not in iface and apps.dispatch_record_path(iface).exists()
         units = {"": _unit(iface, app)}
@@ -130,7 +130,7 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
         def read() -> dict[str, dict[str, int]]:
             out = {"dispatch:": apps.dispatch_counts(iface)} if shared else {}
             out |= {label: runtime.stats(unit) for label, unit in units.items()}
-            received = runtime.interface_counters(nic)
+            received = netdev.receive_counters(nic)
             return out | ({f"{nic} (kernel):": received} if received else {})
 
         def show(cur: dict[str, dict[str, int]], prev: dict[str, dict[str, int]] | None, dt: float) -> None:
@@ -158,7 +158,7 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
 @click.command()
 def status() -> None:
     """Interfaces with camus-xdp attached."""
-    from camus.dataplane import apps, rps, runtime
+    from camus.dataplane import apps, netdev, runtime
     rows = runtime.installed()
     if not rows:
         click.echo("camus-xdp is not attached anywhere")
@@ -173,7 +173,7 @@ def status() -> None:
         name = f"{inst.iface} app {inst.app}" if inst.app else inst.iface
         click.echo(f"{name}: {inst.mode} XDP, {len(inst.rule_lines)} rules from {inst.rules}, "
                    f"bank {inst.bank}, root state {inst.root}{gone}")
-        steered = rps.enabled(inst.iface) if inst.ports and not gone else {}
+        steered = netdev.rps_enabled(inst.iface) if inst.ports and not gone else {}
         if steered:
             click.echo(f"  warning: RPS is on for {inst.iface}'s {', '.join(steered)}: packets TC copies "
                        "must stay on the CPU that classified them, so copies are lost; "

@@ -55,7 +55,7 @@ class Installed:
     generation: int = 0              # programs grown for updates since attach, mod 256 (dataplane/grow.py)
     stats_base: dict[str, int] = field(default_factory=dict)   # the counts of programs grown out of
     rps: dict[str, str] = field(default_factory=dict)   # rx queue -> the RPS mask attach turned off
-                                                        # (dataplane/rps.py), written back at detach
+                                                        # (dataplane/netdev.py), written back at detach
 
     @property
     def unit(self) -> str:

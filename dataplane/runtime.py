@@ -27,7 +27,7 @@ from camus.compiler.backends.ebpf_tables import DIAGRAM_MAPS, CapacityError, Map
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
-from . import fanout, rps
+from . import fanout, netdev
 from .grow import grow, recover_grow, side_dirs
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .installed import (PIN_ROOT, STATE_ROOT, Installed, _contents_from_keys, _keys, _save, _state_path,  # noqa: F401
@@ -169,7 +169,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             prog.maps.write_ports(bits, specs)       # type: ignore[arg-type]
             prog.maps.cfg(CFG_REDIRECT, int(xdp_redirect))
             prog.maps.cfg(CFG_TC, 1)
-            rps_off = rps.disable(iface)             # TC must run where XDP classified (rps.py)
+            rps_off = netdev.disable_rps(iface)      # TC must run where XDP classified (netdev.py)
             _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
             for out in sorted({s.iface for s in specs.values() if s.iface}):
                 _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
@@ -211,7 +211,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
         if attached:                                  # nothing half-installed after a failure
             _remove_xdp(iface, mode)
         _del_clsact(clsact)
-        rps.restore(iface, rps_off)
+        netdev.restore_rps(iface, rps_off)
         shutil.rmtree(pin_dir(unit), ignore_errors=True)
         _state_path(unit).unlink(missing_ok=True)
         if isinstance(exc, OSError):
@@ -263,25 +263,6 @@ def tc_filters(iface: str) -> list[tuple[str, str, int]]:
         for line in shown.splitlines():
             if "camus_tc_" in line and " pref " in line and " id " in line:
                 out.append((direction, line.split(" pref ")[1].split()[0], int(line.split(" id ")[1].split()[0])))
-    return out
-
-
-# The kernel's receive counters shown beside camus-xdp's own: a frame the driver or its receive ring
-# dropped before XDP ran (a broker that cannot keep up) is counted here and nowhere else.
-RX_COUNTERS = ("rx_packets", "rx_dropped", "rx_missed_errors", "rx_fifo_errors")
-
-
-def interface_counters(iface: str) -> dict[str, int]:
-    """IFACE's receive counters from /sys/class/net/IFACE/statistics ({} when the interface is
-    not in this network namespace); the error counters only where the driver has them. The name
-    is checked first (valid_iface): it becomes part of a path."""
-    base = Path("/sys/class/net") / valid_iface(iface) / "statistics"
-    out: dict[str, int] = {}
-    for name in RX_COUNTERS:
-        try:
-            out[name] = int((base / name).read_text())
-        except (OSError, ValueError):
-            continue
     return out
 
 
@@ -343,7 +324,7 @@ def remove_unit(inst: Installed) -> None:
     """Everything of an attachment but its XDP hook: TC filters, pins, files, state (last)."""
     _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
     if inst.rps and interface_exists(inst.iface):
-        rps.restore(inst.iface, inst.rps)             # as attach found it
+        netdev.restore_rps(inst.iface, inst.rps)      # as attach found it
     _fault("detach:tc")
     shutil.rmtree(pin_dir(inst.unit), ignore_errors=True)
     for side in side_dirs(inst.unit):                   # what an interrupted grow left

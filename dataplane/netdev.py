@@ -1,4 +1,9 @@
-"""Receive packet steering (RPS) off on a classifying interface while camus-xdp copies its packets.
+"""What the kernel keeps per interface under /sys/class/net that camus-xdp reads or sets: the
+receive counters `stats` shows beside its own, and receive packet steering (RPS), off on a
+classifying interface while camus-xdp copies its packets.
+
+The receive counters: a frame the driver or its receive ring dropped before XDP ran (a broker that
+cannot keep up) is counted there and nowhere else.
 
 XDP hands a delivering packet to TC through a per-CPU ring slot named in the packet's metadata
 (bpf/camus_xdp.c finish, bpf/camus_tc.c camus_tc_in): TC must run on the CPU that classified the
@@ -12,7 +17,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .installed import valid_iface
+
 SYS_NET = Path("/sys/class/net")
+RX_COUNTERS = ("rx_packets", "rx_dropped", "rx_missed_errors", "rx_fifo_errors")
+
+
+def receive_counters(iface: str) -> dict[str, int]:
+    """IFACE's receive counters ({} when the interface is not in this network namespace); the
+    error counters only where the driver has them. The name is checked first (valid_iface): it
+    becomes part of a path."""
+    base = SYS_NET / valid_iface(iface) / "statistics"
+    out: dict[str, int] = {}
+    for name in RX_COUNTERS:
+        try:
+            out[name] = int((base / name).read_text())
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _masks(iface: str) -> dict[str, str]:
@@ -26,7 +48,7 @@ def _masks(iface: str) -> dict[str, str]:
     return out
 
 
-def is_on(mask: str) -> bool:
+def rps_is_on(mask: str) -> bool:
     """A mask with any CPU in it (`00000000`, `0` and `00,00000000` are off)."""
     try:
         return int(mask.replace(",", ""), 16) != 0
@@ -34,28 +56,28 @@ def is_on(mask: str) -> bool:
         return False
 
 
-def enabled(iface: str) -> dict[str, str]:
+def rps_enabled(iface: str) -> dict[str, str]:
     """The receive queues of `iface` with RPS on, and their masks."""
-    return {q: m for q, m in _masks(iface).items() if is_on(m)}
+    return {q: m for q, m in _masks(iface).items() if rps_is_on(m)}
 
 
-def disable(iface: str) -> dict[str, str]:
+def disable_rps(iface: str) -> dict[str, str]:
     """Turn RPS off on every receive queue of `iface` that has it; returns what was there, for
-    restore(). Raises OSError when a mask cannot be written (the caller undoes what it did)."""
-    found = enabled(iface)
+    restore_rps(). Raises OSError when a mask cannot be written (the caller undoes what it did)."""
+    found = rps_enabled(iface)
     done: dict[str, str] = {}
     try:
         for q, mask in found.items():
             (SYS_NET / iface / "queues" / q / "rps_cpus").write_text("0\n")
             done[q] = mask
     except OSError:
-        restore(iface, done)
+        restore_rps(iface, done)
         raise
     return found
 
 
-def restore(iface: str, saved: dict[str, str]) -> None:
-    """Write back the masks disable() found; a queue or interface gone meanwhile is skipped."""
+def restore_rps(iface: str, saved: dict[str, str]) -> None:
+    """Write back the masks disable_rps() found; a queue or interface gone meanwhile is skipped."""
     for q, mask in saved.items():
         try:
             (SYS_NET / iface / "queues" / q / "rps_cpus").write_text(mask + "\n")
