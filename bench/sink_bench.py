@@ -11,7 +11,7 @@ where that bench's rates ended) each subscriber veth runs bpf/camus_sink.c, whic
 and messages, takes each copy's latency from the send time stamped in its first message, and drops
 it (bench/sinks.py). A sink's veth is polled in the softirq of the CPU that sent to it, the
 broker's, as a NIC's transmit completions are: every broker pays the same per copy for it, and
-the sinks' own run time is reported beside the CPU figure (`sink ns/msg`). With --sinks-apart
+with --sink-time the sinks' own run time is reported beside the CPU figure (`sink ns/msg`). With --sinks-apart
 their veths are polled by threads on CPU 0 instead, and each copy pays for waking one there.
 
 For each broker and number of subscriptions:
@@ -39,6 +39,7 @@ import re
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Iterable
 
@@ -111,7 +112,7 @@ class SinkBench:
         cpu1 = (cpus.thread_seconds(self.napi), sum(cpus.process_seconds(p.pid) for p in broker.procs),
                 cpus.softirq_seconds(cpus.BROKER_CPU), cpus.busy_seconds(cpus.BROKER_CPU))
         napi_s, proc_s, soft_s, busy_s = (b - a for a, b in zip(cpu0, cpu1))
-        sink_s = self._sink_seconds() - sink0
+        sink_s = self._sink_seconds() - sink0 if self.args.sink_time else None
         want = {p: expected.count(p, sent) for p in lab.ports}
         over = {p: got.messages[p] - want[p] for p in lab.ports if got.messages[p] > want[p]}
         if over:
@@ -125,9 +126,9 @@ class SinkBench:
                 "p50_ms": got.latency_quantile_ms(0.5), "p99_ms": got.latency_quantile_ms(0.99),
                 "cpu_s": round(cpu_s, 4), "napi_s": round(napi_s, 4), "process_s": round(proc_s, 4),
                 "softirq_s": round(soft_s, 3), "cpu1_busy_s": round(busy_s, 3),
-                "sink_bpf_s": round(sink_s, 4),
+                "sink_bpf_s": round(sink_s, 4) if sink_s is not None else None,
                 "cpu_ns_per_msg": round(cpu_s * 1e9 / delivered) if delivered else None,
-                "sink_ns_per_msg": round(sink_s * 1e9 / delivered) if delivered else None}
+                "sink_ns_per_msg": round(sink_s * 1e9 / delivered) if delivered and sink_s is not None else None}
 
     def _sink_seconds(self) -> float:
         """The sinks' own run time so far: on the broker's CPU unless --sinks-apart, the same
@@ -219,47 +220,101 @@ class SinkBench:
         relay = None if name == "xdp" else pass_through(lab.broker)   # XDP_TX needs XDP on the peer
         try:
             self.napi = cpus.split(lab.broker, realtime=True)
-            return self.measure(lab, broker, sinks, frames, cum, expected, restart)
+            result = self.measure(lab, broker, sinks, frames, cum, expected, restart)
         finally:
             cpus.unsplit(lab.broker)
             self.napi = []
             if relay is not None:
                 relay.remove_xdp(lab.broker.encode(), 0)
             broker.stop()
+        # The lab's own share at the same feed rates, taken out in the `net` figures.
+        for key in ("common", "best"):
+            if result[key]:
+                floor = self.floor(lab, sinks, frames, cum, expected, result[key]["rate"])
+                result[f"floor_{key}"] = floor
+                result[key]["net_cpu_ns_per_msg"] = net_ns_per_msg(result[key], floor)
+        return result
+
+    def floor(self, lab: Lab, sinks: Sinks, frames: Path, cum: list[int], expected: Expected, rate: float) -> dict:
+        """What this lab costs CPU 1 per feed message before any broker: the feed sent at `rate`
+        into the broker's interface with an XDP program that drops every frame (the veth's
+        receive, the program run, the page's return to the sender's pool, which on this lab
+        crosses CPUs under a lock)."""
+        from camus.dataplane.program import _bcc
+        bcc = _bcc()
+        drop = bcc.BPF(text=DROP_ALL)
+        drop.attach_xdp(lab.broker.encode(), drop.load_func(b"drop_all", bcc.BPF.XDP), 0)
+        try:
+            self.napi = cpus.split(lab.broker, realtime=True)
+            r = self.probe(lab, _NoBroker(), sinks, frames, cum, expected, rate, self.args.probe_seconds)
+        finally:
+            cpus.unsplit(lab.broker)
+            self.napi = []
+            drop.remove_xdp(lab.broker.encode(), 0)
+            drop.cleanup()
+        r["ns_per_feed_msg"] = round(r["cpu_s"] * 1e9 / r["sent"], 1) if r["sent"] else None
+        return r
+
+
+DROP_ALL = b"int drop_all(struct xdp_md *ctx) { return XDP_DROP; }"
+
+
+class _NoBroker:
+    """The floor probe's stand-in: no processes, delivers nothing."""
+    name = "floor"
+    procs: list = []
+
+
+def net_ns_per_msg(probe: dict, floor: dict) -> int | None:
+    """CPU per delivered message above the lab's floor: the probe's CPU less the floor's per feed
+    message times the messages the probe sent, over what it delivered."""
+    if not probe["delivered"] or not floor["sent"]:
+        return None
+    own_s = probe["cpu_s"] - floor["cpu_s"] / floor["sent"] * probe["sent"]
+    return round(own_s * 1e9 / probe["delivered"])
 
 
 def summary(results: dict[str, dict], brokers: list[str], subscriptions: list[int], rate: int) -> dict:
+    """Print the table and the ratios; returns the figures for the JSON line. CPU per delivered
+    message is given raw (all of CPU 1) and net (less the lab's floor at the same feed rate)."""
     figures: dict[str, float | None] = {}
-    print(f"{'broker':>6} {'subs':>7} {'lossless msgs/s':>15} {'CPU ns/msg there':>16} {'sink ns/msg':>11} "
-          f"{'p99 ms':>7} {'CPU ns/msg @' + format(rate, ','):>18} {'sender max':>11}")
+    print(f"{'broker':>6} {'subs':>7} {'lossless msgs/s':>15} {'CPU ns/msg there':>16} {'net':>6} {'p99 ms':>7} "
+          f"{'CPU ns/msg @' + format(rate, ','):>18} {'net':>6} {'floor ns/feed msg':>17} {'sender max':>11}")
     for m in subscriptions:
         for b in brokers:
             r = results[f"{b}@{m}"]
-            best, common = r["best"], r["common"]
-            lossless = best["achieved"] if best else 0
-            figures[f"lossless_{b}@{m}"] = lossless
-            figures[f"cpu_ns_per_msg_{b}@{m}"] = best["cpu_ns_per_msg"] if best else None
+            best, common = r["best"] or {}, r["common"]
+            floor = r.get("floor_best") or {}
+            figures[f"lossless_{b}@{m}"] = best.get("achieved", 0)
+            figures[f"cpu_ns_per_msg_{b}@{m}"] = best.get("cpu_ns_per_msg")
+            figures[f"net_cpu_ns_per_msg_{b}@{m}"] = best.get("net_cpu_ns_per_msg")
             figures[f"cpu_ns_per_msg_at_rate_{b}@{m}"] = common["cpu_ns_per_msg"]
-            print(f"{b:>6} {m:>7,} {lossless:>15,} {str(best['cpu_ns_per_msg'] if best else '-'):>16} "
-                  f"{str(best['sink_ns_per_msg'] if best else '-'):>11} "
-                  f"{str(best['p99_ms'] if best else '-'):>7} {str(common['cpu_ns_per_msg']):>18} "
-                  f"{r['sender_best']:>11,}{'' if r['broker_bound'] else '  (not broker-bound)'}")
+            figures[f"net_cpu_ns_per_msg_at_rate_{b}@{m}"] = common.get("net_cpu_ns_per_msg")
+
+            def cell(v: object) -> str:
+                return "-" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
+            print(f"{b:>6} {m:>7,} {cell(best.get('achieved', 0)):>15} {cell(best.get('cpu_ns_per_msg')):>16} "
+                  f"{cell(best.get('net_cpu_ns_per_msg')):>6} {cell(best.get('p99_ms')):>7} "
+                  f"{cell(common['cpu_ns_per_msg']):>18} {cell(common.get('net_cpu_ns_per_msg')):>6} "
+                  f"{cell(floor.get('ns_per_feed_msg')):>17} {r['sender_best']:>11,}"
+                  f"{'' if r['broker_bound'] else '  (not broker-bound)'}")
     for b in brokers:
         if b == "xdp" or "xdp" not in brokers:
             continue
-        ratios, cpu_ratios = [], []
-        for m in subscriptions:
-            x, o = figures[f"lossless_xdp@{m}"], figures[f"lossless_{b}@{m}"]
-            if x and o:
-                ratios.append(x / o)
-            xc, oc = figures[f"cpu_ns_per_msg_at_rate_xdp@{m}"], figures[f"cpu_ns_per_msg_at_rate_{b}@{m}"]
-            if xc and oc:
-                cpu_ratios.append(oc / xc)
-        figures[f"lossless_ratio_xdp_to_{b}"] = round(min(ratios), 2) if ratios else None
-        figures[f"cpu_ratio_xdp_to_{b}"] = round(min(cpu_ratios), 2) if cpu_ratios else None
-        print(f"camus-xdp vs {b}: lossless x{figures[f'lossless_ratio_xdp_to_{b}']}, "
-              f"CPU per delivered message at {rate:,} msgs/s x{figures[f'cpu_ratio_xdp_to_{b}']} "
-              f"(smallest over the subscription counts)")
+        for name, key, cheaper in (("lossless_ratio", "lossless", False), ("cpu_ratio", "cpu_ns_per_msg", True),
+                                   ("net_cpu_ratio", "net_cpu_ns_per_msg", True),
+                                   ("cpu_ratio_at_rate", "cpu_ns_per_msg_at_rate", True),
+                                   ("net_cpu_ratio_at_rate", "net_cpu_ns_per_msg_at_rate", True)):
+            ratios = []
+            for m in subscriptions:
+                x, o = figures[f"{key}_xdp@{m}"], figures[f"{key}_{b}@{m}"]
+                if x and o and x > 0 and o > 0:
+                    ratios.append(o / x if cheaper else x / o)
+            figures[f"{name}_xdp_to_{b}"] = round(min(ratios), 2) if ratios else None
+        print(f"camus-xdp vs {b} (smallest over the subscription counts): lossless x{figures[f'lossless_ratio_xdp_to_{b}']}; "
+              f"CPU per delivered message at the lossless rates x{figures[f'cpu_ratio_xdp_to_{b}']} "
+              f"(net x{figures[f'net_cpu_ratio_xdp_to_{b}']}), at {rate:,} msgs/s "
+              f"x{figures[f'cpu_ratio_at_rate_xdp_to_{b}']} (net x{figures[f'net_cpu_ratio_at_rate_xdp_to_{b}']})")
     return figures
 
 
@@ -276,6 +331,9 @@ def main() -> int:
     ap.add_argument("--fanout", default="auto", choices=["auto", "tc", "xdp"], help="camus-xdp's copies")
     ap.add_argument("--sinks-apart", action="store_true",
                     help="the sinks' veths polled by threads on CPU 0 (each copy wakes one there)")
+    ap.add_argument("--sink-time", action="store_true",
+                    help="time the sinks' program (kernel.bpf_stats_enabled: two clock reads per run of "
+                         "every BPF program, ~7%% of camus-xdp's CPU in this VM, so off by default)")
     ap.add_argument("--halt-poll-ns", type=int, default=200_000,
                     help="idle vCPUs poll this long before halting, for the run (0: leave it)")
     ap.add_argument("-o", "--out", type=Path, default=Path("runs/sink-bench"))
@@ -289,7 +347,7 @@ def main() -> int:
     (args.out / "inputs").mkdir(exist_ok=True)
     os.sched_setaffinity(0, {cpus.SENDER_CPU})       # this process is not the broker either
     t0 = time.time()
-    with cpus.halt_poll(args.halt_poll_ns) as why, BpfStats():
+    with cpus.halt_poll(args.halt_poll_ns) as why, (BpfStats() if args.sink_time else nullcontext()):
         if why:
             print(f"sink_bench: {why}; idle vCPUs halt (bursts may overflow the veth ring)", file=sys.stderr)
         results = SinkBench(args).run()

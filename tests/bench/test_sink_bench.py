@@ -32,25 +32,35 @@ def test_latency_quantiles_are_bucket_upper_edges_and_counts_subtract() -> None:
     assert Counts({}, {}, [0] * BUCKETS).latency_quantile_ms(0.99) is None
 
 
-def _result(lossless: int, cpu_best: int, cpu_at_rate: int) -> dict:
-    best = {"achieved": lossless, "cpu_ns_per_msg": cpu_best, "sink_ns_per_msg": 50, "p99_ms": 0.1}
-    return {"best": best, "common": {"cpu_ns_per_msg": cpu_at_rate}, "sender_best": 5_000_000,
-            "broker_bound": True}
+def _result(lossless: int, cpu_best: int, cpu_at_rate: int, net_best: int | None = None) -> dict:
+    best = {"achieved": lossless, "cpu_ns_per_msg": cpu_best, "net_cpu_ns_per_msg": net_best, "p99_ms": 0.1}
+    return {"best": best, "common": {"cpu_ns_per_msg": cpu_at_rate, "net_cpu_ns_per_msg": None},
+            "floor_best": {"ns_per_feed_msg": 88.0}, "sender_best": 5_000_000, "broker_bound": True}
 
 
 def test_summary_ratios_are_the_smallest_over_the_subscription_counts(capsys) -> None:
-    results = {"xdp@1000": _result(4_000_000, 1000, 2000), "c@1000": _result(1_000_000, 3000, 8000),
-               "xdp@100000": _result(3_000_000, 1100, 2500), "c@100000": _result(1_500_000, 2500, 5000)}
+    results = {"xdp@1000": _result(4_000_000, 1000, 2000, 500), "c@1000": _result(1_000_000, 3000, 8000, 2500),
+               "xdp@100000": _result(3_000_000, 1100, 2500, 600), "c@100000": _result(1_500_000, 2500, 5000, 2400)}
     figures = sink_bench.summary(results, ["xdp", "c"], [1000, 100_000], 100_000)
     assert figures["lossless_ratio_xdp_to_c"] == 2.0            # min(4.0, 2.0)
-    assert figures["cpu_ratio_xdp_to_c"] == 2.0                 # min(8000/2000, 5000/2500)
+    assert figures["cpu_ratio_xdp_to_c"] == 2.27                # min(3000/1000, 2500/1100)
+    assert figures["net_cpu_ratio_xdp_to_c"] == 4.0             # min(2500/500, 2400/600)
+    assert figures["cpu_ratio_at_rate_xdp_to_c"] == 2.0         # min(8000/2000, 5000/2500)
+    assert figures["net_cpu_ratio_at_rate_xdp_to_c"] is None    # no floor measured at that rate
     assert figures["lossless_xdp@100000"] == 3_000_000
-    assert "x2.0" in capsys.readouterr().out
+    assert "lossless x2.0" in capsys.readouterr().out
 
 
-def test_a_broker_with_no_lossless_probe_gets_no_ratio(capsys) -> None:
+def test_a_broker_with_no_lossless_probe_gets_no_ratio() -> None:
     results = {"xdp@1000": _result(4_000_000, 1000, 2000),
                "py@1000": {"best": None, "common": {"cpu_ns_per_msg": 30000}, "sender_best": 10, "broker_bound": True}}
     figures = sink_bench.summary(results, ["xdp", "py"], [1000], 100_000)
     assert figures["lossless_py@1000"] == 0 and figures["lossless_ratio_xdp_to_py"] is None
-    assert figures["cpu_ratio_xdp_to_py"] == 15.0
+    assert figures["cpu_ratio_at_rate_xdp_to_py"] == 15.0
+
+
+def test_net_cost_takes_the_floor_per_feed_message_out() -> None:
+    probe = {"cpu_s": 1.0, "sent": 4_000_000, "delivered": 1_000_000}
+    floor = {"cpu_s": 0.2, "sent": 2_000_000}                   # 100 ns per feed message
+    assert sink_bench.net_ns_per_msg(probe, floor) == 600       # (1.0 - 0.4) s / 1M
+    assert sink_bench.net_ns_per_msg({**probe, "delivered": 0}, floor) is None
