@@ -89,7 +89,13 @@ class XdpSender:
             ctypes.memmove(f.data, frame, len(frame))
             table[ctypes.c_int(k)] = f
         self.frames = len(frames)
-        self.template = max(len(f) for f, _ in frames)
+        # One byte longer than any frame, so that every run changes the packet's length: the
+        # kernel re-reads a live frame's length and metadata size from the run's context only
+        # when the context differs from the template (net/bpf/test_run.c, ctx_was_changed), and a
+        # frame that came back from a broker whose XDP broadcast trimmed it in place (camus_fan.c
+        # prunes the last copy, the original frame) kept the trimmed length for its next send:
+        # frames of the template's length left short, and the broker counted them malformed.
+        self.template = max(len(f) for f, _ in frames) + 1
 
     def sent(self) -> tuple[int, int]:
         """Frames and bytes transmitted so far (all CPUs)."""

@@ -63,3 +63,44 @@ def test_a_frame_file_it_cannot_send_is_refused(tmp_path) -> None:
         XdpSender([(bytes(60), [40]), (bytes(3000), [])])
     with pytest.raises(ValueError, match="no frames"):
         XdpSender([])
+
+
+# The receiving end trims every frame and sends it back (XDP_TX), as a broker's XDP broadcast
+# trims the frame it forwards in place; the sender's end drops it, returning the page to the
+# sender's pool. The lengths that arrived are counted.
+TRIM_AND_BOUNCE = b"""
+BPF_HASH(lengths, u32, u64, 4096);
+int trim_and_bounce(struct xdp_md *ctx) {
+    void *data = (void *)(long)ctx->data;
+    u32 len = ctx->data_end - ctx->data;
+    if (data + 14 > (void *)(long)ctx->data_end || *(u16 *)(data + 12) != bpf_htons(0x88B5))
+        return XDP_PASS;                         /* the veths' own IPv6 chatter */
+    lengths.increment(len);
+    if (bpf_xdp_adjust_tail(ctx, -8))
+        return XDP_DROP;
+    return XDP_TX;
+}
+int drop_all(struct xdp_md *ctx) { return XDP_DROP; }
+"""
+
+
+def test_a_frame_trimmed_downstream_leaves_whole_when_its_page_comes_back(veth) -> None:
+    """The kernel re-reads a live frame's length from the run's context only when the context
+    differs from the template: a page that came back trimmed (by a broker's in-place broadcast)
+    once left short when the frame sent from it had the template's length."""
+    from camus.dataplane.program import _bcc
+    bcc = _bcc()
+    frame = bytes.fromhex("020000000002020000000001") + b"\x88\xb5" + bytes(range(100))   # local experimental type
+    bpf = bcc.BPF(text=TRIM_AND_BOUNCE)
+    bpf.attach_xdp(B.encode(), bpf.load_func(b"trim_and_bounce", bcc.BPF.XDP), 0)
+    bpf.attach_xdp(A.encode(), bpf.load_func(b"drop_all", bcc.BPF.XDP), 0)
+    try:
+        sender = XdpSender([(frame, [])])
+        n, _ = sender.send(A, 3000)
+        time.sleep(0.2)
+        lengths = {k.value: v.value for k, v in bpf[b"lengths"].items()}
+    finally:
+        bpf.remove_xdp(A.encode(), 0)
+        bpf.remove_xdp(B.encode(), 0)
+    assert n == 3000
+    assert lengths == {len(frame): 3000}, f"lengths that arrived (length: frames): {lengths}"
