@@ -12,31 +12,11 @@
  * destination for a REMOTE port: the same pruning as TC's (camus_prune.h, pasted below for
  * XDP frames). */
 
-/* bpf_l3_csum_replace for an XDP frame (RFC 1624): the 16-bit one's complement checksum at
- * `off` after a 2- or 4-byte field went from `from` to `to`, both as stored (the sum is the
- * same in either byte order). */
-static __always_inline int xdp_l3_csum_replace(struct xdp_md *ctx, __u32 off, __u32 from, __u32 to,
-                                               __u32 size) {
-    __u16 check;
-    if (bpf_xdp_load_bytes(ctx, off, &check, 2) < 0)
-        return -1;
-    __u32 sum = ~check & 0xFFFF;
-    if (size == 4)
-        sum += (~from & 0xFFFF) + (~from >> 16) + (to & 0xFFFF) + (to >> 16);
-    else
-        sum += (~from & 0xFFFF) + (to & 0xFFFF);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    check = ~sum & 0xFFFF;
-    return bpf_xdp_store_bytes(ctx, off, &check, 2);
-}
-
 #define PRUNE_CTX struct xdp_md
 #define PRUNE_FN prune_xdp
 #define PRUNE_UDP6 udp6_checksum_xdp
 #define PRUNE_LOAD(c, off, p, n) bpf_xdp_load_bytes(c, off, p, n)
 #define PRUNE_STORE(c, off, p, n) bpf_xdp_store_bytes(c, off, p, n)
-#define PRUNE_L3_CSUM(c, off, from, to, size) xdp_l3_csum_replace(c, off, from, to, size)
 #define PRUNE_LEN(c) ((__u32)((c)->data_end - (c)->data))
 #define PRUNE_PULL(c) 0
 #define PRUNE_TAIL(c, new_end) bpf_xdp_adjust_tail(c, (int)(new_end) - (int)PRUNE_LEN(c))

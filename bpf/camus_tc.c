@@ -27,7 +27,6 @@ static __always_inline struct camus_port *port_cfg(__u32 port) {
 #define PRUNE_UDP6 udp6_checksum
 #define PRUNE_LOAD(c, off, p, n) bpf_skb_load_bytes(c, off, p, n)
 #define PRUNE_STORE(c, off, p, n) bpf_skb_store_bytes(c, off, p, n, 0)
-#define PRUNE_L3_CSUM(c, off, from, to, size) bpf_l3_csum_replace(c, off, from, to, size)
 #define PRUNE_LEN(c) ((c)->len)
 #define PRUNE_PULL(c) bpf_skb_pull_data(c, (c)->len)
 #define PRUNE_TAIL(c, new_end) bpf_skb_change_tail(c, new_end, 0)
