@@ -132,6 +132,19 @@ def thread_seconds(tids: list[int]) -> float:
     return total / 1e9
 
 
+def ksoftirqd(cpu: int) -> list[int]:
+    """The kernel thread that runs `cpu`'s softirqs when they are deferred (`ksoftirqd/<cpu>`)."""
+    want = f"ksoftirqd/{cpu}"
+    out = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == want:
+                out.append(int(comm.parent.name))
+        except OSError:
+            continue
+    return out
+
+
 def process_seconds(pid: int) -> float:
     """CPU time every thread of `pid` has run so far (schedstat, nanoseconds)."""
     try:
