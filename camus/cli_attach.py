@@ -69,9 +69,11 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
               show_default=True,
               help="How a packet for several ports is copied: by TC clones, or by one XDP broadcast to "
                    "the ports whose interface is theirs alone and takes XDP frames (each copy pruned on its "
-                   "way out; other ports still by TC). auto: broadcast packets going to 16 or more ports (a "
-                   "fraction of the CPU per copy, no copies refused in bursts), TC below (its copies arrive "
-                   "a little sooner); xdp: broadcast whenever possible; tc: never. `status` shows it.")
+                   "way out; other ports still by TC). auto: when every such port is on a NIC (or virtio-net), "
+                   "broadcast whenever possible (half the CPU per copy, twice the lossless feed rate in "
+                   "bench/sink_bench.py); with veths among them, broadcast packets going to 16 or more "
+                   "ports and TC below (on veths its copies arrive sooner and keep up under a sustained "
+                   "feed); xdp: broadcast whenever possible; tc: never. `status` shows it.")
 @click.option("--count-rules", type=click.IntRange(0), default=COUNT_RULES, show_default=True,
               help="Give the first N rules their own match counters (`stats` shows them). Each "
                    "counted rule may keep apart table states that would otherwise merge; 0 turns "

@@ -7,8 +7,14 @@ bench/fanout_latency.py, README "Fan-out"): for a packet going to many ports a b
 costs the broker a half to a fifth of a TC clone's CPU, and it makes every copy where TC clones,
 in bursts, were refused by the veths (half of them at 32 ports); for a few ports the CPU is about
 the same and TC's copies reach the subscribers a little sooner. Modes (`attach --fanout`):
-`auto` (the default) broadcasts packets going to at least AUTO_MIN_GROUP ports, `xdp` any packet
-it can, `tc` none. The broadcast has limits, so the
+`auto` (the default) broadcasts any packet it can when every broadcast port is on a device
+(a NIC or virtio-net: `/sys/class/net/IFACE/device`), and packets going to at least
+AUTO_MIN_GROUP ports otherwise (veths), `xdp` any packet it can, `tc` none. Why the device
+matters: a device frees the frames XDP sent it on its own transmit completion, on the broker's
+CPU, as bench/sink_bench.py's subscribers do — there the broadcast kept up with 2x the feed
+TC clones did (README, "Each broker's own rate"); a veth hands each frame to a receiving
+process on another CPU, and there broadcast copies (a fresh page each, freed remotely) lost
+feed frames at rates TC sustained (README, "Fan-out"). The broadcast has limits, so the
 choice is made per port at attach and per packet in XDP:
 
 - The egress program knows a copy's port only by its output interface, so only a port whose
@@ -27,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import math
 import socket
+from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -108,9 +115,15 @@ def takes_xdp_frames(ifindex: int) -> bool:
     return bool(xdp_features(ifindex) & NDO_XMIT)
 
 
+def on_device(iface: str) -> bool:
+    """The interface has a device behind it (a NIC, virtio-net), not a veth or another virtual one."""
+    return (Path("/sys/class/net") / iface / "device").exists()
+
+
 def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
          takes_xdp: Callable[[int], bool] = takes_xdp_frames,
-         ifindex_of: Callable[[str], int] = socket.if_nametoindex) -> FanPlan:
+         ifindex_of: Callable[[str], int] = socket.if_nametoindex,
+         device: Callable[[str], bool] = on_device) -> FanPlan:
     """Which ports get a devmap entry and when XDP broadcasts to all of them (module text)."""
     if mode not in MODES:
         raise ValueError(f"fan-out mode {mode!r}: expected one of {', '.join(MODES)}")
@@ -138,7 +151,8 @@ def plan(bits: list[object], specs: dict[object, PortSpec], mode: str = "auto",
             entries.append((bit, ifindex))
     if not entries:
         return FanPlan((), 0, tuple(left_out))
-    least = 1 if mode == "xdp" else AUTO_MIN_GROUP
+    on_devices = all(device(specs[bits[b]].iface or "") for b, _ in entries)
+    least = 1 if mode == "xdp" or on_devices else AUTO_MIN_GROUP
     return FanPlan(tuple(entries), max(least, math.ceil(len(entries) * BROADCAST_COPY_COST)), tuple(left_out),
                    least)
 

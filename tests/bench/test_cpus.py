@@ -99,3 +99,12 @@ def test_thread_seconds_count_what_a_thread_ran() -> None:
     assert cpus.process_seconds(os.getpid()) >= cpus.thread_seconds([os.getpid()])
     assert cpus.process_seconds(1 << 30) == 0.0
     assert cpus.softirq_seconds() >= cpus.softirq_seconds(cpus.BROKER_CPU) >= 0.0
+
+
+def test_ksoftirqd_is_the_cpus_own_softirq_thread() -> None:
+    for cpu in sorted(os.sched_getaffinity(0)):
+        tids = cpus.ksoftirqd(cpu)
+        assert len(tids) == 1
+        assert Path(f"/proc/{tids[0]}/comm").read_text().strip() == f"ksoftirqd/{cpu}"
+        assert os.sched_getaffinity(tids[0]) == {cpu}          # a per-CPU kernel thread
+    assert cpus.ksoftirqd(10_000) == []

@@ -22,10 +22,11 @@ def _specs(n: int, shared: int = 0, local: bool = False) -> tuple[list[object], 
     return list(specs), specs
 
 
-def _plan(bits, specs, mode="auto", able=lambda ifindex: True):
-    """The plan with interface numbers 100, 101, ... by name (no such interfaces exist here)."""
+def _plan(bits, specs, mode="auto", able=lambda ifindex: True, device=lambda iface: False):
+    """The plan with interface numbers 100, 101, ... by name (no such interfaces exist here);
+    by default every interface is virtual (a veth)."""
     numbers = {name: 100 + i for i, name in enumerate(sorted({s.iface for s in specs.values() if s.iface}))}
-    return fanout.plan(bits, specs, mode, able, numbers.__getitem__), numbers
+    return fanout.plan(bits, specs, mode, able, numbers.__getitem__, device), numbers
 
 
 def test_every_port_on_its_own_xdp_capable_interface_gets_an_entry() -> None:
@@ -48,6 +49,25 @@ def test_auto_broadcasts_from_sixteen_copies() -> None:
     bits, specs = _specs(8)
     p, _ = _plan(bits, specs)
     assert (p.min_group, p.min_copies) == (16, 16)   # never to all of 8 (each packet goes by TC)
+
+
+def test_auto_broadcasts_from_one_copy_when_every_broadcast_port_is_on_a_device() -> None:
+    bits, specs = _specs(8, local=True)
+    p, _ = _plan(bits, specs, device=lambda iface: True)
+    assert (p.min_group, p.min_copies) == (1, 6)          # as `xdp`: NICs free their frames locally
+    assert "packets going to >= 1 of them" in p.describe(bits)
+    p, _ = _plan(bits, specs, device=lambda iface: iface != "if3")
+    assert p.min_group == fanout.AUTO_MIN_GROUP           # one veth among them: as before
+    p, _ = _plan(bits, specs, "tc", device=lambda iface: True)
+    assert p == fanout.FanPlan((), 0)                     # tc stays tc
+
+
+def test_a_veth_is_not_a_device_and_a_nic_or_virtio_is() -> None:
+    from pathlib import Path
+    assert not fanout.on_device("lo")
+    nics = [d.name for d in Path("/sys/class/net").iterdir() if (d / "device").exists()]
+    assert all(fanout.on_device(n) for n in nics)
+    assert not fanout.on_device("no-such-interface")
 
 
 def test_ports_sharing_an_interface_or_without_xdp_frames_stay_with_tc() -> None:
