@@ -18,27 +18,19 @@
 #ifndef CAMUS_PRUNE_COMMON
 #define CAMUS_PRUNE_COMMON
 
-#define PRUNE_GET(c, off, p, n) ({                                                  \
+/* `copy` runs with _s pointing at the n bytes at `off`, once they are known to be in the frame. */
+#define PRUNE_AT(c, off, n, copy) ({                                                \
     void *_d = (void *)(long)(c)->data, *_e = (void *)(long)(c)->data_end;           \
     void *_s = _d + ((off) & 0x3FFF), *_t = _s + (n);                                \
     int _r = -1;                                                                     \
     asm volatile("" : "+r"(_t));     /* compare the pointer itself: clang would move */ \
     if (_t <= _e) {                  /* the offset onto pkt_end, which the verifier refuses */ \
-        __builtin_memcpy((p), _s, (n));                                              \
+        copy;                                                                        \
         _r = 0;                                                                      \
     }                                                                                \
     _r; })
-
-#define PRUNE_PUT(c, off, p, n) ({                                                  \
-    void *_d = (void *)(long)(c)->data, *_e = (void *)(long)(c)->data_end;           \
-    void *_s = _d + ((off) & 0x3FFF), *_t = _s + (n);                                \
-    int _r = -1;                                                                     \
-    asm volatile("" : "+r"(_t));     /* compare the pointer itself: clang would move */ \
-    if (_t <= _e) {                  /* the offset onto pkt_end, which the verifier refuses */ \
-        __builtin_memcpy(_s, (p), (n));                                              \
-        _r = 0;                                                                      \
-    }                                                                                \
-    _r; })
+#define PRUNE_GET(c, off, p, n) PRUNE_AT(c, off, n, __builtin_memcpy((p), _s, (n)))
+#define PRUNE_PUT(c, off, p, n) PRUNE_AT(c, off, n, __builtin_memcpy(_s, (p), (n)))
 
 /* The 16-bit one's complement checksum `check` (as stored) after a 2- or 4-byte field went
  * from `from` to `to`, both as stored (RFC 1624; the sum is the same in either byte order). */
