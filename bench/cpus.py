@@ -23,7 +23,7 @@ import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 SENDER_CPU, BROKER_CPU = 0, 1
 NAPI_PRIORITY = 50               # SCHED_FIFO priority of a broker's NAPI threads (split(realtime=True))
@@ -38,17 +38,22 @@ def usable() -> str | None:
     return None
 
 
-def napi_threads(iface: str) -> list[int]:
-    """The kernel threads polling `iface` in threaded NAPI mode."""
-    want = f"napi/{iface}-"[:COMM_BYTES]
+def _tasks_named(match: Callable[[str], bool]) -> list[int]:
+    """The processes and kernel threads whose name (comm) `match` accepts."""
     out = []
     for comm in Path("/proc").glob("[0-9]*/comm"):
         try:
-            if comm.read_text().strip().startswith(want):
+            if match(comm.read_text().strip()):
                 out.append(int(comm.parent.name))
         except OSError:
             continue                                    # gone meanwhile
     return out
+
+
+def napi_threads(iface: str) -> list[int]:
+    """The kernel threads polling `iface` in threaded NAPI mode."""
+    want = f"napi/{iface}-"[:COMM_BYTES]
+    return _tasks_named(lambda name: name.startswith(want))
 
 
 def _appearing(iface: str, known: list[int], where: str, hint: str) -> list[int]:
@@ -134,15 +139,7 @@ def thread_seconds(tids: list[int]) -> float:
 
 def ksoftirqd(cpu: int) -> list[int]:
     """The kernel thread that runs `cpu`'s softirqs when they are deferred (`ksoftirqd/<cpu>`)."""
-    want = f"ksoftirqd/{cpu}"
-    out = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip() == want:
-                out.append(int(comm.parent.name))
-        except OSError:
-            continue
-    return out
+    return _tasks_named(f"ksoftirqd/{cpu}".__eq__)
 
 
 def process_seconds(pid: int) -> float:

@@ -33,8 +33,8 @@ from __future__ import annotations
 import ctypes
 import math
 import socket
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:                # ports.py needs PyYAML; the CLI imports this module without it
