@@ -215,8 +215,6 @@ class Runner:
                 proc.kill()
                 raise RuntimeError(f"{broker.name}: receiver {p} did not start: {proc.communicate()[0][-300:]}")
             receivers[p] = (proc, out)
-        if proto is not None:
-            time.sleep(0.5)                      # subscriptions registered before the feed starts
         softirq_cpu = cpus.BROKER_CPU if cfg.split_cpus else None     # None: the whole machine's
         cpu0, (busy0, _), bpf0 = broker.cpu_seconds(), system_cpu_seconds(), broker_seconds()
         soft0, napi0 = cpus.softirq_seconds(softirq_cpu), cpus.thread_seconds(self.napi)

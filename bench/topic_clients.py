@@ -146,17 +146,20 @@ def parse(proto: str, data: bytes) -> list[tuple[int, bytes]]:
 
 def _subscriber(proto: str, host: str, port: int, out_path: str, seconds: float, idle: float,
                 topics: list[str]) -> int:
-    s = socket.create_connection((host, port), timeout=5)
+    s = socket.create_connection((host, port), timeout=READY_BOUND_S)
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
     s.sendall(hello(proto, f"sub-{out_path.rsplit('/', 1)[-1]}") + subscribe(proto, topics))
     if proto == "nats":
         s.sendall(b"PING\r\n")
+    early = _await_subscribed(s, proto, len(topics))
     s.settimeout(0.1)
     start, last, total = time.monotonic(), 0.0, 0
     first_message = {"mqtt": b"\x30", "nats": b"MSG ", "redis": b"message"}[proto]
-    print("ready", flush=True)
+    print("ready", flush=True)                 # the broker has confirmed every subscription
     with open(out_path, "wb") as f:
+        f.write(struct.pack("<QI", time.time_ns(), len(early)) + early)
+        total += len(early)
         while True:
             now = time.monotonic()
             if now - start > seconds or (last and now - last > idle):
@@ -183,6 +186,46 @@ def _subscriber(proto: str, host: str, port: int, out_path: str, seconds: float,
             total += len(data)
     print(f"received {total} bytes", flush=True)
     return 0
+
+
+READY_BOUND_S = 60.0          # a broker that has not confirmed the subscriptions by then is broken
+
+
+def subscribed(proto: str, data: bytes, n_topics: int) -> bool:
+    """Has the broker confirmed the subscriptions in what it sent so far? MQTT: a SUBACK;
+    NATS: the PONG to the PING sent after the SUBs (it answers in order); redis: one
+    `subscribe` reply per channel."""
+    if proto == "mqtt":
+        pos = 0
+        while pos + 2 <= len(data):            # walk the control packets: type, remaining length
+            kind, length, shift, i = data[pos] >> 4, 0, 0, pos + 1
+            while i < len(data):
+                length |= (data[i] & 0x7F) << shift
+                shift += 7
+                i += 1
+                if not data[i - 1] & 0x80:
+                    break
+            else:
+                return False
+            if kind == 9 and i + length <= len(data):     # the whole SUBACK
+                return True
+            pos = i + length
+        return False
+    if proto == "nats":
+        return b"PONG\r\n" in data
+    return data.count(b"$9\r\nsubscribe\r\n") >= n_topics
+
+
+def _await_subscribed(s: socket.socket, proto: str, n_topics: int) -> bytes:
+    """Read until the broker confirms the subscriptions; returns what it sent meanwhile."""
+    s.settimeout(READY_BOUND_S)
+    got = b""
+    while not subscribed(proto, got, n_topics):
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            raise SystemExit(f"{proto} broker closed the connection before confirming the subscriptions")
+        got += chunk
+    return got
 
 
 def _drain(s: socket.socket) -> None:

@@ -2,6 +2,7 @@
 `attach` is cli_attach.py. The helpers here serve both."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -126,6 +127,10 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
             units = {f"[{name}]": f"{iface}@{name}" for name in apps.load_record(iface)["apps"]}
 
         nic = iface.split("@")[0]
+        for unit in units.values():                    # counters of what serves, not of a crash's journal
+            note = runtime.recover_unit(unit)
+            if note:
+                click.echo(note, err=True)
 
         def read() -> dict[str, dict[str, int]]:
             out = {"dispatch:": apps.dispatch_counts(iface)} if shared else {}
@@ -169,6 +174,11 @@ def status() -> None:
         click.echo(f"{rec['iface']}: {rec['mode']} XDP dispatcher for {len(rec['apps'])} apps: " +
                    "; ".join(f"{name} ({', '.join(by_app.get(i, []))})" for i, name in enumerate(rec["apps"])))
     for inst in rows:
+        root = os.geteuid() == 0                          # the maps and the lock need root
+        note = runtime.recover_unit(inst.unit) if root else ""   # the state file then names what serves
+        if note:
+            click.echo(note)
+            inst = runtime.load_installed(inst.unit)
         gone = "" if runtime.interface_exists(inst.iface) else "  [interface gone: run `detach` to clean up]"
         name = f"{inst.iface} app {inst.app}" if inst.app else inst.iface
         click.echo(f"{name}: {inst.mode} XDP, {len(inst.rule_lines)} rules from {inst.rules}, "
@@ -178,6 +188,13 @@ def status() -> None:
             click.echo(f"  warning: RPS is on for {inst.iface}'s {', '.join(steered)}: packets TC copies "
                        "must stay on the CPU that classified them, so copies are lost; "
                        f"`echo 0 > /sys/class/net/{inst.iface}/queues/<rx-N>/rps_cpus`")
+        if inst.pending:
+            click.echo("  an update is in progress or was interrupted (journaled): " +
+                       ("another command holds the unit" if root else "run `status` as root to finish or undo it"))
+        elif root and not gone and runtime.live_root(inst.unit) != inst.root:
+            click.echo(f"  warning: the maps serve root state {runtime.live_root(inst.unit)}, not the recorded "
+                       f"{inst.root} (a host agent's changes since its last save, or a crash): the next "
+                       "`update` rewrites the tables whole")
         lim = inst.limits()
         click.echo(f"  capacity: {lim.max_states // 2} states per bank; bit-vector stage {64 * lim.bv_words} "
                    f"terms, {lim.max_bv_bitmaps // 2} bitmaps and {lim.max_bv_segs} segments per bank")

@@ -224,6 +224,7 @@ def recover_grow(inst: Installed) -> str:
                     "table_capacity", "generation"):
             setattr(inst, key, p[key])
         inst.rule_base, inst.stats_base = {}, {}
+        inst.tables_key = p.get("tables_key", "")     # what the grown program's tables came from
         note = f"{inst.unit}: finished an interrupted grow (the grown program was attached)"
     else:
         if staging.exists():
@@ -291,7 +292,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
                         "counted": counted, "leaf_rules": leaf_rules,
                         "bv_capacity": [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs],
                         "table_capacity": {k: getattr(limits, k) for k in set(inst.table_capacity) | _grown(limits)},
-                        "generation": generation}
+                        "generation": generation, "tables_key": tables_key(compiled.options, lines)}
         _save(inst)
         _fault("grow:journaled")
         _swap_xdp(inst, prog, app_id)

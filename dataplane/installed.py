@@ -8,8 +8,12 @@ name can reach outside those folders.
 """
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,6 +117,26 @@ def attachment_dir(unit: str) -> Path:
     """Files other tools keep for this attachment (the edge brokers' rules): removed with it,
     cleared when it is made again, so nothing of an earlier attachment comes back."""
     return STATE_ROOT / f"{valid_unit(unit)}.d"
+
+
+@contextmanager
+def unit_lock(unit: str, wait: bool = True) -> Iterator[bool]:
+    """Hold the unit's lock while its maps and state file change (update, recovery, detach):
+    two commands at once would each take the other's journal for a crash's. Yields False when
+    `wait` is off and another process holds it. The lock is the kernel's (flock): a killed
+    holder releases it."""
+    folder = STATE_ROOT / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / valid_unit(unit), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def _keys(c: MapContents) -> dict[str, list]:

@@ -31,7 +31,7 @@ from . import fanout, netdev
 from .grow import grow, recover_grow, side_dirs
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .installed import (PIN_ROOT, STATE_ROOT, Installed, _contents_from_keys, _keys, _save, _state_path,  # noqa: F401
-                        attachment_dir, installed, load_installed, pin_dir, unit_name, valid_iface)
+                        attachment_dir, installed, load_installed, pin_dir, unit_lock, unit_name, valid_iface)
 from .program import DataplaneError, XdpProgram, require_root
 
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
@@ -280,6 +280,11 @@ def detach(iface: str) -> str:
     if "@" in iface:
         raise DataplaneError(f"apps are detached with their interface: `camus-xdp detach {iface.partition('@')[0]}`; "
                              "to stop one app delivering, `update` it with an empty rules file")
+    with unit_lock(valid_iface(iface)):
+        return _detach(iface)
+
+
+def _detach(iface: str) -> str:
     from .apps import detach_apps, dispatch_record_path, remove_leftover_apps
     if dispatch_record_path(iface).exists():
         return detach_apps(iface)
@@ -376,6 +381,9 @@ def recover(inst: Installed, maps: MapSet) -> str:
         inst.bank, inst.root, inst.keys = p["bank"], p["root"], p["keys"]
         inst.rules, inst.rule_lines = p["rules"], p["rule_lines"]
         inst.counted, inst.leaf_rules, inst.rule_base = p["counted"], p["leaf_rules"], {}
+        # the key says what the live tables were compiled from: without it (a journal written
+        # before keys were journaled) no later update may take the live tables as unchanged
+        inst.tables_key = p.get("tables_key", "")
         note = f"{inst.iface}: finished an interrupted update (its tables were live)"
     else:
         maps.remove(_contents_from_keys(p["keys"]))
@@ -407,11 +415,47 @@ def _sync_fan_groups(inst: Installed, maps: MapSet, contents: MapContents) -> No
         os.close(fd)
 
 
+def recover_unit(unit: str) -> str:
+    """Finish or undo what a crashed update or grow left journaled on `unit`, so what the state
+    file says is what serves (`status` and `stats` call it). Returns what it did; "" when there
+    was nothing to do, or another command is changing the unit right now (its journal is its
+    own, not a crash's)."""
+    if not load_installed(unit).pending:
+        return ""
+    with unit_lock(unit, wait=False) as held:
+        if not held:
+            return ""
+        inst = load_installed(unit)
+        note = recover_grow(inst)
+        if inst.pending:
+            maps = MapSet.from_pins(inst.pins)
+            try:
+                note = recover(inst, maps)
+            finally:
+                maps.close()
+        return note
+
+
+def live_root(unit: str) -> int:
+    """The root state the unit's maps serve now (the truth `status` checks the state file by)."""
+    maps = MapSet.from_pins(load_installed(unit).pins)
+    try:
+        return maps.cfg(CFG_ROOT)
+    finally:
+        maps.close()
+
+
 def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits | None = None) -> UpdateReport:
     """Swap the rules of an attached interface atomically (see the module docstring). The
     intent is journaled in the state file before the first write, so a crash at any point
-    leaves something `recover` can finish or undo."""
+    leaves something `recover` can finish or undo. One update of a unit at a time."""
     require_root()
+    load_installed(iface)                     # a clear error before any lock file is made
+    with unit_lock(iface):
+        return _update(iface, compiled, rules_path, limits)
+
+
+def _update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits | None) -> UpdateReport:
     inst = load_installed(iface)
     t0 = time.perf_counter()
     bits = inst.port_bits if inst.port_bits is not None else _port_specs(inst.ports)[0]
@@ -421,7 +465,9 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
         recover(inst, maps)
         lines = _rule_lines(compiled)
         key = tables_key(compiled.options, lines)
-        if key == inst.tables_key and inst.pending is None:     # a refresh: nothing to write
+        # a refresh writes nothing, but only when the maps serve what the state file records:
+        # another writer (the agent's live deltas, saved now and then) may have moved the root
+        if key == inst.tables_key and inst.pending is None and maps.cfg(CFG_ROOT) == inst.root:
             inst.rules = str(Path(rules_path).resolve())
             _save(inst)
             n = len(inst.keys["desc"])
@@ -444,7 +490,7 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
         counted, leaf_rules = _counted(compiled, contents)
         inst.pending = {"bank": new_bank, "root": contents.root, "keys": _keys(contents),
                         "rules": str(Path(rules_path).resolve()), "rule_lines": lines,
-                        "counted": counted, "leaf_rules": leaf_rules}
+                        "counted": counted, "leaf_rules": leaf_rules, "tables_key": key}
         _save(inst)
         _fault("update:journaled")
         maps.clear_leaf_hits(sorted(contents.leaf))

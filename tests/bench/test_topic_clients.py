@@ -61,3 +61,14 @@ def test_int_and_siena_feeds_decode_back(tmp_path) -> None:
         assert len(got) == 40
         for want, have in zip(msgs, got):
             assert {k: have[k] for k in want} == want
+
+
+def test_a_subscriber_is_ready_only_once_the_broker_confirms_its_subscriptions() -> None:
+    from camus.bench.topic_clients import subscribed
+    connack, suback = b"\x20\x02\x00\x00", b"\x90\x03\x00\x01\x00"
+    assert not subscribed("mqtt", connack, 1) and not subscribed("mqtt", connack + suback[:2], 1)
+    assert subscribed("mqtt", connack + suback, 1)
+    assert not subscribed("mqtt", b"\x30\x05\x00\x01a\x90\x90", 1)      # 0x90 inside a PUBLISH is no SUBACK
+    assert not subscribed("nats", b"INFO {}\r\n", 1) and subscribed("nats", b"INFO {}\r\nPONG\r\n", 1)
+    one = b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n"
+    assert not subscribed("redis", one, 2) and subscribed("redis", one * 2, 2)

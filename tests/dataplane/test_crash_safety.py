@@ -164,3 +164,91 @@ def test_detach_after_a_grow_killed_past_its_swap_leaves_nothing(lab, tmp_path) 
     runtime.detach(BRK)
     assert not [p for p in runtime.PIN_ROOT.iterdir() if p.name.startswith(BRK)]
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
+
+
+def _status() -> str:
+    from click.testing import CliRunner
+    from camus.cli import main
+    return CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+
+
+def _serving(frames: list[bytes]) -> str:
+    """Which of the rule sets a, b, c the frames show serving."""
+    now = received(frames)
+    names = [name for name, want in WANT.items() if want == now]
+    assert names, f"the frames show no whole rule set: {now}"
+    return names[0]
+
+
+def _check_named(tmp_path, frames: list[bytes], name: str) -> None:
+    """The set `name` serves, and `status` and the state file name it (the rules file, the key)."""
+    assert _serving(frames) == name
+    status = _status()
+    assert f"rules from {tmp_path / f'{name}.txt'}" in status, status
+    assert "warning" not in status and "in progress" not in status, status
+    inst = runtime.load_installed(BRK)
+    assert inst.pending is None and inst.rule_lines == sorted(RULES[name].splitlines())
+
+
+def _back_and_forth(tmp_path, frames: list[bytes], spec, sequence: str) -> None:
+    for name in sequence:
+        rep = runtime.update(BRK, compile_rules(spec, RULES[name]), _write(tmp_path, name))
+        _check_named(tmp_path, frames, name)
+        assert rep.written or rep.added == rep.removed == []
+
+
+@pytest.mark.parametrize("step", ["update:journaled", "update:flipped", "update:cleaned"])
+def test_an_update_killed_never_leaves_a_later_one_reporting_unchanged(lab, tmp_path, step: str) -> None:  # noqa: F811
+    """Issue 40.1: a, then b killed after its flip, then a again reported "unchanged" while b
+    served (the recovery adopted b's tables but kept a's key). Now `status` finishes or undoes
+    the journal itself and names what serves; every later update serves what it reports."""
+    spec = load_spec(SPEC_PATH)
+    frames = _frames()
+    runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
+    code = ("from camus.dataplane import runtime; from camus.compiler.compile import compile_files; "
+            f"runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, {_write(tmp_path, 'b')!r}), "
+            f"{_write(tmp_path, 'b')!r})")
+    _killed(code, step)
+    _check_named(tmp_path, frames, "a" if step == "update:journaled" else "b")   # status recovered it
+    rep = runtime.update(BRK, compile_rules(spec, RULES["a"]), _write(tmp_path, "a"))
+    assert rep.written == (step != "update:journaled")
+    _check_named(tmp_path, frames, "a")
+    _back_and_forth(tmp_path, frames, spec, "babcca")
+
+
+def test_an_update_killed_at_random_times_then_back_and_forth(lab, tmp_path) -> None:  # noqa: F811
+    """20 updates killed at a random moment of their run (the run's length measured here, not
+    guessed): after each, `status` names the set that serves, and the next updates serve what
+    they report."""
+    import random
+    import time
+    spec = load_spec(SPEC_PATH)
+    frames = _frames()
+    runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
+
+    def update_cmd(name: str) -> list[str]:
+        return [sys.executable, "-c", "from camus.dataplane import runtime; from camus.compiler.compile import "
+                f"compile_files; runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, "
+                f"{_write(tmp_path, name)!r}), {_write(tmp_path, name)!r})"]
+
+    t0 = time.monotonic()
+    subprocess.run(update_cmd("b"), check=True, capture_output=True)
+    whole = time.monotonic() - t0                   # this machine's time for one update, start to end
+    _check_named(tmp_path, frames, "b")
+    rng = random.Random(40)
+    live = "b"
+    for i in range(20):
+        target = "ac"[i % 2] if live == "b" else "b"
+        proc = subprocess.Popen(update_cmd(target), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 1.0) * whole)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        proc.wait()
+        now = _serving(frames)
+        assert now in (live, target)
+        _check_named(tmp_path, frames, now)
+        live = now
+        other = "a" if live != "a" else "c"
+        _back_and_forth(tmp_path, frames, spec, other)
+        live = other

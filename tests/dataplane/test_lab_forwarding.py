@@ -7,7 +7,6 @@ import json
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.codec.packets import build_packet, decode_packet, message_from_text, udp_checksum_v6
 from camus.compiler.language.spec_parser import load_spec
-from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, mold_order_refs
+from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Feed, StreamCapture, mold_order_refs
 from camus.dataplane import runtime
 from camus.dataplane.reference import expected_rule_counts
 from tests.conftest import APPS
@@ -224,6 +223,42 @@ def capture_refs(proc: subprocess.Popen, spec, udp: bool) -> list[list[int]]:
     return [mold_order_refs(p if udp else p[14 + 20 + 8:]) for p in packets]
 
 
+KINDS = ("GOOGL", "AAPL", "MSFT")               # every feed packet: one Add Order of each, in this order
+
+
+def update_under_feed(spec, change) -> tuple[int, list[list[int]], list[list[str]]]:
+    """Feed packets of GOOGL, AAPL and MSFT orders to the broker (one a millisecond) until the
+    change has been seen working: AAPL copies reach port 2 under the old tables, `change()`
+    runs, then MSFT copies reach it under the new ones; the feed stops there and every copy it
+    sent is awaited (bounds generous: nothing here depends on how fast this machine builds).
+    Returns the packets sent, port 1's order references per copy, port 2's stocks per copy."""
+    brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
+    probe = []
+    for i, stock in enumerate(KINDS):
+        v = message_from_text(spec, f"stock={stock} price=10")
+        v["add_order.order_ref_number"] = 0x5A5A5A5A00 + i
+        probe.append(v)
+    frame = build_packet(spec, probe, dst_mac=brk_mac)
+    offsets = [frame.index((0x5A5A5A5A00 + i).to_bytes(8, "big")) for i in range(len(KINDS))]
+    caps = {p: StreamCapture(SUBS[p][2], ["ip", "netns", "exec", SUBS[p][0]]) for p in (1, 2)}
+
+    def stocks(pkt: bytes) -> list[str]:
+        return [KINDS[(r - 1) % 3] for r in mold_order_refs(pkt[14 + 20 + 8:])]
+    try:
+        feed = Feed(PUB_NS, "cxl-pub", frame, offsets)
+        try:
+            caps[2].wait_for(lambda got: len(got) >= 50)                 # flowing under the old tables
+            change()
+            caps[2].wait_for(lambda got: sum(stocks(p) == ["MSFT"] for p in got) >= 50)   # and the new
+        finally:
+            sent = feed.stop()
+        for cap in caps.values():
+            cap.wait_for(lambda got: len(got) >= sent)
+    finally:
+        got = {p: cap.stop() for p, cap in caps.items()}
+    return (sent, [mold_order_refs(p[14 + 20 + 8:]) for p in got[1]], [stocks(p) for p in got[2]])
+
+
 def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
     old = "stock == GOOGL : fwd(1)\nstock == AAPL : fwd(2)\n"
@@ -231,39 +266,15 @@ def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) ->
     counting = CompileOptions(count_rules=64)
     runtime.attach(BRK, compile_rules(spec, old, options=counting), str(APPS / "itch" / "itch.p4"), "old", "native",
                    ports_path=str(lab))
-    brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
-    frames, googl = [], []
-    kinds: dict[int, str] = {}
-    ref = 1
-    for _ in range(1500):                     # each packet: GOOGL, AAPL, MSFT
-        batch = []
-        for stock in ("GOOGL", "AAPL", "MSFT"):
-            v = message_from_text(spec, f"stock={stock} price=10")
-            v["add_order.order_ref_number"] = ref
-            kinds[ref] = stock
-            if stock == "GOOGL":
-                googl.append(ref)
-            batch.append(v)
-            ref += 1
-        frames.append(build_packet(spec, batch, dst_mac=brk_mac))
-    caps = {p: start_capture(p, 6.0) for p in (1, 2)}
-    sender = subprocess.Popen(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0.001"],
-                              stdin=subprocess.PIPE, text=True)
-    sender.stdin.write(" ".join(f.hex() for f in frames))
-    sender.stdin.close()
-    time.sleep(0.6)                           # traffic flowing under the old tables
-    runtime.update(BRK, compile_rules(spec, new, options=counting), "new")
-    assert sender.wait(timeout=30) == 0
-    sub1 = capture_refs(caps[1], spec, False)
-    sub2 = capture_refs(caps[2], spec, False)
-    assert sorted(r for pkt in sub1 for r in pkt) == googl          # unchanged subscription: nothing lost
-    seen = [[kinds[r] for r in pkt] for pkt in sub2]
+    n, sub1, seen = update_under_feed(
+        spec, lambda: runtime.update(BRK, compile_rules(spec, new, options=counting), "new"))
+    assert sorted(r for pkt in sub1 for r in pkt) == [3 * k + 1 for k in range(n)]   # unchanged: nothing lost
     assert all(s in (["AAPL"], ["MSFT"]) for s in seen)            # one table set per packet
     switch = next(i for i, s in enumerate(seen) if s == ["MSFT"])
     assert switch > 0 and all(s == ["AAPL"] for s in seen[:switch]) and all(s == ["MSFT"] for s in seen[switch:])
-    assert len(seen) == 1500                                        # and nothing lost across the switch
+    assert len(seen) == n                                           # and nothing lost across the switch
     # The unchanged rule's counter carried over the update; the new rule counts from its start.
-    assert runtime.rule_counts(BRK) == [("stock == GOOGL : fwd(1)", 1500), ("stock == MSFT : fwd(2)", 1500 - switch)]
+    assert runtime.rule_counts(BRK) == [("stock == GOOGL : fwd(1)", n), ("stock == MSFT : fwd(2)", n - switch)]
 
 
 @pytest.mark.parametrize("fanout", ["tc", "xdp"])

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane import runtime
@@ -20,7 +18,7 @@ from camus.dataplane.installed import PIN_ROOT, load_installed
 from camus.dataplane.lab import SENDER_SCRIPT
 from camus.dataplane.maps import MapSet
 from tests.conftest import APPS
-from tests.dataplane.test_lab_forwarding import BRK, PUB_NS, SUBS, capture_refs, start_capture
+from tests.dataplane.test_lab_forwarding import BRK, PUB_NS, SUBS, start_capture, update_under_feed
 from tests.dataplane import test_lab_forwarding as forwarding
 
 pytestmark = pytest.mark.netns
@@ -32,7 +30,6 @@ def lab(tmp_path):
     yield from forwarding.lab.__wrapped__(tmp_path)
 OLD = "stock == GOOGL : fwd(1)\nstock == AAPL : fwd(2)\n"
 # 40 more symbols: more exact slots than the program attached below holds (8 per bank)
-N = 4500                          # feed packets, one every millisecond
 NEW = "stock == GOOGL : fwd(1)\nstock == MSFT : fwd(2)\n" + "".join(f"stock == Z{i:03d} : fwd(3)\n" for i in range(40))
 
 
@@ -52,43 +49,21 @@ def test_an_update_that_outgrows_the_program_grows_it_under_traffic(lab: Path) -
     ifaces = [BRK] + [s[1] for s in SUBS.values()]
     old_ports = _ports_id(BRK)
     assert len(our_tc_filters(ifaces, old_ports)) == 4         # TC in on the broker, out on three ports
-    brk_mac = bytes.fromhex(Path(f"/sys/class/net/{BRK}/address").read_text().strip().replace(":", ""))
-    frames, googl, kinds, ref = [], [], {}, 1
-    for _ in range(N):                        # each packet: GOOGL, AAPL, MSFT
-        batch = []
-        for stock in ("GOOGL", "AAPL", "MSFT"):
-            v = message_from_text(spec, f"stock={stock} price=10")
-            v["add_order.order_ref_number"] = ref
-            kinds[ref] = stock
-            if stock == "GOOGL":
-                googl.append(ref)
-            batch.append(v)
-            ref += 1
-        frames.append(build_packet(spec, batch, dst_mac=brk_mac))
-    caps = {p: start_capture(p, 12.0) for p in (1, 2)}
-    sender = subprocess.Popen(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0.001"],
-                              stdin=subprocess.PIPE, text=True)
-    sender.stdin.write(" ".join(f.hex() for f in frames))
-    sender.stdin.close()
-    time.sleep(0.6)                           # traffic flowing through the old program (a grow loads a
-                                              # program: a second or two, the feed lasts 4.5 s)
-    report = runtime.update(BRK, compile_rules(spec, NEW, options=counting), "new")
-    assert report.grown and "stock == Z039 : fwd(3)" in report.added
-    assert sender.wait(timeout=30) == 0
-    sub1 = capture_refs(caps[1], spec, False)
-    sub2 = capture_refs(caps[2], spec, False)
-    assert sorted(r for pkt in sub1 for r in pkt) == googl          # unchanged subscription: nothing lost
-    seen = [[kinds[r] for r in pkt] for pkt in sub2]
+    reports: list[runtime.UpdateReport] = []
+    n, sub1, seen = update_under_feed(spec, lambda: reports.append(
+        runtime.update(BRK, compile_rules(spec, NEW, options=counting), "new")))
+    assert reports[0].grown and "stock == Z039 : fwd(3)" in reports[0].added
+    assert sorted(r for pkt in sub1 for r in pkt) == [3 * k + 1 for k in range(n)]   # unchanged: nothing lost
     assert all(s in (["AAPL"], ["MSFT"]) for s in seen)            # one program's tables per packet
     switch = next(i for i, s in enumerate(seen) if s == ["MSFT"])
     assert switch > 0 and all(s == ["AAPL"] for s in seen[:switch]) and all(s == ["MSFT"] for s in seen[switch:])
-    assert len(seen) == N                                        # nothing lost across the swap
+    assert len(seen) == n                                        # nothing lost across the swap
     # Counters carried over: the unchanged rule's and the packet counts of both programs.
     counts = runtime.rule_counts(BRK)
-    assert counts[:2] == [("stock == GOOGL : fwd(1)", N), ("stock == MSFT : fwd(2)", N - switch)]
+    assert counts[:2] == [("stock == GOOGL : fwd(1)", n), ("stock == MSFT : fwd(2)", n - switch)]
     assert all(n == 0 for _, n in counts[2:])
     stats = runtime.stats(BRK)
-    assert stats["packets"] >= N and stats["port 1"] == N and stats["port 2"] == N
+    assert stats["packets"] >= n and stats["port 1"] == n and stats["port 2"] == n
     # Only the grown program is left: its TC filters alone, its pins in the usual place.
     inst = load_installed(BRK)
     assert inst.limits().max_exact > 16 and inst.generation == 1 and inst.pending is None
