@@ -38,8 +38,8 @@ def main() -> int:
     rows = []
     progs = {}
     if args.xdp:
-        from camus.compiler.backends.ebpf_program import EbpfLimits
-        from camus.compiler.backends.ebpf_tables import map_contents
+        from camus.compiler.backends.ebpf.program import EbpfLimits
+        from camus.compiler.backends.ebpf.tables import map_contents
         from camus.dataplane.program import XdpProgram
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     for kind in ("pairs", "bitmask"):

@@ -12,8 +12,8 @@ import random
 import sys
 
 from camus.bench.workloads import itch_rules, siena_rules, siena_schema
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import Compiled, compile_rules
 from camus.compiler.language.spec_parser import load_spec, parse_spec

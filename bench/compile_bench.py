@@ -58,12 +58,12 @@ def workload(name: str, n: int, seed: int):
 
 def xdp_ns(spec, compiled, make_message) -> dict:
     """ns per one-message packet through the loaded program, and the parse-only floor."""
-    from camus.compiler.backends.ebpf_bitvector import sized_limits
-    from camus.compiler.backends.ebpf_program import EbpfLimits
-    from camus.compiler.backends.ebpf_tables import map_contents
+    from camus.compiler.backends.ebpf.bitvector import sized_limits
+    from camus.compiler.backends.ebpf.program import EbpfLimits
+    from camus.compiler.backends.ebpf.tables import map_contents
     from camus.compiler.codec.packets import build_packet
     from camus.dataplane.program import XdpProgram
-    from camus.compiler.backends.ebpf_tables import CapacityError
+    from camus.compiler.backends.ebpf.tables import CapacityError
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     try:
         lim = sized_limits(compiled.pipeline, EbpfLimits(max_states=1 << 20, max_exact=1 << 20),

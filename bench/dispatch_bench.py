@@ -18,7 +18,7 @@ import random
 import statistics
 
 from camus.bench.workloads import itch_messages, itch_rules
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
@@ -31,7 +31,7 @@ def load_apps(n_rules: int):
     """(name, XdpProgram, frames by case) for the three apps, tables written, app ids 0..2."""
     from camus.dataplane.program import XdpProgram
     from camus.dataplane.runtime import sized_limits
-    from camus.compiler.backends.ebpf_program import EbpfLimits
+    from camus.compiler.backends.ebpf.program import EbpfLimits
     itch = load_spec(apps_dir() / "itch" / "itch.p4")
     kafka = load_spec(apps_dir() / "kafka" / "kafka.p4")
     attrs = load_spec(apps_dir() / "attrs" / "pairs.p4")

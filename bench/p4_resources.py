@@ -23,8 +23,8 @@ def main() -> int:
     ap.add_argument("--app", action="append", help="apps for the per-app rows (default int hicn ila itch ipfwd)")
     args = ap.parse_args()
     from camus.bench.workloads import itch_rules
-    from camus.compiler.backends.p4_budget import Budget, over_budget, switch_resources
-    from camus.compiler.backends.p4_entries import p4_tables
+    from camus.compiler.backends.p4.budget import Budget, over_budget, switch_resources
+    from camus.compiler.backends.p4.entries import p4_tables
     from camus.compiler.compile import compile_rules
     from camus.compiler.language.spec_parser import load_spec
 
@@ -55,8 +55,8 @@ def main() -> int:
 
 def app_rows(apps: list[str]) -> dict[str, dict[str, int]]:
     """Each app's own rules through the switch back end (entries as P4Runtime would write them)."""
-    from camus.compiler.backends.p4_budget import switch_resources
-    from camus.compiler.backends.p4_entries import p4_tables
+    from camus.compiler.backends.p4.budget import switch_resources
+    from camus.compiler.backends.p4.entries import p4_tables
     from camus.compiler.compile import compile_files
     from camus.data import apps_dir
     rows = {}

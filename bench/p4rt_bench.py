@@ -24,7 +24,7 @@ import sys, time
 from concurrent import futures
 from pathlib import Path
 import grpc
-from camus.compiler.backends.p4_runtime import p4runtime_pb2_grpc
+from camus.compiler.backends.p4.runtime import p4runtime_pb2_grpc
 from camus.compiler.language.spec_parser import load_spec
 from camus.controller.p4rt_server import P4RuntimeSwitch
 spec_path, address = sys.argv[1], sys.argv[2]

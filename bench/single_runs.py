@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import statistics
 
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec import Spec
 from camus.compiler.language.spec_parser import load_spec

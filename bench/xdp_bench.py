@@ -104,8 +104,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds, best kept (default 7, --quick 12)")
     args = ap.parse_args()
     from camus.bench.workloads import itch_rules, symbols
-    from camus.compiler.backends.ebpf_program import EbpfLimits
-    from camus.compiler.backends.ebpf_tables import KIND, map_contents
+    from camus.compiler.backends.ebpf.program import EbpfLimits
+    from camus.compiler.backends.ebpf.tables import KIND, map_contents
     from camus.compiler.compile import compile_rules
     from camus.compiler.language.spec_parser import load_spec
     from camus.dataplane.maps import CFG_TC

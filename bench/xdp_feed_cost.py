@@ -72,8 +72,8 @@ def main() -> int:
     args = ap.parse_args()
     from bpf_cpu import BpfStats
     from camus.bench.workloads import itch_rules, symbols
-    from camus.compiler.backends.ebpf_program import EbpfLimits
-    from camus.compiler.backends.ebpf_tables import map_contents
+    from camus.compiler.backends.ebpf.program import EbpfLimits
+    from camus.compiler.backends.ebpf.tables import map_contents
     from camus.compiler.compile import compile_rules
     from camus.compiler.language.spec_parser import load_spec
     from camus.dataplane.lab import sh

@@ -69,9 +69,9 @@ def run_load(args: argparse.Namespace) -> None:
     """The child perf records: load, fill, run the packets for --seconds."""
     import random
     import time
-    from camus.compiler.backends.ebpf_bitvector import sized_limits
-    from camus.compiler.backends.ebpf_program import EbpfLimits
-    from camus.compiler.backends.ebpf_tables import map_contents
+    from camus.compiler.backends.ebpf.bitvector import sized_limits
+    from camus.compiler.backends.ebpf.program import EbpfLimits
+    from camus.compiler.backends.ebpf.tables import map_contents
     from camus.compiler.codec.packets import build_packet
     from camus.compiler.compile import compile_rules
     from camus.dataplane.program import XdpProgram

@@ -138,7 +138,7 @@ struct camus_leaf {
     __u32 flags;
     __u32 group;
     __u64 value;             /* CAMUS_LEAF_ANSWER: the IPv4 address to answer with; CAMUS_LEAF_ILA: the
-                                locator; bytes in packet order (compiler/backends/ebpf_custom.py) */
+                                locator; bytes in packet order (compiler/backends/ebpf/custom.py) */
 };
 
 struct camus_svar {          /* one state variable's tumbling window */

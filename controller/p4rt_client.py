@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 from google.rpc import code_pb2, status_pb2
 
-from camus.compiler.backends.p4_runtime import Names, p4runtime_pb2, p4runtime_pb2_grpc, text
+from camus.compiler.backends.p4.runtime import Names, p4runtime_pb2, p4runtime_pb2_grpc, text
 
 Msg = Any
 CHUNK = 2000            # updates per Write RPC (gRPC's 4 MiB message limit with room to spare)

@@ -27,10 +27,10 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_entries import P4Entry, P4Tables
-from camus.compiler.backends.p4_runtime import (DELETE, INSERT, MODIFY, Names, entry_from_message, p4info_message,
+from camus.compiler.backends.p4.entries import P4Entry, P4Tables
+from camus.compiler.backends.p4.runtime import (DELETE, INSERT, MODIFY, Names, entry_from_message, p4info_message,
                                                 p4runtime_pb2, p4runtime_pb2_grpc)
-from camus.compiler.backends.p4_schema import p4_schema
+from camus.compiler.backends.p4.schema import p4_schema
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
 from camus.compiler.language.spec_parser import parse_spec

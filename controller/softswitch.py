@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_entries import P4Tables
-from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_runtime import Names, p4info_pb2, p4runtime_pb2, tables_from_entities, text_format
+from camus.compiler.backends.p4.entries import P4Tables
+from camus.compiler.backends.p4.interp import EntryInterpreter
+from camus.compiler.backends.p4.runtime import Names, p4info_pb2, p4runtime_pb2, tables_from_entities, text_format
 from camus.compiler.codec.packets import decode_packet, mold_messages, udp_frame
 from camus.compiler.language.spec_parser import load_spec
 
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     if args.grpc:
         import grpc
-        from camus.compiler.backends.p4_runtime import p4runtime_pb2_grpc
+        from camus.compiler.backends.p4.runtime import p4runtime_pb2_grpc
 
         from .p4rt_server import P4RuntimeSwitch
         service = P4RuntimeSwitch(args.device_id, sw.spec, Path(args.spec).read_text(),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from camus.compiler.backends.base import TargetOptions
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_entries import P4Tables
+from camus.compiler.backends.p4.entries import P4Tables
 from camus.compiler.backends.registry import backend
 
 from .devices import DeviceTables
@@ -217,11 +217,11 @@ class P4RuntimeTarget:
             return self._push(device, tables, spec)
 
     def _push(self, device: str, tables: DeviceTables, spec: Any) -> str:
-        from camus.compiler.backends.p4_delta import plan, repair
-        from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
-        from camus.compiler.backends.p4_runtime import (MODIFY, change_update, default_entry, p4info_message,
+        from camus.compiler.backends.p4.delta import plan, repair
+        from camus.compiler.backends.p4.entries import check_entries, check_program_fit, p4_tables
+        from camus.compiler.backends.p4.runtime import (MODIFY, change_update, default_entry, p4info_message,
                                                         tables_from_entities, update)
-        from camus.compiler.backends.p4_schema import P4Options, p4_schema
+        from camus.compiler.backends.p4.schema import P4Options, p4_schema
         from .p4rt_client import P4RuntimeError
         try:
             check_program_fit(tables.compiled.pipeline, spec, self.arch)

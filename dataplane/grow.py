@@ -25,9 +25,9 @@ import time
 from dataclasses import fields, replace
 from pathlib import Path
 
-from camus.compiler.backends.ebpf_bitvector import sized_limits
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import MapContents, fitted_contents
+from camus.compiler.backends.ebpf.bitvector import sized_limits
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import MapContents, fitted_contents
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import Compiled
 

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import MapContents
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import MapContents
 
 from .program import DataplaneError
 

@@ -25,8 +25,8 @@ import ctypes
 import time
 from dataclasses import dataclass
 
-from camus.compiler.backends.ebpf_delta import EbpfLayout, Held, MapDelta
-from camus.compiler.backends.ebpf_tables import PORT_WORDS, STATE_FINAL, STATE_MASK, CapacityError, Desc
+from camus.compiler.backends.ebpf.delta import EbpfLayout, Held, MapDelta
+from camus.compiler.backends.ebpf.tables import PORT_WORDS, STATE_FINAL, STATE_MASK, CapacityError, Desc
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import CompileOptions
 from camus.compiler.heap import HeapKeeper

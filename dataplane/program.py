@@ -11,8 +11,8 @@ import ctypes
 import os
 from dataclasses import dataclass
 
-from camus.compiler.backends.ebpf_program import EbpfLimits, program_text
-from camus.compiler.backends.ebpf_tables import MapContents
+from camus.compiler.backends.ebpf.program import EbpfLimits, program_text
+from camus.compiler.backends.ebpf.tables import MapContents
 from camus.compiler.language.spec import Spec
 
 from .fanout import BPF_XDP_DEVMAP

@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from camus.compiler.backends.ebpf_bitvector import sized_limits
-from camus.compiler.backends.ebpf_program import EbpfLimits
+from camus.compiler.backends.ebpf.bitvector import sized_limits
+from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.ebpf_tables import DIAGRAM_MAPS, CapacityError, MapContents, fitted_contents, map_contents
+from camus.compiler.backends.ebpf.tables import DIAGRAM_MAPS, CapacityError, MapContents, fitted_contents, map_contents
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from camus.bench.bpf_cpu import SYSCTL, BpfStats, broker_seconds, run_times
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.spec_parser import load_spec

@@ -78,7 +78,7 @@ def test_xdp_program_limits_follow_the_query_fields() -> None:
     refused with a message that says what to do, before any program is built."""
     from camus.bench.workloads import siena_schema
     from camus.compiler.backends.emit import BackendError
-    from camus.compiler.backends.ebpf_program import EbpfLimits, MAX_QUERY_FIELDS, max_bv_segs_for, program_text
+    from camus.compiler.backends.ebpf.program import EbpfLimits, MAX_QUERY_FIELDS, max_bv_segs_for, program_text
     from camus.compiler.language.spec_parser import parse_spec
     assert max_bv_segs_for(10) == 2048 and max_bv_segs_for(MAX_QUERY_FIELDS) == 1024
     wide = parse_spec(siena_schema(MAX_QUERY_FIELDS + 1).spec_text(), "wide.p4")
@@ -95,9 +95,9 @@ def test_bitvector_capacity_is_sized_from_the_rule_set_and_fields() -> None:
     with more fields than the loop holds the word pass bounds the terms, and the refusal says
     how many fit."""
     from camus.bench.workloads import siena_rules, siena_schema
-    from camus.compiler.backends.ebpf_bitvector import sized_limits
-    from camus.compiler.backends.ebpf_program import EbpfLimits
-    from camus.compiler.backends.ebpf_tables import CapacityError
+    from camus.compiler.backends.ebpf.bitvector import sized_limits
+    from camus.compiler.backends.ebpf.program import EbpfLimits
+    from camus.compiler.backends.ebpf.tables import CapacityError
     from camus.compiler.compile import CompileOptions
     for n, ok in ((10, True), (14, False)):
         schema = siena_schema(n)

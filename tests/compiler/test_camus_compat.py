@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.ebpf_program import program_text
-from camus.compiler.backends.p4_runtime import Names, p4info_pb2, p4runtime_pb2, text_format
+from camus.compiler.backends.ebpf.program import program_text
+from camus.compiler.backends.p4.runtime import Names, p4info_pb2, p4runtime_pb2, text_format
 from camus.compiler.backends.registry import engine
 from camus.compiler.codec.packets import message_from_text
 from camus.compiler.compile import compile_rules
@@ -132,8 +132,8 @@ CAR_RULES = APPS / "camus_compat" / "car_rules.txt"
 
 @pytest.mark.parametrize("arch", ["v1model", "tna"])
 def test_control_block_matches_golden(arch: str, update_goldens: bool) -> None:
-    from camus.compiler.backends.p4_control import control_text
-    from camus.compiler.backends.p4_schema import P4Options
+    from camus.compiler.backends.p4.control import control_text
+    from camus.compiler.backends.p4.schema import P4Options
     from camus.compiler.language.spec_parser import load_spec
     from tests.compiler.test_golden import check_golden
     spec = load_spec(CAR) if arch == "v1model" else parse_spec(
@@ -144,8 +144,8 @@ def test_control_block_matches_golden(arch: str, update_goldens: bool) -> None:
 def test_control_block_is_the_whole_programs_tables() -> None:
     """Same tables, keys, @names and apply order as the whole program: one set of entries serves
     both (the walk's state is the block's `camus` parameter instead of meta.camus)."""
-    from camus.compiler.backends.p4_control import control_text
-    from camus.compiler.backends.p4_program import program_text as p4_program
+    from camus.compiler.backends.p4.control import control_text
+    from camus.compiler.backends.p4.program import program_text as p4_program
     from camus.compiler.language.spec_parser import load_spec
     spec = load_spec(APPS / "itch" / "itch.p4")
     whole, block = p4_program(spec), control_text(spec)
@@ -208,9 +208,9 @@ def test_every_corpus_spec_compiles_for_the_p4_target(name: str) -> None:
 
 
 def test_metadata_of_the_other_architecture_is_refused_by_both_p4_outputs() -> None:
-    from camus.compiler.backends.p4_control import control_text
-    from camus.compiler.backends.p4_program import program_text as p4_program
-    from camus.compiler.backends.p4_schema import P4Options
+    from camus.compiler.backends.p4.control import control_text
+    from camus.compiler.backends.p4.program import program_text as p4_program
+    from camus.compiler.backends.p4.schema import P4Options
     itch = (APPS / "itch" / "itch.p4").read_text()
     tna_meta = parse_spec(itch + "\n@pragma query_field_exact(ig_intr_md.ingress_port, 9)\n", "itch_tna.p4")
     for make in (p4_program, control_text):

@@ -1,11 +1,11 @@
-"""Custom actions an XDP host runs itself (compiler/backends/ebpf_custom.py) are refused, with
+"""Custom actions an XDP host runs itself (compiler/backends/ebpf/custom.py) are refused, with
 the reason, where the program cannot run them: on the bit-vector stage, and on a spec without the
 header they act on. Nothing is written: map_contents raises before any map exists."""
 from __future__ import annotations
 
 import pytest
 
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec

@@ -8,12 +8,12 @@ import json
 import pytest
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.ebpf_program import generate_header, EbpfLimits
-from camus.compiler.backends.p4_entries import bfrt_python, check_entries, p4_tables, simple_switch_cli
-from camus.compiler.backends.p4_runtime import Names, p4info_message, tables_from_entities, updates
-from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_schema import p4_schema
+from camus.compiler.backends.ebpf.program import generate_header, EbpfLimits
+from camus.compiler.backends.p4.entries import bfrt_python, check_entries, p4_tables, simple_switch_cli
+from camus.compiler.backends.p4.runtime import Names, p4info_message, tables_from_entities, updates
+from camus.compiler.backends.p4.interp import EntryInterpreter
+from camus.compiler.backends.p4.program import program_text
+from camus.compiler.backends.p4.schema import p4_schema
 from camus.compiler.backends.registry import engine
 from camus.compiler.codec.packets import message_from_text
 from camus.compiler.compile import CompileOptions, compile_rules

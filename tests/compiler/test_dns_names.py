@@ -7,8 +7,8 @@ import ipaddress
 
 import pytest
 
-from camus.compiler.backends.ebpf_custom import dns_answer
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.custom import dns_answer
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.backends.registry import engine
 from camus.compiler.codec.packets import message_from_text
 from camus.compiler.compile import compile_rules

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_entries import check_program_fit, p4_tables
-from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_schema import P4Options
+from camus.compiler.backends.p4.entries import check_program_fit, p4_tables
+from camus.compiler.backends.p4.interp import EntryInterpreter
+from camus.compiler.backends.p4.program import program_text
+from camus.compiler.backends.p4.schema import P4Options
 from camus.compiler.codec.packets import message_from_text
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.cover import stateless_cover

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import CapacityError, fitted_contents, map_contents
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import CapacityError, fitted_contents, map_contents
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane.installed import Installed

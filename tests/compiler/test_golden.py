@@ -50,7 +50,7 @@ def test_output_is_deterministic_across_runs() -> None:
                                        ("attrs", "pairs")])
 def test_generated_xdp_header_matches_golden(app: str, spec: str, update_goldens: bool) -> None:
     """The spec-specific C (field reads, feed port, framing, topics, attributes) is reviewed like the IR."""
-    from camus.compiler.backends.ebpf_program import EbpfLimits, generate_header
+    from camus.compiler.backends.ebpf.program import EbpfLimits, generate_header
     from camus.compiler.language.spec_parser import load_spec
     check_golden(f"{app}_camus_gen.h", generate_header(load_spec(APPS / app / f"{spec}.p4"), EbpfLimits()),
                  update_goldens)

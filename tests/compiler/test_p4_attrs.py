@@ -1,5 +1,5 @@
 """Attribute frames (EtherType 0x9001) on the switch: the v1model program that parses both
-encodings into metadata (compiler/backends/p4_attrs.py), checked against the dictionary, its
+encodings into metadata (compiler/backends/p4/attrs.py), checked against the dictionary, its
 entries and P4Info, golden files; TNA gets the control block with the reason."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from camus.compiler.backends.base import TargetOptions
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4 import P4Backend
-from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
-from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_runtime import p4info_message
-from camus.compiler.backends.p4_schema import P4Options, p4_schema
-from camus.compiler.backends.p4_attrs import parser_walk
+from camus.compiler.backends.p4.entries import check_entries, check_program_fit, p4_tables
+from camus.compiler.backends.p4.program import program_text
+from camus.compiler.backends.p4.runtime import p4info_message
+from camus.compiler.backends.p4.schema import P4Options, p4_schema
+from camus.compiler.backends.p4.attrs import parser_walk
 from camus.compiler.codec.attrs import AttrsError, decode, dictionary, encode
 from camus.compiler.compile import compile_files
 from camus.compiler.language.spec_parser import load_spec

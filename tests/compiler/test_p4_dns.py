@@ -1,4 +1,4 @@
-"""DNS queries on the switch (compiler/backends/p4_dns.py): the v1model parser that reads a name
+"""DNS queries on the switch (compiler/backends/p4/dns.py): the v1model parser that reads a name
 label by label, walked in Python against the name semantics the XDP program and the filters use;
 the answer the ingress writes; the program, its entries and the refusals around it. (The answer's
 bytes against the XDP program's own answer, in the kernel: tests/dataplane/test_xdp_dns.py.)"""
@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_dns import dns_topic, parser_walk
-from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
-from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_runtime import p4info_message
-from camus.compiler.backends.p4_schema import P4Options, p4_schema
+from camus.compiler.backends.p4.dns import dns_topic, parser_walk
+from camus.compiler.backends.p4.entries import check_entries, check_program_fit, p4_tables
+from camus.compiler.backends.p4.interp import EntryInterpreter
+from camus.compiler.backends.p4.program import program_text
+from camus.compiler.backends.p4.runtime import p4info_message
+from camus.compiler.backends.p4.schema import P4Options, p4_schema
 from camus.compiler.compile import compile_files
 from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.language.topics import derived_values, dns_wire
@@ -138,7 +138,7 @@ def test_a_name_that_does_not_follow_a_dns_header_is_refused_with_the_reason() -
 def test_a_sinkhole_answer_of_0_0_0_0_is_still_an_answer() -> None:
     """answerDNS(0.0.0.0), the usual way to block a name, answers: the switch keeps a flag beside the
     address, as XDP keeps one in the leaf."""
-    from camus.compiler.backends.p4_dns import answer_walk
+    from camus.compiler.backends.p4.dns import answer_walk
     from camus.compiler.compile import compile_rules
     c = compile_rules(load_spec(SPEC), 'qname == "ads.example.com" : answerDNS(0.0.0.0)\n')
     tables = p4_tables(c.pipeline, c.spec)
@@ -155,7 +155,7 @@ def test_a_sinkhole_answer_of_0_0_0_0_is_still_an_answer() -> None:
 def test_a_changed_answer_is_a_small_update_that_lands_whole() -> None:
     """A rule set where one name answers with another address: the switch's update (p4_delta) is a
     few entries, the call ids stay the controller's, and after it the switch answers with the new one."""
-    from camus.compiler.backends.p4_delta import apply, plan
+    from camus.compiler.backends.p4.delta import apply, plan
     from camus.compiler.compile import compile_rules
     rules = RULES.read_text()
     old = p4_tables(COMPILED.pipeline, COMPILED.spec)

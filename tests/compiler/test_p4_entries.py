@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.compiler.backends.p4_budget import switch_resources
-from camus.compiler.backends.p4_entries import p4_tables, simple_switch_cli
-from camus.compiler.backends.p4_runtime import Names, p4info_message, updates
-from camus.compiler.backends.p4_interp import EntryInterpreter
+from camus.compiler.backends.p4.budget import switch_resources
+from camus.compiler.backends.p4.entries import p4_tables, simple_switch_cli
+from camus.compiler.backends.p4.runtime import Names, p4info_message, updates
+from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.language.spec_parser import parse_spec
@@ -60,8 +60,8 @@ def test_every_entry_is_checked_against_the_declared_tables() -> None:
     import pytest
 
     from camus.compiler.backends.emit import BackendError
-    from camus.compiler.backends.p4_entries import Match, check_entries
-    from camus.compiler.backends.p4_schema import p4_schema
+    from camus.compiler.backends.p4.entries import Match, check_entries
+    from camus.compiler.backends.p4.schema import p4_schema
     from camus.compiler.compile import compile_files
     from tests.conftest import APPS
 

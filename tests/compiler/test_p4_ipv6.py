@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
-from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_runtime import p4info_message
-from camus.compiler.backends.p4_schema import P4Options, p4_schema
+from camus.compiler.backends.p4.entries import check_entries, check_program_fit, p4_tables
+from camus.compiler.backends.p4.program import program_text
+from camus.compiler.backends.p4.runtime import p4info_message
+from camus.compiler.backends.p4.schema import P4Options, p4_schema
 from camus.compiler.compile import compile_files
 from camus.compiler.language.spec_parser import load_spec, parse_spec
 from tests.compiler.test_golden import check_golden
@@ -52,7 +52,7 @@ def test_ila_rewrites_on_the_switch_with_its_entries(update_goldens: bool) -> No
     entry ila_rewrite(call id, locator), and the ingress writes the locator (the bytes are checked
     against XDP's own rewrite in tests/dataplane/test_xdp_ila.py)."""
     import ipaddress
-    from camus.compiler.backends.p4_interp import EntryInterpreter
+    from camus.compiler.backends.p4.interp import EntryInterpreter
     c = compile_files(str(APPS / "ila" / "ila.p4"), str(APPS / "ila" / "rules.txt"))
     text = program_text(c.spec)
     check_golden("ila_v1model.p4", text, update_goldens)
@@ -72,7 +72,7 @@ def test_ila_rewrites_on_the_switch_with_its_entries(update_goldens: bool) -> No
 def test_the_new_actions_go_over_p4runtime_and_come_back(app: str) -> None:
     """answer_dns (a 32-bit address) and ila_rewrite (a 64-bit locator) are written as P4Runtime
     updates and read back as the same entries (a switch's entries after a restart)."""
-    from camus.compiler.backends.p4_runtime import Names, tables_from_entities, updates
+    from camus.compiler.backends.p4.runtime import Names, tables_from_entities, updates
     c = compile_files(str(APPS / app / f"{app}.p4"), str(APPS / app / "rules.txt"))
     tables = p4_tables(c.pipeline, c.spec)
     names = Names(p4info_message(c.spec))

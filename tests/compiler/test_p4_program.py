@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from camus.bench.workloads import itch_rules
 from camus.cli import main
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_budget import Budget, over_budget, switch_resources
-from camus.compiler.backends.p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
-from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_runtime import MATCH_NAMES, Names, p4info_message, tables_from_entities, updates
-from camus.compiler.backends.p4_runtime import text as text_of
-from camus.compiler.backends.p4_schema import P4Options, p4_schema
+from camus.compiler.backends.p4.budget import Budget, over_budget, switch_resources
+from camus.compiler.backends.p4.entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
+from camus.compiler.backends.p4.interp import EntryInterpreter
+from camus.compiler.backends.p4.program import program_text
+from camus.compiler.backends.p4.runtime import MATCH_NAMES, Names, p4info_message, tables_from_entities, updates
+from camus.compiler.backends.p4.runtime import text as text_of
+from camus.compiler.backends.p4.schema import P4Options, p4_schema
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.codec.packets import message_from_text

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from camus.compiler.backends.base import TargetOptions
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_delta import apply, plan
-from camus.compiler.backends.p4_entries import P4Tables, p4_tables
-from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_runtime import (DELETE, INSERT, MODIFY, Names, encode, p4info_message,  # the
+from camus.compiler.backends.p4.delta import apply, plan
+from camus.compiler.backends.p4.entries import P4Tables, p4_tables
+from camus.compiler.backends.p4.interp import EntryInterpreter
+from camus.compiler.backends.p4.runtime import (DELETE, INSERT, MODIFY, Names, encode, p4info_message,  # the
                                                 p4info_pb2, p4runtime_pb2, tables_from_entities,  # protobufs
                                                 text_format, updates)                 # come with their settings
-from camus.compiler.backends.p4_schema import P4Options, p4_schema
+from camus.compiler.backends.p4.schema import P4Options, p4_schema
 from camus.compiler.backends.registry import backend
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.language.spec_parser import parse_spec
@@ -161,7 +161,7 @@ def test_one_more_subscription_changes_a_few_entries_not_the_table() -> None:
 @pytest.mark.parametrize("arch", ["v1model", "tna"])
 def test_p4info_matches_golden(arch: str, update_goldens: bool) -> None:
     from camus.compiler.language.spec_parser import load_spec
-    from camus.compiler.backends.p4_runtime import text
+    from camus.compiler.backends.p4.runtime import text
 
     from .test_golden import check_golden
     spec = load_spec(APPS / "itch" / "itch.p4")

@@ -1,5 +1,5 @@
 """Topics on the switch: the v1model parser loop that splits a topic into the tables' variables
-(compiler/backends/p4_topics.py), its states walked in Python against the topic semantics, and
+(compiler/backends/p4/topics.py), its states walked in Python against the topic semantics, and
 the program, the entries and the refusals around it."""
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4_entries import check_entries, check_program_fit, p4_tables
-from camus.compiler.backends.p4_program import program_text
-from camus.compiler.backends.p4_runtime import p4info_message
-from camus.compiler.backends.p4_schema import P4Options, p4_schema
-from camus.compiler.backends.p4_topics import parser_walk
+from camus.compiler.backends.p4.entries import check_entries, check_program_fit, p4_tables
+from camus.compiler.backends.p4.program import program_text
+from camus.compiler.backends.p4.runtime import p4info_message
+from camus.compiler.backends.p4.schema import P4Options, p4_schema
+from camus.compiler.backends.p4.topics import parser_walk
 from camus.compiler.compile import compile_files
 from camus.compiler.language.spec_parser import load_spec, parse_spec
 from camus.compiler.language.topics import derived_values
@@ -92,7 +92,7 @@ def test_topic_entries_run_on_the_switch_interpreter_as_the_filters_say() -> Non
 def test_the_control_block_names_the_parsed_variables_through_its_parameter(spec_path) -> None:
     """Camus mode: the block's keys reach topic, DNS name and attribute variables as members of
     its `camus` parameter, declared in camus_meta_t (the user's parser fills them)."""
-    from camus.compiler.backends.p4_control import control_text
+    from camus.compiler.backends.p4.control import control_text
     text = control_text(load_spec(spec_path))
     keys = re.findall(r"^\s+([\w.\[\]:]+) : (?:exact|range|lpm) @name", text, re.M)
     assert keys and all(k.startswith(("camus.", "hdr.", "standard_metadata.")) for k in keys), keys

@@ -11,9 +11,9 @@ from concurrent import futures
 import grpc
 import pytest
 
-from camus.compiler.backends.p4_entries import P4Entry
-from camus.compiler.backends.p4_interp import EntryInterpreter
-from camus.compiler.backends.p4_runtime import p4runtime_pb2, p4runtime_pb2_grpc
+from camus.compiler.backends.p4.entries import P4Entry
+from camus.compiler.backends.p4.interp import EntryInterpreter
+from camus.compiler.backends.p4.runtime import p4runtime_pb2, p4runtime_pb2_grpc
 from camus.compiler.codec.packets import message_from_text
 from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.semantics.interpreter import PipelineInterpreter

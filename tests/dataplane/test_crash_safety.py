@@ -128,7 +128,7 @@ def test_grow_killed_then_the_next_update_finishes_or_undoes_it(lab, tmp_path, s
     """An update that outgrows the program (dataplane/grow.py) killed before and after the swap:
     the frames see one whole program; the next update finishes (the grown one's pins take over)
     or undoes (its pins and filters go) and nothing of the other program is left."""
-    from camus.compiler.backends.ebpf_program import EbpfLimits
+    from camus.compiler.backends.ebpf.program import EbpfLimits
     from camus.dataplane.grow import _attached_prog_id, _pinned_id, staging_dir
     spec = load_spec(SPEC_PATH)
     frames = _frames()
@@ -151,7 +151,7 @@ def test_grow_killed_then_the_next_update_finishes_or_undoes_it(lab, tmp_path, s
 
 
 def test_detach_after_a_grow_killed_past_its_swap_leaves_nothing(lab, tmp_path) -> None:  # noqa: F811
-    from camus.compiler.backends.ebpf_program import EbpfLimits
+    from camus.compiler.backends.ebpf.program import EbpfLimits
     spec = load_spec(SPEC_PATH)
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native",
                    limits=EbpfLimits(max_exact=16))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from camus.compiler.backends.ebpf_program import EbpfLimits
+from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane import runtime

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from camus.compiler.backends import ebpf_bitvector, ebpf_tables
+from camus.compiler.backends.ebpf import bitvector as ebpf_bitvector, tables as ebpf_tables
 from camus.compiler.structure import bitvector
 from camus.dataplane import fanout, maps
 from tests.conftest import ROOT

@@ -108,7 +108,7 @@ def test_a_delta_past_the_program_asks_for_the_whole_set_which_grows_it(lab, tmp
     """A change the attached program cannot hold is a conflict (the controller then sends the
     whole set), not a failure: the whole update grows the program (dataplane/grow.py) and the
     agent takes deltas again."""
-    from camus.compiler.backends.ebpf_program import EbpfLimits
+    from camus.compiler.backends.ebpf.program import EbpfLimits
     from camus.controller.agent import Agent, Conflict
     spec = load_spec(SPEC_PATH)
     agent = Agent(BRK, str(SPEC_PATH), "secret", workdir=tmp_path)

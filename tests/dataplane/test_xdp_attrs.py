@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.codec import attrs
 from camus.compiler.compile import compile_rules
 from camus.compiler.semantics.interpreter import PipelineInterpreter

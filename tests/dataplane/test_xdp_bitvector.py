@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from camus.bench.workloads import siena_message, siena_rules, siena_schema
-from camus.compiler.backends.ebpf_bitvector import STATE_BV
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import CapacityError, map_contents
+from camus.compiler.backends.ebpf.bitvector import STATE_BV
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import CapacityError, map_contents
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.semantics.filter_eval import FilterEvaluator, outcome
 from camus.compiler.semantics.interpreter import PipelineInterpreter
@@ -128,7 +128,7 @@ def test_fields_beyond_the_segment_loop_are_anded_per_word_first() -> None:
     """A spec with more query fields than the segment loop ANDs (BV_LOOP_FIELDS): the rest go
     through the word pass; the kernel still agrees with the IR on every message, including
     messages that differ from a matching one only in a late field."""
-    from camus.compiler.backends.ebpf_program import BV_LOOP_FIELDS
+    from camus.compiler.backends.ebpf.program import BV_LOOP_FIELDS
     schema = siena_schema(BV_LOOP_FIELDS + 4)
     spec = parse_spec(schema.spec_text(), "siena14.p4")
     prog = XdpProgram.load(spec, LIMITS)
@@ -153,7 +153,7 @@ def test_fields_beyond_the_segment_loop_are_anded_per_word_first() -> None:
 def test_twenty_thousand_filters_run_in_the_kernel() -> None:
     """Past the 256-word bitmaps of the old word loop: 20,000 Siena filters (about 20K terms),
     limits sized from the rule set as attach does, the kernel against the IR."""
-    from camus.compiler.backends.ebpf_bitvector import sized_limits
+    from camus.compiler.backends.ebpf.bitvector import sized_limits
     spec = parse_spec(SIENA.spec_text(), "siena.p4")
     compiled = compile_rules(spec, "\n".join(siena_rules(20_000, SIENA, seed=9)), options=BV)
     assert compiled.pipeline.bitvector.words > 256

@@ -12,7 +12,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from camus.compiler.backends.ebpf_tables import LEAF_CALL, LEAF_DROP, MapContents, map_contents
+from camus.compiler.backends.ebpf.tables import LEAF_CALL, LEAF_DROP, MapContents, map_contents
 from camus.compiler.compile import compile_files
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.dataplane.program import XdpProgram
@@ -76,12 +76,12 @@ def test_a_query_a_rule_answers_is_answered_from_xdp(dns_prog: XdpProgram, name:
 
 
 def switch_answer(frame: bytes) -> bytes | None:
-    """The v1model program's answer (compiler/backends/p4_dns.py: its parser, the P4 entries, its
+    """The v1model program's answer (compiler/backends/p4/dns.py: its parser, the P4 entries, its
     ingress rewrite and deparser, walked in Python); None if it would not answer."""
     import ipaddress
-    from camus.compiler.backends.p4_dns import answer_walk, dns_topic, parser_walk
-    from camus.compiler.backends.p4_entries import p4_tables
-    from camus.compiler.backends.p4_interp import EntryInterpreter
+    from camus.compiler.backends.p4.dns import answer_walk, dns_topic, parser_walk
+    from camus.compiler.backends.p4.entries import p4_tables
+    from camus.compiler.backends.p4.interp import EntryInterpreter
     name_at = 14 + 20 + 8 + 12
     if frame[12:14] != b"\x08\x00" or frame[14] & 0x0F != 5:
         return None                                  # the parser never reaches DNS: plain forwarding
@@ -176,7 +176,7 @@ def test_under_overload_bypass_queries_still_reach_the_host(dns_prog: XdpProgram
     """The bypass cover includes the host's stack when a rule has custom actions: a query XDP
     would have answered is not answered (no filtering), but goes up to the resolver with the
     cover's ports, never dropped for want of a port."""
-    from camus.compiler.backends.ebpf_tables import LEAF_CALL
+    from camus.compiler.backends.ebpf.tables import LEAF_CALL
     from camus.dataplane.maps import CFG_BYPASS_PPS
     pkt = query("www.example.com")
     dns_prog.maps.cfg(CFG_BYPASS_PPS, 100)              # a bucket of one packet, refilled every 10 ms

@@ -12,7 +12,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Dot1Q, Ether
 
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.compile import compile_files
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.dataplane.program import XdpProgram
@@ -73,11 +73,11 @@ def test_the_locator_is_written_and_the_checksum_stays_valid(ila_prog: XdpProgra
 
 
 def switch_rewrite(frame: bytes) -> bytes | None:
-    """The v1model program's rewrite (compiler/backends/p4_ila.py: the P4 entries, its ingress
+    """The v1model program's rewrite (compiler/backends/p4/ila.py: the P4 entries, its ingress
     rewrite, walked in Python); None if its entries do not rewrite this destination."""
-    from camus.compiler.backends.p4_entries import p4_tables
-    from camus.compiler.backends.p4_ila import rewrite_walk
-    from camus.compiler.backends.p4_interp import EntryInterpreter
+    from camus.compiler.backends.p4.entries import p4_tables
+    from camus.compiler.backends.p4.ila import rewrite_walk
+    from camus.compiler.backends.p4.interp import EntryInterpreter
     dst = int.from_bytes(frame[14 + 24:14 + 40], "big")
     verdict = EntryInterpreter(p4_tables(COMPILED.pipeline, COMPILED.spec)).run(
         {"ipv6.dst/hi": dst >> 64, "ipv6.dst/lo": dst & ((1 << 64) - 1)})

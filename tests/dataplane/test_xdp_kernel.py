@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.compile import compile_files, compile_rules
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.codec.packets import build_packet, message_from_text
@@ -243,7 +243,7 @@ RANGE_LAYOUTS = {
 
 @pytest.mark.parametrize("layout", sorted(RANGE_LAYOUTS))
 def test_range_layouts_at_every_boundary(programs, layout) -> None:
-    from camus.compiler.backends.ebpf_tables import KIND
+    from camus.compiler.backends.ebpf.tables import KIND
     _, spec, prog = programs["numbers"]
     thresholds = sorted(set(RANGE_LAYOUTS[layout]))
     rules = "\n".join(f"f2 > {t} : fwd({i % 60 + 1})" for i, t in enumerate(thresholds)) + "\n"

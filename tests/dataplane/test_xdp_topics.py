@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.compiler.backends.ebpf_program import EbpfLimits
-from camus.compiler.backends.ebpf_tables import map_contents
+from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.tables import map_contents
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.topics import matches

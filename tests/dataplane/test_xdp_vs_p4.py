@@ -8,7 +8,7 @@ import random
 import pytest
 
 from camus.bench.workloads import itch_messages, itch_rules, symbols
-from camus.compiler.backends.p4_entries import check_program_fit
+from camus.compiler.backends.p4.entries import check_program_fit
 from camus.compiler.compile import compile_rules
 from camus.compiler.backends.registry import engine
 from camus.compiler.semantics.explain import explain_packets

@@ -23,8 +23,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from .p4_entries import Match, P4Entry, P4Tables
-from .p4_schema import CALL_ACTIONS, DEFAULT_CALL_ID
+from .entries import Match, P4Entry, P4Tables
+from .schema import CALL_ACTIONS, DEFAULT_CALL_ID
 
 STATE_KEY = "meta.state"
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..ir.labels import long_label_count
-from ..ir.pipeline import BitvectorPlane, BitvectorStage, Pipeline
-from ..language.spec import Spec
-from .ebpf_program import EbpfLimits, max_bv_segs_for, max_bv_words_for
+from ...ir.labels import long_label_count
+from ...ir.pipeline import BitvectorPlane, BitvectorStage, Pipeline
+from ...language.spec import Spec
+from .program import EbpfLimits, max_bv_segs_for, max_bv_words_for
 
 if TYPE_CHECKING:
-    from .ebpf_tables import MapContents
+    from .tables import MapContents
 
 KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
 LEAF_COUNTED = 8            # bpf/camus_xdp.h CAMUS_LEAF_COUNTED
@@ -40,7 +40,7 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
     cannot fit an XDP host at all."""
     from dataclasses import replace
 
-    from .ebpf_tables import CapacityError
+    from .tables import CapacityError
     longs = long_label_count(p)
     if 2 * longs > base.max_labels:      # DNS names, topic levels: both banks, twice the room
         base = replace(base, max_labels=_pow2(4 * longs))
@@ -123,8 +123,8 @@ def group_bits(plane: BitvectorPlane) -> tuple[dict[int, int], int, int]:
 def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapContents") -> None:
     """Fill `out` (bank 0 numbering) with the stage of `p`; raises CapacityError when it does
     not fit the program's limits (before anything live is touched)."""
-    from .ebpf_custom import check_custom
-    from .ebpf_tables import CapacityError, _put, _range_desc, direct_desc, leaf_flags
+    from .custom import check_custom
+    from .tables import CapacityError, _put, _range_desc, direct_desc, leaf_flags
 
     bv = p.bitvector
     assert bv is not None

@@ -6,18 +6,18 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from ..compile import Compiled, compile_rules
-from ..semantics.explain import Engine
-from ..semantics.interpreter import Step
-from ..ir.pipeline import ActionSet
-from .base import Artefacts, Backend, BackendError, TargetOptions
-from .p4_budget import Budget, over_budget, render_resources, switch_resources
-from .p4_entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
-from .p4_interp import EntryInterpreter
-from .p4_program import check_whole_program, program_text
-from .p4_control import control_text
-from .p4_runtime import Names, p4info_message, text, updates, write_request
-from .p4_schema import P4Options, p4_schema
+from ...compile import Compiled, compile_rules
+from ...semantics.explain import Engine
+from ...semantics.interpreter import Step
+from ...ir.pipeline import ActionSet
+from ..base import Artefacts, Backend, BackendError, TargetOptions
+from .budget import Budget, over_budget, render_resources, switch_resources
+from .entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
+from .interp import EntryInterpreter
+from .program import check_whole_program, program_text
+from .control import control_text
+from .runtime import Names, p4info_message, text, updates, write_request
+from .schema import P4Options, p4_schema
 
 ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
 

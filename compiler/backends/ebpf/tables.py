@@ -10,14 +10,14 @@ from typing import Any
 
 from dataclasses import dataclass, field
 
-from ..ir.labels import LabelError, label_wide
-from ..ir.pipeline import ActionSet, Entry, FieldTable, MatchSpec, Pipeline
-from ..structure.slicing import sort_ports
-from ..language.spec import Spec
-from .ebpf_bitvector import KIND_BV
-from .ebpf_custom import check_custom, custom_flags, custom_value
-from .ebpf_program import RADIX_LEVELS, EbpfLimits, n_svars
-from .emit import BackendError
+from ...ir.labels import LabelError, label_wide
+from ...ir.pipeline import ActionSet, Entry, FieldTable, MatchSpec, Pipeline
+from ...structure.slicing import sort_ports
+from ...language.spec import Spec
+from .bitvector import KIND_BV
+from .custom import check_custom, custom_flags, custom_value
+from .program import RADIX_LEVELS, EbpfLimits, n_svars
+from ..emit import BackendError
 
 import random
 
@@ -429,7 +429,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
                 out.lpm[lpm_key_of(s, m, t.field_width)] = n
 
     if p.bitvector is not None:
-        from .ebpf_bitvector import bitvector_contents
+        from .bitvector import bitvector_contents
         bitvector_contents(p, spec, lim, out)
     for s, a in (p.leaves.items() if p.bitvector is None else ()):
         check_custom(spec, a, diagram=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..language.spec import Spec
-from .emit import Emitter
-from .p4_layout import Layout, field_name, field_slice
-from .p4_schema import P4Options
+from ...language.spec import Spec
+from ..emit import Emitter
+from .layout import Layout, field_name, field_slice
+from .schema import P4Options
 
 
 def _names(spec: Spec, lay: Layout) -> tuple[str, str, str, str, str, str, str]:

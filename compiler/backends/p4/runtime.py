@@ -25,13 +25,13 @@ from google.protobuf import text_format  # noqa: E402
 from p4.config.v1 import p4info_pb2  # noqa: E402
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc  # noqa: E402
 
-from ..language.spec import Spec  # noqa: E402
-from .emit import BackendError  # noqa: E402
-from .p4_delta import Change  # noqa: E402
-from .p4_entries import Match, P4Entry, P4Tables  # noqa: E402
-from .p4_attrs import ethernet_of  # noqa: E402
-from .p4_layout import ip_route, layout_of  # noqa: E402
-from .p4_schema import P4Options, is_attrs, p4_schema, window_counters  # noqa: E402
+from ...language.spec import Spec  # noqa: E402
+from ..emit import BackendError  # noqa: E402
+from .delta import Change  # noqa: E402
+from .entries import Match, P4Entry, P4Tables  # noqa: E402
+from .attrs import ethernet_of  # noqa: E402
+from .layout import ip_route, layout_of  # noqa: E402
+from .schema import P4Options, is_attrs, p4_schema, window_counters  # noqa: E402
 
 Msg = Any            # a protobuf message (the generated modules have no type information)
 # Import the protobuf modules from here (they need the setting above before their first import).

@@ -14,9 +14,9 @@ rewrite in the kernel (no p4c or bmv2 runs on the build machines).
 """
 from __future__ import annotations
 
-from ..language.spec import Role, Spec
-from .emit import Emitter
-from .p4_layout import Layout, field_slice
+from ...language.spec import Role, Spec
+from ..emit import Emitter
+from .layout import Layout, field_slice
 
 META = "camus_ila"
 

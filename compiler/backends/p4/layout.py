@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..language.spec import HeaderInstance, Role, Spec
-from .emit import BackendError
+from ...language.spec import HeaderInstance, Role, Spec
+from ..emit import BackendError
 
 
 def field_slice(inst: HeaderInstance, bit_offset: int, width: int, what: str) -> str:
@@ -102,6 +102,6 @@ def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
     assert ip is not None
     lay = Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), ip, by_role[Role.UDP],
                  by_role.get(Role.FRAMING), by_role.get(Role.MESSAGE))
-    from .p4_dns import check_layout            # (p4_dns reads fields through this module)
+    from .dns import check_layout            # (p4_dns reads fields through this module)
     check_layout(spec, lay)
     return lay

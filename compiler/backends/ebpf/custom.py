@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 
-from ..ir.pipeline import ActionSet
-from ..language.actions import ANSWER_DNS, ILA
-from ..language.spec import Role, Spec
-from .emit import BackendError
+from ...ir.pipeline import ActionSet
+from ...language.actions import ANSWER_DNS, ILA
+from ...language.spec import Role, Spec
+from ..emit import BackendError
 
 LEAF_ANSWER = 32       # bpf/camus_xdp.h CAMUS_LEAF_ANSWER
 LEAF_ILA = 64          # bpf/camus_xdp.h CAMUS_LEAF_ILA

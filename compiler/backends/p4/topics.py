@@ -22,11 +22,11 @@ on the build machines to check the P4 text itself (golden files pin that).
 """
 from __future__ import annotations
 
-from ..ir.pipeline import ident
-from ..language.spec import QueryField, Spec
-from ..language.topics import Topic
-from . import p4_dns
-from .emit import Emitter
+from ...ir.pipeline import ident
+from ...language.spec import QueryField, Spec
+from ...language.topics import Topic
+from . import dns as p4_dns
+from ..emit import Emitter
 
 DEPTH_BITS = 16
 POS_BITS = 16

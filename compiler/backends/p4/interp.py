@@ -12,8 +12,8 @@ from typing import Any
 
 from dataclasses import dataclass
 
-from .p4_entries import Match, P4Entry, P4Tables
-from .p4_schema import ANSWER_DNS, ILA_REWRITE, SVAR_KEY, window_shift
+from .entries import Match, P4Entry, P4Tables
+from .schema import ANSWER_DNS, ILA_REWRITE, SVAR_KEY, window_shift
 
 MASK64 = (1 << 64) - 1
 

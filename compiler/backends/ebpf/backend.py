@@ -2,11 +2,11 @@
 realise the tables; its explain engine is the real program in this kernel (root)."""
 from __future__ import annotations
 
-from ..compile import Compiled
-from ..semantics.explain import Engine
-from .base import Artefacts, Backend, TargetOptions
-from .ebpf_program import program_text
-from .ebpf_tables import map_contents
+from ...compile import Compiled
+from ...semantics.explain import Engine
+from ..base import Artefacts, Backend, TargetOptions
+from .program import program_text
+from .tables import map_contents
 
 
 class EbpfBackend(Backend):

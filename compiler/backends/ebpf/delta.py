@@ -21,14 +21,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.delta import PipelineDelta
-from ..ir.pipeline import ActionSet, MatchSpec
-from ..language.spec import Spec
-from .ebpf_program import EbpfLimits
-from .ebpf_tables import (KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, CapacityError, Desc, MapContents, check_ports,
+from ...ir.delta import PipelineDelta
+from ...ir.pipeline import ActionSet, MatchSpec
+from ...language.spec import Spec
+from .program import EbpfLimits
+from .tables import (KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, CapacityError, Desc, MapContents, check_ports,
                           exact_state, leaf_value, lpm_key_of, range_state)
-from .ebpf_custom import check_custom
-from .emit import BackendError
+from .custom import check_custom
+from ..emit import BackendError
 
 QUARANTINE_S = 0.05      # runtime.GRACE_S: in-flight packets finish well within it
 

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import ipaddress
 
-from ..language.spec import Spec
-from ..language.topics import MAX_DNS_LABEL, Topic
-from .emit import BackendError, Emitter
-from .p4_layout import Layout, field_slice
+from ...language.spec import Spec
+from ...language.topics import MAX_DNS_LABEL, Topic
+from ..emit import BackendError, Emitter
+from .layout import Layout, field_slice
 
 QNAME, QUESTION, RECORD = "camus_qname", "camus_dns_q", "camus_dns_rr"
 DNS_HEADER_BITS = 96           # the name starts right after the 12-byte DNS header
@@ -54,7 +54,7 @@ def dns_topic(spec: Spec) -> Topic | None:
 
 
 def meta(t: Topic) -> str:
-    from .p4_topics import meta_name
+    from .topics import meta_name
     return f"meta.{meta_name(t.path)}"
 
 

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..logic.intervals import to_prefixes
-from .p4_entries import P4Tables
+from ...logic.intervals import to_prefixes
+from .entries import P4Tables
 
 SRAM_WORD_BITS = 128
 TCAM_BLOCK_BITS = 44

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib.resources import files
 
-from ..language.spec import QueryField, Role, Spec
-from ..codec.attrs import ATTRS_FRAMINGS, ETHERTYPE_ATTRS, dictionary
-from ..ir.labels import LABEL_WIDTH
-from .ebpf_custom import dns_answers, ila_rewrites
-from .emit import BackendError, Emitter
+from ...language.spec import QueryField, Role, Spec
+from ...codec.attrs import ATTRS_FRAMINGS, ETHERTYPE_ATTRS, dictionary
+from ...ir.labels import LABEL_WIDTH
+from .custom import dns_answers, ila_rewrites
+from ..emit import BackendError, Emitter
 
 
 

@@ -11,15 +11,15 @@ lines that wire it in.
 from __future__ import annotations
 
 
-from ..language.spec import Role, Spec
-from .emit import BackendError, fill_template
-from .p4_program import _tables
-from .p4_attrs import attrs_meta_type
-from .p4_schema import ATTRS_META, ARCHS, P4Options, check_metadata_arch, is_attrs, p4_schema
-from .p4_ila import META as ILA_META
-from .p4_ila import ila_rewrites
-from .p4_ila import metadata_type as ila_metadata_type
-from .p4_topics import meta_name, metadata_type
+from ...language.spec import Role, Spec
+from ..emit import BackendError, fill_template
+from .program import _tables
+from .attrs import attrs_meta_type
+from .schema import ATTRS_META, ARCHS, P4Options, check_metadata_arch, is_attrs, p4_schema
+from .ila import META as ILA_META
+from .ila import ila_rewrites
+from .ila import metadata_type as ila_metadata_type
+from .topics import meta_name, metadata_type
 
 
 def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:

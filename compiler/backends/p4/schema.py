@@ -29,13 +29,13 @@ from typing import Any
 
 from dataclasses import dataclass, field
 
-from ..codec.attrs import ATTRS_FRAMINGS
-from ..language.spec import MatchKind, QueryField, Role, Spec
-from ..ir.pipeline import ident
-from .emit import BackendError
-from .p4_dns import dns_topic
-from .p4_ila import ila_rewrites
-from .p4_topics import variable_expr
+from ...codec.attrs import ATTRS_FRAMINGS
+from ...language.spec import MatchKind, QueryField, Role, Spec
+from ...ir.pipeline import ident
+from ..emit import BackendError
+from .dns import dns_topic
+from .ila import ila_rewrites
+from .topics import variable_expr
 
 STATE_KEY_BITS = 32      # meta.state in the switch program
 UPDATE_SLOTS = 4         # state variables one message may update (t_update0..3)

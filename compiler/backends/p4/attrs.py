@@ -20,11 +20,11 @@ reason).
 """
 from __future__ import annotations
 
-from ..codec.attrs import Attribute, dictionary
-from ..language.spec import Spec
-from .emit import BackendError, Emitter, fill_template
-from .p4_schema import ATTRS_META as META
-from .p4_schema import P4Options
+from ...codec.attrs import Attribute, dictionary
+from ...language.spec import Spec
+from ..emit import BackendError, Emitter, fill_template
+from .schema import ATTRS_META as META
+from .schema import P4Options
 
 
 def check_attrs_layout(spec: Spec, arch: str) -> None:

@@ -13,14 +13,14 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.pipeline import FieldTable, Pipeline, ident
-from ..language.spec import Spec
-from .emit import BackendError
-from .ebpf_custom import dns_answer, ila_locator
-from .p4_dns import dns_topic
-from .p4_ila import ila_rewrites
-from .p4_layout import refuse_topics
-from .p4_schema import (ANSWER_DNS, DEFAULT_CALL_ID, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
+from ...ir.pipeline import FieldTable, Pipeline, ident
+from ...language.spec import Spec
+from ..emit import BackendError
+from ..ebpf.custom import dns_answer, ila_locator
+from .dns import dns_topic
+from .ila import ila_rewrites
+from .layout import refuse_topics
+from .schema import (ANSWER_DNS, DEFAULT_CALL_ID, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
                         UPDATE_SLOTS, P4Schema, action_params, key_kind, load_action, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24

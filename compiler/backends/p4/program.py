@@ -12,21 +12,21 @@ the spec calls it, read through a bit slice when the spec declares a wider field
 from __future__ import annotations
 
 
-from ..language.spec import Spec
-from .emit import BackendError, Emitter, fill_template
-from .p4_attrs import attrs_program_text, check_attrs_layout
-from .p4_framing import single_message, tna_framed, v1model_framed
-from .p4_dns import answer_action, dns_topic, ingress_tail
-from .p4_dns import header_types as dns_header_types
-from .p4_dns import stack as dns_stack
-from .p4_ila import META as ILA_META
-from .p4_ila import ila_rewrites
-from .p4_ila import ingress_tail as ila_ingress_tail
-from .p4_ila import metadata_type as ila_metadata_type
-from .p4_ila import rewrite_action as ila_action
-from .p4_layout import Layout, field_name, field_slice, ip_route, layout_of
-from .p4_topics import metadata_members, metadata_types, parser_states
-from .p4_schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
+from ...language.spec import Spec
+from ..emit import BackendError, Emitter, fill_template
+from .attrs import attrs_program_text, check_attrs_layout
+from .framing import single_message, tna_framed, v1model_framed
+from .dns import answer_action, dns_topic, ingress_tail
+from .dns import header_types as dns_header_types
+from .dns import stack as dns_stack
+from .ila import META as ILA_META
+from .ila import ila_rewrites
+from .ila import ingress_tail as ila_ingress_tail
+from .ila import metadata_type as ila_metadata_type
+from .ila import rewrite_action as ila_action
+from .layout import Layout, field_name, field_slice, ip_route, layout_of
+from .topics import metadata_members, metadata_types, parser_states
+from .schema import (ARCHS, SVAR_KEY, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
                         counted_paths, load_action, p4_schema, update_action, updatable_fields, window_counters,
                         window_shift)
 
