@@ -63,7 +63,7 @@ def xdp_ns(spec, compiled, make_message) -> dict:
     from camus.compiler.backends.ebpf.tables import map_contents
     from camus.compiler.codec.packets import build_packet
     from camus.dataplane.program import XdpProgram
-    from camus.compiler.backends.ebpf.tables import CapacityError
+    from camus.compiler.backends.ebpf.contents import CapacityError
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     try:
         lim = sized_limits(compiled.pipeline, EbpfLimits(max_states=1 << 20, max_exact=1 << 20),

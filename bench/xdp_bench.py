@@ -105,7 +105,8 @@ def main() -> int:
     args = ap.parse_args()
     from camus.bench.workloads import itch_rules, symbols
     from camus.compiler.backends.ebpf.program import EbpfLimits
-    from camus.compiler.backends.ebpf.tables import KIND, map_contents
+    from camus.compiler.backends.ebpf.tables import map_contents
+    from camus.compiler.backends.ebpf.contents import KIND
     from camus.compiler.compile import compile_rules
     from camus.compiler.language.spec_parser import load_spec
     from camus.dataplane.maps import CFG_TC

@@ -106,7 +106,7 @@ class Agent:
     def apply_changes(self, added: list[str], removed: list[str], base: str, digest: str) -> str:
         """Apply rule lines added and removed as a delta. Raises Conflict (the caller sends
         the whole set), ValueError (bad rules) or RuntimeError (data plane); nothing changes then."""
-        from camus.compiler.backends.ebpf.tables import CapacityError
+        from camus.compiler.backends.ebpf.contents import CapacityError
         from camus.compiler.incremental import NotLive
         from camus.compiler.language.errors import CompileError, CompileErrors
         from camus.dataplane.program import DataplaneError

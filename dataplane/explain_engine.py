@@ -10,7 +10,8 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from camus.compiler.backends.ebpf.bitvector import STATE_BV
-from camus.compiler.backends.ebpf.tables import LEAF_DROP, LEAF_CALL, map_contents
+from camus.compiler.backends.ebpf.tables import map_contents
+from camus.compiler.backends.ebpf.contents import LEAF_DROP, LEAF_CALL
 from camus.compiler.compile import Compiled
 from camus.compiler.semantics.interpreter import Step
 from camus.compiler.codec.packets import build_packet, packet_addresses, decode_packet

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from camus.compiler.backends.ebpf.bitvector import sized_limits
 from camus.compiler.backends.ebpf.program import EbpfLimits
-from camus.compiler.backends.ebpf.tables import MapContents, fitted_contents
+from camus.compiler.backends.ebpf.tables import fitted_contents
+from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import Compiled
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from camus.compiler.backends.ebpf.program import EbpfLimits
-from camus.compiler.backends.ebpf.tables import MapContents
+from camus.compiler.backends.ebpf.contents import MapContents
 
 from .program import DataplaneError
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 from camus.compiler.backends.ebpf.delta import EbpfLayout, Held, MapDelta
-from camus.compiler.backends.ebpf.tables import PORT_WORDS, STATE_FINAL, STATE_MASK, CapacityError, Desc
+from camus.compiler.backends.ebpf.contents import PORT_WORDS, STATE_FINAL, STATE_MASK, CapacityError, Desc
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import CompileOptions
 from camus.compiler.heap import HeapKeeper

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from camus.compiler.backends.ebpf.bitvector import LEAF_COUNTED, SEG_PLANE_SHIFT
-from camus.compiler.backends.ebpf.tables import PORT_WORDS, STATE_MASK, MapContents
+from camus.compiler.backends.ebpf.contents import PORT_WORDS, STATE_MASK, MapContents
 from camus.compiler.structure.bitvector import MAX_PLANES, PLANE_LEAVES
 
 from .testrun import _libbpf

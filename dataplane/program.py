@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 from camus.compiler.backends.ebpf.program import EbpfLimits, program_text
-from camus.compiler.backends.ebpf.tables import MapContents
+from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.language.spec import Spec
 
 from .fanout import BPF_XDP_DEVMAP

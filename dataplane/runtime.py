@@ -23,7 +23,8 @@ from pathlib import Path
 from camus.compiler.backends.ebpf.bitvector import sized_limits
 from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.ebpf.tables import DIAGRAM_MAPS, CapacityError, MapContents, fitted_contents, map_contents
+from camus.compiler.backends.ebpf.tables import DIAGRAM_MAPS, fitted_contents, map_contents
+from camus.compiler.backends.ebpf.contents import CapacityError, MapContents
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 

@@ -97,7 +97,7 @@ def test_bitvector_capacity_is_sized_from_the_rule_set_and_fields() -> None:
     from camus.bench.workloads import siena_rules, siena_schema
     from camus.compiler.backends.ebpf.bitvector import sized_limits
     from camus.compiler.backends.ebpf.program import EbpfLimits
-    from camus.compiler.backends.ebpf.tables import CapacityError
+    from camus.compiler.backends.ebpf.contents import CapacityError
     from camus.compiler.compile import CompileOptions
     for n, ok in ((10, True), (14, False)):
         schema = siena_schema(n)

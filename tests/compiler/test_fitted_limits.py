@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from camus.compiler.backends.ebpf.program import EbpfLimits
-from camus.compiler.backends.ebpf.tables import CapacityError, fitted_contents, map_contents
+from camus.compiler.backends.ebpf.tables import fitted_contents, map_contents
+from camus.compiler.backends.ebpf.contents import CapacityError
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane.installed import Installed

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4.dns import dns_topic, parser_walk
+from camus.compiler.backends.p4.dns import parser_walk
+from camus.compiler.backends.p4.layout import dns_topic
 from camus.compiler.backends.p4.entries import check_entries, check_program_fit, p4_tables
 from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.backends.p4.program import program_text

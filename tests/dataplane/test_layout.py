@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from camus.compiler.backends.ebpf import bitvector as ebpf_bitvector, tables as ebpf_tables
+from camus.compiler.backends.ebpf import bitvector as ebpf_bitvector, contents as ebpf_contents
 from camus.compiler.structure import bitvector
 from camus.dataplane import fanout, maps
 from tests.conftest import ROOT
@@ -17,12 +17,12 @@ from tests.conftest import ROOT
 STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
            maps.SvarCfg, maps.BvSeg, maps.BvPrefixLeaf, maps.BvPlane, maps.Bypass, fanout.FanCfg, fanout.PortSet]
 CONSTANTS = {
-    "CAMUS_PORT_WORDS": ebpf_tables.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_tables.MAX_PROBE,
-    "CAMUS_FANOUT": ebpf_tables.FANOUT, "CAMUS_RADIX_SUB": ebpf_tables.RADIX_SUB,
-    "CAMUS_STATE_FINAL": ebpf_tables.STATE_FINAL, "CAMUS_STATE_MASK": ebpf_tables.STATE_MASK,
-    "CAMUS_KIND_EXACT": ebpf_tables.KIND["exact"], "CAMUS_KIND_RANGE": ebpf_tables.KIND["range"],
-    "CAMUS_KIND_LPM": ebpf_tables.KIND["lpm"], "CAMUS_KIND_RADIX": ebpf_tables.KIND["radix"],
-    "CAMUS_KIND_BV": ebpf_bitvector.KIND_BV, "CAMUS_KIND_DIRECT": ebpf_tables.KIND["direct"],
+    "CAMUS_PORT_WORDS": ebpf_contents.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_contents.MAX_PROBE,
+    "CAMUS_FANOUT": ebpf_contents.FANOUT, "CAMUS_RADIX_SUB": ebpf_contents.RADIX_SUB,
+    "CAMUS_STATE_FINAL": ebpf_contents.STATE_FINAL, "CAMUS_STATE_MASK": ebpf_contents.STATE_MASK,
+    "CAMUS_KIND_EXACT": ebpf_contents.KIND["exact"], "CAMUS_KIND_RANGE": ebpf_contents.KIND["range"],
+    "CAMUS_KIND_LPM": ebpf_contents.KIND["lpm"], "CAMUS_KIND_RADIX": ebpf_contents.KIND["radix"],
+    "CAMUS_KIND_BV": ebpf_bitvector.KIND_BV, "CAMUS_KIND_DIRECT": ebpf_contents.KIND["direct"],
     "CAMUS_STATE_BV": ebpf_bitvector.STATE_BV,
     "CAMUS_LEAF_COUNTED": ebpf_bitvector.LEAF_COUNTED, "CAMUS_LEAF_WIDE": ebpf_bitvector.LEAF_WIDE,
     "CAMUS_SEG_PLANE_SHIFT": ebpf_bitvector.SEG_PLANE_SHIFT, "CAMUS_DEBRUIJN": maps.DEBRUIJN,

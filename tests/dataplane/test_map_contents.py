@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from camus.bench.workloads import siena_rules, siena_schema
 from camus.compiler.backends.ebpf.program import EbpfLimits
-from camus.compiler.backends.ebpf.tables import STATE_FINAL, STATE_MASK, MapContents, map_contents
+from camus.compiler.backends.ebpf.tables import map_contents
+from camus.compiler.backends.ebpf.contents import STATE_FINAL, STATE_MASK, MapContents
 from camus.compiler.compile import compile_files, compile_rules
 from camus.compiler.language.spec_parser import parse_spec
 from tests.compiler.test_golden import check_golden

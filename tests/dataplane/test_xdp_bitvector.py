@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from camus.bench.workloads import siena_message, siena_rules, siena_schema
 from camus.compiler.backends.ebpf.bitvector import STATE_BV
 from camus.compiler.backends.ebpf.program import EbpfLimits
-from camus.compiler.backends.ebpf.tables import CapacityError, map_contents
+from camus.compiler.backends.ebpf.tables import map_contents
+from camus.compiler.backends.ebpf.contents import CapacityError
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.semantics.filter_eval import FilterEvaluator, outcome
 from camus.compiler.semantics.interpreter import PipelineInterpreter

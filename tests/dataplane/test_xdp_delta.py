@@ -9,9 +9,9 @@ import random
 import pytest
 
 from camus.compiler.backends.ebpf.delta import EbpfLayout
-from camus.compiler.backends.ebpf.tables import LEAF_CALL
+from camus.compiler.backends.ebpf.contents import LEAF_CALL
 from camus.compiler.backends.ebpf.program import EbpfLimits
-from camus.compiler.backends.ebpf.tables import MapContents
+from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
 from camus.compiler.compile import CompileOptions, compile_rules
@@ -143,7 +143,7 @@ def test_random_changes_as_deltas_classify_as_from_scratch(app: str) -> None:
 
 
 def test_a_full_bank_raises_before_writing_and_keeps_the_old_tables() -> None:
-    from camus.compiler.backends.ebpf.tables import CapacityError
+    from camus.compiler.backends.ebpf.contents import CapacityError
     spec = load_spec(APPS / "itch" / "itch.p4")
     small = EbpfLimits(max_rnodes=1 << 9)           # 256 range buckets per bank
     live = Live(spec, small)

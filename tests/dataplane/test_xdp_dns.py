@@ -12,7 +12,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from camus.compiler.backends.ebpf.tables import LEAF_CALL, LEAF_DROP, MapContents, map_contents
+from camus.compiler.backends.ebpf.tables import map_contents
+
+from camus.compiler.backends.ebpf.contents import LEAF_CALL, LEAF_DROP, MapContents
 from camus.compiler.compile import compile_files
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.dataplane.program import XdpProgram
@@ -79,7 +81,8 @@ def switch_answer(frame: bytes) -> bytes | None:
     """The v1model program's answer (compiler/backends/p4/dns.py: its parser, the P4 entries, its
     ingress rewrite and deparser, walked in Python); None if it would not answer."""
     import ipaddress
-    from camus.compiler.backends.p4.dns import answer_walk, dns_topic, parser_walk
+    from camus.compiler.backends.p4.dns import answer_walk, parser_walk
+    from camus.compiler.backends.p4.layout import dns_topic
     from camus.compiler.backends.p4.entries import p4_tables
     from camus.compiler.backends.p4.interp import EntryInterpreter
     name_at = 14 + 20 + 8 + 12
@@ -176,7 +179,7 @@ def test_under_overload_bypass_queries_still_reach_the_host(dns_prog: XdpProgram
     """The bypass cover includes the host's stack when a rule has custom actions: a query XDP
     would have answered is not answered (no filtering), but goes up to the resolver with the
     cover's ports, never dropped for want of a port."""
-    from camus.compiler.backends.ebpf.tables import LEAF_CALL
+    from camus.compiler.backends.ebpf.contents import LEAF_CALL
     from camus.dataplane.maps import CFG_BYPASS_PPS
     pkt = query("www.example.com")
     dns_prog.maps.cfg(CFG_BYPASS_PPS, 100)              # a bucket of one packet, refilled every 10 ms

@@ -243,7 +243,7 @@ RANGE_LAYOUTS = {
 
 @pytest.mark.parametrize("layout", sorted(RANGE_LAYOUTS))
 def test_range_layouts_at_every_boundary(programs, layout) -> None:
-    from camus.compiler.backends.ebpf.tables import KIND
+    from camus.compiler.backends.ebpf.contents import KIND
     _, spec, prog = programs["numbers"]
     thresholds = sorted(set(RANGE_LAYOUTS[layout]))
     rules = "\n".join(f"f2 > {t} : fwd({i % 60 + 1})" for i, t in enumerate(thresholds)) + "\n"

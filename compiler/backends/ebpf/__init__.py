@@ -5,7 +5,8 @@ here; the data plane (dataplane/) loads the program and writes the maps."""
 from .backend import EbpfBackend
 from .bitvector import sized_limits
 from .program import EbpfLimits, program_text
-from .tables import CapacityError, MapContents, fitted_contents, map_contents
+from .contents import CapacityError, MapContents
+from .tables import fitted_contents, map_contents
 
 __all__ = ["CapacityError", "EbpfBackend", "EbpfLimits", "MapContents", "fitted_contents", "map_contents",
            "program_text", "sized_limits"]

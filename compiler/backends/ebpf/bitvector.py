@@ -8,15 +8,13 @@ bit-vector table set into the other half of the maps, and the root flip switch t
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from ...ir.labels import long_label_count
 from ...ir.pipeline import BitvectorPlane, BitvectorStage, Pipeline
 from ...language.spec import Spec
+from .contents import CapacityError, MapContents, direct_desc, leaf_flags, put_start, range_desc
 from .program import EbpfLimits, max_bv_segs_for, max_bv_words_for
 
-if TYPE_CHECKING:
-    from .tables import MapContents
 
 KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
 LEAF_COUNTED = 8            # bpf/camus_xdp.h CAMUS_LEAF_COUNTED
@@ -40,7 +38,6 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
     cannot fit an XDP host at all."""
     from dataclasses import replace
 
-    from .tables import CapacityError
     longs = long_label_count(p)
     if 2 * longs > base.max_labels:      # DNS names, topic levels: both banks, twice the room
         base = replace(base, max_labels=_pow2(4 * longs))
@@ -120,11 +117,11 @@ def group_bits(plane: BitvectorPlane) -> tuple[dict[int, int], int, int]:
     return tbit, sum(tbit.values()), rest
 
 
-def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapContents") -> None:
+def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContents) -> None:
     """Fill `out` (bank 0 numbering) with the stage of `p`; raises CapacityError when it does
     not fit the program's limits (before anything live is touched)."""
     from .custom import check_custom
-    from .tables import CapacityError, _put, _range_desc, direct_desc, leaf_flags
+
 
     bv = p.bitvector
     assert bv is not None
@@ -142,11 +139,11 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: "MapConten
         f = by_path.get(q.path)
         slice_: list[tuple[int, int]] = []
         if f is None:
-            _put(slice_, 0, first_bitmap + ones)
+            put_start(slice_, 0, first_bitmap + ones)
         else:
             for start, b in zip(f.starts, f.bitmaps):
-                _put(slice_, start, first_bitmap + b)
-        out.desc[2 + i] = direct_desc(i, slice_, out) or _range_desc(i, slice_, out)
+                put_start(slice_, start, first_bitmap + b)
+        out.desc[2 + i] = direct_desc(i, slice_, out) or range_desc(i, slice_, out)
     first_leaf = first_bitmap + len(bitmaps)
     leaf_state = {leaf: first_leaf + k for k, leaf in enumerate(sorted(p.leaves))}
     for leaf, s in leaf_state.items():

@@ -25,8 +25,8 @@ from ...ir.delta import PipelineDelta
 from ...ir.pipeline import ActionSet, MatchSpec
 from ...language.spec import Spec
 from .program import EbpfLimits
-from .tables import (KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, CapacityError, Desc, MapContents, check_ports,
-                          exact_state, leaf_value, lpm_key_of, range_state)
+from .contents import KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, CapacityError, Desc, MapContents, check_ports, leaf_value
+from .tables import exact_state, lpm_key_of, range_state
 from .custom import check_custom
 from ..emit import BackendError
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from ...language.spec import Role, Spec
 from ..emit import BackendError, fill_template
-from .program import _tables
+from .program import table_blocks
 from .attrs import attrs_meta_type
 from .schema import ATTRS_META, ARCHS, P4Options, check_metadata_arch, is_attrs, p4_schema
 from .ila import META as ILA_META
 from .ila import ila_rewrites
 from .ila import metadata_type as ila_metadata_type
-from .topics import meta_name, metadata_type
+from .layout import meta_name
+from .topics import metadata_type
 
 
 def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
@@ -27,7 +28,7 @@ def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     if opts.arch not in ARCHS:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
     check_metadata_arch(spec, opts.arch)
-    decl, seq = _tables(spec, p4_schema(spec, opts))
+    decl, seq = table_blocks(spec, p4_schema(spec, opts))
     # The whole program keeps the walk in meta.camus; the block gets it as its `camus` parameter.
     decl, seq = decl.replace("meta.camus.", "camus."), seq.replace("meta.camus.", "camus.")
     types, members = [], []

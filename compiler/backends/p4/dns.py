@@ -36,46 +36,21 @@ from __future__ import annotations
 
 import ipaddress
 
-from ...language.spec import Spec
 from ...language.topics import MAX_DNS_LABEL, Topic
-from ..emit import BackendError, Emitter
-from .layout import Layout, field_slice
+from ..emit import Emitter
+from .layout import Layout, field_slice, meta_name
 
 QNAME, QUESTION, RECORD = "camus_qname", "camus_dns_q", "camus_dns_rr"
-DNS_HEADER_BITS = 96           # the name starts right after the 12-byte DNS header
 TTL = 60                       # bpf/camus_dns.h CAMUS_DNS_TTL
 RECORD_BYTES = 16              # pointer 2, type 2, class 2, TTL 4, length 2, address 4
 UPPER = ((0x41, 0xFF), (0x42, 0xFE), (0x44, 0xFC), (0x48, 0xF8), (0x50, 0xF8), (0x58, 0xFE), (0x5A, 0xFF))  # A-Z
 
 
-def dns_topic(spec: Spec) -> Topic | None:
-    """The spec's DNS name field (the layout allows one: it ends the one message of a packet)."""
-    return next((t for t in spec.topics.values() if t.flavor == "dns"), None)
-
-
 def meta(t: Topic) -> str:
-    from .topics import meta_name
     return f"meta.{meta_name(t.path)}"
 
 
 # -- the program's pieces --------------------------------------------------------------------------
-
-def check_layout(spec: Spec, lay: Layout) -> None:
-    """Raise BackendError unless the message is a DNS header with the name right after it."""
-    t = dns_topic(spec)
-    if t is None:
-        return
-    if lay.ipv6:
-        raise BackendError(f"DNS name field {t.path}: the switch answers queries over IPv4 (as XDP hosts do); this "
-                           "spec's feed is IPv6")
-    if lay.msg is None or t.instance != lay.msg.name or t.offset != DNS_HEADER_BITS:
-        raise BackendError(f"DNS name field {t.path} must start right after a 12-byte DNS header (bit "
-                           f"{DNS_HEADER_BITS} of the message header; it is at bit {t.offset} of {t.instance})")
-    assert lay.msg is not None
-    for offset, what in ((16, "DNS flags"), (32, "DNS question count"), (48, "DNS answer count"),
-                         (64, "DNS authority count"), (80, "DNS additional count")):
-        field_slice(lay.msg, offset, 16, what)
-
 
 def header_types() -> str:
     e = Emitter()
@@ -218,7 +193,7 @@ def answer_action(t: Topic, e: Emitter) -> None:
 def ingress_tail(lay: Layout, t: Topic) -> str:
     """After the tables: an answerable query becomes its answer, sent back where it came from."""
     m, msg = meta(t), lay.msg
-    assert msg is not None                         # check_layout
+    assert msg is not None                         # check_dns_layout
     f = field_slice
     flags = f(msg, 16, 16, "DNS flags")
     vlan = f"!hdr.{lay.vlan.name}.isValid() && " if lay.vlan is not None else ""

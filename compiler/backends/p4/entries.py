@@ -17,7 +17,7 @@ from ...ir.pipeline import FieldTable, Pipeline, ident
 from ...language.spec import Spec
 from ..emit import BackendError
 from ..ebpf.custom import dns_answer, ila_locator
-from .dns import dns_topic
+from .layout import dns_topic
 from .ila import ila_rewrites
 from .layout import refuse_topics
 from .schema import (ANSWER_DNS, DEFAULT_CALL_ID, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...ir.pipeline import ident
 from ...language.spec import HeaderInstance, Role, Spec
+from ...language.topics import Topic
 from ..emit import BackendError
+
+DNS_HEADER_BITS = 96           # a DNS name starts right after the 12-byte DNS header
 
 
 def field_slice(inst: HeaderInstance, bit_offset: int, width: int, what: str) -> str:
@@ -102,6 +106,34 @@ def layout_of(spec: Spec, arch: str = "v1model") -> Layout:
     assert ip is not None
     lay = Layout(by_role[Role.ETHERNET], by_role.get(Role.VLAN), ip, by_role[Role.UDP],
                  by_role.get(Role.FRAMING), by_role.get(Role.MESSAGE))
-    from .dns import check_layout            # (p4_dns reads fields through this module)
-    check_layout(spec, lay)
+    check_dns_layout(spec, lay)
     return lay
+
+
+def meta_name(path: str) -> str:
+    """The metadata member holding a topic's variables: meta.camus_note_topic."""
+    return f"camus_{ident(path)}"
+
+
+# -- DNS names (p4/dns.py): where the message must have them ---------------------------------------
+
+def dns_topic(spec: Spec) -> Topic | None:
+    """The spec's DNS name field (the layout allows one: it ends the one message of a packet)."""
+    return next((t for t in spec.topics.values() if t.flavor == "dns"), None)
+
+
+def check_dns_layout(spec: Spec, lay: Layout) -> None:
+    """Raise BackendError unless the message is a DNS header with the name right after it."""
+    t = dns_topic(spec)
+    if t is None:
+        return
+    if lay.ipv6:
+        raise BackendError(f"DNS name field {t.path}: the switch answers queries over IPv4 (as XDP hosts do); this "
+                           "spec's feed is IPv6")
+    if lay.msg is None or t.instance != lay.msg.name or t.offset != DNS_HEADER_BITS:
+        raise BackendError(f"DNS name field {t.path} must start right after a 12-byte DNS header (bit "
+                           f"{DNS_HEADER_BITS} of the message header; it is at bit {t.offset} of {t.instance})")
+    assert lay.msg is not None
+    for offset, what in ((16, "DNS flags"), (32, "DNS question count"), (48, "DNS answer count"),
+                         (64, "DNS authority count"), (80, "DNS additional count")):
+        field_slice(lay.msg, offset, 16, what)

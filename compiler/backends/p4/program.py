@@ -16,7 +16,8 @@ from ...language.spec import Spec
 from ..emit import BackendError, Emitter, fill_template
 from .attrs import attrs_program_text, check_attrs_layout
 from .framing import single_message, tna_framed, v1model_framed
-from .dns import answer_action, dns_topic, ingress_tail
+from .dns import answer_action, ingress_tail
+from .layout import dns_topic
 from .dns import header_types as dns_header_types
 from .dns import stack as dns_stack
 from .ila import META as ILA_META
@@ -287,7 +288,7 @@ def _apply(seq: Emitter, t: TableDecl) -> None:
         seq(f"{t.name}.apply();")
 
 
-def _tables(spec: Spec, schema: P4Schema) -> tuple[str, str]:
+def table_blocks(spec: Spec, schema: P4Schema) -> tuple[str, str]:
     """Table declarations (the window registers and actions just before their tables) and the
     apply sequence, both from the schema."""
     decl, seq = Emitter(), Emitter()
@@ -399,9 +400,9 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
     check_metadata_arch(spec, opts.arch)
     if is_attrs(spec):
-        return attrs_program_text(spec, opts, _tables(spec, p4_schema(spec, opts)), _header_types(spec))
+        return attrs_program_text(spec, opts, table_blocks(spec, p4_schema(spec, opts)), _header_types(spec))
     lay = layout_of(spec, opts.arch)
-    decl, seq = _tables(spec, p4_schema(spec, opts))
+    decl, seq = table_blocks(spec, p4_schema(spec, opts))
     slots = {
         "SPEC": spec.name,
         "CONSTANTS": _constants(spec, lay),

@@ -33,7 +33,7 @@ from ...codec.attrs import ATTRS_FRAMINGS
 from ...language.spec import MatchKind, QueryField, Role, Spec
 from ...ir.pipeline import ident
 from ..emit import BackendError
-from .dns import dns_topic
+from .layout import dns_topic
 from .ila import ila_rewrites
 from .topics import variable_expr
 

@@ -22,19 +22,17 @@ on the build machines to check the P4 text itself (golden files pin that).
 """
 from __future__ import annotations
 
-from ...ir.pipeline import ident
 from ...language.spec import QueryField, Spec
 from ...language.topics import Topic
 from . import dns as p4_dns
+from .layout import meta_name
 from ..emit import Emitter
 
 DEPTH_BITS = 16
 POS_BITS = 16
 
 
-def meta_name(path: str) -> str:
-    """The metadata member holding a topic's variables: meta.camus_note_topic."""
-    return f"camus_{ident(path)}"
+
 
 
 def variable_expr(q: QueryField) -> str:
