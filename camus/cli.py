@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from camus.compiler.backends.base import BackendError, TargetOptions
+from camus.compiler.backends.base import BackendError, OverBudget, TargetOptions
+from camus.compiler.fitting import build_fitted
 from camus.compiler.backends.registry import BACKENDS, backend, explain_layers
 from camus.compiler.compile import Compiled, CompileOptions, compile_files
 from camus.compiler.language.errors import CompileError, CompileErrors
@@ -83,17 +84,18 @@ def main() -> None:
 @click.option("--budget", "budget_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="P4: switch resource budget (YAML: sram_words, tcam_block_rows, multicast_groups, "
                    "group_members); default: one Tofino-1 pipe.")
-@click.option("--fit-alpha", is_flag=True,
-              help="P4: when the entries exceed the budget, retry with coarser alpha (2, 5, 10, 20, ...) "
-                   "until they fit; over-delivers, never under-delivers.")
+@click.option("--exact", is_flag=True,
+              help="P4: refuse rather than approximate when the entries exceed the budget (by default the "
+                   "compile fits them: coarser numeric constants, alpha 2, 5, 10, 20, ..., until they fit; "
+                   "over-delivers, never under-delivers, and says what it gave up).")
 @click.option("--fit", is_flag=True,
-              help="P4: make the rule set fit the switch: a covering approximation that stops testing the "
-                   "fields that multiply the tables out (multi-attribute filters), then coarser alpha; "
-                   "over-delivers, never under-delivers (the XDP host behind the switch filters exactly).")
+              help="P4: also cover multi-attribute rule sets: stop testing the fields that multiply the tables "
+                   "out (the XDP host behind the switch filters exactly).")
+@click.option("--fit-alpha", is_flag=True, hidden=True, help="Kept for old scripts: fitting is the default now.")
 @_options
 def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None, arch: str,
-            budget_file: str | None, fit_alpha: bool, fit: bool, order: str, alpha: int, compress_max: int,
-            strategy: str) -> None:
+            budget_file: str | None, exact: bool, fit: bool, fit_alpha: bool, order: str, alpha: int,
+            compress_max: int, strategy: str) -> None:
     """Compile RULES against the message-format SPEC into staged tables.
 
     Prints a resource summary (entries per table, multicast groups, bits of state). A file
@@ -103,20 +105,22 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     --target p4 writes, with -o DIR: camus.p4 (the program, from the spec only), entries.cli
     (simple_switch_CLI), p4info.txtpb and entries.txtpb (P4Runtime: the P4Info and one
     WriteRequest as protobuf text, as p4runtime-shell reads them), entries.bfrt.py (Tofino
-    bfrt_python), calls.json. Over the switch budget nothing is written.
+    bfrt_python), calls.json. Over the switch budget the rules are approximated until they fit
+    (coarser constants; said on stderr and in the summary), or with --exact nothing is written.
     """
     if target == "p4" and strategy == "auto":
         strategy = "switch" if fit else "bdd"           # what a switch pipeline can run
-    fit_alpha = fit_alpha or fit
     c = _compile(spec, rules, order, alpha, compress_max, strategy)
-    options = TargetOptions(arch=arch, budget_file=budget_file, fit_alpha=fit_alpha,
-                            notice=lambda m: click.echo(m, err=True))
+    options = TargetOptions(arch=arch, budget_file=budget_file, notice=lambda m: click.echo(m, err=True))
     try:
-        art = backend(target).build(c, options)
+        fitted = build_fitted(c, backend(target), options, fit=not exact)
     except BackendError as exc:
-        click.echo(f"error: {exc}", err=True)
+        hint = ("\n  --exact refuses approximation: leave it out to fit, or give a larger --budget" if exact
+                else "\n  even the coarsest approximation does not fit: give a larger --budget, or split the "
+                     "subscriptions across switches")
+        click.echo(f"error: {exc}" + (hint if isinstance(exc, OverBudget) else ""), err=True)
         sys.exit(1)
-    c = art.compiled                                    # --fit-alpha may have recompiled
+    art, c = fitted.artefacts, fitted.compiled           # fitting may have recompiled
     report = resource_report(c.pipeline)
     summary = render_report(report) + (f"\n{art.summary}" if art.summary else "")
     timing = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in c.timings.items())

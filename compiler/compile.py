@@ -65,6 +65,8 @@ class Compiled:
     pipeline: Pipeline
     timings: dict[str, float] = field(default_factory=dict)
     options: CompileOptions = field(default_factory=CompileOptions)
+    exact_lowered: Lowered | None = None    # the lowering before alpha widened it: a recompile with
+                                            # other options starts here (recompile())
 
 
 def variable_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], how: str) -> list[int]:
@@ -113,7 +115,23 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
     t0 = time.perf_counter()
     rules, src = parse_rules(text, source)
     t1 = time.perf_counter()
-    lowered = discretise(lower_rules(spec, rules, src), opts.alpha, opts.exact_rules)
+    exact = lower_rules(spec, rules, src)
+    return _from_lowered(spec, rules, src, exact, opts, builder, {"parse": t1 - t0, "lower": time.perf_counter() - t1})
+
+
+def recompile(c: Compiled, opts: CompileOptions) -> Compiled:
+    """The rules of `c` compiled again with other options, from their lowering on (parsing and
+    lowering do not depend on the options): what the fitting driver tries, step after step."""
+    if c.exact_lowered is None:
+        return compile_rules(c.spec, c.source.text, c.source.name, opts)
+    with no_cyclic_gc():
+        return _from_lowered(c.spec, c.rules, c.source, c.exact_lowered, opts, None, {})
+
+
+def _from_lowered(spec: Spec, rules: list[Rule], src: SourceText, exact: Lowered, opts: CompileOptions,
+                  builder: DiagramBuilder | None, timings: dict[str, float]) -> Compiled:
+    t1 = time.perf_counter()
+    lowered = discretise(exact, opts.alpha, opts.exact_rules)
     t2 = time.perf_counter()
     widths = [v.width for v in lowered.variables]
     terms: list[tuple[Term, frozenset[Atom]]] = []
@@ -130,8 +148,10 @@ def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
                                     "a simpler filter, or split it into several rules"))
     if errors:
         raise CompileErrors(errors)
-    return assemble(spec, rules, src, lowered, terms, opts, builder,
-                    timings={"parse": t1 - t0, "lower": t2 - t1, "dnf": time.perf_counter() - t2})
+    c = assemble(spec, rules, src, lowered, terms, opts, builder,
+                 timings={**timings, "discretise": t2 - t1, "dnf": time.perf_counter() - t2})
+    c.exact_lowered = exact
+    return c
 
 
 def merge_equal_terms(terms: list[tuple[Term, frozenset[Atom]]]) -> list[tuple[Term, frozenset[Atom]]]:

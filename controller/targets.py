@@ -17,6 +17,7 @@ from typing import Any
 from pathlib import Path
 
 from camus.compiler.backends.base import TargetOptions
+from camus.compiler.fitting import build_fitted
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4.entries import P4Tables
 from camus.compiler.backends.registry import backend
@@ -146,7 +147,7 @@ class SwitchDirTarget:
 
     def push(self, device: str, tables: DeviceTables) -> str:
         # the same files as `compile --target p4 -o DIR`; over the switch budget nothing is written
-        art = backend("p4").build(tables.compiled, TargetOptions(arch=self.arch))
+        art = build_fitted(tables.compiled, backend("p4"), TargetOptions(arch=self.arch)).artefacts
         files = {**art.files, "rules.txt": tables.rules, "digest": tables.digest + "\n"}
         self.root.mkdir(parents=True, exist_ok=True)
         version = Path(tempfile.mkdtemp(prefix=f".{device}-{tables.digest}-", dir=self.root))

@@ -27,14 +27,25 @@ class TargetOptions:
     """Target-specific choices (each back end reads the ones it knows)."""
     arch: str = "v1model"                   # P4: v1model (bmv2) | tna (Tofino)
     budget_file: str | None = None          # P4: switch resource budget (YAML)
-    fit_alpha: bool = False                 # P4: recompile with coarser alpha until it fits
     notice: Callable[[str], None] = field(default=_quiet, compare=False)   # progress for the user
+
+
+class OverBudget(BackendError):
+    """The tables do not fit the target: each resource over, with what they need and what the
+    target has. Nothing was written; compiler/fitting.py decides what to give up and retries."""
+
+    def __init__(self, over: list[str]) -> None:
+        self.over = over
+        super().__init__("the entries do not fit the switch budget (nothing written):\n  " + "\n  ".join(over))
+
+    def headline(self) -> str:
+        return self.over[0] if self.over else "over budget"
 
 
 @dataclass
 class Artefacts:
     """What a back end produced for one compile."""
-    compiled: "Compiled"                    # the compile these belong to (P4 may refit alpha)
+    compiled: "Compiled"                    # the compile these belong to
     files: dict[str, str]                   # file name -> text, written under `compile -o DIR`
     emit: str                               # the main artefact, for `compile --emit`
     summary: str = ""                       # lines added to the resource summary
@@ -54,4 +65,4 @@ class Backend(ABC):
         raise BackendError(f"the {self.name} back end cannot explain messages")
 
 
-__all__ = ["Artefacts", "Backend", "BackendError", "TargetOptions"]
+__all__ = ["Artefacts", "Backend", "BackendError", "OverBudget", "TargetOptions"]

@@ -196,13 +196,13 @@ def test_budget_and_fit_alpha(tmp_path: Path) -> None:
     budget.write_text(yaml.safe_dump(tight))
     out = tmp_path / "sw"
     r = CliRunner().invoke(main, ["compile", str(spec), str(rules), "--target", "p4", "--budget", str(budget),
-                                  "-o", str(out)])
-    assert r.exit_code == 1 and "tcam block rows" in r.output and "--fit-alpha" in r.output
+                                  "--exact", "-o", str(out)])
+    assert r.exit_code == 1 and "tcam block rows" in r.output and "--exact refuses" in r.output
     assert not out.exists()                                  # over budget: nothing written
     r = CliRunner().invoke(main, ["compile", str(spec), str(rules), "--target", "p4", "--budget", str(budget),
-                                  "--fit-alpha", "-o", str(out)])
+                                  "-o", str(out)])                 # fitting is the default
     assert r.exit_code == 0, r.output
-    assert "fitted with --alpha" in r.output
+    assert "fitted: numeric constants discretised to multiples of" in r.output
     fitted = json.loads((out / "switch_resources.json").read_text())
     assert fitted["tcam_block_rows"] <= tight["tcam_block_rows"]
     assert {"camus.p4", "entries.cli", "entries.txtpb", "entries.bfrt.py", "p4info.txtpb"} <= \

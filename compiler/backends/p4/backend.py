@@ -1,16 +1,15 @@
 """The P4 back end: the P4_16 program (v1model or TNA) from the spec, and the entries,
-multicast groups and P4Info that realise the tables, checked against a switch budget
-(recompiling with coarser alpha when asked to fit)."""
+multicast groups and P4Info that realise the tables, checked against a switch budget. Over the
+budget it raises OverBudget and writes nothing; compiler/fitting.py decides what to give up."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
-from ...compile import Compiled, compile_rules
+from ...compile import Compiled
 from ...semantics.explain import Engine
 from ...semantics.interpreter import Step
 from ...ir.pipeline import ActionSet
-from ..base import Artefacts, Backend, BackendError, TargetOptions
+from ..base import Artefacts, Backend, BackendError, OverBudget, TargetOptions
 from .budget import Budget, over_budget, render_resources, switch_resources
 from .entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
 from .interp import EntryInterpreter
@@ -18,8 +17,6 @@ from .program import check_whole_program, program_text
 from .control import control_text
 from .runtime import Names, p4info_message, text, updates, write_request
 from .schema import P4Options, p4_schema
-
-ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
 
 
 class P4Engine:
@@ -60,27 +57,20 @@ class P4Backend(Backend):
         except BackendError as exc:
             whole = str(exc)
         control = control_text(c.spec, p4opts)
-        alpha = c.options.alpha
-        tries = [alpha] + ([a for a in ALPHA_STEPS if a > alpha] if options.fit_alpha else [])
-        for a in tries:
-            if a != alpha:
-                options.notice(f"over the switch budget; retrying with --alpha {a}")
-                c = compile_rules(c.spec, c.source.text, c.source.name, dataclasses.replace(c.options, alpha=a))
-            check_program_fit(c.pipeline, c.spec, options.arch)
-            if len(c.pipeline.groups) > budget.multicast_groups:    # before their 16-bit ids overflow
-                over = [f"multicast groups: {len(c.pipeline.groups):,} needed, budget {budget.multicast_groups:,}"]
-                continue
-            program = program_text(c.spec, p4opts) if whole is None else None
-            tables = p4_tables(c.pipeline, c.spec)
-            check_entries(tables, p4_schema(c.spec, p4opts))
-            report = switch_resources(tables)
-            over = over_budget(report, budget)
-            if not over:
-                break
-        else:
-            raise BackendError("the entries do not fit the switch budget (nothing written):\n  " + "\n  ".join(over)
-                               + ("" if options.fit_alpha else
-                                  "\n  try --fit-alpha (coarser constants) or a larger --budget"))
+        check_program_fit(c.pipeline, c.spec, options.arch)
+        # the replication engine first, from the IR alone: before group ids overflow 16 bits, and
+        # before the entries are built for nothing (the fitting driver tries again)
+        over = over_budget({"multicast_groups": len(c.pipeline.groups),
+                            "group_members": sum(map(len, c.pipeline.groups.values()))}, budget)
+        if over:
+            raise OverBudget(over)
+        program = program_text(c.spec, p4opts) if whole is None else None
+        tables = p4_tables(c.pipeline, c.spec)
+        check_entries(tables, p4_schema(c.spec, p4opts))
+        report = switch_resources(tables)
+        over = over_budget(report, budget)
+        if over:
+            raise OverBudget(over)
         info = p4info_message(c.spec, p4opts, whole_program=program is not None)
         files = {
             "camus_control.p4": control,
@@ -98,8 +88,6 @@ class P4Backend(Backend):
         if program is None:
             summary += (f"\n  control block only (camus_control.p4, to include in your program): no whole "
                         f"program because {whole}")
-        if a != alpha:
-            summary += f"\n  fitted with --alpha {a}"
         return Artefacts(c, files, program if program is not None else control, summary)
 
     def engine(self, c: Compiled) -> Engine:

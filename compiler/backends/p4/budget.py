@@ -72,7 +72,7 @@ def over_budget(report: dict[str, Any], budget: Budget) -> list[str]:
     """What exceeds the budget, one line each (empty: it fits)."""
     out = []
     for name, limit in asdict(budget).items():
-        used = report[name]
+        used = report.get(name, 0)
         if used > limit:
             out.append(f"{name.replace('_', ' ')}: {used:,} needed, budget {limit:,}")
     return out
