@@ -12,7 +12,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from camus.dataplane.testrun import _libbpf
+from camus.dataplane.testrun import libbpf
 
 
 class ProgInfo(ctypes.Structure):       # struct bpf_prog_info (uapi/linux/bpf.h), up to run_cnt
@@ -34,7 +34,7 @@ class ProgInfo(ctypes.Structure):       # struct bpf_prog_info (uapi/linux/bpf.h
 
 def run_times(prefix: bytes = b"camus_") -> dict[str, tuple[int, int]]:
     """name -> (run_time_ns, run_cnt) summed over loaded programs whose name starts with prefix."""
-    lib = _libbpf()
+    lib = libbpf()
     lib.bpf_prog_get_next_id.argtypes = [ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32)]
     lib.bpf_prog_get_fd_by_id.argtypes = [ctypes.c_uint32]
     lib.bpf_obj_get_info_by_fd.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]

@@ -40,10 +40,10 @@ class KernelCheck:
         from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
         from camus.compiler.language.spec_parser import load_spec
         from camus.dataplane import runtime
-        from camus.dataplane.testrun import _libbpf, test_run
+        from camus.dataplane.testrun import libbpf, test_run
         self.spec, self.price = load_spec(SPEC), price
         self.build, self.msg, self.addr, self.run = build_packet, message_from_text, packet_addresses, test_run
-        self.fd = _libbpf().bpf_obj_get(str(runtime.pin_dir(iface) / "prog_xdp").encode())
+        self.fd = libbpf().bpf_obj_get(str(runtime.pin_dir(iface) / "prog_xdp").encode())
         if self.fd < 0:
             raise RuntimeError(f"{iface}: no attached program pinned")
 
@@ -123,7 +123,7 @@ def measure(n: int, changes: int) -> dict:
     finally:
         if live is not None:
             live.close()
-        if runtime._state_path(IFACE).exists():           # attach may have failed (and left nothing)
+        if runtime.state_path(IFACE).exists():           # attach may have failed (and left nothing)
             runtime.detach(IFACE)
         subprocess.run(["ip", "link", "del", IFACE], capture_output=True)
         for f in workdir.iterdir():

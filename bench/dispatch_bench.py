@@ -66,7 +66,7 @@ def main() -> int:
     random.seed(1)
     for n in args.subscriptions or [1000]:
         loaded = load_apps(n)
-        bpf, fn = apps._load_dispatcher()
+        bpf, fn = apps.load_dispatcher()
         try:
             for slot, (name, prog, frames) in enumerate(loaded):
                 bpf[b"dispatch_progs"][ctypes.c_int(slot)] = ctypes.c_int(prog.fn.fd)

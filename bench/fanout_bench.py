@@ -60,7 +60,7 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
     from camus.dataplane.installed import pin_dir
     from camus.dataplane.maps import MapSet
     from camus.dataplane.lab import Lab
-    from camus.dataplane.testrun import _libbpf, live_frames
+    from camus.dataplane.testrun import libbpf, live_frames
 
     ks = sorted({1, max(1, n // 4), max(1, n // 2), n})
     spec_path = apps_dir() / "itch" / "itch.p4"
@@ -88,7 +88,7 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
                     fanout.install(maps, prog_fan, plan)
                     os.close(prog_fan)
                     maps.close()
-                fd = _libbpf().bpf_obj_get(str(pin_dir(lab.broker) / "prog_xdp").encode())
+                fd = libbpf().bpf_obj_get(str(pin_dir(lab.broker) / "prog_xdp").encode())
                 for c in cases:
                     pkt = frames[c]
                     ctx = XDP_MD.pack(0, len(pkt), 0, ifindex, 0, 0)

@@ -251,8 +251,8 @@ class SinkBench:
         into the broker's interface with an XDP program that drops every frame (the veth's
         receive, the program run, the page's return to the sender's pool, which on this lab
         crosses CPUs under a lock)."""
-        from camus.dataplane.program import _bcc
-        bcc = _bcc()
+        from camus.dataplane.program import bcc_module
+        bcc = bcc_module()
         drop = bcc.BPF(text=DROP_ALL)
         drop.attach_xdp(lab.broker.encode(), drop.load_func(b"drop_all", bcc.BPF.XDP), 0)
         try:

@@ -75,8 +75,8 @@ class Sinks:
 
     def __init__(self, where: list[tuple[str, str]], ports: list[int]) -> None:
         self.ports = ports
-        from camus.dataplane.program import _bcc
-        bcc = _bcc()
+        from camus.dataplane.program import bcc_module
+        bcc = bcc_module()
         self.bpf = bcc.BPF(src_file=str(SOURCE).encode(), cflags=[
             f"-DSINK_PORTS={PORTS}", f"-DSINK_BUCKETS={BUCKETS}", f"-DSINK_BUCKET_NS={BUCKET_NS}"])
         fn = self.bpf.load_func(b"camus_sink", bcc.BPF.XDP)

@@ -69,7 +69,7 @@ def veth_rate(compiled, frames: list[bytes], count: int) -> dict[str, float]:
         return {"pps": got["packets"] / seconds, "sent": count, "classified": got["packets"],
                 "dropped_early": got["no_match"], "delivered": got["deliver"]}
     finally:
-        if runtime._state_path(brk).exists():
+        if runtime.state_path(brk).exists():
             runtime.detach(brk)
         sh("ip", "link", "del", brk, check=False)
         sh("ip", "netns", "del", ns, check=False)

@@ -37,8 +37,8 @@ class _ProgInfo(ctypes.Structure):       # the head of struct bpf_prog_info (uap
 
 def jit_image(prog_fd: int) -> tuple[bytes, str]:
     """The program's x86 code and its tag (perf names the symbol bpf_prog_<tag>_<name>)."""
-    from camus.dataplane.testrun import _libbpf
-    lib = _libbpf()
+    from camus.dataplane.testrun import libbpf
+    lib = libbpf()
     lib.bpf_obj_get_info_by_fd.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32)]
     info, size = _ProgInfo(), ctypes.c_uint32(ctypes.sizeof(_ProgInfo))
     if lib.bpf_obj_get_info_by_fd(prog_fd, ctypes.byref(info), ctypes.byref(size)) != 0:

@@ -67,7 +67,7 @@ class XdpSender:
     """The loaded sender with its frames; `send` transmits from `iface`."""
 
     def __init__(self, frames: list[tuple[bytes, list[int]]]) -> None:
-        from camus.dataplane.program import DataplaneError, _bcc, require_root
+        from camus.dataplane.program import DataplaneError, bcc_module, require_root
         require_root()
         if not frames:
             raise ValueError("no frames to send")
@@ -75,7 +75,7 @@ class XdpSender:
             if not 14 <= len(frame) <= FRAME_MAX or len(stamps) > STAMPS_MAX:
                 raise ValueError(f"frame {k}: {len(frame)} bytes, {len(stamps)} stamps "
                                  f"(14..{FRAME_MAX} bytes, at most {STAMPS_MAX} stamps)")
-        bcc = _bcc()
+        bcc = bcc_module()
         try:
             self.bpf = bcc.BPF(text=SOURCE.read_bytes(), cflags=[
                 f"-DSENDER_FRAMES={len(frames)}", f"-DSENDER_FRAME_MAX={FRAME_MAX}", f"-DSENDER_STAMPS_MAX={STAMPS_MAX}"])

@@ -119,12 +119,12 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
     last line is the kernel's receive counters of the interface: frames its driver or ring
     dropped before XDP ran (rx_dropped, rx_missed_errors) mean the broker is not keeping up.
     """
-    from camus.dataplane import apps, netdev, runtime
+    from camus.dataplane import counting, dispatch, netdev, runtime
     try:
-        shared = not app and "@" not in iface and apps.dispatch_record_path(iface).exists()
+        shared = not app and "@" not in iface and dispatch.dispatch_record_path(iface).exists()
         units = {"": _unit(iface, app)}
         if shared:
-            units = {f"[{name}]": f"{iface}@{name}" for name in apps.load_record(iface)["apps"]}
+            units = {f"[{name}]": f"{iface}@{name}" for name in dispatch.load_record(iface)["apps"]}
 
         nic = iface.split("@")[0]
         for unit in units.values():                    # counters of what serves, not of a crash's journal
@@ -133,7 +133,7 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
                 click.echo(note, err=True)
 
         def read() -> dict[str, dict[str, int]]:
-            out = {"dispatch:": apps.dispatch_counts(iface)} if shared else {}
+            out = {"dispatch:": dispatch.dispatch_counts(iface)} if shared else {}
             out |= {label: runtime.stats(unit) for label, unit in units.items()}
             received = netdev.receive_counters(nic)
             return out | ({f"{nic} (kernel):": received} if received else {})
@@ -144,7 +144,7 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
                                  for k, v in counters.items())
                 click.echo(f"{label} {line}" if label else line)
                 if show_rules and label in units:
-                    for text, n in runtime.rule_counts(units[label]):
+                    for text, n in counting.rule_counts(units[label]):
                         click.echo(f"{n:>12}  {text}")
 
         prev, t_prev = read(), time.monotonic()
@@ -163,14 +163,15 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
 @click.command()
 def status() -> None:
     """Interfaces with camus-xdp attached."""
-    from camus.dataplane import apps, netdev, runtime
-    rows = runtime.installed()
+    from camus.dataplane import dispatch, netdev, runtime
+    from camus.dataplane import installed as state
+    rows = state.installed()
     if not rows:
         click.echo("camus-xdp is not attached anywhere")
-    for rec in apps.shared_interfaces():
+    for rec in dispatch.shared_interfaces():
         by_app: dict[int, list[str]] = {}
         for key, slot in rec["keys"].items():
-            by_app.setdefault(slot, []).append(apps.describe_key(int(key)))
+            by_app.setdefault(slot, []).append(dispatch.describe_key(int(key)))
         click.echo(f"{rec['iface']}: {rec['mode']} XDP dispatcher for {len(rec['apps'])} apps: " +
                    "; ".join(f"{name} ({', '.join(by_app.get(i, []))})" for i, name in enumerate(rec["apps"])))
     for inst in rows:

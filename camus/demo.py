@@ -102,7 +102,7 @@ def run_lab_demo(n_messages: int, seed: int) -> int:
 
     from camus.dataplane.lab import Lab, mold_order_refs
     from camus.compiler.semantics.interpreter import PipelineInterpreter
-    from camus.dataplane import runtime
+    from camus.dataplane import counting, runtime
 
     spec_path, rules_path = APPS / "itch" / "itch.p4", APPS / "itch" / "rules.txt"
     c = compile_files(spec_path, rules_path, CompileOptions(count_rules=64))     # as `attach` does
@@ -133,7 +133,7 @@ def run_lab_demo(n_messages: int, seed: int) -> int:
         lab.send(frames)
         got = {p: [r for payload in lab.collect(procs[p], p) for r in mold_order_refs(payload)] for p in lab.ports}
         stats = runtime.stats(lab.broker)
-        per_rule = runtime.rule_counts(lab.broker)
+        per_rule = counting.rule_counts(lab.broker)
     click.echo(f"   feed: {sent} Add Order messages in {len(frames)} MoldUDP64 packets (1-12 each)")
     click.echo(f"   broker: {stats['packets']} packets classified, {stats['no_match']} dropped in XDP "
                f"(nobody subscribed), {stats['explicit_drop']} messages hit a drop rule")

@@ -56,6 +56,7 @@ class Agent:
         from camus.compiler.incremental import IncrementalCompiler
         from camus.compiler.language.errors import CompileError, CompileErrors
         from camus.compiler.language.spec_parser import load_spec
+        from camus.dataplane import installed as state
         from camus.dataplane import runtime
         path = self.workdir / f"rules-{digest}.txt"
         path.write_text(rules)
@@ -67,7 +68,7 @@ class Agent:
         except (CompileErrors, CompileError) as exc:
             raise ValueError(str(exc)) from None
         try:
-            if any(i.iface == self.iface for i in runtime.installed()):
+            if any(i.iface == self.iface for i in state.installed()):
                 report = runtime.update(self.iface, compiled, str(path))
                 summary = (f"{report.old_entries} -> {report.new_entries} entries in {report.seconds * 1000:.0f} ms; "
                            f"{len(report.added)} rules added, {len(report.removed)} removed"

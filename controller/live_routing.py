@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .routing import MATCH_ALL, PortPlan, Routing, _cover, plan_routes
+from .routing import MATCH_ALL, PortPlan, Routing, plan_routes, stateless_filter
 from .topology import Topology
 
 _MASK = (1 << 64) - 1
@@ -92,7 +92,7 @@ class LiveRouting:
         """One subscription of `host` to `filter_text` added (+1) or removed (-1); removing one
         the host does not hold raises KeyError and changes nothing."""
         f = filter_text.strip()
-        wants = [(r, f if r.windowed else _cover(f), 0 if r.last_hop else 1) for r in self.reach.get(host, ())]
+        wants = [(r, f if r.windowed else stateless_filter(f), 0 if r.last_hop else 1) for r in self.reach.get(host, ())]
         if delta < 0 and any(self.counts.get((r.device, r.port), {}).get(v, [0, 0])[k] <= 0 for r, v, k in wants):
             raise KeyError(f"{host} does not subscribe to {f!r}")
         for r, variant, k in wants:

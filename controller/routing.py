@@ -130,7 +130,9 @@ _STATE_CALL = re.compile(r"\b(count|sum|avg|every)\s*\(")
 
 
 @lru_cache(maxsize=65536)
-def _cover(f: str) -> str:
+def stateless_filter(f: str) -> str:
+    """The filter with its state functions (count, sum, avg, every) covered: what a switch
+    upstream of the last hop forwards by."""
     return stateless_cover(f) if _STATE_CALL.search(f) else f
 
 
@@ -143,9 +145,9 @@ def _port_filters(subs: dict[str, list[str]], beyond: set[str], last_hop: set[st
         for f in subs.get(h, ()):
             f = f.strip()
             if h in last_hop:
-                seen[f if h in windowed else _cover(f)] = True
+                seen[f if h in windowed else stateless_filter(f)] = True
             else:
-                seen.setdefault(_cover(f), False)
+                seen.setdefault(stateless_filter(f), False)
     return tuple(seen), frozenset(f for f, e in seen.items() if e)
 
 

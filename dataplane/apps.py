@@ -19,22 +19,21 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from camus.compiler.codec.attrs import ATTRS_FRAMINGS, ETHERTYPE_ATTRS
 from camus.compiler.compile import Compiled
 from camus.compiler.language.spec import Spec
 
 from . import runtime
-from .installed import PIN_ROOT, STATE_ROOT, Installed, load_installed, pin_dir, unit_name, valid_app, valid_iface
+from .dispatch import DISPATCH_PINS, KEY_ETHER, KEY_UDP, MAX_APPS, describe_key, dispatch_record_path
+from .faults import fault
+from .netlink import attach_xdp, ifindex, remove_xdp
+from .teardown import remove_unit
+from .installed import state_path, Installed, pin_dir, valid_app
 from .maps import MapSet
-from .program import DataplaneError, _bcc, require_root
-from .testrun import _libbpf
+from .program import DataplaneError, bcc_module, require_root
+from .testrun import libbpf
 
-MAX_APPS = 16                     # bpf/camus_dispatch.c CAMUS_MAX_APPS (4 bits of a copy's mark)
-KEY_ETHER = 1 << 16               # a key: which array (dispatch_ether / dispatch_udp) | the value
-KEY_UDP = 2 << 16
-DISPATCH_PINS = ("dispatch_progs", "dispatch_ether", "dispatch_udp", "dispatch_stats")
 
 
 @dataclass
@@ -78,30 +77,9 @@ def plan(apps: list[App]) -> dict[int, int]:
     return keys
 
 
-def dispatch_record_path(iface: str) -> Path:
-    return STATE_ROOT / "dispatch" / f"{valid_iface(iface)}.json"
-
-
-def shared_interfaces() -> list[dict]:
-    """The dispatch record of every interface serving several apps."""
-    folder = STATE_ROOT / "dispatch"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
-
-
-def describe_key(key: int) -> str:
-    return f"EtherType 0x{key & 0xFFFF:04x}" if key & KEY_ETHER else f"UDP port {key & 0xFFFF}"
-
-
-def load_record(iface: str) -> dict:
-    path = dispatch_record_path(iface)
-    if not path.exists():
-        raise DataplaneError(f"{iface} does not serve several apps (no {path})")
-    return json.loads(path.read_text())
-
-
-def _load_dispatcher():
+def load_dispatcher():
     from camus.data import bpf_dir
-    bcc = _bcc()
+    bcc = bcc_module()
     source = (bpf_dir() / "camus_dispatch.c").read_text().replace(
         "/*@CAMUS_L2_H@*/", (bpf_dir() / "camus_l2.h").read_text())
     try:
@@ -124,8 +102,8 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
     installed when any step fails."""
     require_root()
     keys = plan(apps)
-    runtime._ifindex(iface)
-    if (runtime._state_path(iface).exists() or pin_dir(iface).exists()
+    ifindex(iface)
+    if (state_path(iface).exists() or pin_dir(iface).exists()
             or dispatch_record_path(iface).exists()):
         raise DataplaneError(f"{iface} already has camus-xdp attached: `detach` it first")
     done: list[Installed] = []
@@ -136,10 +114,10 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
             done.append(runtime.attach(iface, app.compiled, app.spec_path, app.rules_path, mode,
                                        ports_path=app.ports_path, xdp_redirect=xdp_redirect, fanout_mode=fanout_mode,
                                        app=app.name, app_id=slot))
-        bpf, fn = _load_dispatcher()
+        bpf, fn = load_dispatcher()
         for key, slot in keys.items():
             write_key(bpf, key, slot)
-        lib = _libbpf()
+        lib = libbpf()
         for slot, inst in enumerate(done):
             fd = lib.bpf_obj_get(str(inst.pins / "prog_xdp").encode())
             if fd < 0:
@@ -152,8 +130,8 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
         pins.pin(pin_dir(iface))       # the program array's entries live as long as its pin
         if lib.bpf_obj_pin(fn.fd, str(pin_dir(iface) / "prog_dispatch").encode()) < 0:
             raise DataplaneError(f"could not pin the dispatcher under {pin_dir(iface)}")
-        runtime._fault("apps:pinned")
-        runtime.attach_xdp(bpf, fn, iface, mode)
+        fault("apps:pinned")
+        attach_xdp(bpf, fn, iface, mode)
         attached = True
         record = {"iface": iface, "mode": mode, "apps": [a.name for a in apps],
                   "keys": {str(k): s for k, s in sorted(keys.items())}}
@@ -163,9 +141,9 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
         return done
     except BaseException:
         if attached:
-            runtime._remove_xdp(iface, mode)
+            remove_xdp(iface, mode)
         for inst in done:
-            runtime.remove_unit(inst)
+            remove_unit(inst)
         shutil.rmtree(pin_dir(iface), ignore_errors=True)
         raise
     finally:
@@ -173,50 +151,3 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
             bpf.cleanup()                # the pins and the attachment keep it alive
 
 
-def detach_apps(iface: str) -> str:
-    """Remove the dispatcher and every app of `iface` (the record goes last, so an interrupted
-    detach can start over)."""
-    record = load_record(iface)
-    note = ""
-    if runtime.interface_exists(iface):
-        try:
-            runtime._remove_xdp(iface, record["mode"])
-        except Exception as exc:
-            raise DataplaneError(f"could not remove XDP from {iface}: {exc}") from exc
-    else:
-        note = f"{iface} no longer exists; removed its pinned maps and state"
-    for app in record["apps"]:
-        unit = unit_name(iface, app)
-        if runtime._state_path(unit).exists():
-            runtime.remove_unit(load_installed(unit))
-        shutil.rmtree(pin_dir(unit), ignore_errors=True)
-    shutil.rmtree(pin_dir(iface), ignore_errors=True)
-    dispatch_record_path(iface).unlink(missing_ok=True)
-    return note
-
-
-def remove_leftover_apps(iface: str) -> int:
-    """After a crash part-way through `attach_apps` (no record yet): remove the app units it
-    had installed. Returns how many there were."""
-    units = {q.stem for q in STATE_ROOT.glob(f"{valid_iface(iface)}@*.json")}
-    units |= {q.name for q in PIN_ROOT.glob(f"{iface}@*")}
-    for unit in sorted(units):
-        if runtime._state_path(unit).exists():
-            runtime.remove_unit(load_installed(unit))
-        shutil.rmtree(pin_dir(unit), ignore_errors=True)
-    return len(units)
-
-
-def dispatch_counts(iface: str) -> dict[str, int]:
-    """Frames the dispatcher handed to each app, and `unclaimed` (passed to the stack)."""
-    record = load_record(iface)
-    fd = _libbpf().bpf_obj_get(str(pin_dir(iface) / "dispatch_stats").encode())
-    if fd < 0:
-        raise DataplaneError(f"cannot open {pin_dir(iface) / 'dispatch_stats'}: detach and attach again")
-    maps = MapSet({"dispatch_stats": fd}, owned=True)
-    try:
-        out = {app: maps._percpu_sum("dispatch_stats", slot) for slot, app in enumerate(record["apps"])}
-        out["unclaimed"] = maps._percpu_sum("dispatch_stats", MAX_APPS)
-        return out
-    finally:
-        maps.close()

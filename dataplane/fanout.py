@@ -192,8 +192,8 @@ def group_sets(leaf_ports: list[tuple[int, ...]], p: FanPlan) -> list[tuple[int,
 
 
 def _libbpf_groups():
-    from .testrun import _libbpf
-    lib = _libbpf()
+    from .testrun import libbpf
+    lib = libbpf()
     lib.bpf_map_create.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
                                    ctypes.c_uint32, ctypes.c_void_p]
     lib.bpf_map_get_next_key.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]

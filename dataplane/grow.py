@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import fields, replace
 from pathlib import Path
@@ -33,59 +32,23 @@ from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import Compiled
 
 from . import fanout
-from .installed import Installed, _keys, _save, pin_dir
+from .counting import counted_rules, leaf_ports, rule_lines_of, rule_totals, tables_key
+from .dispatch import load_record
+from .faults import GRACE_S, fault
+from .installed import TABLE_CAPACITY, Installed, keys_of, pin_dir, save, side_dirs, staging_dir
+from .bpfinfo import MapInfo, map_id, obj_info, pinned_id, prog_map_ids
+from .netlink import XDP_FLAGS, add_tc, del_tc_filter, tc_filters, xdp_prog_id
 from .maps import CFG_BYPASS_PPS, CFG_MALFORMED, CFG_RECORD, CFG_REDIRECT, CFG_TC, MapSet
 from .program import DataplaneError, XdpProgram
-from .testrun import _libbpf
+from .testrun import libbpf
 
 COPIED_CFG = (CFG_MALFORMED, CFG_RECORD, CFG_REDIRECT, CFG_TC, CFG_BYPASS_PPS)   # what commands set
 COPIED_ARRAYS = ("ports_cfg", "svars", "overload")          # written since attach, kept as they are
 
 
-class _MapInfo(ctypes.Structure):    # the head of struct bpf_map_info (uapi/linux/bpf.h)
-    _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32), ("key_size", ctypes.c_uint32),
-                ("value_size", ctypes.c_uint32), ("max_entries", ctypes.c_uint32),
-                ("map_flags", ctypes.c_uint32), ("name", ctypes.c_char * 16), ("rest", ctypes.c_uint8 * 256)]
-
-
-class _ProgInfo(ctypes.Structure):   # the head of struct bpf_prog_info, to its map ids
-    _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32), ("tag", ctypes.c_uint8 * 8),
-                ("jited_prog_len", ctypes.c_uint32), ("xlated_prog_len", ctypes.c_uint32),
-                ("jited_prog_insns", ctypes.c_uint64), ("xlated_prog_insns", ctypes.c_uint64),
-                ("load_time", ctypes.c_uint64), ("created_by_uid", ctypes.c_uint32),
-                ("nr_map_ids", ctypes.c_uint32), ("map_ids", ctypes.c_uint64), ("rest", ctypes.c_uint8 * 512)]
-
-
-def _info(fd: int, info: ctypes.Structure) -> ctypes.Structure:
-    lib = _libbpf()
-    size = ctypes.c_uint32(ctypes.sizeof(info))
-    if lib.bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(size)) != 0:
-        raise DataplaneError(f"bpf_obj_get_info_by_fd: {os.strerror(ctypes.get_errno())}")
-    return info
-
-
-def map_id(fd: int) -> int:
-    return _info(fd, _MapInfo()).id
-
-
-def prog_map_ids(prog_id: int) -> set[int]:
-    """The maps a loaded program uses (empty when it is gone)."""
-    lib = _libbpf()
-    fd = lib.bpf_prog_get_fd_by_id(prog_id)
-    if fd < 0:
-        return set()
-    try:
-        ids = (ctypes.c_uint32 * 64)()
-        info = _ProgInfo(nr_map_ids=64, map_ids=ctypes.addressof(ids))
-        _info(fd, info)
-        return set(ids[:min(64, info.nr_map_ids)])
-    finally:
-        os.close(fd)
-
-
 def copy_array(old: MapSet, new: MapSet, name: str, entries: int | None = None) -> None:
     """Entries 0..n-1 of array map `name`, byte for byte (per-CPU arrays: every CPU's value)."""
-    info = _info(old.fds[name], _MapInfo())
+    info = obj_info(old.fds[name], MapInfo())
     per_cpu = info.type in (6,)                      # BPF_MAP_TYPE_PERCPU_ARRAY
     size = ((info.value_size + 7) // 8 * 8) * MapSet._ncpu() if per_cpu else info.value_size
     buf = ctypes.create_string_buffer(size)
@@ -94,18 +57,17 @@ def copy_array(old: MapSet, new: MapSet, name: str, entries: int | None = None) 
             new.update(name, ctypes.c_uint32(i), buf)
 
 
-def our_tc_filters(ifnames: list[str], ports_id: int) -> list[tuple[str, str, str]]:
+def our_tc_filters(ifnames: list[str], ports_id: int) -> list[tuple[str, str, int]]:
     """(interface, direction, pref) of each camus TC filter whose program uses the map `ports_id`
     (a program's ports_cfg, which its TC programs in and out both read): one unit's filters
     among those of other apps sharing the interfaces."""
-    from .runtime import tc_filters
     return [(ifname, direction, pref) for ifname in ifnames for direction, pref, prog in tc_filters(ifname)
             if ports_id in prog_map_ids(prog)]
 
 
-def _del_filters(found: list[tuple[str, str, str]]) -> None:
+def _del_filters(found: list[tuple[str, str, int]]) -> None:
     for ifname, direction, pref in found:
-        subprocess.run(["tc", "filter", "del", "dev", ifname, direction, "pref", pref], capture_output=True)
+        del_tc_filter(ifname, direction, pref)
 
 
 def grown_limits(compiled: Compiled, inst: Installed) -> EbpfLimits:
@@ -124,13 +86,12 @@ def tc_interfaces(inst: Installed) -> list[str]:
     return sorted({inst.iface} | {s.iface for s in load_ports(inst.ports).values() if s.iface})
 
 
-def _attached_prog_id(inst: Installed) -> int:
+def attached_prog_id(inst: Installed) -> int:
     """The id of the program that classifies the unit's frames now: the interface's XDP
     program, or for one of several apps its slot in the pinned dispatcher."""
     if inst.app:
-        from .apps import load_record
         slot = load_record(inst.iface)["apps"].index(inst.app)
-        lib = _libbpf()
+        lib = libbpf()
         fd = lib.bpf_obj_get(str(pin_dir(inst.iface) / "dispatch_progs").encode())
         if fd < 0:
             return 0
@@ -140,40 +101,14 @@ def _attached_prog_id(inst: Installed) -> int:
             return out.value if ok else 0                 # a program array's lookup gives the id
         finally:
             os.close(fd)
-    import json
-    shown = subprocess.run(["ip", "-j", "-d", "link", "show", "dev", inst.iface], capture_output=True, text=True).stdout
-    try:
-        return int(json.loads(shown)[0].get("xdp", {}).get("prog", {}).get("id", 0))
-    except (ValueError, IndexError, KeyError):
-        return 0
-
-
-def _pinned_id(directory: Path, name: str) -> int:
-    lib = _libbpf()
-    fd = lib.bpf_obj_get(str(directory / name).encode())
-    if fd < 0:
-        return 0
-    try:
-        return _info(fd, _ProgInfo()).id if name.startswith("prog_") else map_id(fd)
-    finally:
-        os.close(fd)
-
-
-def staging_dir(inst: Installed) -> Path:
-    """Where the grown program is pinned until it takes over (beside the unit's pins)."""
-    return side_dirs(inst.unit)[0]
-
-
-def side_dirs(unit: str) -> list[Path]:
-    """The pin folders a grow keeps beside the unit's for a moment (a crash may leave them)."""
-    return [pin_dir(unit).with_name(unit + suffix) for suffix in ("~grow", "~old")]   # (bpffs: no dots)
+    return xdp_prog_id(inst.iface)
 
 
 def _swap_xdp(inst: Installed, prog: XdpProgram, app_id: int) -> None:
     """The new program takes the unit's frames in one step: the hook replaced (the kernel swaps
     the program atomically), or the dispatcher's slot rewritten."""
     if inst.app:
-        lib = _libbpf()
+        lib = libbpf()
         fd = lib.bpf_obj_get(str(pin_dir(inst.iface) / "dispatch_progs").encode())
         if fd < 0:
             raise DataplaneError(f"cannot open the dispatcher of {inst.iface}")
@@ -185,7 +120,6 @@ def _swap_xdp(inst: Installed, prog: XdpProgram, app_id: int) -> None:
         finally:
             os.close(fd)
         return
-    from .runtime import XDP_FLAGS
     try:
         prog.bpf.attach_xdp(inst.iface.encode(), prog.fn, XDP_FLAGS[inst.mode])
     except Exception as exc:
@@ -218,8 +152,8 @@ def recover_grow(inst: Installed) -> str:
     if not p or "grow" not in p:
         return ""
     staging = Path(p["grow"])
-    attached = _attached_prog_id(inst)
-    if staging.exists() and attached and attached == _pinned_id(staging, "prog_xdp"):
+    attached = attached_prog_id(inst)
+    if staging.exists() and attached and attached == pinned_id(staging, "prog_xdp"):
         _finish(inst, staging, p["old_ports"])
         for key in ("bank", "root", "keys", "rules", "rule_lines", "counted", "leaf_rules", "bv_capacity",
                     "table_capacity", "generation"):
@@ -229,11 +163,11 @@ def recover_grow(inst: Installed) -> str:
         note = f"{inst.unit}: finished an interrupted grow (the grown program was attached)"
     else:
         if staging.exists():
-            _del_filters(our_tc_filters(_port_ifaces(inst), _pinned_id(staging, "ports_cfg")))
+            _del_filters(our_tc_filters(_port_ifaces(inst), pinned_id(staging, "ports_cfg")))
             shutil.rmtree(staging, ignore_errors=True)
         note = f"{inst.unit}: undid an interrupted grow (the old program kept serving)"
     inst.pending = None
-    _save(inst)
+    save(inst)
     return note
 
 
@@ -241,14 +175,12 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
     """Replace the unit's program by one sized for `compiled` (see the module docstring).
     Returns the new tables; `inst` is updated and saved. Raises DataplaneError, the old
     program serving, when nothing would hold the rules or a step before the swap fails."""
-    from .runtime import GRACE_S, _add_tc, _counted, _fault, _leaf_ports, _rule_lines, _rule_totals, tables_key
     try:
         limits, contents = fitted_contents(compiled.pipeline, compiled.spec, grown_limits(compiled, inst), bits)
     except BackendError as exc:
         raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
     app_id = 0
     if inst.app:
-        from .apps import load_record
         app_id = load_record(inst.iface)["apps"].index(inst.app)
     generation = (inst.generation + 1) & 0xFF
     staging = staging_dir(inst)
@@ -274,33 +206,33 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
             plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), was.min_copies, (),
                                   inst.fan_min_group)
             fanout.install(new, fan_fd, plan)
-            fanout.sync_groups(new, fan_fd, plan, fanout.group_sets(_leaf_ports(contents), plan))
+            fanout.sync_groups(new, fan_fd, plan, fanout.group_sets(leaf_ports(contents), plan))
         # TC filters beside the old ones, where they are (each new one goes first in its chain)
         funcs = prog.bpf.funcs
         for ifname, direction, _ in our_tc_filters(_port_ifaces(inst), old_ports):
             egress = direction == "egress"
             name = "camus_tc_out" if egress else "camus_tc_in"
-            _add_tc(ifname, funcs[name.encode()].fd, name, egress, [])
+            add_tc(ifname, funcs[name.encode()].fd, name, egress, [])
         new.pin(staging)
         lib = new.lib
         for name, fd in (("prog_xdp", prog.fn.fd), ("prog_msg", funcs[b"camus_msg"].fd), ("prog_fan", fan_fd)):
             if lib.bpf_obj_pin(fd, str(staging / name).encode()) < 0:
                 raise DataplaneError(f"could not pin {name} under {staging}")
-        counted, leaf_rules = _counted(compiled, contents)
-        lines = _rule_lines(compiled)
+        counted, leaf_rules = counted_rules(compiled, contents)
+        lines = rule_lines_of(compiled)
         inst.pending = {"grow": str(staging), "old_ports": old_ports, "bank": 0, "root": contents.root,
-                        "keys": _keys(contents), "rules": str(Path(rules_path).resolve()), "rule_lines": lines,
+                        "keys": keys_of(contents), "rules": str(Path(rules_path).resolve()), "rule_lines": lines,
                         "counted": counted, "leaf_rules": leaf_rules,
                         "bv_capacity": [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs],
                         "table_capacity": {k: getattr(limits, k) for k in set(inst.table_capacity) | _grown(limits)},
                         "generation": generation, "tables_key": tables_key(compiled.options, lines)}
-        _save(inst)
-        _fault("grow:journaled")
+        save(inst)
+        fault("grow:journaled")
         _swap_xdp(inst, prog, app_id)
         swapped = True
-        _fault("grow:swapped")
+        fault("grow:swapped")
         time.sleep(GRACE_S)                   # packets the old program classified finish
-        totals = _rule_totals(old, inst)
+        totals = rule_totals(old, inst)
         carried = {text: totals[i] + inst.rule_base.get(text, 0) for i, text in enumerate(inst.counted)}
         base = dict(inst.stats_base)
         for name, n in old.stats().items():
@@ -315,7 +247,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
             shutil.rmtree(staging, ignore_errors=True)
             if inst.pending and "grow" in inst.pending:
                 inst.pending = None
-                _save(inst)
+                save(inst)
             if isinstance(exc, Exception) and not isinstance(exc, DataplaneError):
                 raise DataplaneError(f"could not grow the program of {inst.unit} ({type(exc).__name__}: {exc}); "
                                      "the old one keeps serving") from exc
@@ -331,10 +263,9 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
     inst.stats_base = base
     inst.tables_key = tables_key(compiled.options, lines)
     inst.pending = None
-    _save(inst)
+    save(inst)
     return contents
 
 
 def _grown(limits: EbpfLimits) -> set[str]:
-    from .runtime import TABLE_CAPACITY
     return {k for k in TABLE_CAPACITY if getattr(limits, k) != getattr(EbpfLimits(), k)}

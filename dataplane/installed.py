@@ -19,6 +19,7 @@ from pathlib import Path
 
 from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.backends.ebpf.contents import MapContents
+from camus.compiler.backends.ebpf.tables import DIAGRAM_MAPS
 
 from .program import DataplaneError
 
@@ -109,7 +110,7 @@ def pin_dir(unit: str) -> Path:
     return PIN_ROOT / valid_unit(unit)
 
 
-def _state_path(unit: str) -> Path:
+def state_path(unit: str) -> Path:
     return STATE_ROOT / f"{valid_unit(unit)}.json"
 
 
@@ -139,14 +140,14 @@ def unit_lock(unit: str, wait: bool = True) -> Iterator[bool]:
         os.close(fd)
 
 
-def _keys(c: MapContents) -> dict[str, list]:
+def keys_of(c: MapContents) -> dict[str, list]:
     return {"desc": sorted(c.desc), "xslots": sorted(c.xslots), "leaf": sorted(c.leaf),
             "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates),
             "labels": sorted([var, level.hex()] for var, level in c.labels),
             "label_bank": c.label_bank, "label_words": c.label_words}
 
 
-def _contents_from_keys(keys: dict[str, list]) -> MapContents:
+def contents_from_keys(keys: dict[str, list]) -> MapContents:
     c = MapContents(0)
     c.desc = {s: (0, 0, 0, 0, 0, 0, 0) for s in keys["desc"]}
     c.xslots = {i: (0, 0) for i in keys["xslots"]}
@@ -159,7 +160,7 @@ def _contents_from_keys(keys: dict[str, list]) -> MapContents:
 
 
 def load_installed(unit: str) -> Installed:
-    path = _state_path(unit)
+    path = state_path(unit)
     if not path.exists():
         iface, _, app = unit.partition("@")
         if app:
@@ -170,11 +171,11 @@ def load_installed(unit: str) -> Installed:
     return Installed(**json.loads(path.read_text()))
 
 
-def _save(inst: Installed) -> None:
+def save(inst: Installed) -> None:
     STATE_ROOT.mkdir(parents=True, exist_ok=True)
-    tmp = _state_path(inst.unit).with_suffix(".tmp")
+    tmp = state_path(inst.unit).with_suffix(".tmp")
     tmp.write_text(json.dumps(inst.__dict__))
-    tmp.replace(_state_path(inst.unit))
+    tmp.replace(state_path(inst.unit))
 
 
 def installed() -> list[Installed]:
@@ -183,3 +184,14 @@ def installed() -> list[Installed]:
     return [Installed(**json.loads(p.read_text())) for p in sorted(STATE_ROOT.glob("*.json"))]
 
 
+def staging_dir(inst: Installed) -> Path:
+    """Where the grown program is pinned until it takes over (beside the unit's pins)."""
+    return side_dirs(inst.unit)[0]
+
+
+def side_dirs(unit: str) -> list[Path]:
+    """The pin folders a grow keeps beside the unit's for a moment (a crash may leave them)."""
+    return [pin_dir(unit).with_name(unit + suffix) for suffix in ("~grow", "~old")]   # (bpffs: no dots)
+
+
+TABLE_CAPACITY = (*DIAGRAM_MAPS, "max_labels")   # what attach may size past the defaults; kept for updates

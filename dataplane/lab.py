@@ -193,8 +193,8 @@ def pass_through(iface: str, ns: str | None = None) -> Any:
         if r.returncode:
             raise RuntimeError(f"pass-through XDP program on {iface} in {ns}: {r.stderr.strip()[-500:]}")
         return None
-    from camus.dataplane.program import _bcc
-    bcc = _bcc()
+    from camus.dataplane.program import bcc_module
+    bcc = bcc_module()
     bpf = bcc.BPF(text=b"int pass(struct xdp_md *ctx) { return XDP_PASS; }")
     bpf.attach_xdp(iface.encode(), bpf.load_func(b"pass", bcc.BPF.XDP), 0)
     return bpf
@@ -266,7 +266,7 @@ class Lab:
         """Remove this lab and any leftover of an earlier one with the same prefix (whatever its
         number of subscribers): namespaces named PREFIX-*, interfaces named PREFIX[:8]-*."""
         from camus.dataplane import runtime
-        if runtime._state_path(self.broker).exists():
+        if runtime.state_path(self.broker).exists():
             try:
                 runtime.detach(self.broker)
             except Exception:

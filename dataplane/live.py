@@ -37,7 +37,10 @@ from camus.compiler.structure.live_tables import LiveTables, NeedsFullWrite
 from camus.compiler.structure.slicing import sort_ports
 
 from . import runtime
-from .maps import Bound, Leaf, MapSet, RNode, RSub, Slot, _lpm_key, bypass_value
+from .counting import tables_key
+from .faults import GRACE_S
+from .installed import contents_from_keys, load_installed, save
+from .maps import CFG_ROOT, Bound, Leaf, MapSet, RNode, RSub, Slot, lpm_key, bypass_value
 from .maps import Desc as CDesc
 from .program import DataplaneError, require_root
 
@@ -69,13 +72,13 @@ def write_delta(maps: MapSet, md: MapDelta, descs: dict[int, Desc]) -> None:
         (u32(i), Bound((ctypes.c_uint64 * 8)(*keys), (ctypes.c_uint32 * 8)(*vals), nkeys, leaf))
         for i, (keys, vals, nkeys, leaf) in md.bounds.items()])
     for (plen, s, v), nxt in md.lpm.items():
-        maps.update("lpm", _lpm_key(plen, s, v), u32(nxt))
+        maps.update("lpm", lpm_key(plen, s, v), u32(nxt))
     maps.update_many("desc", u32, CDesc, [(u32(s), _cdesc(d)) for s, d in md.desc.items()])
     maps.update_many("leaf", u32, Leaf, [(u32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*w), flags, group, value))
                                          for s, (w, flags, group, value) in md.leaf.items()])
     if md.cover is not None:
         maps.update("bypass", u32(md.bank), bypass_value(md.cover, md.cover_flags))
-    maps.cfg(runtime.CFG_ROOT, md.root)
+    maps.cfg(CFG_ROOT, md.root)
 
 
 def clear_states(maps: MapSet, held: list[Held]) -> None:
@@ -86,7 +89,7 @@ def clear_states(maps: MapSet, held: list[Held]) -> None:
     maps.update_many("leaf", u32, Leaf, [(u32(h.sid), Leaf()) for h in held if not h.tests])
     for h in held:
         for plen, s, v in h.lpm:
-            maps.delete("lpm", _lpm_key(plen, s, v))
+            maps.delete("lpm", lpm_key(plen, s, v))
 
 
 @dataclass
@@ -106,7 +109,7 @@ class LiveClassifier:
         compiled them, same options) is taken over instead of building the set again."""
         require_root()
         self.iface = iface
-        self.inst = runtime.load_installed(iface)
+        self.inst = load_installed(iface)
         spec = load_spec(self.inst.spec)
         if spec.topics:
             raise DataplaneError(f"{iface}: topic and DNS name levels are matched by labels; "
@@ -117,7 +120,7 @@ class LiveClassifier:
         self.compiler: IncrementalCompiler = (compiler if holds and compiler is not None
                                               else IncrementalCompiler(spec, options))
         self.limits = self.inst.limits()
-        bits = self.inst.port_bits if self.inst.port_bits is not None else runtime._port_specs(self.inst.ports)[0]
+        bits = self.inst.port_bits if self.inst.port_bits is not None else runtime.port_specs(self.inst.ports)[0]
         self.fixed_ports = bits is not None
         self.ports: list[object] = list(bits or [])
         self.widths = {v.index: v.width for v in self.compiler.variables}
@@ -161,7 +164,7 @@ class LiveClassifier:
         report = LiveReport(len(added), len(removed), writes, (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3,
                             whole)
         if writes and time.monotonic() - self._saved > SAVE_S:
-            self._save()
+            self.save()
         if not whole:                             # a whole write has swept already
             self.heap.tick()
         return report
@@ -201,19 +204,19 @@ class LiveClassifier:
         layout = EbpfLayout(self.limits, 1 - old_bank, ports, self.compiler.spec)
         md = layout.plan(delta, self.widths)
         write_delta(self.maps, md, layout.descs)
-        time.sleep(runtime.GRACE_S)
+        time.sleep(GRACE_S)
         if self.layout is not None:
             clear_states(self.maps, self.layout.holding() + self.layout.reclaim(everything=True))
         else:
-            self.maps.remove(runtime._contents_from_keys(self.inst.keys))
+            self.maps.remove(contents_from_keys(self.inst.keys))
         self.tables, self.layout, self.ports = tables, layout, ports
         self.generation = self.compiler.generation
-        self._save()
+        self.save()
         self.heap.settle()                        # a new set is built: freeze it
         return md.writes()
 
     # -- the state file -----------------------------------------------------------------------
-    def _keys(self) -> dict[str, list]:
+    def keys_of(self) -> dict[str, list]:
         assert self.layout is not None
         held = self.layout.holding()
         return {"desc": sorted(h.sid for h in held if h.tests), "leaf": sorted(h.sid for h in held if not h.tests),
@@ -222,21 +225,21 @@ class LiveClassifier:
                 "lpm": sorted(list(k) for h in held for k in h.lpm), "updates": [], "labels": [],
                 "label_bank": self.layout.bank, "label_words": 0}
 
-    def _save(self) -> None:
+    def save(self) -> None:
         assert self.layout is not None
         lines = sorted(self.compiler.live_slots)
-        self.inst.bank, self.inst.root, self.inst.keys = self.layout.bank, self.layout.root, self._keys()
-        self.inst.rule_lines, self.inst.tables_key = lines, runtime.tables_key(self.compiler.options, lines)
+        self.inst.bank, self.inst.root, self.inst.keys = self.layout.bank, self.layout.root, self.keys_of()
+        self.inst.rule_lines, self.inst.tables_key = lines, tables_key(self.compiler.options, lines)
         self.inst.pending = None
-        runtime._save(self.inst)
+        save(self.inst)
         self._saved = time.monotonic()
 
     def close(self) -> None:
         """Clear what waits in quarantine, save the state file, release the maps."""
         if self.layout is not None and self.maps.fds:
-            time.sleep(runtime.GRACE_S)
+            time.sleep(GRACE_S)
             clear_states(self.maps, self.layout.reclaim(everything=True))
-            self._save()
+            self.save()
         self.maps.close()
 
     def __enter__(self) -> "LiveClassifier":

@@ -13,7 +13,7 @@ from camus.compiler.backends.ebpf.bitvector import LEAF_COUNTED, SEG_PLANE_SHIFT
 from camus.compiler.backends.ebpf.contents import PORT_WORDS, STATE_MASK, MapContents
 from camus.compiler.structure.bitvector import MAX_PLANES, PLANE_LEAVES
 
-from .testrun import _libbpf
+from .testrun import libbpf
 
 BPF_ANY = 0
 
@@ -155,7 +155,7 @@ def _check(rc: int, what: str) -> None:
         raise MapError(err, f"{what}: {os.strerror(err)}")
 
 
-def _lpm_key(plen: int, state: int, value: int) -> LpmKey:
+def lpm_key(plen: int, state: int, value: int) -> LpmKey:
     k = LpmKey()
     k.prefixlen = plen
     ctypes.memmove(ctypes.addressof(k.data), state.to_bytes(4, "big") + value.to_bytes(8, "big"), 12)
@@ -168,11 +168,11 @@ class MapSet:
     def __init__(self, fds: dict[str, int], owned: bool = False) -> None:
         self.fds = fds
         self.owned = owned           # opened from pins: close them when done
-        self.lib = _libbpf()
+        self.lib = libbpf()
 
     @classmethod
     def from_pins(cls, directory: Path) -> "MapSet":
-        lib = _libbpf()
+        lib = libbpf()
         lib.bpf_obj_get.argtypes = [ctypes.c_char_p]
         fds: dict[str, int] = {}
         for name in MAP_NAMES:
@@ -287,7 +287,7 @@ class MapSet:
         for i, (lo, base, last, shift) in enumerate(c.rsub):
             self.update("rsub", ctypes.c_uint32(c.rsub_base + i), RSub(lo, base, last, shift))
         for (plen, s, v), nxt in c.lpm.items():
-            self.update("lpm", _lpm_key(plen, s, v), ctypes.c_uint32(nxt))
+            self.update("lpm", lpm_key(plen, s, v), ctypes.c_uint32(nxt))
         for s, (words, flags, group, value) in c.leaf.items():
             self.update("leaf", ctypes.c_uint32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*words), flags, group, value))
         for s, mask in c.updates.items():
@@ -355,7 +355,7 @@ class MapSet:
         for s in c.leaf:
             self.update("leaf", ctypes.c_uint32(s), Leaf())
         for plen, s, v in c.lpm:
-            self.delete("lpm", _lpm_key(plen, s, v))
+            self.delete("lpm", lpm_key(plen, s, v))
         for s in c.updates:
             self.delete("updates", ctypes.c_uint32(s))
         for var, level in c.labels:

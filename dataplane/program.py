@@ -32,7 +32,7 @@ def require_root() -> None:
         raise DataplaneError("this needs root (CAP_BPF and CAP_NET_ADMIN): run it with sudo")
 
 
-def _bcc():
+def bcc_module():
     try:
         import bcc  # Debian's python3-bpfcc; PyPI's "bcc" is an unrelated package
     except ImportError as exc:
@@ -63,7 +63,7 @@ class XdpProgram:
         require_root()
         lim = limits or EbpfLimits()
         source = program_text(spec, lim)
-        bcc = _bcc()
+        bcc = bcc_module()
         if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
             raise DataplaneError(f"no kernel headers at /lib/modules/{os.uname().release}/build: "
                                  "run scripts/setup.sh (links Debian's linux-headers for BCC)")

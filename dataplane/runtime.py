@@ -10,12 +10,9 @@ set. Anything that fails before the flip leaves the old tables serving untouched
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
-import signal
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,30 +20,24 @@ from pathlib import Path
 from camus.compiler.backends.ebpf.bitvector import sized_limits
 from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.ebpf.tables import DIAGRAM_MAPS, fitted_contents, map_contents
+from camus.compiler.backends.ebpf.tables import fitted_contents, map_contents
 from camus.compiler.backends.ebpf.contents import CapacityError, MapContents
-from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.compile import Compiled
 
 from . import fanout, netdev
-from .grow import grow, recover_grow, side_dirs
+from .dispatch import detach_apps, dispatch_record_path, remove_leftover_apps
+from .counting import counted_rules, leaf_ports, rule_lines_of, rule_totals, tables_key
+from .faults import GRACE_S, fault
+from .grow import grow, recover_grow
+from .netlink import (XDP_FLAGS, add_tc, attach_xdp, del_clsact, ifindex, interface_exists, remove_ours_by_name,
+                      remove_xdp)
+from .teardown import remove_unit
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
-from .installed import (PIN_ROOT, STATE_ROOT, Installed, _contents_from_keys, _keys, _save, _state_path,  # noqa: F401
-                        attachment_dir, installed, load_installed, pin_dir, unit_lock, unit_name, valid_iface)
+from .installed import (TABLE_CAPACITY, Installed, contents_from_keys, keys_of, save, state_path,
+                        attachment_dir, load_installed, pin_dir, unit_lock, unit_name, valid_iface)
 from .program import DataplaneError, XdpProgram, require_root
 
-XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
-XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
 log = logging.getLogger("camus.dataplane")
-GRACE_S = 0.05     # in-flight packets finish within an RCU grace period; generous margin
-TABLE_CAPACITY = (*DIAGRAM_MAPS, "max_labels")   # what attach may size past the defaults; kept for updates
-FAULT_ENV = "CAMUS_FAULT"   # crash tests: `CAMUS_FAULT=update:flipped` kills -9 the process there
-
-
-def _fault(step: str) -> None:
-    """Fault injection for the crash tests: SIGKILL this process at `step` when asked to."""
-    if os.environ.get(FAULT_ENV) == step:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _ensure_bpffs() -> None:
@@ -60,14 +51,7 @@ def _ensure_bpffs() -> None:
         raise DataplaneError(f"cannot mount the BPF filesystem at /sys/fs/bpf: {done.stderr.strip()}")
 
 
-def _ifindex(iface: str) -> int:
-    try:
-        return socket.if_nametoindex(iface)
-    except OSError:
-        raise DataplaneError(f"no such interface: {iface}") from None
-
-
-def _port_specs(ports_path: str | None) -> tuple[list[object] | None, dict]:
+def port_specs(ports_path: str | None) -> tuple[list[object] | None, dict]:
     if ports_path is None:
         return None, {}
     from .ports import PortsError, load_ports
@@ -78,61 +62,6 @@ def _port_specs(ports_path: str | None) -> tuple[list[object] | None, dict]:
     return list(specs), specs
 
 
-def _add_tc(ifname: str, fd: int, name: str, egress: bool, created: list[str]) -> None:
-    from pyroute2 import IPRoute
-    from pyroute2.netlink.exceptions import NetlinkError
-    with IPRoute() as ipr:
-        idx = ipr.link_lookup(ifname=ifname)[0]
-        try:
-            ipr.tc("add", "clsact", idx)
-            created.append(ifname)
-        except NetlinkError as exc:
-            if exc.code != 17:                       # EEXIST: someone's clsact is there: share it
-                raise DataplaneError(f"cannot add a clsact qdisc to {ifname}: {exc}") from exc
-        ipr.tc("add-filter", "bpf", idx, ":1", fd=fd, name=name,
-               parent="ffff:fff3" if egress else "ffff:fff2", classid=1, direct_action=True)
-
-
-def _del_clsact(ifnames: list[str]) -> None:
-    from pyroute2 import IPRoute
-    with IPRoute() as ipr:
-        for ifname in ifnames:
-            found = ipr.link_lookup(ifname=ifname)
-            if found:
-                try:
-                    ipr.tc("del", "clsact", found[0])
-                except Exception:
-                    pass
-
-
-def _counted(c: Compiled, contents: MapContents) -> tuple[list[str], dict[str, list[int]]]:
-    """The text of each counted rule (CompileOptions.count_rules) and which leaves count it."""
-    texts = [_rule_text(c, r) for r in c.rules[:c.options.count_rules]]
-    return texts, {str(s): list(r) for s, r in contents.leaf_rules.items()}
-
-
-def _rule_totals(maps: MapSet, inst: "Installed") -> dict[int, int]:
-    """Messages each counted rule matched in the live tables (by rule index)."""
-    totals = {i: 0 for i in range(len(inst.counted))}
-    hits = maps.leaf_hits([int(s) for s in inst.leaf_rules])
-    for s, rules in inst.leaf_rules.items():
-        for i in rules:
-            totals[i] += hits[int(s)]
-    return totals
-
-
-def rule_counts(iface: str) -> list[tuple[str, int]]:
-    """(rule, messages it matched) for every counted rule, counts kept across updates of
-    unchanged rules."""
-    inst = load_installed(iface)
-    maps = MapSet.from_pins(inst.pins)
-    try:
-        totals = _rule_totals(maps, inst)
-    finally:
-        maps.close()
-    return [(text, totals[i] + inst.rule_base.get(text, 0)) for i, text in enumerate(inst.counted)]
-
-
 def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
            limits: EbpfLimits | None = None, ports_path: str | None = None,
            xdp_redirect: bool = False, app: str = "", app_id: int = 0, fanout_mode: str = "auto") -> Installed:
@@ -141,12 +70,12 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     filters, not attached itself (the dispatcher tail-calls it); `app_id` keeps its TC copies
     apart from the other apps'. `fanout_mode`: how copies are made (dataplane/fanout.py)."""
     require_root()
-    _ifindex(iface)
+    ifindex(iface)
     unit = unit_name(iface, app)
-    if _state_path(unit).exists() or pin_dir(unit).exists():
+    if state_path(unit).exists() or pin_dir(unit).exists():
         raise DataplaneError(f"{unit} already has camus-xdp attached: use `update` or `detach`")
     shutil.rmtree(attachment_dir(unit), ignore_errors=True)
-    bits, specs = _port_specs(ports_path)
+    bits, specs = port_specs(ports_path)
     # generic XDP hands a broadcast's copies to the egress program as skbs without the metadata
     # naming the packet's ring slot: copies by TC there
     fan = (fanout.plan(list(bits), specs, fanout_mode if mode == "native" else "tc") if specs and bits
@@ -171,18 +100,18 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             prog.maps.cfg(CFG_REDIRECT, int(xdp_redirect))
             prog.maps.cfg(CFG_TC, 1)
             rps_off = netdev.disable_rps(iface)      # TC must run where XDP classified (netdev.py)
-            _add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
+            add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
             for out in sorted({s.iface for s in specs.values() if s.iface}):
-                _add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
+                add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
             fan_fd = prog.bpf.funcs[b"camus_fan_out"].fd
             fanout.install(prog.maps, fan_fd, fan)
             if fan.ports:
-                fanout.sync_groups(prog.maps, fan_fd, fan, fanout.group_sets(_leaf_ports(contents), fan))
-        _fault("attach:tc")
+                fanout.sync_groups(prog.maps, fan_fd, fan, fanout.group_sets(leaf_ports(contents), fan))
+        fault("attach:tc")
         if not app:
             attach_xdp(prog.bpf, prog.fn, iface, mode)
             attached = True
-        _fault("attach:xdp")
+        fault("attach:xdp")
         maps = prog.maps
         maps.pin(pin_dir(unit))
         lib = maps.lib
@@ -192,10 +121,10 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
             if lib.bpf_obj_pin(fd, str(pin_dir(unit) / name).encode()) < 0:
                 raise DataplaneError(f"could not pin {name} under {pin_dir(unit)}")
         maps.clear_leaf_hits(sorted(contents.leaf))
-        counted, leaf_rules = _counted(compiled, contents)
-        lines = _rule_lines(compiled)
+        counted, leaf_rules = counted_rules(compiled, contents)
+        lines = rule_lines_of(compiled)
         inst = Installed(iface, mode, str(Path(spec_path).resolve()), str(Path(rules_path).resolve()),
-                         0, contents.root, lines, _keys(contents),
+                         0, contents.root, lines, keys_of(contents),
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
                          [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled.options, lines),
@@ -205,74 +134,21 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          fanout=fan.describe(list(bits)) if specs and bits else "",
                          fan_entries=[list(e) for e in fan.ports], fan_min_group=fan.min_group,
                          rps=rps_off)
-        _fault("attach:pinned")
-        _save(inst)
+        fault("attach:pinned")
+        save(inst)
         return inst
     except BaseException as exc:
         if attached:                                  # nothing half-installed after a failure
-            _remove_xdp(iface, mode)
-        _del_clsact(clsact)
+            remove_xdp(iface, mode)
+        del_clsact(clsact)
         netdev.restore_rps(iface, rps_off)
         shutil.rmtree(pin_dir(unit), ignore_errors=True)
-        _state_path(unit).unlink(missing_ok=True)
+        state_path(unit).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise DataplaneError(f"attach failed, nothing was left installed: {exc}") from exc
         raise
     finally:
         prog.close()                                  # pins and the attachment keep it alive
-
-
-def attach_xdp(bpf, fn, iface: str, mode: str) -> None:
-    """Attach a loaded XDP program (the classifier, or the dispatcher of several apps)."""
-    try:
-        bpf.attach_xdp(iface.encode(), fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
-    except Exception as exc:
-        raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
-                             "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
-
-
-def _remove_xdp(iface: str, mode: str) -> None:
-    from bcc import BPF
-    BPF.remove_xdp(iface.encode(), XDP_FLAGS.get(mode, 0))
-
-
-def _remove_ours_by_name(iface: str) -> list[str]:
-    """Remove an XDP program named camus_xdp or camus_dispatch and TC filters named camus_tc_*
-    from `iface`."""
-    import subprocess
-    removed = []
-    link = subprocess.run(["ip", "-d", "link", "show", "dev", iface], capture_output=True, text=True).stdout
-    if "name camus_xdp" in link or "name camus_dispatch" in link:
-        for mode in XDP_FLAGS:
-            try:
-                _remove_xdp(iface, mode)
-            except Exception:
-                pass
-        removed.append("XDP program")
-    for direction, pref, _ in tc_filters(iface):
-        subprocess.run(["tc", "filter", "del", "dev", iface, direction, "pref", pref], capture_output=True)
-        removed.append(f"TC {direction} filter")
-    return removed
-
-
-def tc_filters(iface: str) -> list[tuple[str, str, int]]:
-    """(direction, pref, program id) of each camus_tc_* BPF filter on `iface`."""
-    import subprocess
-    out = []
-    for direction in ("ingress", "egress"):
-        shown = subprocess.run(["tc", "filter", "show", "dev", iface, direction], capture_output=True, text=True).stdout
-        for line in shown.splitlines():
-            if "camus_tc_" in line and " pref " in line and " id " in line:
-                out.append((direction, line.split(" pref ")[1].split()[0], int(line.split(" id ")[1].split()[0])))
-    return out
-
-
-def interface_exists(iface: str) -> bool:
-    try:
-        socket.if_nametoindex(iface)
-        return True
-    except OSError:
-        return False
 
 
 def detach(iface: str) -> str:
@@ -286,28 +162,27 @@ def detach(iface: str) -> str:
 
 
 def _detach(iface: str) -> str:
-    from .apps import detach_apps, dispatch_record_path, remove_leftover_apps
     if dispatch_record_path(iface).exists():
         return detach_apps(iface)
-    if not _state_path(iface).exists() and not pin_dir(iface).exists():
+    if not state_path(iface).exists() and not pin_dir(iface).exists():
         # A crash between attaching XDP and pinning: nothing recorded, but our program (and
         # TC filters) may be on the interface. Found by program name, removed; nothing else.
-        removed = _remove_ours_by_name(iface) if interface_exists(iface) else []
+        removed = remove_ours_by_name(iface) if interface_exists(iface) else []
         if remove_leftover_apps(iface):
             removed.append("apps of an interrupted attach")
         if removed:
             return f"{iface}: no state file or pins; removed camus-xdp's {', '.join(removed)} found on it"
         raise DataplaneError(f"camus-xdp is not attached to {iface}")
-    if not _state_path(iface).exists() and pin_dir(iface).exists():
+    if not state_path(iface).exists() and pin_dir(iface).exists():
         # Pins without a state file (/run was cleared, or a crash before it was written):
         # remove what is left, whatever the mode, our TC filters included.
         if interface_exists(iface):
             for mode in XDP_FLAGS:
                 try:
-                    _remove_xdp(iface, mode)
+                    remove_xdp(iface, mode)
                 except Exception:
                     pass
-            _remove_ours_by_name(iface)
+            remove_ours_by_name(iface)
         remove_leftover_apps(iface)
         shutil.rmtree(pin_dir(iface), ignore_errors=True)
         shutil.rmtree(attachment_dir(iface), ignore_errors=True)
@@ -316,46 +191,14 @@ def _detach(iface: str) -> str:
     note = ""
     if interface_exists(iface):
         try:
-            _remove_xdp(iface, inst.mode)
+            remove_xdp(iface, inst.mode)
         except Exception as exc:
             raise DataplaneError(f"could not remove XDP from {iface}: {exc}") from exc
     else:     # the attachment went with the interface; what is left is ours to clean up
         note = f"{iface} no longer exists; removed its pinned maps and state"
-    _fault("detach:xdp")
+    fault("detach:xdp")
     remove_unit(inst)
     return note
-
-
-def remove_unit(inst: Installed) -> None:
-    """Everything of an attachment but its XDP hook: TC filters, pins, files, state (last)."""
-    _del_clsact([i for i in inst.clsact or [] if interface_exists(i)])
-    if inst.rps and interface_exists(inst.iface):
-        netdev.restore_rps(inst.iface, inst.rps)      # as attach found it
-    _fault("detach:tc")
-    shutil.rmtree(pin_dir(inst.unit), ignore_errors=True)
-    for side in side_dirs(inst.unit):                   # what an interrupted grow left
-        shutil.rmtree(side, ignore_errors=True)
-    shutil.rmtree(attachment_dir(inst.unit), ignore_errors=True)
-    _fault("detach:pins")
-    _state_path(inst.unit).unlink(missing_ok=True)      # last: until then a detach can start over
-
-
-def _rule_text(c: Compiled, rule) -> str:
-    """A rule as its source line says it, comment stripped."""
-    return strip_comment(c.source.line_text(rule.offset))
-
-
-def tables_key(options: object, lines: list[str]) -> str:
-    """The live tables are a function of the rules (`lines`, _rule_lines(c): comments and blank
-    lines do not count), the options and the spec, which attach fixes: the compiler is
-    deterministic (golden files), so an update with the same key would write the very entries
-    the live bank holds."""
-    text = "\n".join(lines) + "\0" + repr(options)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _rule_lines(c: Compiled) -> list[str]:
-    return sorted({_rule_text(c, r) for r in c.rules} - {""}) if c.source.text else []
 
 
 @dataclass
@@ -378,7 +221,7 @@ def recover(inst: Installed, maps: MapSet) -> str:
         return ""
     live = maps.cfg(CFG_ROOT)
     if live == p["root"]:
-        maps.remove(_contents_from_keys(inst.keys))
+        maps.remove(contents_from_keys(inst.keys))
         inst.bank, inst.root, inst.keys = p["bank"], p["root"], p["keys"]
         inst.rules, inst.rule_lines = p["rules"], p["rule_lines"]
         inst.counted, inst.leaf_rules, inst.rule_base = p["counted"], p["leaf_rules"], {}
@@ -387,15 +230,11 @@ def recover(inst: Installed, maps: MapSet) -> str:
         inst.tables_key = p.get("tables_key", "")
         note = f"{inst.iface}: finished an interrupted update (its tables were live)"
     else:
-        maps.remove(_contents_from_keys(p["keys"]))
+        maps.remove(contents_from_keys(p["keys"]))
         note = f"{inst.iface}: undid an interrupted update (the old tables kept serving)"
     inst.pending = None
-    _save(inst)
+    save(inst)
     return note
-
-
-def _leaf_ports(contents: MapContents) -> list[tuple[int, ...]]:
-    return [ports for ports, *_ in contents.leaf.values()]
 
 
 def _sync_fan_groups(inst: Installed, maps: MapSet, contents: MapContents) -> None:
@@ -407,7 +246,7 @@ def _sync_fan_groups(inst: Installed, maps: MapSet, contents: MapContents) -> No
         return                                # attached before groups existed: the devmap of all serves
     try:
         plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), 0, (), inst.fan_min_group)
-        fanout.sync_groups(maps, fd, plan, fanout.group_sets(_leaf_ports(contents), plan))
+        fanout.sync_groups(maps, fd, plan, fanout.group_sets(leaf_ports(contents), plan))
     except OSError as exc:
         # Groups only save copies: without one a packet goes by the devmap of all or by TC. An
         # update from another network namespace (an edge broker's) cannot name the interfaces.
@@ -459,18 +298,18 @@ def update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits |
 def _update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits | None) -> UpdateReport:
     inst = load_installed(iface)
     t0 = time.perf_counter()
-    bits = inst.port_bits if inst.port_bits is not None else _port_specs(inst.ports)[0]
+    bits = inst.port_bits if inst.port_bits is not None else port_specs(inst.ports)[0]
     recover_grow(inst)
     maps = MapSet.from_pins(inst.pins)
     try:
         recover(inst, maps)
-        lines = _rule_lines(compiled)
+        lines = rule_lines_of(compiled)
         key = tables_key(compiled.options, lines)
         # a refresh writes nothing, but only when the maps serve what the state file records:
         # another writer (the agent's live deltas, saved now and then) may have moved the root
         if key == inst.tables_key and inst.pending is None and maps.cfg(CFG_ROOT) == inst.root:
             inst.rules = str(Path(rules_path).resolve())
-            _save(inst)
+            save(inst)
             n = len(inst.keys["desc"])
             return UpdateReport([], [], n, n, time.perf_counter() - t0, written=False)
         new_bank = 1 - inst.bank
@@ -488,32 +327,32 @@ def _update(iface: str, compiled: Compiled, rules_path: str, limits: EbpfLimits 
                                 time.perf_counter() - t0, grown=True)
         except BackendError as exc:
             raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
-        counted, leaf_rules = _counted(compiled, contents)
-        inst.pending = {"bank": new_bank, "root": contents.root, "keys": _keys(contents),
+        counted, leaf_rules = counted_rules(compiled, contents)
+        inst.pending = {"bank": new_bank, "root": contents.root, "keys": keys_of(contents),
                         "rules": str(Path(rules_path).resolve()), "rule_lines": lines,
                         "counted": counted, "leaf_rules": leaf_rules, "tables_key": key}
-        _save(inst)
-        _fault("update:journaled")
+        save(inst)
+        fault("update:journaled")
         maps.clear_leaf_hits(sorted(contents.leaf))
         maps.write(contents)                   # ends with the root flip
-        _fault("update:flipped")
+        fault("update:flipped")
         time.sleep(GRACE_S)
-        old = _rule_totals(maps, inst)         # the old tables are quiet now: their final counts
+        old = rule_totals(maps, inst)         # the old tables are quiet now: their final counts
         carried = {text: old[i] + inst.rule_base.get(text, 0) for i, text in enumerate(inst.counted)}
-        maps.remove(_contents_from_keys(inst.keys))
+        maps.remove(contents_from_keys(inst.keys))
         _sync_fan_groups(inst, maps, contents)
-        _fault("update:cleaned")
+        fault("update:cleaned")
     finally:
         maps.close()
     inst.counted, inst.leaf_rules = counted, leaf_rules
     inst.rule_base = {text: carried[text] for text in counted if text in carried}
     report = UpdateReport(sorted(set(lines) - set(inst.rule_lines)), sorted(set(inst.rule_lines) - set(lines)),
                           len(inst.keys["desc"]), len(contents.desc), time.perf_counter() - t0)
-    inst.bank, inst.root, inst.keys, inst.rule_lines = new_bank, contents.root, _keys(contents), lines
+    inst.bank, inst.root, inst.keys, inst.rule_lines = new_bank, contents.root, keys_of(contents), lines
     inst.tables_key = key
     inst.rules = str(Path(rules_path).resolve())
     inst.pending = None
-    _save(inst)
+    save(inst)
     return report
 
 
@@ -524,7 +363,7 @@ def stats(iface: str) -> dict[str, int]:
     try:
         base = inst.stats_base                       # counts of the programs grown out of
         out = {name: n + base.get(name, 0) for name, n in maps.stats().items()}
-        bits = inst.port_bits if inst.port_bits is not None else _port_specs(inst.ports)[0]
+        bits = inst.port_bits if inst.port_bits is not None else port_specs(inst.ports)[0]
         if bits:
             for i, (port, n) in enumerate(zip(bits, maps.port_stats(len(bits)))):
                 out[f"port {port}"] = n + base.get(f"port#{i}", 0)

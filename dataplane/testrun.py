@@ -36,7 +36,7 @@ class TestRun:
 _lib: ctypes.CDLL | None = None
 
 
-def _libbpf() -> ctypes.CDLL:
+def libbpf() -> ctypes.CDLL:
     global _lib
     if _lib is None:
         name = ctypes.util.find_library("bpf") or "libbpf.so.1"
@@ -77,7 +77,7 @@ def test_run(prog_fd: int, packet: bytes, repeat: int = 1, ctx: bytes | None = N
         ctx_buf = ctypes.create_string_buffer(ctx, len(ctx))
         opts.ctx_in = ctypes.cast(ctx_buf, ctypes.c_void_p)
         opts.ctx_size_in = len(ctx)
-    rc = _libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts))
+    rc = libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts))
     if rc != 0:
         err = ctypes.get_errno()
         hint = " (XDP test runs need at least 14 bytes)" if len(packet) < 14 else ""
@@ -101,7 +101,7 @@ def live_frames(prog_fd: int, packet: bytes, ctx: bytes, repeat: int, batch_size
     opts = _Opts(sz=ctypes.sizeof(_Opts), data_in=ctypes.cast(buf, ctypes.c_void_p), data_size_in=len(packet),
                  ctx_in=ctypes.cast(ctx_buf, ctypes.c_void_p), ctx_size_in=len(ctx), repeat=repeat,
                  flags=BPF_F_TEST_XDP_LIVE_FRAMES, batch_size=batch_size)
-    if _libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)) != 0:
+    if libbpf().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"BPF_PROG_TEST_RUN (live frames) failed: {os.strerror(err)}")
     return int(opts.duration)

@@ -88,8 +88,8 @@ def test_a_frame_trimmed_downstream_leaves_whole_when_its_page_comes_back(veth) 
     """The kernel re-reads a live frame's length from the run's context only when the context
     differs from the template: a page that came back trimmed (by a broker's in-place broadcast)
     once left short when the frame sent from it had the template's length."""
-    from camus.dataplane.program import _bcc
-    bcc = _bcc()
+    from camus.dataplane.program import bcc_module
+    bcc = bcc_module()
     frame = bytes.fromhex("020000000002020000000001") + b"\x88\xb5" + bytes(range(100))   # local experimental type
     bpf = bcc.BPF(text=TRIM_AND_BOUNCE)
     bpf.attach_xdp(B.encode(), bpf.load_func(b"trim_and_bounce", bcc.BPF.XDP), 0)

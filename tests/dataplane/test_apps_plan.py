@@ -6,7 +6,7 @@ import pytest
 
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.spec_parser import load_spec, parse_spec
-from camus.dataplane import apps
+from camus.dataplane import apps, dispatch
 from camus.dataplane.program import DataplaneError
 from tests.conftest import APPS
 
@@ -23,8 +23,8 @@ PAIRS = app("pairs", "attrs", "pairs.p4", "kind == 3 : fwd(1)\n")
 
 def test_keys_are_udp_ports_or_the_attribute_ethertype() -> None:
     keys = apps.plan([ITCH, KAFKA, PAIRS])
-    assert keys == {apps.KEY_UDP | 26400: 0, apps.KEY_UDP | 9092: 1, apps.KEY_ETHER | 0x9001: 2}
-    assert apps.dispatch_keys(PAIRS.compiled.spec) == {apps.KEY_ETHER | 0x9001: "EtherType 0x9001"}
+    assert keys == {dispatch.KEY_UDP | 26400: 0, dispatch.KEY_UDP | 9092: 1, dispatch.KEY_ETHER | 0x9001: 2}
+    assert apps.dispatch_keys(PAIRS.compiled.spec) == {dispatch.KEY_ETHER | 0x9001: "EtherType 0x9001"}
 
 
 @pytest.mark.parametrize("todo,message", [

@@ -12,6 +12,7 @@ import pytest
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.spec_parser import load_spec
+from camus.dataplane import installed as state
 from camus.dataplane import runtime
 from camus.dataplane.maps import CFG_ROOT, Desc, MapSet
 from tests.conftest import APPS
@@ -102,7 +103,7 @@ def test_attach_killed_then_detach_cleans_up(lab, tmp_path, step: str) -> None: 
     assert "removed" in note
     assert "camus_tc" not in sh("tc", "filter", "show", "dev", BRK, "ingress").stdout
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
-    assert not runtime.pin_dir(BRK).exists() and not runtime._state_path(BRK).exists()
+    assert not runtime.pin_dir(BRK).exists() and not runtime.state_path(BRK).exists()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
     assert received(_frames()) == WANT["a"]
 
@@ -118,7 +119,7 @@ def test_detach_killed_at_every_step_then_detach_again(lab, tmp_path, step: str)
     runtime.detach(BRK)                                       # starts over and finishes
     link = sh("ip", "-d", "link", "show", BRK).stdout
     assert "prog/xdp" not in link and "camus_tc" not in sh("tc", "filter", "show", "dev", BRK, "ingress").stdout
-    assert not runtime.pin_dir(BRK).exists() and not runtime._state_path(BRK).exists()
+    assert not runtime.pin_dir(BRK).exists() and not runtime.state_path(BRK).exists()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
     assert received(_frames()) == WANT["a"]
 
@@ -129,7 +130,8 @@ def test_grow_killed_then_the_next_update_finishes_or_undoes_it(lab, tmp_path, s
     the frames see one whole program; the next update finishes (the grown one's pins take over)
     or undoes (its pins and filters go) and nothing of the other program is left."""
     from camus.compiler.backends.ebpf.program import EbpfLimits
-    from camus.dataplane.grow import _attached_prog_id, _pinned_id, staging_dir
+    from camus.dataplane.bpfinfo import pinned_id
+    from camus.dataplane.grow import attached_prog_id, staging_dir
     spec = load_spec(SPEC_PATH)
     frames = _frames()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native",
@@ -144,10 +146,10 @@ def test_grow_killed_then_the_next_update_finishes_or_undoes_it(lab, tmp_path, s
     assert not report.grown
     inst = runtime.load_installed(BRK)
     assert inst.pending is None and inst.generation == (0 if step == "grow:journaled" else 1)
-    assert _attached_prog_id(inst) == _pinned_id(inst.pins, "prog_xdp")     # the pins are the live program's
+    assert attached_prog_id(inst) == pinned_id(inst.pins, "prog_xdp")     # the pins are the live program's
     assert received(frames) == WANT["c"]
     assert not staging_dir(inst).exists()
-    assert sorted(p.name for p in runtime.PIN_ROOT.iterdir() if p.name.startswith(BRK)) == [BRK]
+    assert sorted(p.name for p in state.PIN_ROOT.iterdir() if p.name.startswith(BRK)) == [BRK]
 
 
 def test_detach_after_a_grow_killed_past_its_swap_leaves_nothing(lab, tmp_path) -> None:  # noqa: F811
@@ -160,9 +162,9 @@ def test_detach_after_a_grow_killed_past_its_swap_leaves_nothing(lab, tmp_path) 
     code = ("from camus.dataplane import runtime; from camus.compiler.compile import compile_files; "
             f"runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, {str(big)!r}), {str(big)!r})")
     _killed(code, "grow:swapped")
-    assert any(p.name.endswith("~grow") for p in runtime.PIN_ROOT.iterdir())      # what the crash left
+    assert any(p.name.endswith("~grow") for p in state.PIN_ROOT.iterdir())      # what the crash left
     runtime.detach(BRK)
-    assert not [p for p in runtime.PIN_ROOT.iterdir() if p.name.startswith(BRK)]
+    assert not [p for p in state.PIN_ROOT.iterdir() if p.name.startswith(BRK)]
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
 
 

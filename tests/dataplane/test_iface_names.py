@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from camus.dataplane import installed as state
 from camus.dataplane import runtime
 from camus.dataplane.program import DataplaneError
 
@@ -16,10 +17,10 @@ def test_hostile_interface_names_are_refused(name: str) -> None:
     with pytest.raises(DataplaneError, match="not a valid interface name"):
         runtime.pin_dir(name)
     with pytest.raises(DataplaneError, match="not a valid interface name"):
-        runtime._state_path(name)
+        runtime.state_path(name)
 
 
 def test_valid_names_stay_below_the_roots() -> None:
     for name in ("eth0", "veth-a.1", "x" * 15, "ens3f0np0"):
-        assert runtime.pin_dir(name).parent == runtime.PIN_ROOT
-        assert runtime._state_path(name).parent == runtime.STATE_ROOT
+        assert runtime.pin_dir(name).parent == state.PIN_ROOT
+        assert runtime.state_path(name).parent == state.STATE_ROOT

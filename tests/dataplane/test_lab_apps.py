@@ -17,7 +17,8 @@ from camus.cli import main
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
-from camus.dataplane import apps, runtime
+from camus.dataplane import counting, faults, installed as state
+from camus.dataplane import apps, dispatch, runtime
 from camus.dataplane.program import DataplaneError
 from tests.conftest import APPS, ROOT
 from tests.dataplane.test_lab_attach import BRK, NS, lab, received, sh  # noqa: F401  (lab: fixture)
@@ -42,14 +43,14 @@ def _apps(tmp_path, names=("itch", "kafka", "attrs"), rules=RULES) -> list[apps.
 @pytest.fixture
 def apps_lab(lab):  # noqa: F811  (lab: the veth pair fixture)
     yield
-    if apps.dispatch_record_path(BRK).exists() or list(runtime.STATE_ROOT.glob(f"{BRK}@*.json")):
+    if dispatch.dispatch_record_path(BRK).exists() or list(state.STATE_ROOT.glob(f"{BRK}@*.json")):
         runtime.detach(BRK)
 
 
 CRASH = """
 import pathlib, sys
 from tests.dataplane.test_lab_apps import _apps
-from camus.dataplane import apps
+from camus.dataplane import apps, counting, faults
 apps.attach_apps(sys.argv[1], _apps(pathlib.Path(sys.argv[2]), ("itch", "kafka")))
 """
 
@@ -75,15 +76,15 @@ def test_three_apps_share_a_veth_each_with_its_rules_counters_and_updates(apps_l
     for app in ("itch", "kafka", "attrs"):        # each app counted its own two packets only
         s = runtime.stats(f"{BRK}@{app}")
         assert (s["packets"], s["deliver"], s["no_match"], s["other"]) == (2, 1, 1, 0), (app, s)
-        assert runtime.rule_counts(f"{BRK}@{app}") == [(RULES[app].strip(), 1)]
-    counts = apps.dispatch_counts(BRK)
+        assert counting.rule_counts(f"{BRK}@{app}") == [(RULES[app].strip(), 1)]
+    counts = dispatch.dispatch_counts(BRK)
     assert (counts["itch"], counts["kafka"], counts["attrs"]) == (2, 2, 2) and counts["unclaimed"] >= 2
 
     # An update of one app: the others keep their tables (and their counts).
     kafka = load_spec(SPECS["kafka"])
     runtime.update(f"{BRK}@kafka", compile_rules(kafka, 'topic == "clicks" : fwd(1)\n'), "clicks.txt")
     assert received([f[k] for k in order]) == [True, False, False, True, True, False]
-    assert runtime.rule_counts(f"{BRK}@itch") == [(RULES["itch"].strip(), 2)]
+    assert counting.rule_counts(f"{BRK}@itch") == [(RULES["itch"].strip(), 2)]
 
     # The CLI names an app with --app; without it, a shared interface says to.
     out = CliRunner().invoke(main, ["stats", BRK, "--app", "attrs"], catch_exceptions=False).output
@@ -99,8 +100,8 @@ def test_three_apps_share_a_veth_each_with_its_rules_counters_and_updates(apps_l
     runtime.detach(BRK)
     assert received([f["itch-"], f["kafka-"], f["attrs-"]]) == [True, True, True]
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
-    assert not list(runtime.PIN_ROOT.glob(f"{BRK}*")) and not list(runtime.STATE_ROOT.glob(f"{BRK}*.json"))
-    assert not apps.dispatch_record_path(BRK).exists()
+    assert not list(state.PIN_ROOT.glob(f"{BRK}*")) and not list(state.STATE_ROOT.glob(f"{BRK}*.json"))
+    assert not dispatch.dispatch_record_path(BRK).exists()
 
 
 def test_failures_install_nothing(apps_lab, tmp_path, monkeypatch) -> None:
@@ -109,19 +110,19 @@ def test_failures_install_nothing(apps_lab, tmp_path, monkeypatch) -> None:
     # A failure after the apps were installed takes every one out again ...
     def broken():
         raise DataplaneError("dispatcher failed to load (injected)")
-    monkeypatch.setattr(apps, "_load_dispatcher", broken)
+    monkeypatch.setattr(apps, "load_dispatcher", broken)
     with pytest.raises(DataplaneError, match="injected"):
         apps.attach_apps(BRK, both)
     monkeypatch.undo()
-    assert not list(runtime.PIN_ROOT.glob(f"{BRK}*")) and not list(runtime.STATE_ROOT.glob(f"{BRK}*.json"))
+    assert not list(state.PIN_ROOT.glob(f"{BRK}*")) and not list(state.STATE_ROOT.glob(f"{BRK}*.json"))
     # ... and a crash (SIGKILL after the dispatcher was pinned, before it was attached) leaves
     # what `detach` removes.
     child = subprocess.run([sys.executable, "-c", CRASH, BRK, str(tmp_path)], capture_output=True, text=True,
-                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), runtime.FAULT_ENV: "apps:pinned"})
+                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), faults.FAULT_ENV: "apps:pinned"})
     assert child.returncode == -9, child.stderr
-    assert list(runtime.STATE_ROOT.glob(f"{BRK}@*.json"))
+    assert list(state.STATE_ROOT.glob(f"{BRK}@*.json"))
     assert "leftover" in runtime.detach(BRK)
-    assert not list(runtime.PIN_ROOT.glob(f"{BRK}*")) and not list(runtime.STATE_ROOT.glob(f"{BRK}*.json"))
+    assert not list(state.PIN_ROOT.glob(f"{BRK}*")) and not list(state.STATE_ROOT.glob(f"{BRK}*.json"))
     # Usable again, through the CLI and a config file's `apps:` list (`sudo camus-xdp attach IFACE`).
     cfg = tmp_path / "config.yaml"
     cfg.write_text("apps:\n" + "".join(f"  - {{name: {a.name}, spec: {a.spec_path}, rules: {a.rules_path}}}\n"

@@ -15,6 +15,7 @@ from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.language.spec_parser import load_spec
 from camus.cli import main
 from camus.compiler.language.rules_parser import strip_comment
+from camus.dataplane import counting, installed as state
 from camus.dataplane import runtime
 from camus.dataplane.reference import expected_rule_counts
 from tests.conftest import APPS
@@ -40,7 +41,7 @@ def lab():
         sh("ip", "netns", "exec", NS, "ip", "link", "set", PUB, "up")
         yield
     finally:
-        if runtime._state_path(BRK).exists():
+        if runtime.state_path(BRK).exists():
             runtime.detach(BRK)
         sh("ip", "link", "del", BRK, check=False)
         sh("ip", "netns", "del", NS, check=False)
@@ -93,7 +94,7 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mod
     # Per-rule counters without TC (no ports file: delivering packets go to the stack whole).
     lines = [strip_comment(ln) for ln in rules.splitlines() if strip_comment(ln)]
     want = expected_rule_counts(spec, lines, [wanted, unwanted, mixed])
-    assert runtime.rule_counts(BRK) == want and sum(n for _, n in want) == 2
+    assert counting.rule_counts(BRK) == want and sum(n for _, n in want) == 2
     shown = CliRunner().invoke(main, ["stats", BRK], catch_exceptions=False).output
     assert all(f"{n:>12}  {ln}" in shown for ln, n in want), shown
     assert f"{BRK} (kernel): rx_packets=" in shown and "rx_dropped=" in shown, shown
@@ -118,7 +119,7 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mod
     assert received([wanted, unwanted, mixed]) == [True, True, True]
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
     assert "xdpgeneric" not in sh("ip", "-d", "link", "show", BRK).stdout
-    assert not (runtime.PIN_ROOT / BRK).exists() and not runtime._state_path(BRK).exists()
+    assert not (state.PIN_ROOT / BRK).exists() and not runtime.state_path(BRK).exists()
 
 
 def test_attach_errors_leave_nothing_behind(lab) -> None:
@@ -141,15 +142,15 @@ def test_detach_after_the_interface_vanished_cleans_up(lab) -> None:
     runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")
     sh("ip", "link", "del", BRK)
     assert "no longer exists" in runtime.detach(BRK)
-    assert not (runtime.PIN_ROOT / BRK).exists() and not runtime._state_path(BRK).exists()
+    assert not (state.PIN_ROOT / BRK).exists() and not runtime.state_path(BRK).exists()
 
 
 def test_detach_without_state_file_removes_leftover_pins(lab) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
     runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")
-    runtime._state_path(BRK).unlink()                       # as if /run had been cleared
+    runtime.state_path(BRK).unlink()                       # as if /run had been cleared
     assert "leftover" in runtime.detach(BRK)
-    assert not (runtime.PIN_ROOT / BRK).exists()
+    assert not (state.PIN_ROOT / BRK).exists()
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
     runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")   # usable again
 
@@ -180,7 +181,7 @@ def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -
     assert received(frames) == want
     # per-rule counters: the kernel counts each matching rule once per message
     lines = [ln.strip() for ln in rules.splitlines() if ln.strip()]
-    assert runtime.rule_counts(BRK) == expected_rule_counts(spec, lines, frames)
+    assert counting.rule_counts(BRK) == expected_rule_counts(spec, lines, frames)
     runtime.update(BRK, compile_rules(spec, "temperature > 6000 and humidity < 500 : fwd(1)\n",
                                       options=CompileOptions(strategy="bdd")), "hot.txt")
     assert received(frames) == [v["reading.temperature"] > 6000 and v["reading.humidity"] < 500 for v in values]

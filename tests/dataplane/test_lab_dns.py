@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from camus.cli import main
-from camus.dataplane import runtime
+from camus.dataplane import counting, runtime
 from camus.dataplane.lab import pass_through
 from tests.conftest import APPS
 
@@ -62,7 +62,7 @@ def dns_lab():
     finally:
         if resolver is not None:
             resolver.kill()
-        if runtime._state_path(BRK).exists():
+        if runtime.state_path(BRK).exists():
             runtime.detach(BRK)
         sh("ip", "link", "del", BRK, check=False)
         sh("ip", "netns", "del", NS, check=False)
@@ -93,7 +93,7 @@ def test_dig_gets_its_answer_from_xdp_and_the_resolver_never_sees_the_query(dns_
     assert dig("x.ads.tracker.net") == []                               # a drop rule: no answer at all
     time.sleep(0.2)
     assert runtime.stats(BRK)["answered"] == 3
-    hits = dict((line, n) for line, n in runtime.rule_counts(BRK))
+    hits = dict((line, n) for line, n in counting.rule_counts(BRK))
     assert hits['qname == "www.example.com" : answerDNS(10.0.0.105)'] == 2
     assert hits['qname == "*.cdn.example.com" : answerDNS(10.0.0.200)'] == 1
     assert seen_by_resolver(dns_lab) == ["www.example.org."]

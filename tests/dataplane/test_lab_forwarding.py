@@ -16,7 +16,7 @@ from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.codec.packets import build_packet, decode_packet, message_from_text, udp_checksum_v6
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Feed, StreamCapture, mold_order_refs
-from camus.dataplane import runtime
+from camus.dataplane import counting, runtime
 from camus.dataplane.reference import expected_rule_counts
 from tests.conftest import APPS
 
@@ -40,8 +40,8 @@ def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def teardown() -> None:
-    from camus.dataplane.apps import dispatch_record_path
-    if runtime._state_path(BRK).exists() or dispatch_record_path(BRK).exists():
+    from camus.dataplane.dispatch import dispatch_record_path
+    if runtime.state_path(BRK).exists() or dispatch_record_path(BRK).exists():
         runtime.detach(BRK)
     for ns, brk_side, _, _ in SUBS.values():
         sh("ip", "link", "del", brk_side, check=False)
@@ -169,7 +169,7 @@ def test_each_subscriber_gets_exactly_its_messages(lab: Path, mode: str, redirec
         assert stats[f"port {p}"] == sent
     # Per-rule counters: each rule compiled alone says which messages it matches.
     want_counts = expected_rule_counts(spec, RULES.strip().splitlines(), frames)
-    assert runtime.rule_counts(BRK) == want_counts
+    assert counting.rule_counts(BRK) == want_counts
     assert all(n > 0 for _, n in want_counts)
 
 
@@ -263,18 +263,18 @@ def test_update_under_traffic_loses_nothing_and_never_mixes_tables(lab: Path) ->
     spec = load_spec(APPS / "itch" / "itch.p4")
     old = "stock == GOOGL : fwd(1)\nstock == AAPL : fwd(2)\n"
     new = "stock == GOOGL : fwd(1)\nstock == MSFT : fwd(2)\n"
-    counting = CompileOptions(count_rules=64)
-    runtime.attach(BRK, compile_rules(spec, old, options=counting), str(APPS / "itch" / "itch.p4"), "old", "native",
+    count_opts = CompileOptions(count_rules=64)
+    runtime.attach(BRK, compile_rules(spec, old, options=count_opts), str(APPS / "itch" / "itch.p4"), "old", "native",
                    ports_path=str(lab))
     n, sub1, seen = update_under_feed(
-        spec, lambda: runtime.update(BRK, compile_rules(spec, new, options=counting), "new"))
+        spec, lambda: runtime.update(BRK, compile_rules(spec, new, options=count_opts), "new"))
     assert sorted(r for pkt in sub1 for r in pkt) == [3 * k + 1 for k in range(n)]   # unchanged: nothing lost
     assert all(s in (["AAPL"], ["MSFT"]) for s in seen)            # one table set per packet
     switch = next(i for i, s in enumerate(seen) if s == ["MSFT"])
     assert switch > 0 and all(s == ["AAPL"] for s in seen[:switch]) and all(s == ["MSFT"] for s in seen[switch:])
     assert len(seen) == n                                           # and nothing lost across the switch
     # The unchanged rule's counter carried over the update; the new rule counts from its start.
-    assert runtime.rule_counts(BRK) == [("stock == GOOGL : fwd(1)", n), ("stock == MSFT : fwd(2)", n - switch)]
+    assert counting.rule_counts(BRK) == [("stock == GOOGL : fwd(1)", n), ("stock == MSFT : fwd(2)", n - switch)]
 
 
 @pytest.mark.parametrize("fanout", ["tc", "xdp"])

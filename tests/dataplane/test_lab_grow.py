@@ -12,8 +12,9 @@ import pytest
 from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
-from camus.dataplane import runtime
-from camus.dataplane.grow import map_id, our_tc_filters, staging_dir
+from camus.dataplane import counting, runtime
+from camus.dataplane.bpfinfo import map_id
+from camus.dataplane.grow import our_tc_filters, staging_dir
 from camus.dataplane.installed import PIN_ROOT, load_installed
 from camus.dataplane.lab import SENDER_SCRIPT
 from camus.dataplane.maps import MapSet
@@ -43,15 +44,15 @@ def _ports_id(unit: str) -> int:
 
 def test_an_update_that_outgrows_the_program_grows_it_under_traffic(lab: Path) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
-    counting = CompileOptions(count_rules=64)
-    runtime.attach(BRK, compile_rules(spec, OLD, options=counting), str(APPS / "itch" / "itch.p4"), "old", "native",
+    count_opts = CompileOptions(count_rules=64)
+    runtime.attach(BRK, compile_rules(spec, OLD, options=count_opts), str(APPS / "itch" / "itch.p4"), "old", "native",
                    limits=EbpfLimits(max_exact=16), ports_path=str(lab))
     ifaces = [BRK] + [s[1] for s in SUBS.values()]
     old_ports = _ports_id(BRK)
     assert len(our_tc_filters(ifaces, old_ports)) == 4         # TC in on the broker, out on three ports
     reports: list[runtime.UpdateReport] = []
     n, sub1, seen = update_under_feed(spec, lambda: reports.append(
-        runtime.update(BRK, compile_rules(spec, NEW, options=counting), "new")))
+        runtime.update(BRK, compile_rules(spec, NEW, options=count_opts), "new")))
     assert reports[0].grown and "stock == Z039 : fwd(3)" in reports[0].added
     assert sorted(r for pkt in sub1 for r in pkt) == [3 * k + 1 for k in range(n)]   # unchanged: nothing lost
     assert all(s in (["AAPL"], ["MSFT"]) for s in seen)            # one program's tables per packet
@@ -59,7 +60,7 @@ def test_an_update_that_outgrows_the_program_grows_it_under_traffic(lab: Path) -
     assert switch > 0 and all(s == ["AAPL"] for s in seen[:switch]) and all(s == ["MSFT"] for s in seen[switch:])
     assert len(seen) == n                                        # nothing lost across the swap
     # Counters carried over: the unchanged rule's and the packet counts of both programs.
-    counts = runtime.rule_counts(BRK)
+    counts = counting.rule_counts(BRK)
     assert counts[:2] == [("stock == GOOGL : fwd(1)", n), ("stock == MSFT : fwd(2)", n - switch)]
     assert all(n == 0 for _, n in counts[2:])
     stats = runtime.stats(BRK)
@@ -71,7 +72,7 @@ def test_an_update_that_outgrows_the_program_grows_it_under_traffic(lab: Path) -
     assert len(our_tc_filters(ifaces, _ports_id(BRK))) == 4
     assert not staging_dir(inst).exists() and sorted(p.name for p in PIN_ROOT.iterdir() if BRK in p.name) == [BRK]
     # An ordinary update goes on in the grown program.
-    again = runtime.update(BRK, compile_rules(spec, OLD, options=counting), "old")
+    again = runtime.update(BRK, compile_rules(spec, OLD, options=count_opts), "old")
     assert not again.grown and load_installed(BRK).generation == 1
 
 

@@ -185,14 +185,14 @@ def test_a_window_reset_never_splits_count_from_sum_on_two_cpus() -> None:
     import os
     import threading
     import time
-    from camus.dataplane.testrun import _libbpf
+    from camus.dataplane.testrun import libbpf
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs")
     text = (APPS / "int" / "int.p4").read_text().replace("latency_window, 131072", "latency_window, 1024")
     spec = parse_spec(text, "int.p4")
     compiled = compile_rules(spec, "count(hop_latency) > 3 and hop_latency > 20000 : fwd(4)\n")
     prog = XdpProgram.load(spec, LIMITS)
-    lib = _libbpf()
+    lib = libbpf()
     lib.bpf_map_lookup_elem_flags.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
     try:
         install(prog, compiled)

@@ -88,7 +88,7 @@ def check_program_fit(p: Pipeline, spec: Spec, arch: str = "v1model") -> None:
     refuse_topics(spec, arch)
     if p.bitvector is not None:
         raise BackendError("this rule set compiled to the bit-vector stage (XDP hosts run it); a switch runs "
-                           "the decision diagram: compile with --strategy bdd (--fit-alpha to fit the budget)")
+                           "the decision diagram: compile with --strategy bdd (the budget is fitted automatically)")
     order = [q.path for q in spec.query_fields]
     seen = [t.field for t in p.tables if t.field is not None]
     if seen != sorted(seen, key=order.index):

@@ -1,0 +1,62 @@
+"""What the rules of an attachment are, by their text: the lines the live tables come from (and
+the key that says whether an update would change them), the counted rules and their totals."""
+from __future__ import annotations
+
+import hashlib
+
+from camus.compiler.backends.ebpf.contents import MapContents
+from camus.compiler.compile import Compiled
+from camus.compiler.language.rules_parser import strip_comment
+
+from .installed import Installed, load_installed
+from .maps import MapSet
+
+
+def counted_rules(c: Compiled, contents: MapContents) -> tuple[list[str], dict[str, list[int]]]:
+    """The text of each counted rule (CompileOptions.count_rules) and which leaves count it."""
+    texts = [rule_text(c, r) for r in c.rules[:c.options.count_rules]]
+    return texts, {str(s): list(r) for s, r in contents.leaf_rules.items()}
+
+
+def rule_totals(maps: MapSet, inst: "Installed") -> dict[int, int]:
+    """Messages each counted rule matched in the live tables (by rule index)."""
+    totals = {i: 0 for i in range(len(inst.counted))}
+    hits = maps.leaf_hits([int(s) for s in inst.leaf_rules])
+    for s, rules in inst.leaf_rules.items():
+        for i in rules:
+            totals[i] += hits[int(s)]
+    return totals
+
+
+def rule_counts(iface: str) -> list[tuple[str, int]]:
+    """(rule, messages it matched) for every counted rule, counts kept across updates of
+    unchanged rules."""
+    inst = load_installed(iface)
+    maps = MapSet.from_pins(inst.pins)
+    try:
+        totals = rule_totals(maps, inst)
+    finally:
+        maps.close()
+    return [(text, totals[i] + inst.rule_base.get(text, 0)) for i, text in enumerate(inst.counted)]
+
+
+def rule_text(c: Compiled, rule) -> str:
+    """A rule as its source line says it, comment stripped."""
+    return strip_comment(c.source.line_text(rule.offset))
+
+
+def tables_key(options: object, lines: list[str]) -> str:
+    """The live tables are a function of the rules (`lines`, rule_lines_of(c): comments and blank
+    lines do not count), the options and the spec, which attach fixes: the compiler is
+    deterministic (golden files), so an update with the same key would write the very entries
+    the live bank holds."""
+    text = "\n".join(lines) + "\0" + repr(options)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def rule_lines_of(c: Compiled) -> list[str]:
+    return sorted({rule_text(c, r) for r in c.rules} - {""}) if c.source.text else []
+
+
+def leaf_ports(contents: MapContents) -> list[tuple[int, ...]]:
+    return [ports for ports, *_ in contents.leaf.values()]
