@@ -4,8 +4,17 @@ then one row per shipped app (the Camus paper's Table I: INT, hICN, ...) for its
 tables, entries, TCAM rows, SRAM words, register-backed state variables, multicast groups.
 
     python bench/p4_resources.py [--subscriptions N ...] [--app int --app hicn ...]
+    python bench/p4_resources.py --table1 [--hicn N]     # the Camus paper's Table I, row by row
 
 The last line is one JSON object with the figures.
+
+Table I's workloads (the paper, section VIII-F): ITCH, 100K `stock == S and price > P : fwd(H)`
+(100 symbols, P in (0,1000), 200 hosts); INT, 100K `switch_id == S and hop_latency > L` filters
+(100 switches, 1,000 hop_latency ranges: here disjoint latency bands [1000 k, 1000 (k+1)) ns, each
+band to its collector port, the same bands on every switch); hICN, 1M unique content identifiers
+(here exact IPv6 names, each to one of 64 ports). Each is compiled exactly (alpha 1) and costed
+against the default budget (compiler/backends/p4/budget.py names its sources), then fitted as
+`compile --target p4` would.
 """
 from __future__ import annotations
 
@@ -21,7 +30,12 @@ def main() -> int:
     ap.add_argument("--subscriptions", type=int, action="append", help="default 1000 10000 100000")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--app", action="append", help="apps for the per-app rows (default int hicn ila itch ipfwd)")
+    ap.add_argument("--table1", action="store_true", help="the Camus paper's Table I rows, next to its percentages")
+    ap.add_argument("--hicn", type=int, default=1_000_000, help="hICN names for --table1 (the paper: 1M)")
     args = ap.parse_args()
+    if args.table1:
+        print(json.dumps(table1(args.hicn)))
+        return 0
     from camus.bench.workloads import itch_rules
     from camus.compiler.backends.p4.budget import Budget, over_budget, switch_resources
     from camus.compiler.backends.p4.entries import p4_tables
@@ -73,6 +87,81 @@ def app_rows(apps: list[str]) -> dict[str, dict[str, int]]:
         print(f"{app:<8} {row['tables']:>6} {row['entries']:>8} {row['tcam_rows']:>10} {row['sram_words']:>11} "
               f"{row['state_vars']:>11} {row['groups']:>7}")
     return rows
+
+
+PAPER_TABLE1 = {"ITCH": (3.7, 4.17, 46.0), "INT": (0.73, 3.45, 0.0), "hICN": (74.9, 0.69, 0.0)}   # SRAM, TCAM, groups %
+
+INT_SPEC = """header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+header ipv4_t { bit<4> version; bit<4> ihl; bit<8> diffserv; bit<16> total_len; bit<16> identification;
+    bit<3> flags; bit<13> frag_offset; bit<8> ttl; bit<8> protocol; bit<16> hdr_checksum; bit<32> src; bit<32> dst; }
+header udp_t { bit<16> src_port; bit<16> dst_port; bit<16> length; bit<16> checksum; }
+header int_t { bit<32> switch_id; bit<32> hop_latency; }
+struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; int_t int; }
+@pragma query_field_exact(int.switch_id)
+@pragma query_field(int.hop_latency)
+"""
+
+HICN_SPEC = """header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+header ipv6_t { bit<4> version; bit<8> traffic_class; bit<20> flow_label; bit<16> payload_len;
+    bit<8> next_hdr; bit<8> hop_limit; bit<128> src; bit<128> dst; }
+header udp_t { bit<16> src_port; bit<16> dst_port; bit<16> length; bit<16> checksum; }
+struct headers { ethernet_t ethernet; ipv6_t ipv6; udp_t udp; }
+@pragma query_field_exact(ipv6.dst)
+"""
+
+
+def table1_workloads(hicn: int) -> dict[str, tuple[str, list[str]]]:
+    """Each row's spec text and rules."""
+    from camus.bench.workloads import itch_rules
+    import random
+    rng = random.Random(1)
+    int_rules = [f"switch_id == {s} and hop_latency >= {1000 * k} and hop_latency < {1000 * (k + 1)} : fwd({1 + k % 8})"
+                 for s in range(1, 101) for k in range(1000)]
+    names = set()
+    while len(names) < hicn:
+        names.add(rng.getrandbits(64))
+    hicn_rules = [f"ipv6.dst == b001:{(n >> 48) & 0xFFFF:x}:{(n >> 32) & 0xFFFF:x}:{(n >> 16) & 0xFFFF:x}:"
+                  f"{n & 0xFFFF:x}:: : fwd({1 + n % 64})" for n in sorted(names)]
+    return {"ITCH": (SPEC.read_text(), itch_rules(100_000, 1)), "INT": (INT_SPEC, int_rules), "hICN": (HICN_SPEC, hicn_rules)}
+
+
+def table1(hicn: int) -> dict[str, dict]:
+    """The paper's Table I rows: ours exact and fitted, its percentages beside them."""
+    import time
+    from camus.compiler.backends.base import OverBudget, TargetOptions
+    from camus.compiler.backends.p4.budget import Budget, switch_resources
+    from camus.compiler.backends.p4.entries import p4_tables
+    from camus.compiler.backends.registry import backend
+    from camus.compiler.compile import compile_rules, no_cyclic_gc
+    from camus.compiler.fitting import build_fitted, describe
+    from camus.compiler.language.spec_parser import parse_spec
+    b = Budget()
+    out: dict[str, dict] = {}
+    print(f"{'row':<6} {'filters':>9} {'entries':>8} {'SRAM':>7} {'TCAM':>7} {'groups':>7} {'members':>8}   "
+          f"{'paper SRAM/TCAM/groups':<24} fitted")
+    for name, (spec_text, rules) in table1_workloads(hicn).items():
+        t0 = time.perf_counter()
+        with no_cyclic_gc():
+            spec = parse_spec(spec_text)
+            c = compile_rules(spec, "\n".join(rules) + "\n")
+            r = switch_resources(p4_tables(c.pipeline, c.spec))
+            try:
+                fitted = describe(build_fitted(c, backend("p4"), TargetOptions()).compiled)
+            except OverBudget as exc:
+                fitted = f"does not fit: {exc.headline()}"
+        row = {"filters": len(rules), "entries": r["entries"], "sram_pct": 100 * r["sram_words"] / b.sram_words,
+               "tcam_pct": 100 * r["tcam_block_rows"] / b.tcam_block_rows,
+               "groups_pct": 100 * r["multicast_groups"] / b.multicast_groups,
+               "members_pct": 100 * r["group_members"] / b.group_members,
+               "paper": dict(zip(("sram_pct", "tcam_pct", "groups_pct"), PAPER_TABLE1[name])),
+               "fitted": fitted, "seconds": round(time.perf_counter() - t0, 1)}
+        out[name] = row
+        p = PAPER_TABLE1[name]
+        print(f"{name:<6} {len(rules):>9,} {r['entries']:>8,} {row['sram_pct']:>6.2f}% {row['tcam_pct']:>6.2f}% "
+              f"{row['groups_pct']:>6.2f}% {row['members_pct']:>7.1f}%   {p[0]:>5}% / {p[1]:>5}% / {p[2]:>4}%     {fitted}")
+    print("budget: one Tofino-1 pipe (compiler/backends/p4/budget.py: 12 stages x 80 SRAM blocks of 1,024 x 128 bits, "
+          "12 x 24 TCAM blocks of 512 x 44 bits, 65,535 groups, 2^20 members)")
+    return out
 
 
 if __name__ == "__main__":

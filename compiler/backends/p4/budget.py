@@ -8,6 +8,20 @@ The model counts what decides whether entries fit a match-action pipeline:
 The default budget is one Tofino-1 pipe: 12 stages x 80 SRAM blocks x 1,024 words, 12 stages x
 24 TCAM blocks x 512 rows, 64K multicast groups. Figures are estimates (no compiler placement
 here): they say early, before anything is written, that a rule set will not fit.
+
+Where the figures come from (public material; Intel publishes no per-stage capacities):
+  * 12 match-action stages per pipe, 80 SRAM and 24 TCAM blocks per stage, TCAM blocks of 512
+    44-bit rows: the Tofino-1 figures the research literature on switch table placement uses
+    (the RMT design it descends from had 106 SRAM blocks of 1K x 112 bits and 16 TCAM blocks of
+    2K x 40 bits over 32 stages: Bosshart et al., SIGCOMM 2013);
+  * SRAM blocks of 1,024 words of 128 bits: the P4.org forum's answer on Tofino SRAM blocks
+    ("Questions on SRAM Block Usage in Tofino2": each block holds 1024 128-bit words, so an
+    exact table takes at least 1,024 entries' room);
+  * multicast group ids are 16 bits in the Tofino Native Architecture's public specification
+    (MulticastGroupId_t), so at most 65,535 groups; the member budget (2^20) is ours: the
+    replication engine's node memory is not public.
+The Camus paper's Table I gives shares of "the switch" without its capacities, so its
+percentages and ours differ by that denominator too (bench/p4_resources.py --table1).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...ir.pipeline import FieldTable, Pipeline, ident
+from ...ir.pipeline import Entry, FieldTable, Pipeline, ident
 from ...language.spec import Spec
 from ..emit import BackendError
 from ..ebpf.custom import dns_answer, ila_locator
@@ -147,6 +147,38 @@ def _state_layout(p: Pipeline, spec: Spec) -> StateLayout:
     return StateLayout(slot, stage)
 
 
+EXACT_SPAN_MAX = 1 << 16   # an interval on an exact key becomes that many exact entries at most
+
+
+def exact_from_intervals(t: FieldTable) -> list[Entry]:
+    """A range table of the IR as exact entries plus one `any` entry per state, for a field the
+    spec declares exact (`query_field_exact`): the diagram merges adjacent equalities with the
+    same outcome into one interval (`id == 1001 or id == 1002`, or values whose subtrees are
+    equal), and the gaps between them into wide ones. Per state, the widest interval's next
+    state becomes the default (`_any`); every other interval, one exact entry per value. An
+    interval wider than EXACT_SPAN_MAX that is not the default cannot be listed: refused."""
+    by_state: dict[int, list[Entry]] = {}
+    for e in t.entries:
+        by_state.setdefault(e.state, []).append(e)
+    out: list[Entry] = []
+    for state, es in by_state.items():
+        spans = [(e.match[2] - e.match[1] + 1 if e.match[0] == "range" else 1, e) for e in es if e.match[0] != "any"]
+        default = next((e.next for e in es if e.match[0] == "any"), None)
+        if default is None and spans:
+            default = max(spans, key=lambda x: x[0])[1].next
+        for span, e in spans:
+            if e.next == default:
+                continue
+            if span > EXACT_SPAN_MAX:
+                raise BackendError(f"{t.name}: an interval of {span:,} values on the exact key (a range filter on a "
+                                   "query_field_exact field): declare it query_field for a switch")
+            lo = e.match[1]
+            out.extend(Entry(state, ("exact", v), e.next) for v in range(lo, lo + span))
+        if default is not None:
+            out.append(Entry(state, ("any",), default))
+    return out
+
+
 def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     out = P4Tables(root=p.root, groups=dict(p.groups))
     layout = _state_layout(p, spec) if (spec is not None and p.state_vars) else None
@@ -170,9 +202,12 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
         out.widths[key] = t.key_width
         out.widths["meta.state"] = STATE_KEY_BITS
         kind = declared_kind(spec, t) if t.compression is None else t.kind
-        if t.kind == "exact":
+        entries = t.entries
+        if kind == "exact" and t.kind == "range":
+            entries = exact_from_intervals(t)        # the IR merged equalities into intervals
+        if kind == "exact":
             out.order.append(table_name(t, "_any"))
-        for e in t.entries:
+        for e in entries:
             st = Match("meta.state", "exact", e.state)
             if e.match[0] == "any":
                 out.entries.append(P4Entry(table_name(t, "_any"), (st,), "set_state", (e.next,)))
