@@ -17,7 +17,7 @@ from .structure.bitvector import build_bitvector
 from .structure.diagram import DiagramBuilder, DiagramTooLarge
 from .logic.dnf import DnfTooLarge, Term, to_dnf
 from .logic.intervals import IntervalSet
-from .language.errors import CompileError, CompileErrors, Position
+from .language.errors import CompileError, CompileErrors, Position, read_source
 from .logic.lowering import Atom, Lowered, lower_rules
 from .ir.pipeline import Pipeline
 from .language.rules_ast import Rule
@@ -285,8 +285,4 @@ def compile_files(spec_path: str | Path, rules_path: str | Path,
     from .language.spec_parser import load_spec
     spec = load_spec(spec_path)
     p = Path(rules_path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise CompileErrors([CompileError(f"cannot read rules: {exc.strerror}", Position(str(p), 1, 1))])
-    return compile_rules(spec, text, str(p), options)
+    return compile_rules(spec, read_source(p, "rules"), str(p), options)

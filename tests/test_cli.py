@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from camus.cli import main
@@ -114,3 +116,19 @@ def test_attach_app_arguments_are_checked_before_anything_runs(tmp_path) -> None
     out = runner.invoke(main, ["attach", "eth0", "--spec", spec, "--app", f"a={spec},{rules}"])
     assert out.exit_code == 1 and "not both" in out.output
     assert "--app NAME=SPEC,RULES[,PORTS]" in runner.invoke(main, ["attach", "--help"]).output
+
+
+@pytest.mark.parametrize("content", [bytes(range(256)) * 4, b"stock == GOOGL : fwd(1)\n\xff\xfe\n",
+                                     ("not " * 10000 + "stock == GOOGL : fwd(1)\n").encode(),
+                                     ("(" * 10000 + "stock == GOOGL" + ")" * 10000 + " : fwd(1)\n").encode()],
+                         ids=["binary", "latin1", "10000-nots", "10000-parens"])
+def test_hostile_files_get_a_positioned_error_not_a_traceback(tmp_path, content: bytes) -> None:
+    """Issue 40: binary files ended in UnicodeDecodeError, deep nesting in RecursionError."""
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    for args in (["check", SPEC, str(bad)], ["check", str(bad), RULES], ["compile", SPEC, str(bad), "--target", "p4"],
+                 ["explain", SPEC, str(bad), "--message", "stock=GOOGL"]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 1, (args, r.output)
+        assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
+        assert f"{bad}:" in r.output and "error:" in r.output and "Traceback" not in r.output, (args, r.output[-500:])

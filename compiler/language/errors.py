@@ -6,6 +6,7 @@ several mistakes raises one `CompileErrors` listing all of them, so users fix a 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 
@@ -50,3 +51,21 @@ class CompileErrors(Exception):
     def __str__(self) -> str:
         head = f"{len(self.errors)} error(s); nothing was compiled or changed"
         return "\n".join([e.render() for e in self.errors] + [head])
+
+
+def read_source(path: "str | os.PathLike[str]", what: str) -> str:
+    """A spec or rules file's text; CompileErrors with the position of the first byte that is not
+    UTF-8 (a binary file, a latin-1 file) or the reason it cannot be read."""
+    from pathlib import Path
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise CompileErrors([CompileError(f"cannot read {what}: {exc.strerror}", Position(str(p), 1, 1))]) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise CompileErrors([CompileError(f"byte 0x{data[exc.start]:02x} is not UTF-8 text ({what} files are UTF-8 "
+                                          "text; is this a binary file?)", Position(str(p), line, column))]) from None

@@ -74,6 +74,9 @@ class SourceText:
         return CompileError(message, self.position(offset), expected, self.line_text(offset))
 
 
+MAX_NESTING = 100      # deeper filters are refused with their position (every stage after recurses)
+
+
 class _Parser:
     def __init__(self, src: SourceText, start: int = 0, end: int | None = None) -> None:
         self.src = src
@@ -88,6 +91,7 @@ class _Parser:
             toks.append((kind, m.group(), m.start()))  # type: ignore[arg-type]
         toks.append(("eof", "", end))
         self.toks = toks
+        self.depth = 0                   # `not`s and parentheses open around the current token
         self.i = 0
 
     # -- token helpers -------------------------------------------------------------------
@@ -184,13 +188,23 @@ class _Parser:
     def unary(self) -> Filter:
         tok = self.take()
         kind, text, off = tok
-        if (kind == "id" and text.lower() == "not") or (kind == "op" and text == "!"):
-            return Not(self.unary(), off)
-        if kind == "op" and text == "(":
-            inner = self.filter()
-            self.expect(")", "')' to close the '(' at column "
-                        f"{self.src.position(off).column}")
-            return inner
+        opens = (kind == "id" and text.lower() == "not") or (kind == "op" and text in ("!", "("))
+        if opens:
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.src.error(f"filter nested deeper than {MAX_NESTING} levels of 'not' and parentheses",
+                                     off, "a flatter filter (or several rules)")
+        try:
+            if (kind == "id" and text.lower() == "not") or (kind == "op" and text == "!"):
+                return Not(self.unary(), off)
+            if kind == "op" and text == "(":
+                inner = self.filter()
+                self.expect(")", "')' to close the '(' at column "
+                            f"{self.src.position(off).column}")
+                return inner
+        finally:
+            if opens:
+                self.depth -= 1
         if kind == "id" and text.lower() == "true":
             return TrueFilter(off)
         if kind == "id" and text.lower() == "false" and self.peek()[1] not in _RELOPS:

@@ -31,7 +31,7 @@ from . import topics, wide_fields
 from ..codec.attrs import ATTRS_FRAMINGS, check_dictionary
 from .query_fields import VTYPES, add_query_field
 from .actions import default_action_atoms
-from .errors import CompileError, CompileErrors, Position
+from .errors import CompileError, CompileErrors, Position, read_source
 from .spec import (KNOWN_ROLES, MOLDUDP64, NO_FRAMING, Counter, Framing, HeaderField,
                    HeaderInstance, HeaderType, MatchKind, Role, Spec)
 
@@ -327,11 +327,7 @@ def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Sp
 
 def load_spec(path: str | Path) -> Spec:
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise CompileErrors([CompileError(f"cannot read spec: {exc.strerror}", Position(str(p), 1, 1))])
-    return parse_spec(text, str(p), p.stem)
+    return parse_spec(read_source(p, "spec"), str(p), p.stem)
 
 
 def _instances(reader: _SpecReader, errors: list[CompileError],
