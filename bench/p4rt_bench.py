@@ -58,7 +58,9 @@ def measure(n: int, changes: int, seed: int = 1) -> dict:
 def _measure(spec, port: int, n: int, changes: int, seed: int, procs: list) -> dict:
     from camus.bench.workloads import itch_rules
     from camus.compiler.compile import CompileOptions, compile_rules
-    from camus.controller.devices import DeviceTables, digest
+    import hashlib
+
+    from camus.controller.devices import DeviceTables
     from camus.controller.targets import P4RuntimeTarget
 
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{port}"],
@@ -70,7 +72,9 @@ def _measure(spec, port: int, n: int, changes: int, seed: int, procs: list) -> d
     rules = [r for r in itch_rules(n, seed) if r.strip()]
 
     def tables(text: str) -> DeviceTables:
-        return DeviceTables("sw", "p4", text, digest(text), compile_rules(spec, text, "<bench>", opts))
+        lines = [x for x in text.splitlines() if x.strip()]
+        return DeviceTables("sw", "p4", hashlib.sha256(text.encode()).hexdigest()[:16], len(lines), text,
+                            compile_rules(spec, text, "<bench>", opts))
 
     base = "\n".join(rules) + "\n"
     t = tables(base)

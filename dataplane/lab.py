@@ -200,6 +200,24 @@ def pass_through(iface: str, ns: str | None = None) -> Any:
     return bpf
 
 
+def _address(ipr, ifname: str, ip: str | None) -> None:   # type: ignore[no-untyped-def]
+    """`ifname` up, with `ip`/24 when given (pyroute2: links and addresses by netlink)."""
+    idx = ipr.link_lookup(ifname=ifname)[0]
+    if ip is not None:
+        ipr.addr("add", index=idx, address=ip, prefixlen=24)
+    ipr.link("set", index=idx, state="up")
+
+
+def _address_in(ns: str, ifname: str | None, ip: str | None, gateway: str | None = None) -> None:
+    """The same inside namespace `ns`, and a default route via `gateway` when given."""
+    from pyroute2 import NetNS
+    with NetNS(ns) as n:
+        if ifname is not None:
+            _address(n, ifname, ip)
+        if gateway is not None:
+            n.route("add", dst="0.0.0.0/0", gateway=gateway)
+
+
 class Lab:
     def __init__(self, prefix: str = "camus-demo", subscribers: int = 3, net: str = "10.79",
                  remote_endpoint: bool = True, routed: bool = False) -> None:
@@ -229,35 +247,35 @@ class Lab:
 
     # lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "Lab":
+        from pyroute2 import IPRoute
         self.teardown()
         try:
-            sh("ip", "netns", "add", self.pub_ns)
-            sh("ip", "netns", "exec", self.pub_ns, "ip", "link", "set", "lo", "up")   # local clients
-            sh("ip", "link", "add", self.broker, "type", "veth", "peer", "name", self.pub_if, "netns", self.pub_ns)
-            sh("ip", "addr", "add", f"{self.net}.0.2/24", "dev", self.broker)
-            sh("ip", "link", "set", self.broker, "up")
-            sh("ip", "netns", "exec", self.pub_ns, "ip", "addr", "add", f"{self.net}.0.1/24", "dev", self.pub_if)
-            sh("ip", "netns", "exec", self.pub_ns, "ip", "link", "set", self.pub_if, "up")
-            for p in self.ports:
-                ns = self.sub_ns(p)
-                sh("ip", "netns", "add", ns)
-                sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-                sh("ip", "link", "add", self.sub_if(p, True), "type", "veth", "peer", "name", self.sub_if(p, False),
-                   "netns", ns)
-                sh("ip", "link", "set", self.sub_if(p, True), "up")
-                sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.sub_ip(p)}/24", "dev", self.sub_if(p, False))
-                sh("ip", "netns", "exec", ns, "ip", "link", "set", self.sub_if(p, False), "up")
-                # GRO on the subscriber side lets the veth take frames redirected from XDP.
-                sh("ip", "netns", "exec", ns, "ethtool", "-K", self.sub_if(p, False), "gro", "on", check=False)
+            with IPRoute() as ipr:
+                self._namespace(self.pub_ns)
+                ipr.link("add", ifname=self.broker, kind="veth", peer={"ifname": self.pub_if, "net_ns_fd": self.pub_ns})
+                _address(ipr, self.broker, f"{self.net}.0.2")
+                _address_in(self.pub_ns, self.pub_if, f"{self.net}.0.1")
+                for p in self.ports:
+                    ns = self.sub_ns(p)
+                    self._namespace(ns)
+                    ipr.link("add", ifname=self.sub_if(p, True), kind="veth",
+                             peer={"ifname": self.sub_if(p, False), "net_ns_fd": ns})
+                    _address(ipr, self.sub_if(p, True), f"{self.net}.{p}.1" if self.routed else None)
+                    _address_in(ns, self.sub_if(p, False), self.sub_ip(p), f"{self.net}.{p}.1" if self.routed else None)
+                    # GRO on the subscriber side lets the veth take frames redirected from XDP.
+                    sh("ip", "netns", "exec", ns, "ethtool", "-K", self.sub_if(p, False), "gro", "on", check=False)
                 if self.routed:
-                    sh("ip", "addr", "add", f"{self.net}.{p}.1/24", "dev", self.sub_if(p, True))
-                    sh("ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", f"{self.net}.{p}.1")
-            if self.routed:
-                sh("ip", "netns", "exec", self.pub_ns, "ip", "route", "add", "default", "via", f"{self.net}.0.2")
+                    _address_in(self.pub_ns, None, None, f"{self.net}.0.2")
         except BaseException:
             self.teardown()
             raise
         return self
+
+    @staticmethod
+    def _namespace(ns: str) -> None:
+        from pyroute2 import netns
+        netns.create(ns)
+        _address_in(ns, "lo", None)                      # loopback up: local clients in the namespace
 
     def __exit__(self, *exc: object) -> None:
         self.teardown()
@@ -265,21 +283,24 @@ class Lab:
     def teardown(self) -> None:
         """Remove this lab and any leftover of an earlier one with the same prefix (whatever its
         number of subscribers): namespaces named PREFIX-*, interfaces named PREFIX[:8]-*."""
+        from pyroute2 import IPRoute, netns
         from camus.dataplane import runtime
         if runtime.state_path(self.broker).exists():
             try:
                 runtime.detach(self.broker)
             except Exception:
                 pass
-        links = sh("ip", "-o", "link", "show", check=False).stdout
-        for line in links.splitlines():
-            name = line.split(":", 2)[1].strip().split("@")[0] if ":" in line else ""
-            if name.startswith(self.prefix[:8] + "-"):
-                sh("ip", "link", "del", name, check=False)
-        for line in sh("ip", "netns", "list", check=False).stdout.splitlines():
-            name = line.split()[0] if line.split() else ""
+        with IPRoute() as ipr:
+            for link in ipr.get_links():
+                name = link.get_attr("IFLA_IFNAME") or ""
+                if name.startswith(self.prefix[:8] + "-"):
+                    try:
+                        ipr.link("del", index=link["index"])
+                    except Exception:
+                        pass                              # its peer's removal took it already
+        for name in netns.listnetns():
             if name.startswith(self.prefix + "-"):
-                sh("ip", "netns", "del", name, check=False)
+                netns.remove(name)
 
     # use ---------------------------------------------------------------------------------
     def broker_mac(self) -> bytes:
