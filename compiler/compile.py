@@ -8,7 +8,6 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -26,6 +25,7 @@ from .structure.slicing import default_action, slice_pipeline
 from .language.spec import Spec
 from .structure.fit import cover_order, fewest_drops
 from .structure.strategy import choose
+from .compiled import CompileOptions as CompileOptions, Compiled as Compiled  # the driver's own API too
 
 
 # --fit (structure/fit.py): a cover smaller than the estimate's is tried with a build given up
@@ -36,37 +36,6 @@ FIT_TRIAL_NODES = 60_000
 FIT_TRIAL_MEMO = 50_000
 SWITCH_GROUPS = 65_535
 SWITCH_GROUP_MEMBERS = 1 << 20
-
-
-@dataclass
-class CompileOptions:
-    order: str = "spec"          # "spec": field order of the spec; "heuristic": fewest constants first
-    alpha: int = 1               # >1: discretise numeric constants to multiples of alpha
-    exact_rules: frozenset[int] = frozenset()   # rule indices alpha leaves exact (last-hop ports)
-    compress_max: int = 0        # >0: compress fields with at most this many distinct codes
-    max_nodes: int = 2_000_000   # diagram size limit
-    dnf_limit: int = 4096        # conjunctions one rule may expand to
-    count_rules: int = 0         # >0: the first N rules get their own counters (leaves say
-                                 # which of them matched; keeps apart states that differ only there)
-    strategy: str = "auto"       # auto | bdd | bitvector (structure/strategy.py decides auto) |
-                                 # switch: the diagram, fields dropped until it fits switch_entries
-    switch_entries: int = 100_000  # strategy switch: diagram size the cover must fit
-
-
-@dataclass
-class Compiled:
-    spec: Spec
-    rules: list[Rule]
-    source: SourceText
-    lowered: Lowered
-    builder: DiagramBuilder
-    root: int
-    order: list[int]
-    pipeline: Pipeline
-    timings: dict[str, float] = field(default_factory=dict)
-    options: CompileOptions = field(default_factory=CompileOptions)
-    exact_lowered: Lowered | None = None    # the lowering before alpha widened it: a recompile with
-                                            # other options starts here (recompile())
 
 
 def variable_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], how: str) -> list[int]:

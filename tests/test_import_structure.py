@@ -92,3 +92,13 @@ def test_the_walker_sees_circles_and_private_names(tmp_path, monkeypatch) -> Non
     graph, private = import_graph()
     assert {frozenset(c) for c in nx.simple_cycles(graph)} == {frozenset({"camus.compiler.a", "camus.compiler.b"})}
     assert private == {("camus.compiler.a", "camus.compiler.b", "_hidden"), ("camus.compiler.b", "camus.compiler.a", "_x")}
+
+
+def test_no_back_end_imports_the_compiler_driver_or_the_fitting_policy() -> None:
+    """A back end reads only its Compiled (compiler/compiled.py): recompiling is the fitting
+    driver's (compiler/fitting.py), above every back end (issue 41)."""
+    graph, _ = import_graph()
+    backends = [m for m in graph if m.startswith("camus.compiler.backends")]
+    reached = {(m, t) for m in backends for t in graph.successors(m)
+               if t in ("camus.compiler.compile", "camus.compiler.fitting", "camus.compiler.incremental")}
+    assert not reached, f"back ends importing the driver: {sorted(reached)}"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar
 from .emit import BackendError
 
 if TYPE_CHECKING:
-    from ..compile import Compiled
+    from ..compiled import Compiled
     from ..semantics.explain import Engine
 
 

@@ -2,7 +2,7 @@
 interpreter as its explain engine."""
 from __future__ import annotations
 
-from ..compile import Compiled
+from ..compiled import Compiled
 from ..semantics.explain import Engine, IrEngine
 from .base import Artefacts, Backend, TargetOptions
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..compile import Compiled
+from ..compiled import Compiled
 from ..semantics.explain import Engine, FilterEngine
 from .base import Backend
 from .ebpf import EbpfBackend

@@ -16,7 +16,7 @@ import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..compile import Compiled
+from ..compiled import Compiled
 from ..semantics.explain import Engine
 from ..semantics.interpreter import Step
 from ..codec.packets import encode_message

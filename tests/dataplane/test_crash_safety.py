@@ -48,6 +48,13 @@ def _write(tmp_path, name: str) -> str:
     return str(path)
 
 
+def _update_code(tmp_path, name: str) -> str:
+    """Python for a child process that updates the broker to rule set `name`."""
+    rules = _write(tmp_path, name)
+    return ("from camus.dataplane import runtime; from camus.compiler.compile import compile_files; "
+            f"runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, {rules!r}), {rules!r})")
+
+
 def _descriptors(inst: runtime.Installed) -> tuple[set[int], set[int]]:
     """State ids holding a descriptor in the live half of the maps and in the idle half."""
     import ctypes
@@ -68,10 +75,7 @@ def test_update_killed_at_every_step(lab, tmp_path, step: str) -> None:  # noqa:
     spec = load_spec(SPEC_PATH)
     frames = _frames()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
-    code = ("from camus.dataplane import runtime; from camus.compiler.compile import compile_files; "
-            f"runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, {_write(tmp_path, 'b')!r}), "
-            f"{_write(tmp_path, 'b')!r})")
-    _killed(code, step)
+    _killed(_update_code(tmp_path, "b"), step)
     now = received(frames)
     assert now in (WANT["a"], WANT["b"])                      # one whole table set, never a mix
     assert now == (WANT["a"] if step == "update:journaled" else WANT["b"])
@@ -207,10 +211,7 @@ def test_an_update_killed_never_leaves_a_later_one_reporting_unchanged(lab, tmp_
     spec = load_spec(SPEC_PATH)
     frames = _frames()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
-    code = ("from camus.dataplane import runtime; from camus.compiler.compile import compile_files; "
-            f"runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, {_write(tmp_path, 'b')!r}), "
-            f"{_write(tmp_path, 'b')!r})")
-    _killed(code, step)
+    _killed(_update_code(tmp_path, "b"), step)
     _check_named(tmp_path, frames, "a" if step == "update:journaled" else "b")   # status recovered it
     rep = runtime.update(BRK, compile_rules(spec, RULES["a"]), _write(tmp_path, "a"))
     assert rep.written == (step != "update:journaled")
@@ -229,9 +230,7 @@ def test_an_update_killed_at_random_times_then_back_and_forth(lab, tmp_path) -> 
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
 
     def update_cmd(name: str) -> list[str]:
-        return [sys.executable, "-c", "from camus.dataplane import runtime; from camus.compiler.compile import "
-                f"compile_files; runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, "
-                f"{_write(tmp_path, name)!r}), {_write(tmp_path, name)!r})"]
+        return [sys.executable, "-c", _update_code(tmp_path, name)]
 
     t0 = time.monotonic()
     subprocess.run(update_cmd("b"), check=True, capture_output=True)

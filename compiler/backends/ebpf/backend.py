@@ -2,7 +2,7 @@
 realise the tables; its explain engine is the real program in this kernel (root)."""
 from __future__ import annotations
 
-from ...compile import Compiled
+from ...compiled import Compiled
 from ...semantics.explain import Engine
 from ..base import Artefacts, Backend, TargetOptions
 from .program import program_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ...compile import Compiled
+from ...compiled import Compiled
 from ...semantics.explain import Engine
 from ...semantics.interpreter import Step
 from ...ir.pipeline import ActionSet
