@@ -10,7 +10,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from camus.compiler.backends.ebpf.bitvector import STATE_BV
-from camus.compiler.backends.ebpf.tables import map_contents
+from camus.compiler.backends.ebpf.backend import sized_for
 from camus.compiler.backends.ebpf.contents import LEAF_DROP, LEAF_CALL
 from camus.compiler.compile import Compiled
 from camus.compiler.semantics.interpreter import Step
@@ -59,8 +59,8 @@ class XdpEngine:
 
     def __init__(self, c: Compiled) -> None:
         self.c = c
-        self.prog = XdpProgram.load(c.spec)
-        self.contents = map_contents(c.pipeline, c.spec)
+        limits, self.contents = sized_for(c)           # as attach sizes the program
+        self.prog = XdpProgram.load(c.spec, limits)
         self.prog.write(self.contents)
         # run_packet's kernel answers, kept for output(): each frame runs once (stateful
         # predicates would otherwise see it twice), identical frames in order.

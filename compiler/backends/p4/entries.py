@@ -205,7 +205,7 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
         entries = t.entries
         if kind == "exact" and t.kind == "range":
             entries = exact_from_intervals(t)        # the IR merged equalities into intervals
-        if kind == "exact":
+        if t.kind == "exact" or kind == "exact":       # the state's default when the exact key misses
             out.order.append(table_name(t, "_any"))
         for e in entries:
             st = Match("meta.state", "exact", e.state)
