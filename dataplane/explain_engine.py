@@ -10,7 +10,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from camus.compiler.backends.ebpf.bitvector import STATE_BV
-from camus.compiler.backends.ebpf.backend import sized_for
+from camus.compiler.backends.ebpf.tables import sized_contents
 from camus.compiler.backends.ebpf.contents import LEAF_DROP, LEAF_CALL
 from camus.compiler.compile import Compiled
 from camus.compiler.semantics.interpreter import Step
@@ -59,7 +59,7 @@ class XdpEngine:
 
     def __init__(self, c: Compiled) -> None:
         self.c = c
-        limits, self.contents = sized_for(c)           # as attach sizes the program
+        limits, self.contents = sized_contents(c.pipeline, c.spec)      # as attach sizes the program
         self.prog = XdpProgram.load(c.spec, limits)
         self.prog.write(self.contents)
         # run_packet's kernel answers, kept for output(): each frame runs once (stateful

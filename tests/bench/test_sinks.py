@@ -41,6 +41,7 @@ def test_sinks_count_time_and_drop_copies_per_subscriber() -> None:
             tx[1].send(copy_to(lab, 1, 1, sent_at)[:60])          # too short for a message: counted
             for s in tx.values():
                 s.close()
+            sent_by = time.time_ns()                    # every copy was on its way by now
             deadline = time.monotonic() + 120           # every frame seen: the event, generously bounded
             while ((got := sinks.read().minus(before)).other < 2 or sum(got.copies.values()) < 3) \
                     and time.monotonic() < deadline:
@@ -50,5 +51,10 @@ def test_sinks_count_time_and_drop_copies_per_subscriber() -> None:
     assert got.copies == {1: 1, 2: 2} and got.messages == {1: 3, 2: 13} and got.total_messages == 16
     assert got.other == 2
     assert sum(got.latency) == 3                                  # every copy timed once
+    # The sinks read the stamp right: no copy took longer than the sending took plus the wait
+    # (a load-bound machine may delay delivery; a wrong stamp would land in the overflow bucket).
     median = got.latency_quantile_ms(0.5)
-    assert median is not None and median < BUCKETS * BUCKET_NS / 1e6     # not the overflow bucket
+    bound_ms = (sent_by - sent_at) / 1e6 + (time.time_ns() - sent_by) / 1e6
+    assert median is not None
+    assert median < BUCKETS * BUCKET_NS / 1e6 or bound_ms >= BUCKETS * BUCKET_NS / 1e6, (median, bound_ms)
+    assert median <= bound_ms + BUCKET_NS / 1e6, (median, bound_ms)

@@ -5,10 +5,8 @@ from __future__ import annotations
 from ...compiled import Compiled
 from ...semantics.explain import Engine
 from ..base import Artefacts, Backend, TargetOptions
-from .bitvector import sized_limits
-from .contents import MapContents
-from .program import EbpfLimits, program_text
-from .tables import fitted_contents
+from .program import program_text
+from .tables import sized_contents
 
 
 class EbpfBackend(Backend):
@@ -17,7 +15,7 @@ class EbpfBackend(Backend):
     explain_as = "xdp"
 
     def build(self, c: Compiled, options: TargetOptions) -> Artefacts:
-        limits, contents = sized_for(c)
+        limits, contents = sized_contents(c.pipeline, c.spec)
         source = program_text(c.spec, limits)
         summary = (f"  XDP maps: {len(contents.desc)} state descriptors, {len(contents.exact)} exact, "
                    f"{len(contents.bounds)} range bounds, {len(contents.lpm)} LPM, {len(contents.leaf)} leaves; "
@@ -30,10 +28,3 @@ class EbpfBackend(Backend):
         engine: Engine = XdpEngine(c)
         return engine
 
-
-def sized_for(c: Compiled) -> tuple[EbpfLimits, MapContents]:
-    """The program's limits and map contents sized from the rule set, as `attach` sizes them
-    (room to grow; bit-vector words as the stage needs), so `compile --target ebpf` and
-    `explain --via xdp` take what `attach` takes."""
-    limits = sized_limits(c.pipeline, EbpfLimits(), len(c.spec.query_fields))
-    return fitted_contents(c.pipeline, c.spec, limits, None)

@@ -13,7 +13,7 @@ from ...ir.labels import LabelError, label_wide
 from ...ir.pipeline import Entry, FieldTable, MatchSpec, Pipeline
 from ...structure.slicing import sort_ports
 from ...language.spec import Spec
-from .bitvector import KIND_BV
+from .bitvector import KIND_BV, sized_limits
 from .contents import (FN, KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, STATE_MASK, CapacityError, Desc, MapContents,
                        check_ports, leaf_value, put_start, range_desc, slot_table)
 from .custom import check_custom
@@ -258,3 +258,10 @@ def fitted_contents(p: Pipeline, spec: Spec, lim: EbpfLimits,
                             f"{STATE_FINAL // 2} per bank")
     out.bank = out.label_bank = 0
     return replace(lim, **grown), out
+
+
+def sized_contents(p: Pipeline, spec: Spec) -> tuple[EbpfLimits, MapContents]:
+    """The program's limits and map contents sized from the rule set, as `attach` sizes them
+    (room to grow; bit-vector words as the stage needs), so `compile --target ebpf` and
+    `explain --via xdp` take what `attach` takes."""
+    return fitted_contents(p, spec, sized_limits(p, EbpfLimits(), len(spec.query_fields)), None)
