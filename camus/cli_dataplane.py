@@ -192,8 +192,8 @@ def status() -> None:
         if inst.pending:
             click.echo("  an update is in progress or was interrupted (journaled): " +
                        ("another command holds the unit" if root else "run `status` as root to finish or undo it"))
-        elif root and not gone and runtime.live_root(inst.unit) != inst.root:
-            click.echo(f"  warning: the maps serve root state {runtime.live_root(inst.unit)}, not the recorded "
+        elif root and not gone and (live := runtime.live_root(inst.unit)) != inst.root:
+            click.echo(f"  warning: the maps serve root state {live}, not the recorded "
                        f"{inst.root} (a host agent's changes since its last save, or a crash): the next "
                        "`update` rewrites the tables whole")
         lim = inst.limits()

@@ -17,42 +17,19 @@ are tried in order until one fits; with `fit=False` the first verdict stands.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
 from .backends.base import Artefacts, Backend, OverBudget, TargetOptions
-from .compile import Compiled, no_cyclic_gc
-from .compile import recompile as recompile_with
+from .compile import Compiled, no_cyclic_gc, recompile
 
 ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
 
 
 @dataclass
 class Fitted:
-    """A build that fits, the compile it came from and what was given up for it."""
+    """A build that fits and the compile it came from (the one asked for, or a coarser one)."""
     compiled: Compiled
     artefacts: Artefacts
-    steps: list[str] = field(default_factory=list)     # each policy tried past the first, and why
-
-    @property
-    def approximated(self) -> bool:
-        return self.compiled.options.alpha > 1 or bool(self.compiled.pipeline.covers_without)
-
-
-def recompile(c: Compiled, **changes: object) -> Compiled:
-    """The same rules compiled again with some options changed."""
-    return recompile_with(c, dataclasses.replace(c.options, **changes))  # type: ignore[arg-type]
-
-
-def coarser(alpha: int) -> Callable[[Compiled], Compiled]:
-    def policy(base: Compiled) -> Compiled:
-        return recompile(base, alpha=alpha)
-    return policy
-
-
-def policies(c: Compiled) -> list[Callable[[Compiled], Compiled]]:
-    """The policies after the first, in order: coarser alpha steps."""
-    return [coarser(a) for a in ALPHA_STEPS if a > c.options.alpha]
 
 
 def describe(c: Compiled) -> str:
@@ -66,29 +43,27 @@ def describe(c: Compiled) -> str:
 
 def build_fitted(c: Compiled, backend: Backend, options: TargetOptions, fit: bool = True) -> Fitted:
     """Build `c` for `backend`; when it is over the target's budget and `fit` holds, recompile
-    with each next policy until one fits. Raises OverBudget (from the last try) when none does,
+    with each coarser alpha until one fits. Raises OverBudget (from the last try) when none does,
     or the back end's BackendError for anything else."""
     with no_cyclic_gc():        # a back end's build allocates entries by the hundred thousand: the
         return _build_fitted(c, backend, options, fit)     # collector rescanned them all (half its time)
 
 
 def _build_fitted(c: Compiled, backend: Backend, options: TargetOptions, fit: bool) -> Fitted:
-    steps: list[str] = []
     try:
-        return Fitted(c, backend.build(c, options), steps)
+        return Fitted(c, backend.build(c, options))
     except OverBudget as exc:
         if not fit:
             raise
         last = exc
-    for policy in policies(c):
-        options.notice(f"over the {backend.name} budget ({last.headline()}); trying coarser constants")
-        trial = policy(c)
-        steps.append(f"{describe(trial)}: after {last.headline()}")
+    for alpha in (a for a in ALPHA_STEPS if a > c.options.alpha):
+        options.notice(f"over the {backend.name} budget ({last.headline()}); trying --alpha {alpha}")
+        trial = recompile(c, dataclasses.replace(c.options, alpha=alpha))
         try:
             art = backend.build(trial, options)
         except OverBudget as exc:
             last = exc
             continue
         art.summary += f"\n  fitted: {describe(trial)} (over-delivers; hosts behind the switch filter exactly)"
-        return Fitted(trial, art, steps)
+        return Fitted(trial, art)
     raise last

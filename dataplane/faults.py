@@ -7,8 +7,6 @@ import signal
 
 
 FAULT_ENV = "CAMUS_FAULT"   # crash tests: `CAMUS_FAULT=update:flipped` kills -9 the process there
-
-
 GRACE_S = 0.05     # in-flight packets finish within an RCU grace period; generous margin
 
 

@@ -26,6 +26,7 @@ from .program import DataplaneError
 PIN_ROOT = Path("/sys/fs/bpf/camus")
 STATE_ROOT = Path("/run/camus")
 APP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+TABLE_CAPACITY = (*DIAGRAM_MAPS, "max_labels")   # what attach may size past the defaults; kept for updates
 
 
 @dataclass
@@ -193,5 +194,3 @@ def side_dirs(unit: str) -> list[Path]:
     """The pin folders a grow keeps beside the unit's for a moment (a crash may leave them)."""
     return [pin_dir(unit).with_name(unit + suffix) for suffix in ("~grow", "~old")]   # (bpffs: no dots)
 
-
-TABLE_CAPACITY = (*DIAGRAM_MAPS, "max_labels")   # what attach may size past the defaults; kept for updates

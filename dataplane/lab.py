@@ -105,6 +105,8 @@ class StreamCapture:
                                      stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != "ready":
+            self.proc.kill()
+            self.proc.wait()
             raise RuntimeError(f"the capture on {iface} did not start")
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -141,6 +143,8 @@ class Feed:
         self.proc.stdin.write(f"{frame.hex()}\n{' '.join(map(str, offsets))}\n")
         self.proc.stdin.flush()
         if self.proc.stdout.readline().strip() != "sending":
+            self.proc.kill()
+            self.proc.wait()
             raise RuntimeError("the feed did not start")
 
     def stop(self) -> int:

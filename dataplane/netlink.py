@@ -10,8 +10,6 @@ from .program import DataplaneError
 
 
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
-
-
 XDP_FLAGS_UPDATE_IF_NOEXIST = 1 << 0
 
 
