@@ -36,8 +36,8 @@ def _options(f):
                      show_default=True,
                      help="Table strategy: the decision diagram (compact when an equality field splits "
                           "the rules; what switches run), bit vectors (linear in the filters, for many "
-                          "attributes; XDP and the reference interpreter), switch (the diagram as a cover "
-                          "that fits a switch: see --fit), or auto: a cost estimate picks (the p4 target "
+                          "attributes; XDP and the reference interpreter), switch (the exact diagram when it "
+                          "builds within bounds, else a cover of bounded size), or auto: a cost estimate picks (the p4 target "
                           "gets the diagram).")(f)
     return f
 
@@ -88,9 +88,7 @@ def main() -> None:
               help="P4: refuse rather than approximate when the entries exceed the budget (by default the "
                    "compile fits them: coarser numeric constants, alpha 2, 5, 10, 20, ..., until they fit; "
                    "over-delivers, never under-delivers, and says what it gave up).")
-@click.option("--fit", is_flag=True,
-              help="P4: also cover multi-attribute rule sets: stop testing the fields that multiply the tables "
-                   "out (the XDP host behind the switch filters exactly).")
+@click.option("--fit", is_flag=True, hidden=True, help="Kept for old scripts: the cover is the default now.")
 @click.option("--fit-alpha", is_flag=True, hidden=True, help="Kept for old scripts: fitting is the default now.")
 @_options
 def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None, arch: str,
@@ -107,9 +105,12 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     WriteRequest as protobuf text, as p4runtime-shell reads them), entries.bfrt.py (Tofino
     bfrt_python), calls.json. Over the switch budget the rules are approximated until they fit
     (coarser constants; said on stderr and in the summary), or with --exact nothing is written.
+    Rules whose exact diagram multiplies out (many attributes, wildcards between them) become a
+    cover of bounded size: it forwards a superset of what the rules select (its over-delivery on
+    sampled messages is in the summary); the XDP hosts behind the switch filter exactly.
     """
     if target == "p4" and strategy == "auto":
-        strategy = "switch" if fit else "bdd"           # what a switch pipeline can run
+        strategy = "bdd" if exact else "switch"         # what a switch pipeline can run, bounded
     c = _compile(spec, rules, order, alpha, compress_max, strategy)
     options = TargetOptions(arch=arch, budget_file=budget_file, notice=lambda m: click.echo(m, err=True))
     try:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .logic.approx import cover_without, discretise
+from .logic.approx import discretise
 from .structure.bitvector import build_bitvector
 from .structure.diagram import DiagramBuilder, DiagramTooLarge
 from .logic.dnf import DnfTooLarge, Term, to_dnf
@@ -23,19 +23,18 @@ from .language.rules_ast import Rule
 from .language.rules_parser import SourceText, parse_rules
 from .structure.slicing import default_action, slice_pipeline
 from .language.spec import Spec
-from .structure.fit import cover_order, fewest_drops
-from .structure.strategy import choose
+from .structure.relaxed import CoverShape, build_relaxed
+from .structure.strategy import CAP, bdd_estimate, choose
 from .compiled import CompileOptions as CompileOptions, Compiled as Compiled  # the driver's own API too
 
 
-# --fit (structure/fit.py): a cover smaller than the estimate's is tried with a build given up
-# past this many nodes or memoised sub-diagrams (the work: each costs ~35 us, and one such
-# failure is paid for per compile: ~2 s at most here); a cover fits when its entries and its
-# multicast groups do (16-bit group ids; members as backends/p4_budget.Budget's default pipe).
-FIT_TRIAL_NODES = 60_000
-FIT_TRIAL_MEMO = 50_000
-SWITCH_GROUPS = 65_535
-SWITCH_GROUP_MEMBERS = 1 << 20
+# strategy "switch": the exact diagram is tried first, given up past twice the switch's entries in
+# nodes or this many term visits (~1.4 us each: ~14 s at most; ITCH's 100K filters take 126K, 300
+# filters over 5 fields with a few thousand entries 1.1M); a fifth of it when the estimate
+# is over the budget, none when it is over LOOSE_ESTIMATE times that; past them, the
+# bounded-width cover (structure/relaxed.py).
+SWITCH_TRIAL_WORK = 10_000_000
+LOOSE_ESTIMATE = 1000
 
 
 def variable_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], how: str) -> list[int]:
@@ -136,34 +135,6 @@ def merge_equal_terms(terms: list[tuple[Term, frozenset[Atom]]]) -> list[tuple[T
     return list(merged.values()) if len(merged) < len(terms) else terms
 
 
-def _fits_switch(p: Pipeline, opts: CompileOptions) -> bool:
-    return (p.entry_count <= opts.switch_entries and len(p.groups) <= SWITCH_GROUPS
-            and sum(map(len, p.groups.values())) <= SWITCH_GROUP_MEMBERS)
-
-
-def _cover_fits(lowered: Lowered, drop: frozenset[str], order: list[int], opts: CompileOptions,
-                built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]], max_nodes: int,
-                max_memo: int | None = None) -> bool:
-    """Whether the diagram of the rules without the fields `drop` fits the switch: at most
-    opts.switch_entries entries and the switch's multicast groups. Built for real, given up past
-    `max_nodes` (twice the entries allowed is sure to be over: an entry per state and edge,
-    leaves are nodes too) or `max_memo` sub-diagrams; what fits is kept in `built`."""
-    widths = [v.width for v in lowered.variables]
-    rules = cover_without(lowered, drop) if drop else lowered
-    terms = merge_equal_terms([(t, r.atoms) for r in rules.rules for t in to_dnf(r.formula, widths, opts.dnf_limit)])
-    builder = DiagramBuilder(widths, min(max_nodes, 2 * opts.switch_entries + 2), max_memo=max_memo)
-    try:
-        root = builder.build(terms, order)
-    except DiagramTooLarge:
-        return False
-    if not _fits_switch(slice_pipeline(rules, builder, root, order, opts.compress_max), opts):
-        return False
-    builder.max_nodes = opts.max_nodes             # the builder serves incremental updates later
-    builder.max_memo = None
-    built[drop] = (rules, builder, root)
-    return True
-
-
 def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
              terms: list[tuple[Term, frozenset[Atom]]], opts: CompileOptions, builder: DiagramBuilder | None,
              keys: list[int] | None = None, timings: dict[str, float] | None = None) -> Compiled:
@@ -176,13 +147,10 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
     t3 = time.perf_counter()
     order = variable_order(lowered, terms, opts.order)
     builder = builder or DiagramBuilder(widths, opts.max_nodes)
-    if opts.strategy == "switch" and cover_order(lowered, terms, order, opts.switch_entries)[1]:
-        # a covering approximation a switch can hold; else the diagram as usual (its builder's
-        # memo serves churn), checked after its build
-        names, needed = cover_order(lowered, terms, order, opts.switch_entries, complete=True)
-        return _switch_cover(spec, rules, src, lowered, order, opts, names, needed, timings, t3)
+    if opts.strategy in ("switch", "cover") and not lowered.state_vars and not _exact_only(terms):
+        return _switch(spec, rules, src, lowered, terms, order, opts, timings, t3)
     merged = terms if keys is not None else merge_equal_terms(terms)
-    strategy, _ = choose(lowered, merged, order, "bdd" if opts.strategy == "switch" else opts.strategy)
+    strategy, _ = choose(lowered, merged, order, "bdd" if opts.strategy in ("switch", "cover") else opts.strategy)
     if strategy == "bitvector":
         if lowered.state_vars:
             raise CompileErrors([CompileError(
@@ -202,47 +170,49 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
         raise CompileErrors([CompileError(
             f"the decision diagram grew past {opts.max_nodes} nodes ({exc.args[0]})",
             Position(source, 1, 1), "--order heuristic, --alpha N, or a smaller rule set")]) from None
-    out = _sliced(spec, rules, src, lowered, builder, root, order, opts, frozenset(), timings, t3)
-    if opts.strategy == "switch" and not _fits_switch(out.pipeline, opts):     # the estimate passed it
-        names, _ = cover_order(lowered, terms, order, opts.switch_entries, complete=True)
-        if names:
-            return _switch_cover(spec, rules, src, lowered, order, opts, names, 1, timings, t3, floor=1)
+    return _sliced(spec, rules, src, lowered, builder, root, order, opts, timings, t3)
+
+
+def _exact_only(terms: list[tuple[Term, frozenset[Atom]]]) -> bool:
+    """Rules a cover must not widen: custom actions (a call would run on messages it is not for)
+    and per-rule counters. Those rule sets get the exact diagram."""
+    return any(a[0] in ("call", "rule") for _, atoms in terms for a in atoms)
+
+
+def _switch(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
+            terms: list[tuple[Term, frozenset[Atom]]], order: list[int], opts: CompileOptions,
+            timings: dict[str, float], t3: float) -> Compiled:
+    """What a switch runs: the exact diagram when it builds within bounds (whether it fits the
+    switch's budget is the back end's verdict, and the fitting driver's next step), else (or with
+    strategy "cover") the bounded-width cover. Never unbounded."""
+    merged = merge_equal_terms(terms)
+    headers = [v for v in order if lowered.variables[v].state is None]
+    widths = [v.width for v in lowered.variables]
+    estimate = bdd_estimate(merged, headers, LOOSE_ESTIMATE * opts.switch_entries) if opts.strategy == "switch" else CAP
+    if estimate <= LOOSE_ESTIMATE * opts.switch_entries:
+        # the estimate is loose both ways (13.2M paths for 300 filters whose diagram has 7,793
+        # entries): within LOOSE_ESTIMATE times the budget the exact build is still tried, with less effort
+        trial = DiagramBuilder(widths, 2 * opts.switch_entries + 2, max_work=SWITCH_TRIAL_WORK
+                               if estimate <= opts.switch_entries else SWITCH_TRIAL_WORK // 5)
+        try:
+            root = trial.build(merged, order)
+        except DiagramTooLarge:
+            pass
+        else:
+            trial.max_nodes, trial.max_work = opts.max_nodes, None     # it serves incremental updates later
+            return _sliced(spec, rules, src, lowered, trial, root, order, opts, timings, t3)
+    builder = DiagramBuilder(widths, opts.max_nodes)
+    root, stats = build_relaxed(builder, merged, order, CoverShape(opts.cover_width, opts.cover_fanout))
+    out = _sliced(spec, rules, src, lowered, builder, root, order, opts, timings, t3)
+    out.pipeline.cover = stats.info()
     return out
 
 
-def _switch_cover(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered, order: list[int],
-                  opts: CompileOptions, names: list[str], start: int, timings: dict[str, float],
-                  t3: float, floor: int = 0) -> Compiled:
-    """The rules without the fewest of `names` (the estimate's order; it asks for `start`; fewer
-    than `floor` are known not to fit) whose diagram fits the switch, each try a real build
-    (structure/fit.py)."""
-    built: dict[frozenset[str], tuple[Lowered, DiagramBuilder, int]] = {}
-    def fits(drop: frozenset[str], thorough: bool) -> bool:
-        if thorough:
-            return _cover_fits(lowered, drop, order, opts, built, 2 * opts.switch_entries + 2)
-        return _cover_fits(lowered, drop, order, opts, built, FIT_TRIAL_NODES, FIT_TRIAL_MEMO)
-    covered = fewest_drops(names, start, fits, floor)
-    timings["fit"] = time.perf_counter() - t3
-    if covered is None:            # not even testing nothing fits (state tables?): say so, as before
-        covered = frozenset(names)
-        widths = [v.width for v in lowered.variables]
-        lowered = cover_without(lowered, covered)
-        merged = merge_equal_terms([(t, r.atoms) for r in lowered.rules
-                                    for t in to_dnf(r.formula, widths, opts.dnf_limit)])
-        builder = DiagramBuilder(widths, opts.max_nodes)
-        root = builder.build(merged, order)
-    else:
-        lowered, builder, root = built[covered]
-    return _sliced(spec, rules, src, lowered, builder, root, order, opts, covered, timings, t3)
-
-
 def _sliced(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered, builder: DiagramBuilder, root: int,
-            order: list[int], opts: CompileOptions, covered: frozenset[str], timings: dict[str, float],
-            t3: float) -> Compiled:
+            order: list[int], opts: CompileOptions, timings: dict[str, float], t3: float) -> Compiled:
     """The diagram at `root` as tables."""
     t4 = time.perf_counter()
     pipeline = slice_pipeline(lowered, builder, root, order, opts.compress_max)
-    pipeline.covers_without = tuple(sorted(covered))
     t5 = time.perf_counter()
     pipeline.validate()
     return Compiled(spec, rules, src, lowered, builder, root, order, pipeline, {

@@ -24,8 +24,11 @@ class CompileOptions:
     count_rules: int = 0         # >0: the first N rules get their own counters (leaves say
                                  # which of them matched; keeps apart states that differ only there)
     strategy: str = "auto"       # auto | bdd | bitvector (structure/strategy.py decides auto) |
-                                 # switch: the diagram, fields dropped until it fits switch_entries
-    switch_entries: int = 100_000  # strategy switch: diagram size the cover must fit
+                                 # switch: the exact diagram when it builds within switch_entries,
+                                 # else a cover of bounded width (structure/relaxed.py)
+    switch_entries: int = 100_000  # strategy switch: diagram size the exact build may reach
+    cover_width: int = 1024      # strategy switch's cover: states per field at most,
+    cover_fanout: int = 32       # and edges per state
 
 
 @dataclass

@@ -5,10 +5,13 @@ A back end reads only its `Compiled` (backends/base.py): when the tables do not 
 raises `OverBudget`, naming each resource over and by how much, and writes nothing. This driver,
 above the back ends, then tries the next policy and says what it did:
 
-    1. the rules as compiled (exact; or the switch cover, `CompileOptions(strategy="switch")`,
-       which drops the fields that multiply the diagram out: structure/fit.py);
-    2. numeric constants discretised to multiples of alpha (Camus's approximation), alpha from
-       ALPHA_STEPS above the one asked for, coarsest last.
+    1. the rules as compiled (exact; or, with `CompileOptions(strategy="switch")` and a diagram
+       too large to build, the bounded-width cover: structure/relaxed.py);
+    2. an exact compile: numeric constants discretised to multiples of alpha (Camus's
+       approximation), alpha from ALPHA_STEPS above the one asked for, coarsest last; then,
+       for strategy "switch", the cover;
+    3. a cover: narrower covers (fewer states per field, fewer edges per state), down to one
+       state per field (every message to every port a rule names: that always fits).
 
 Each step over-delivers, never under-delivers: a message the exact rules select is still
 forwarded, and an XDP host (or the subscriber) behind the switch filters exactly. The policies
@@ -18,9 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Iterator
 
 from .backends.base import Artefacts, Backend, OverBudget, TargetOptions
-from .compile import Compiled, no_cyclic_gc, recompile
+from .compile import CompileOptions, Compiled, no_cyclic_gc, recompile
+from .structure.relaxed import CoverShape
 
 ALPHA_STEPS = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000)
 
@@ -36,9 +41,23 @@ def describe(c: Compiled) -> str:
     parts = []
     if c.options.alpha > 1:
         parts.append(f"numeric constants discretised to multiples of {c.options.alpha} (--alpha {c.options.alpha})")
-    if c.pipeline.covers_without:
-        parts.append(f"fields left to the hosts: {', '.join(c.pipeline.covers_without)}")
+    if c.pipeline.cover is not None:
+        parts.append(f"a cover: {c.pipeline.cover.describe()}")
     return "; ".join(parts) or "exact"
+
+
+def _next_options(c: Compiled) -> Iterator[CompileOptions]:
+    """The policies after the compile `c`, in the order they are tried."""
+    opts = c.options
+    if c.pipeline.cover is None:
+        yield from (dataclasses.replace(opts, alpha=a) for a in ALPHA_STEPS if a > opts.alpha)
+        if opts.strategy != "switch":
+            return
+        yield dataclasses.replace(opts, strategy="cover")
+    shape = CoverShape(opts.cover_width, opts.cover_fanout).narrower()
+    while shape is not None:
+        yield dataclasses.replace(opts, strategy="cover", cover_width=shape.width, cover_fanout=shape.fanout)
+        shape = shape.narrower()
 
 
 def build_fitted(c: Compiled, backend: Backend, options: TargetOptions, fit: bool = True) -> Fitted:
@@ -56,9 +75,11 @@ def _build_fitted(c: Compiled, backend: Backend, options: TargetOptions, fit: bo
         if not fit:
             raise
         last = exc
-    for alpha in (a for a in ALPHA_STEPS if a > c.options.alpha):
-        options.notice(f"over the {backend.name} budget ({last.headline()}); trying --alpha {alpha}")
-        trial = recompile(c, dataclasses.replace(c.options, alpha=alpha))
+    for opts in _next_options(c):
+        step = (f"--alpha {opts.alpha}" if opts.strategy != "cover" else
+                f"a cover of at most {opts.cover_width} states per field")
+        options.notice(f"over the {backend.name} budget ({last.headline()}); trying {step}")
+        trial = recompile(c, opts)
         try:
             art = backend.build(trial, options)
         except OverBudget as exc:

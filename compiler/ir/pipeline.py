@@ -246,6 +246,24 @@ class StateVarInfo:
     modulus: int = 0        # every(n): n
 
 
+@dataclass(frozen=True)
+class CoverInfo:
+    """The tables are a cover of the rules (structure/relaxed.py): they over-deliver, never
+    under-deliver; the hosts behind the switch filter exactly."""
+    width: int               # states per field at most
+    fanout: int              # edges per state at most
+    over_delivery: float     # deliveries of the cover / of the exact rules, on sampled messages
+    samples: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"width": self.width, "fanout": self.fanout, "over_delivery": round(self.over_delivery, 4),
+                "samples": self.samples}
+
+    def describe(self) -> str:
+        return (f"at most {self.width} states per field and {self.fanout} edges per state; "
+                f"{self.over_delivery:.2f}x the exact rules' deliveries on {self.samples} sampled messages")
+
+
 @dataclass
 class Pipeline:
     spec: str
@@ -257,7 +275,7 @@ class Pipeline:
     state_updates: dict[int, tuple[int, ...]] = field(default_factory=dict)
     rule_count: int = 0
     bitvector: BitvectorStage | None = None     # set: the classifier is this stage, not tables
-    covers_without: tuple[str, ...] = ()        # a cover: these fields are not tested (over-delivers)
+    cover: CoverInfo | None = None              # set: the tables over-approximate the rules
     default_action: ActionSet | None = None     # the spec's query_default_action: what a message
                                                 # no rule delivers gets (the leaf table's default)
 
@@ -379,7 +397,7 @@ class Pipeline:
             "state_vars": [vars(v) for v in self.state_vars],
             "state_updates": {str(s): list(u) for s, u in sorted(self.state_updates.items())},
         } | ({"bitvector": self.bitvector.to_json()} if self.bitvector is not None else {}) \
-          | ({"covers_without": list(self.covers_without)} if self.covers_without else {}) \
+          | ({"cover": self.cover.to_json()} if self.cover is not None else {}) \
           | ({"default_action": self.default_action.to_json()} if self.default_action is not None else {})
 
     def dumps(self) -> str:
@@ -442,5 +460,5 @@ class Pipeline:
                    {int(s): tuple(u) for s, u in doc.get("state_updates", {}).items()},
                    doc.get("rules", 0),
                    BitvectorStage.from_json(doc["bitvector"]) if doc.get("bitvector") else None,
-                   tuple(doc.get("covers_without", ())),
+                   CoverInfo(**doc["cover"]) if doc.get("cover") else None,
                    action_set(doc["default_action"]) if doc.get("default_action") else None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .pipeline import Pipeline
+from .pipeline import CoverInfo, Pipeline
 
 REGISTER_BITS_PER_STATE_VAR = 64 * 3     # window index, count and sum per state variable
 
@@ -25,7 +25,7 @@ def resource_report(p: Pipeline) -> dict[str, Any]:
                    "key_bits": f.field_width, "compressed": None} for f in bv.fields]
     return {
         "strategy": "bitvector" if bv is not None else "bdd",
-        "covers_without": list(p.covers_without),
+        "cover": p.cover.to_json() if p.cover is not None else None,
         "bitvector": None if bv is None else {"terms": bv.terms, "bitmaps": len(bv.bitmaps), "words": bv.words,
                                               "memory_bytes": bv.memory_bytes},
         "rules": p.rule_count,
@@ -54,9 +54,9 @@ def render_report(r: dict[str, Any]) -> str:
                     f"{t['compressed']['domain_entries']} domain entries)")
         lines.append(f"  {t['table']:<{width}}  {t['kind']:<5}  {t['states']:>6}  {t['entries']:>7}  "
                      f"{t['key_bits']:>8}{comp}")
-    if r.get("covers_without"):
-        lines.append(f"  a cover: does not test {', '.join(r['covers_without'])} (over-delivers; the hosts "
-                     "behind it filter exactly)")
+    if r.get("cover"):
+        lines.append(f"  a cover: {CoverInfo(**r['cover']).describe()} (over-delivers; the hosts behind it "
+                     "filter exactly)")
     if r.get("bitvector"):
         b = r["bitvector"]
         lines.append(f"  bit-vector stage: {b['terms']} terms, {b['bitmaps']} distinct bitmaps of {b['words']} "

@@ -50,32 +50,3 @@ def discretise(lowered: Lowered, alpha: int, exact: frozenset[int] = frozenset()
              for r in lowered.rules]
     variables = vs
     return type(lowered)(lowered.spec, variables, rules, lowered.user_rule_count, lowered.lowerer)
-
-
-def _drop_vars(f: Formula, drop: frozenset[int]) -> Formula:
-    """`f` with every literal on a variable of `drop` replaced by true (formulas are
-    negation-free after lowering, so this only widens)."""
-    tag = f[0]
-    if tag == "lit":
-        return ("true",) if f[1] in drop else f
-    if tag in ("and", "or"):
-        return (tag, tuple(_drop_vars(a, drop) for a in f[1]))
-    return f
-
-
-def cover_without(lowered: Lowered, fields: frozenset[str]) -> Lowered:
-    """A covering rule set that no longer tests `fields` (query-field paths): forwarding rules
-    lose their constraints on them (they match more: over-delivery, never under-delivery),
-    exclusion (drop) rules are left out (a wider drop would hide wanted messages), rules with
-    custom actions and stateful rules stay exact. What a switch runs when the exact tables do
-    not fit; the host behind it filters exactly."""
-    if not fields:
-        return lowered
-    drop = frozenset(v.index for v in lowered.variables if v.field is not None and v.field.path in fields)
-    rules = []
-    for r in lowered.rules:
-        if r.index < 0 or r.state_ids or any(a[0] == "call" for a in r.atoms):
-            rules.append(r)
-        elif ("drop",) not in r.atoms:
-            rules.append(LoweredRule(r.index, _drop_vars(r.formula, drop), r.atoms, r.offset, r.state_ids))
-    return type(lowered)(lowered.spec, lowered.variables, rules, lowered.user_rule_count, lowered.lowerer)

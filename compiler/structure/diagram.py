@@ -60,13 +60,17 @@ class DiagramBuilder:
     """Hash-consing store of nodes; `build` turns DNF terms into a root node id."""
 
     def __init__(self, widths: list[int], max_nodes: int = 2_000_000, seed: int = 0x5EED,
-                 max_memo: int | None = None) -> None:
+                 max_memo: int | None = None, max_work: int | None = None) -> None:
         self.widths = widths
         self.max_nodes = max_nodes
         # Work bound for trial builds: sub-diagrams memoised, most of which collapse into nodes
         # already made, so the node count alone does not bound the time (a cover trial once
         # memoised 2M sub-diagrams for a few hundred nodes: 68 s).
         self.max_memo = max_memo
+        # ... and in term visits (a sub-diagram costs a sweep over its live terms: with thousands
+        # alive, a few thousand sub-diagrams are seconds): deterministic, unlike a clock
+        self.max_work = max_work
+        self.work = 0
         self.nodes: dict[int, Node] = {EMPTY_LEAF: Leaf(frozenset())}   # id -> node; `collect` forgets some
         self.next_id = 1
         self._born = 0                       # nodes made since the last `collect`
@@ -242,6 +246,10 @@ class DiagramBuilder:
                         break
                 if self._last[t] > deepest:
                     deepest = self._last[t]
+        if self.max_work is not None:
+            self.work += len(alive)
+            if self.work > self.max_work:
+                raise DiagramTooLarge(len(self.nodes))
         if nxt == len(self._order):
             result = self._leaf_for(alive)
         else:

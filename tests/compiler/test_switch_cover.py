@@ -1,19 +1,20 @@
-"""The switch cover (--fit, strategy "switch") leaves out no more fields than the switch needs.
-
-The diagram estimate that ranks the fields bounds paths, not entries, and is loose by far on
-multi-attribute filters: it left out two fields of five where none had to go. Real, bounded
-builds now decide how many of the fields it ranks go (structure/fit.py)."""
+"""The switch cover (strategy "switch", `compile --target p4`): the exact diagram when it builds
+within bounds, else a decision diagram of bounded width (structure/relaxed.py) that never
+under-delivers, keeps what selects and says how much it over-delivers."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-import camus.compiler.compile as compile_mod
+from camus.compiler.backends.base import OverBudget, TargetOptions
+from camus.compiler.backends.registry import backend
 from camus.compiler.compile import CompileOptions, compile_rules
+from camus.compiler.fitting import build_fitted
+from camus.compiler.ir.resources import render_report, resource_report
 from camus.compiler.language.spec_parser import parse_spec
 from camus.compiler.semantics.interpreter import PipelineInterpreter
-from camus.compiler.structure.fit import fewest_drops
+from camus.compiler.structure.relaxed import CoverShape, bits_of
 
 SPEC = """
 header reading_t { bit<16> sensor; bit<8> kind; bit<32> value; bit<64> site; bit<16> flags; }
@@ -67,58 +68,86 @@ def _messages(seed: int, count: int) -> list[dict[str, object]]:
              "reading.flags": rng.randrange(17)} for _ in range(count)]
 
 
-@pytest.mark.parametrize("seed", [1, 3])
-def test_the_switch_keeps_the_fields_the_estimate_would_drop_when_they_fit(seed: int, monkeypatch) -> None:
+def _deliveries(p, msgs) -> list[set[object]]:
+    run = PipelineInterpreter(p).run
+    return [set(run(m).actions.ports) for m in msgs]
+
+
+def test_a_rule_set_whose_diagram_multiplies_out_gets_a_bounded_cover_that_still_selects() -> None:
     spec = parse_spec(SPEC, "tele.p4")
-    rules = multi_attribute_rules(40, seed, 5)
-    picked: list[tuple[list[str], int]] = []
-    estimate_order = compile_mod.cover_order
-    monkeypatch.setattr(compile_mod, "cover_order", lambda *a, **k: picked.append(estimate_order(*a, **k)) or picked[-1])
-    c = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=2000))
-    names, needed = picked[0]
-    assert names[:needed] == ["reading.sensor", "reading.kind"]    # what the estimate alone leaves out
-    assert c.pipeline.covers_without == ()                          # built, the exact diagram fits
-    assert 0 < c.pipeline.entry_count <= 2000
-    def estimate_alone(names, start, fits, floor=0):           # the two fields the estimate picked
-        return frozenset(names[:2]) if fits(frozenset(names[:2]), True) else None
-    monkeypatch.setattr(compile_mod, "fewest_drops", estimate_alone)
-    both = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=2000))
-    assert both.pipeline.covers_without == ("reading.kind", "reading.sensor")
-    exact = PipelineInterpreter(compile_rules(spec, rules).pipeline)
-    extra = {"one": 0, "two": 0}
-    for m in _messages(seed, 400):
-        want = set(exact.run(m).actions.ports)
-        for name, p in (("one", c.pipeline), ("two", both.pipeline)):
-            got = set(PipelineInterpreter(p).run(m).actions.ports)
-            assert want <= got, m                                  # over-delivers, never under
-            extra[name] += len(got - want)
-    assert extra["one"] == 0 < extra["two"], extra                 # exact: no copy too many
+    rules = multi_attribute_rules(300, 2, 60)
+    msgs = _messages(2, 600)
+    exact = _deliveries(compile_rules(spec, rules, options=CompileOptions(strategy="bitvector")).pipeline, msgs)
+    c = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=500,
+                                                          cover_width=16, cover_fanout=4))
+    info = c.pipeline.cover
+    assert info is not None and (info.width, info.fanout) == (16, 4) and info.samples > 0
+    assert all(len(t.states) <= 16 for t in c.pipeline.tables)          # the width bound holds
+    got = _deliveries(c.pipeline, msgs)
+    assert all(w <= g for w, g in zip(exact, got))                         # never under-delivers
+    every = {p for ports in got for p in ports}
+    sent, wanted = sum(map(len, got)), sum(map(len, exact))
+    assert wanted < sent < len(every) * len(msgs)        # over-delivers, yet far from "all to all"
+    assert info.over_delivery >= 1.0
+    assert "a cover: at most 16 states per field" in render_report(resource_report(c.pipeline))
 
 
-def test_fewest_drops_goes_up_until_one_fits_and_down_while_they_fit() -> None:
-    tried: list[tuple[frozenset[str], bool]] = []
+def test_a_wider_cover_over_delivers_less() -> None:
+    spec = parse_spec(SPEC, "tele.p4")
+    rules = multi_attribute_rules(300, 4, 60)
+    msgs = _messages(4, 600)
+    sent = []
+    for width in (1, 8, 256):
+        c = compile_rules(spec, rules, options=CompileOptions(strategy="cover", cover_width=width))
+        sent.append(sum(map(len, _deliveries(c.pipeline, msgs))))
+    assert sent[0] > sent[1] > sent[2], sent
+    one = compile_rules(spec, rules, options=CompileOptions(strategy="cover", cover_width=1))
+    assert one.pipeline.tables == [] and len(one.pipeline.leaves) == 1       # width 1: everyone named
 
-    def fits_from(need: set[str]):
-        def fits(drop: frozenset[str], thorough: bool) -> bool:
-            tried.append((drop, thorough))
-            return need <= drop
-        return fits
 
-    assert fewest_drops(["a", "b", "c"], 1, fits_from({"a", "b"})) == {"a", "b"}      # up: a fails
-    assert tried == [(frozenset({"a"}), True), (frozenset({"a", "b"}), True)]          # no way down
-    tried.clear()
-    assert fewest_drops(["a", "b", "c"], 3, fits_from({"a"})) == {"a"}                 # down while it fits
-    assert tried == [(frozenset({"a", "b", "c"}), True), (frozenset({"a", "b"}), False),
-                     (frozenset({"a"}), False), (frozenset(), False)]
-    assert fewest_drops(["a", "b"], 2, fits_from(set()), floor=1) == {"a"}             # never below floor
-    assert fewest_drops(["a"], 0, fits_from({"z"})) is None
-    assert fewest_drops([], 0, fits_from(set())) == frozenset()
+def test_drop_rules_leave_the_cover_and_nothing_is_lost() -> None:
+    spec = parse_spec(SPEC, "tele.p4")
+    rules = multi_attribute_rules(120, 5, 8) + "kind == 3 : drop\nsensor == 7 : drop\n"
+    msgs = _messages(5, 400)
+    exact = _deliveries(compile_rules(spec, rules).pipeline, msgs)
+    got = _deliveries(compile_rules(spec, rules, options=CompileOptions(strategy="cover", cover_width=4)).pipeline, msgs)
+    assert all(w <= g for w, g in zip(exact, got))
+
+
+def test_the_fitting_driver_narrows_a_cover_until_it_fits(tmp_path) -> None:
+    spec = parse_spec(SPEC, "tele.p4")
+    rules = multi_attribute_rules(300, 2, 60)
+    c = compile_rules(spec, rules, options=CompileOptions(strategy="cover"))
+    wide = build_fitted(c, backend("p4"), TargetOptions()).compiled.pipeline.entry_count
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(f"sram_words: {wide // 3}\ntcam_block_rows: {wide}\n")
+    notes: list[str] = []
+    fitted = build_fitted(c, backend("p4"), TargetOptions(budget_file=str(budget), notice=notes.append))
+    assert fitted.compiled.pipeline.cover is not None and fitted.compiled.pipeline.cover.width < 1024
+    assert any("trying a cover of at most 256 states per field" in n for n in notes), notes
+    assert "a cover: at most" in fitted.artefacts.summary
+    with pytest.raises(OverBudget):
+        build_fitted(c, backend("p4"), TargetOptions(budget_file=str(budget)), fit=False)
+
+
+def test_cover_shapes_narrow_down_to_one_state() -> None:
+    shapes, s = [], CoverShape()
+    while (s := s.narrower()) is not None:
+        shapes.append((s.width, s.fanout))
+    assert shapes[0] == (256, 16) and shapes[-1] == (1, 2) and len(shapes) == 5
+
+
+def test_bits_of_lists_every_set_bit_in_order() -> None:
+    rng = random.Random(7)
+    for _ in range(50):
+        want = sorted(rng.sample(range(3000), rng.randrange(40)))
+        assert bits_of(sum(1 << b for b in want)) == want
+    assert bits_of(0) == []
 
 
 def test_a_spine_keeps_every_field_when_its_exact_diagram_fits() -> None:
-    """300 filters over two ports: the estimate puts the diagram at 13.2M paths and would leave
-    `value` out (then every message goes both ways: no filtering at all); built, the exact
-    diagram has a few thousand entries, so the switch gets it."""
+    """300 filters over two ports whose exact diagram has a few thousand entries: the switch gets
+    it, not a cover."""
     spec = parse_spec(SPEC, "tele.p4")
     rng = random.Random(5)
     sites = ["lab1", "lab2", "roof", "cellar"]
@@ -131,21 +160,6 @@ def test_a_spine_keeps_every_field_when_its_exact_diagram_fits() -> None:
                     for i in range(300))
     exact = compile_rules(spec, rules, options=CompileOptions(strategy="bdd"))
     c = compile_rules(spec, rules, options=CompileOptions(strategy="switch"))
-    assert c.pipeline.covers_without == () and c.pipeline.entry_count == exact.pipeline.entry_count <= 100_000
-    names, needed = compile_mod.cover_order(exact.lowered, [(t, r.atoms) for r in exact.lowered.rules
-                                                            for t in compile_mod.to_dnf(r.formula, [
-                                                                v.width for v in exact.lowered.variables])],
-                                            exact.order, 100_000)
-    assert needed >= 1                                  # the estimate alone would have dropped a field
+    assert c.pipeline.cover is None and c.pipeline.entry_count == exact.pipeline.entry_count <= 100_000
 
 
-def test_a_cover_the_estimate_passes_is_built_and_checked(monkeypatch) -> None:
-    """The estimate bounds paths, not entries: where it says the whole diagram fits and the
-    tables do not, fields still go until they do."""
-    spec = parse_spec(SPEC, "tele.p4")
-    rules = multi_attribute_rules(40, 1, 5)
-    exact = compile_rules(spec, rules, options=CompileOptions(strategy="bdd"))
-    budget = exact.pipeline.entry_count - 1
-    monkeypatch.setattr(compile_mod, "cover_order", lambda *a, **k: (["reading.sensor", "reading.value"], 0))
-    c = compile_rules(spec, rules, options=CompileOptions(strategy="switch", switch_entries=budget))
-    assert c.pipeline.covers_without and c.pipeline.entry_count <= budget

@@ -235,7 +235,7 @@ def test_recompiles_only_changed_devices() -> None:
 
 def test_mixed_deployment_switch_covers_hosts_exact_on_multi_attribute_filters() -> None:
     """P4 spines and XDP leaves, sensor filters over 8 attributes: the spines get a cover they
-    can hold (fields left out), the XDP leaves filter exactly; delivery is complete and exact."""
+    can hold (a bounded-width cover), the XDP leaves filter exactly; delivery is complete and exact."""
     from camus.bench.workloads import SENSOR_SPEC, sensor_message, sensor_rules
     from camus.compiler.codec.packets import message_from_text
     from camus.compiler.language.spec_parser import parse_spec
@@ -250,8 +250,8 @@ def test_mixed_deployment_switch_covers_hosts_exact_on_multi_attribute_filters()
     routing = route(t, subs, "tr")
     tables = DeviceCompiler(spec, CompileOptions(switch_entries=2000)).compile(routing)
     spines = [d for d in t.devices if t.layer(d) == "spine"]
-    assert all(tables[s].compiled.pipeline.covers_without for s in spines)        # covers
-    assert all(not tables[d].compiled.pipeline.covers_without for d in tables if d not in spines)
+    assert all(tables[s].compiled.pipeline.cover is not None for s in spines)        # covers
+    assert all(tables[d].compiled.pipeline.cover is None for d in tables if d not in spines)
     sim = Simulator(routing, tables, HostWants(spec, subs))
     for i in range(60):
         check(sim, rng.choice(t.hosts), message_from_text(spec, sensor_message(rng)), now_us=i)
