@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from camus.compiler.backends.base import BackendError, OverBudget, TargetOptions
-from camus.compiler.fitting import build_fitted
+from camus.compiler.fitting import build_fitted, describe
 from camus.compiler.backends.registry import BACKENDS, backend, explain_layers
 from camus.compiler.compile import Compiled, CompileOptions, compile_files
 from camus.compiler.language.errors import CompileError, CompileErrors
@@ -181,10 +181,15 @@ def explain(spec: str, rules: str, messages: tuple[str, ...], packets: tuple[str
     if sum(bool(x) for x in (messages, packets, pcap)) != 1:
         raise click.UsageError("give exactly one of --message, --packet or --pcap")
     if via in ("p4", "userspace") and strategy == "auto":
-        strategy = "bdd"                                # those layers run the diagram's tables
+        strategy = "switch" if via == "p4" else "bdd"   # those layers run the diagram's tables
     c = _compile(spec, rules, order, alpha, compress_max, strategy)
     notes, outputs = [], []
     try:
+        if via == "p4":         # the entries `compile --target p4` writes: fitted (a cover, coarser constants)
+            fitted = build_fitted(c, backend("p4"), TargetOptions(notice=lambda m: click.echo(m, err=True)))
+            c = fitted.compiled
+            if c.pipeline.cover is not None or c.options.alpha > 1:
+                click.echo(f"note: the switch runs {describe(c)}; it over-delivers, never under-delivers", err=True)
         engine = explain_layers()[via](c)
         if messages:
             results = explain_values(c, [message_from_text(c.spec, m) for m in messages], engine)
