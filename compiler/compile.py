@@ -35,6 +35,11 @@ from .compiled import CompileOptions as CompileOptions, Compiled as Compiled  # 
 # bounded-width cover (structure/relaxed.py).
 SWITCH_TRIAL_WORK = 10_000_000
 LOOSE_ESTIMATE = 1000
+# The cover's cost grows with its width times the terms live at a node: past COVER_WORK / terms
+# states per field it is narrower (10K sensor filters: 256 states per field in 14 s, 1,024 in 69 s,
+# both 1.26x the exact deliveries), never below COVER_MIN_WIDTH.
+COVER_WORK = 2_500_000
+COVER_MIN_WIDTH = 64
 
 
 def variable_order(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]], how: str) -> list[int]:
@@ -202,7 +207,8 @@ def _switch(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
             trial.max_nodes, trial.max_work = opts.max_nodes, None     # it serves incremental updates later
             return _sliced(spec, rules, src, lowered, trial, root, order, opts, timings, t3)
     builder = DiagramBuilder(widths, opts.max_nodes)
-    root, stats = build_relaxed(builder, merged, order, CoverShape(opts.cover_width, opts.cover_fanout))
+    width = min(opts.cover_width, max(COVER_MIN_WIDTH, COVER_WORK // max(1, len(merged))))
+    root, stats = build_relaxed(builder, merged, order, CoverShape(width, opts.cover_fanout))
     out = _sliced(spec, rules, src, lowered, builder, root, order, opts, timings, t3)
     out.pipeline.cover = stats.info()
     return out
