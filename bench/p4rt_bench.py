@@ -65,6 +65,7 @@ def _measure(spec, port: int, n: int, changes: int, seed: int, procs: list) -> d
     from camus.compiler.backends.base import TargetOptions
     from camus.compiler.backends.registry import backend
     from camus.compiler.fitting import build_fitted
+    from camus.compiler.incremental import IncrementalCompiler
     from camus.controller.targets import P4RuntimeTarget
 
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{port}"],
@@ -72,16 +73,20 @@ def _measure(spec, port: int, n: int, changes: int, seed: int, procs: list) -> d
     procs.append(server)
     assert server.stdout is not None and server.stdout.readline().strip() == "ready"
     target = P4RuntimeTarget(f"127.0.0.1:{port}", 1, timeout=30.0)
-    opts = CompileOptions()
     rules = [r for r in itch_rules(n, seed) if r.strip()]
+    base = "\n".join(rules) + "\n"
+    # compiled as `compile --target p4` compiles (strategy switch, fitted to the budget by the
+    # driver), then, with the options that fit, by one incremental compiler as the controller's
+    # device compiler does: its builder keeps node ids from one change to the next
+    fitted = build_fitted(compile_rules(spec, base, "<bench>", CompileOptions(strategy="switch")), backend("p4"),
+                          TargetOptions()).compiled
+    compiler = IncrementalCompiler(spec, fitted.options)
 
     def tables(text: str) -> DeviceTables:
         lines = [x for x in text.splitlines() if x.strip()]
-        # compiled as `compile --target p4` compiles: exact, fitted to the switch by the driver
-        fitted = build_fitted(compile_rules(spec, text, "<bench>", opts), backend("p4"), TargetOptions()).compiled
-        return DeviceTables("sw", "p4", hashlib.sha256(text.encode()).hexdigest()[:16], len(lines), text, fitted)
+        return DeviceTables("sw", "p4", hashlib.sha256(text.encode()).hexdigest()[:16], len(lines), text,
+                            compiler.compile(text, "<bench>"))
 
-    base = "\n".join(rules) + "\n"
     t = tables(base)
     t0 = time.perf_counter()
     target.push("sw", t)

@@ -153,7 +153,7 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
     order = variable_order(lowered, terms, opts.order)
     builder = builder or DiagramBuilder(widths, opts.max_nodes)
     if opts.strategy in ("switch", "cover") and not lowered.state_vars and not _exact_only(terms):
-        return _switch(spec, rules, src, lowered, terms, order, opts, timings, t3)
+        return _switch(spec, rules, src, lowered, terms, order, opts, timings, t3, builder if keys else None, keys)
     merged = terms if keys is not None else merge_equal_terms(terms)
     strategy, _ = choose(lowered, merged, order, "bdd" if opts.strategy in ("switch", "cover") else opts.strategy)
     if strategy == "bitvector":
@@ -186,26 +186,33 @@ def _exact_only(terms: list[tuple[Term, frozenset[Atom]]]) -> bool:
 
 def _switch(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
             terms: list[tuple[Term, frozenset[Atom]]], order: list[int], opts: CompileOptions,
-            timings: dict[str, float], t3: float) -> Compiled:
+            timings: dict[str, float], t3: float, reused: DiagramBuilder | None = None,
+            keys: list[int] | None = None) -> Compiled:
     """What a switch runs: the exact diagram when it builds within bounds (whether it fits the
     switch's budget is the back end's verdict, and the fitting driver's next step), else (or with
-    strategy "cover") the bounded-width cover. Never unbounded."""
-    merged = merge_equal_terms(terms)
+    strategy "cover") the bounded-width cover. Never unbounded. `reused` and `keys`: an
+    incremental compile's builder and term keys (the exact diagram then keeps its node ids from
+    one compile to the next, which a switch's pushes build on: p4/live_delta.py)."""
+    merged = merge_equal_terms(terms) if keys is None else terms
     headers = [v for v in order if lowered.variables[v].state is None]
     widths = [v.width for v in lowered.variables]
     estimate = bdd_estimate(merged, headers, LOOSE_ESTIMATE * opts.switch_entries) if opts.strategy == "switch" else CAP
     if estimate <= LOOSE_ESTIMATE * opts.switch_entries:
         # the estimate is loose both ways (13.2M paths for 300 filters whose diagram has 7,793
         # entries): within LOOSE_ESTIMATE times the budget the exact build is still tried, with less effort
-        trial = DiagramBuilder(widths, 2 * opts.switch_entries + 2, max_work=SWITCH_TRIAL_WORK
-                               if estimate <= opts.switch_entries else SWITCH_TRIAL_WORK // 5)
+        trial = reused or DiagramBuilder(widths, opts.max_nodes)
+        trial.max_nodes = len(trial.nodes) + 2 * opts.switch_entries + 2
+        trial.work, trial.max_work = 0, SWITCH_TRIAL_WORK if estimate <= opts.switch_entries else SWITCH_TRIAL_WORK // 5
         try:
-            root = trial.build(merged, order)
+            root = trial.build(merged, order, keys)
         except DiagramTooLarge:
-            pass
-        else:
+            root = -1
+        finally:
             trial.max_nodes, trial.max_work = opts.max_nodes, None     # it serves incremental updates later
+        if root >= 0:
             return _sliced(spec, rules, src, lowered, trial, root, order, opts, timings, t3)
+    if keys is not None:
+        merged = merge_equal_terms(terms)
     builder = DiagramBuilder(widths, opts.max_nodes)
     width = min(opts.cover_width, max(COVER_MIN_WIDTH, COVER_WORK // max(1, len(merged))))
     root, stats = build_relaxed(builder, merged, order, CoverShape(width, opts.cover_fanout))

@@ -181,6 +181,7 @@ class P4RuntimeTarget:
         self.written: P4Tables | None = None      # the tables we last wrote whole, renumbered
         self.session_writes: Any = None           # the session that wrote them (a new one reads back)
         self.signatures: Any = None               # their state signatures (p4_delta), for the next plan
+        self.live: Any = None                     # what we wrote, by IR state (p4/live_delta.py)
         self.last: dict[str, int] = {}
 
     def _session(self):
@@ -206,6 +207,7 @@ class P4RuntimeTarget:
     def forget(self) -> None:
         """The next push reads back what the switch holds instead of trusting our last write."""
         self.session_writes = None
+        self.live = None
 
     def lost(self, device: str) -> bool:
         """The session broke since the last push (the switch may have lost its tables)."""
@@ -219,32 +221,42 @@ class P4RuntimeTarget:
 
     def _push(self, device: str, tables: DeviceTables, spec: Any) -> str:
         from camus.compiler.backends.p4.delta import plan, repair
-        from camus.compiler.backends.p4.entries import check_entries, check_program_fit, p4_tables
+        from camus.compiler.backends.p4.entries import P4Tables, check_entries, check_program_fit, p4_tables
+        from camus.compiler.backends.p4.live_delta import LiveHeld, live_plan
         from camus.compiler.backends.p4.runtime import (MODIFY, change_update, default_entry, p4info_message,
                                                         tables_from_entities, update)
         from camus.compiler.backends.p4.schema import P4Options, p4_schema
         from .p4rt_client import P4RuntimeError
         try:
             check_program_fit(tables.compiled.pipeline, spec, self.arch)
-            desired = p4_tables(tables.compiled.pipeline, spec)
-            check_entries(desired, p4_schema(spec, P4Options(arch=self.arch)))
+            schema = p4_schema(spec, P4Options(arch=self.arch))
             c = self._session()
-            steps = []
-            if self.written is not None and self.session_writes is c:
-                held = self.written               # our session, and the primary is the only writer
+            ours = self.written is not None and self.session_writes is c   # the primary is the only writer
+            live, self.live = self.live, None          # until this push is through: unknown
+            fast = live_plan(live, tables.compiled, spec) if ours else None
+            if fast is not None:                   # from what we wrote, by IR state: the change alone
+                check_entries(P4Tables(entries=[ch.entry for ch in fast.changes if ch.op == "insert" and ch.entry]),
+                              schema)
+                steps = [fast]
             else:
-                if c.pipeline() is None and self.pipeline_config is not None:
-                    c.set_pipeline(p4info_message(spec, P4Options(arch=self.arch)), self.pipeline_config)
-                held = tables_from_entities(c.names(), spec, c.read())
-            names = c.names()
-            if held is not self.written and self.written is not None:
-                # first back to what we last wrote, in place (a restarted switch holds nothing, a
-                # tampered one a part): then the delta from there; the custom-action ids are ours
-                steps.append(repair(held, self.written))
-                held = self.written
-            known = self.signatures if held is self.written else None
+                desired = p4_tables(tables.compiled.pipeline, spec)
+                check_entries(desired, schema)
+                steps = []
+                if ours:
+                    held = self.written
+                else:
+                    if c.pipeline() is None and self.pipeline_config is not None:
+                        c.set_pipeline(p4info_message(spec, P4Options(arch=self.arch)), self.pipeline_config)
+                    held = tables_from_entities(c.names(), spec, c.read())
+                if held is not self.written and self.written is not None:
+                    # first back to what we last wrote, in place (a restarted switch holds nothing, a
+                    # tampered one a part): then the delta from there; the custom-action ids are ours
+                    steps.append(repair(held, self.written))
+                    held = self.written
+                known = self.signatures if held is self.written else None
+                steps.append(plan(held, desired, known))
             self.written = None                    # until this push is through: unknown
-            steps.append(plan(held, desired, known))
+            names = c.names()
             for step in steps:
                 for phase in step.phases:
                     c.write([change_update(names, ch) for ch in phase])
@@ -254,6 +266,7 @@ class P4RuntimeTarget:
         except (BackendError, P4RuntimeError) as exc:
             raise PushError(f"switch {device} at {self.address}: {exc}") from None
         self.written, self.session_writes, self.signatures = steps[-1].tables, c, steps[-1].signatures
+        self.live = live if fast is not None else LiveHeld.from_plan(tables.compiled, spec, steps[-1])
         self.last = {k: sum(s.counts()[k] for s in steps) for k in ("insert", "modify", "delete")}
         return (f"{self.last['insert']} inserted, {self.last['modify']} modified, {self.last['delete']} deleted "
                 f"({len(steps[-1].tables.entries)} entries held)")

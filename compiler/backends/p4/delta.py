@@ -53,6 +53,7 @@ class Plan:
     tables: P4Tables                                # the new tables, renumbered against the old
     phases: list[list[Change]] = field(default_factory=list)
     signatures: "_Signatures | None" = None         # of `tables`: the next plan from them reuses it
+    state_ids: dict[int, int] = field(default_factory=dict)   # the new set's state -> the switch's id
 
     @property
     def changes(self) -> list[Change]:
@@ -189,7 +190,7 @@ def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None
                       defaults=defaults)
     target_sig = _Signatures(target)              # a signature does not depend on ids: carried over
     target_sig.memo = {state_id[s]: new_sig.of(s) for s in state_id}
-    return Plan(target, _phases(old, target), target_sig)
+    return Plan(target, _phases(old, target), target_sig, state_id)
 
 
 def repair(held: P4Tables, want: P4Tables) -> Plan:
