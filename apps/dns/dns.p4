@@ -19,4 +19,5 @@ struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; dns_t dns; }
 @pragma query_field(dns.qname)
 @pragma query_type(dns.qname, dnsname)
 @pragma topic_levels(dns.qname, 6)
+@pragma query_action(resolve)      // a custom action: the host's resolver answers
 @pragma query_default_action(resolve)

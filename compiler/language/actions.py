@@ -1,7 +1,10 @@
 """Rule actions as atoms, the form every later stage works with.
 
-`fwd(1, 2)` -> {("fwd", 1), ("fwd", 2)}, `drop` -> {("drop",)}, any other name is a custom
-action `("call", name, (arg text, ...))`. Shared by the rules (lowering) and by the spec's
+`fwd(1, 2)` -> {("fwd", 1), ("fwd", 2)}, `drop` -> {("drop",)}, a custom action
+`("call", name, (arg text, ...))`. Custom actions are the data plane's own (answerDNS,
+notfoundDNS, ila) or declared by the spec (`@pragma query_action(name, ...)`); any other name is
+an error, so a misspelt `forward(1)` is not taken for a custom action (on XDP that would hand
+the packets to the host stack). Shared by the rules (lowering) and by the spec's
 `query_default_action`, which takes the same action syntax.
 """
 from __future__ import annotations
@@ -16,9 +19,23 @@ from .rules_parser import SourceText, parse_rules
 Atom = tuple[Any, ...]
 ANSWER_DNS = "answerDNS"      # custom actions an XDP host runs itself: the DNS answer (bpf/camus_dns.h)
 ILA = "ila"                   # and the identifier-locator rewrite (bpf/camus_ila.h)
+BUILT_IN = frozenset({"fwd", "drop", ANSWER_DNS, "notfoundDNS", ILA})
 
 
-def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom]:
+def _unknown(a: Action, declared: frozenset[str], src: SourceText) -> CompileError:
+    import difflib
+    known = sorted(BUILT_IN | declared, key=str.lower)
+    close = difflib.get_close_matches(a.name.lower(), [k.lower() for k in known], 1, 0.5)
+    guess = next((k for k in known if close and k.lower() == close[0]), None)
+    hint = (f"did you mean {guess}? " if guess else "") + (
+        f"actions: {', '.join(known)}; a spec declares its own custom actions with "
+        f"@pragma query_action({a.name})")
+    return src.error(f"unknown action {a.name!r}", a.offset, hint)
+
+
+def action_atoms(actions: tuple[Action, ...], src: SourceText,
+                 declared: frozenset[str] | None = frozenset()) -> frozenset[Atom]:
+    """The atoms of one rule's actions; `declared`: the spec's custom actions (None: any name)."""
     out: set[Atom] = set()
     for a in actions:
         if a.name == "fwd":
@@ -38,6 +55,8 @@ def action_atoms(actions: tuple[Action, ...], src: SourceText) -> frozenset[Atom
                 raise src.error("drop takes no arguments", a.offset)
             out.add(("drop",))
         else:
+            if declared is not None and a.name not in BUILT_IN and a.name not in declared:
+                raise _unknown(a, declared, src)
             if a.name == ANSWER_DNS:
                 _check_answer(a, src)
             elif a.name == ILA:
@@ -73,7 +92,8 @@ def _check_locator(a: Action, src: SourceText) -> None:
                         "stays as it is)", arg.offset, hint)
 
 
-def default_action_atoms(text: str, pos: Position) -> frozenset[Atom]:
+def default_action_atoms(text: str, pos: Position,
+                         declared: frozenset[str] | None = frozenset()) -> frozenset[Atom]:
     """The atoms of a `query_default_action(...)` pragma; errors point at the pragma."""
     if not text.strip():
         raise CompileError("query_default_action needs an action", pos, "(notfoundDNS), (fwd(3)) or (drop)")
@@ -82,7 +102,7 @@ def default_action_atoms(text: str, pos: Position) -> frozenset[Atom]:
         rules, _ = parse_rules(src.text, src.name)
         if len(rules) != 1:
             raise CompileError("one action list expected", pos)
-        return action_atoms(rules[0].actions, src)
+        return action_atoms(rules[0].actions, src, declared)
     except CompileErrors as exc:
         first = exc.errors[0] if exc.errors else None
         why = first.message if first is not None else "bad action"

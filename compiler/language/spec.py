@@ -131,6 +131,14 @@ class Spec:
     # its action text and atoms (compiler/language/actions.py), empty without one
     default_action: str = ""
     default_atoms: frozenset[tuple[Any, ...]] = frozenset()
+    actions: frozenset[str] = frozenset()    # custom actions the spec declares (query_action, P4 actions)
+    actions_open: bool = False               # a Camus-style spec: any name may be the user's action
+
+    @property
+    def custom_actions(self) -> frozenset[str] | None:
+        """The custom actions a rule may name (None: any)."""
+        return None if self.actions_open else self.actions
+
     topics: dict[str, Any] = field(default_factory=dict)   # path -> topics.Topic (fields replaced
                                                            # by their variables in query_fields)
     wide: dict[str, QueryField] = field(default_factory=dict)   # path -> a field wider than 64 bits

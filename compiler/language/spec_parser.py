@@ -304,6 +304,9 @@ class _SpecReader:
         self.structs.append((name.text, members))
 
 
+_P4_ACTION = re.compile(r"\baction\s+([A-Za-z_]\w*)\s*\(")
+
+
 def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Spec:
     """Parse a spec; raises CompileErrors listing every problem found."""
     if text.startswith("\ufeff"):      # a byte-order mark: blank, columns kept
@@ -316,6 +319,10 @@ def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Sp
     errors: list[CompileError] = []
     instances, stack = _instances(reader, errors, source)
     spec = Spec(name or Path(source).stem, instances, stack, [])
+    # custom actions a rule may name: a whole P4 program's own `action NAME(...)`s; a Camus-style
+    # spec (pragmas only, no headers) names the actions of the user's own program, unseen here
+    spec.actions = frozenset(_P4_ACTION.findall(text))
+    spec.actions_open = not reader.headers
     _apply_pragmas(spec, reader, errors)
     if not spec.query_fields and not errors:
         errors.append(CompileError("the spec declares no query fields",
@@ -367,6 +374,13 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
     framing_at = Position(reader.source, 1, 1)
     if any(spec.instances[n].role is Role.FRAMING for n in spec.stack):
         framing = MOLDUDP64
+    for p in reader.pragmas:              # custom actions first: query_default_action may name one
+        if p.name == "query_action":
+            bad = [a for a in p.args if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", a) or a in ("fwd", "drop")]
+            if not p.args or bad:
+                errors.append(CompileError(f"query_action needs custom action names{f', not {bad}' if bad else ''}",
+                                           p.pos, "@pragma query_action(mark, log)"))
+            spec.actions |= frozenset(a for a in p.args if a not in bad)
     for p in reader.pragmas:
         try:
             if p.name in _KIND_PRAGMAS:
@@ -408,7 +422,7 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
             elif p.name == "query_default_action":
                 if spec.default_action:
                     raise CompileError("query_default_action given twice", p.pos)
-                spec.default_atoms = default_action_atoms(", ".join(p.args), p.pos)
+                spec.default_atoms = default_action_atoms(", ".join(p.args), p.pos, spec.custom_actions)
                 spec.default_action = ", ".join(p.args)
             elif p.name == "topic_levels":
                 if len(p.args) != 2 or not 1 <= _int(p.args[1]) <= 24:

@@ -290,7 +290,7 @@ class _Lowerer:
         return hit
 
     def _atoms(self, actions: tuple[Action, ...]) -> frozenset[Atom]:
-        return action_atoms(actions, self.src)
+        return action_atoms(actions, self.src, self.spec.custom_actions)
 
 
 def _substitute_states(f: Formula, lits: list[Formula]) -> Formula:

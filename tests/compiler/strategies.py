@@ -37,7 +37,7 @@ class RandomSpec:
         lines = [PREFIX, "header moldudp64_t { bit<80> session; bit<64> seq; bit<16> count; }",
                  "header msg_t {\n" + body + "}",
                  f"struct headers {{ ethernet_t ethernet; ipv4_t ipv4; udp_t udp; {mold}msg_t msg; }}",
-                 "@pragma udp_port(7000)"]
+                 "@pragma udp_port(7000)", "@pragma query_action(mark)"]
         for f in self.fields:
             suffix = "" if f.kind == "auto" else f"_{f.kind}"
             lines.append(f"@pragma query_field{suffix}(msg.{f.name})")

@@ -106,5 +106,6 @@ def test_refusals_name_the_problem() -> None:
     itch = (APPS / "itch" / "itch.p4").read_text()
     with pytest.raises(BackendError, match="an XDP host applies a default of custom actions"):
         generate_header(parse_spec(itch + "\n@pragma query_default_action(fwd(2))\n", "itch.p4"), EbpfLimits())
-    header = generate_header(parse_spec(itch + "\n@pragma query_default_action(notfound)\n", "itch.p4"), EbpfLimits())
+    header = generate_header(parse_spec(itch + "\n@pragma query_action(notfound)\n@pragma query_default_action(notfound)\n",
+                                        "itch.p4"), EbpfLimits())
     assert "#define CAMUS_DEFAULT_FLAGS CAMUS_LEAF_CALL" in header

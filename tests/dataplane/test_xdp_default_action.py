@@ -22,7 +22,8 @@ MESSAGES = ["stock=GOOGL price=60", "stock=GOOGL price=40", "stock=AAPL", "stock
 
 @pytest.mark.parametrize("strategy", ["bdd", "bitvector"])
 def test_unmatched_messages_go_to_the_stack_with_the_default(strategy: str) -> None:
-    spec = parse_spec((APPS / "itch" / "itch.p4").read_text() + "\n@pragma query_default_action(notfound)\n",
+    spec = parse_spec((APPS / "itch" / "itch.p4").read_text() + "\n@pragma query_action(notfound)\n"
+                      "@pragma query_default_action(notfound)\n",
                       "itch_default.p4")
     c = compile_rules(spec, RULES, options=CompileOptions(strategy=strategy))
     xdp, ir = engine("xdp", c), engine("ir", c)
