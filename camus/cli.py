@@ -157,6 +157,9 @@ def check(spec: str, rules: str) -> None:
             pos = c.source.position(r.offset)
             click.echo(f"warning: {pos}: this filter can never match (its "
                        "conditions contradict each other); its actions never run", err=True)
+    if not c.rules:
+        click.echo(f"warning: {rules}: no rules; attached, this would drop the whole feed (attach and update "
+                   "refuse it without --allow-empty)", err=True)
     click.echo(f"ok: {len(c.rules)} rules over {len(fields)} field(s): {', '.join(fields) or '-'}")
 
 

@@ -6,7 +6,7 @@ import click
 from camus.compiler.ir.resources import resource_report
 from camus.dataplane.program import DataplaneError
 
-from camus.cli_dataplane import COUNT_RULES, MODES, compile_for, fail
+from camus.cli_dataplane import ALLOW_EMPTY, COUNT_RULES, MODES, compile_for, fail
 
 
 def _app_files(value: str) -> tuple[str, str, str, str | None]:
@@ -24,13 +24,13 @@ def _app_files(value: str) -> tuple[str, str, str, str | None]:
 
 
 def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mode: str, count_rules: int,
-                 xdp_redirect: bool, fanout_mode: str) -> None:
+                 xdp_redirect: bool, fanout_mode: str, allow_empty: bool) -> None:
     from camus.dataplane import apps
     from camus.dataplane.program import DataplaneError
     todo = []
     for name, spec, rules, ports in entries:       # every app compiles before anything is loaded
         click.echo(f"compiling {name}: {rules}", err=True)
-        todo.append(apps.App(name, compile_for(spec, rules, count_rules), spec, rules, ports))
+        todo.append(apps.App(name, compile_for(spec, rules, count_rules, allow_empty), spec, rules, ports))
     try:
         done = apps.attach_apps(iface, todo, mode, xdp_redirect, fanout_mode)
     except DataplaneError as exc:
@@ -82,9 +82,10 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
               help="Serve several applications on IFACE (repeat, 2 to 16): frames go to the app whose "
                    "spec claims their UDP port (@pragma udp_port) or EtherType (0x9001 attribute "
                    "framings); each has its own rules, counters and updates (--app NAME there).")
+@ALLOW_EMPTY
 def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, ports: str | None,
            config_file: str | None, xdp_redirect: bool, fanout_mode: str, count_rules: int,
-           app_args: tuple[str, ...]) -> None:
+           app_args: tuple[str, ...], allow_empty: bool) -> None:
     """Turn IFACE into an edge broker's ingress: classify the feed, drop what nobody wants.
 
     `sudo camus-xdp attach eth0` alone takes spec, rules, ports and mode from the config
@@ -109,7 +110,7 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
         if spec or rules or ports:
             fail(ValueError("give either --app (several apps) or --spec/--rules/--ports (one), not both"))
         _attach_apps(iface, [_app_files(a) for a in app_args], mode or "native", count_rules, xdp_redirect,
-                     fanout_mode)
+                     fanout_mode, allow_empty)
         return
     if spec is None or rules is None or mode is None:
         try:
@@ -121,14 +122,14 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
                        "rules and ports)", err=True)
         if cfg.apps and not (spec or rules):
             _attach_apps(iface, [(a.name, a.spec, a.rules, a.ports) for a in cfg.apps], mode or cfg.mode,
-                         count_rules, xdp_redirect, fanout_mode)
+                         count_rules, xdp_redirect, fanout_mode, allow_empty)
             return
         if cfg.apps:
             fail(ValueError(f"{cfg.path} lists apps; give both --spec and --rules to attach one spec instead"))
         spec, rules = spec or cfg.spec, rules or cfg.rules
         ports, mode = ports or cfg.ports, mode or cfg.mode
     assert spec is not None and rules is not None and mode is not None
-    c = compile_for(spec, rules, count_rules)
+    c = compile_for(spec, rules, count_rules, allow_empty)
     try:
         inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect,
                               fanout_mode=fanout_mode)

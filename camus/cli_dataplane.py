@@ -23,12 +23,24 @@ def fail(exc: Exception) -> None:
 COUNT_RULES = 64     # rules with their own counter unless --count-rules says otherwise
 
 
-def compile_for(spec: str, rules: str, count_rules: int = COUNT_RULES):
+def compile_for(spec: str, rules: str, count_rules: int = COUNT_RULES, allow_empty: bool = False):
+    """The rules compiled for a data plane; an empty rule set is refused unless `allow_empty`:
+    live, it drops the whole feed (nobody subscribed), which a truncated or wrong file would
+    otherwise do silently."""
     try:
-        return compile_files(spec, rules, CompileOptions(count_rules=count_rules))
+        c = compile_files(spec, rules, CompileOptions(count_rules=count_rules))
     except (CompileErrors, CompileError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
+    if not c.rules and not allow_empty:
+        click.echo(f"{rules}: error: no rules in the file; live, that drops the whole feed (nobody subscribed). "
+                   "Pass --allow-empty to do that on purpose.", err=True)
+        sys.exit(1)
+    return c
+
+
+ALLOW_EMPTY = click.option("--allow-empty", is_flag=True,
+                           help="Accept a rules file with no rules (the data plane then drops the whole feed).")
 
 
 def _unit(iface: str, app: str | None) -> str:
@@ -43,7 +55,8 @@ APP_OPTION = click.option("--app", "app", default=None, metavar="NAME",
 @click.argument("iface")
 @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False))
 @APP_OPTION
-def update(iface: str, rules: str, app: str | None) -> None:
+@ALLOW_EMPTY
+def update(iface: str, rules: str, app: str | None, allow_empty: bool) -> None:
     """Replace the rules on IFACE (or its app NAME) atomically (no reload); prints what changed.
 
     Rules that outgrow the program attach sized (its maps, with room to spare) get a larger
@@ -52,7 +65,7 @@ def update(iface: str, rules: str, app: str | None) -> None:
     iface = _unit(iface, app)
     try:
         inst = runtime.load_installed(iface)
-        c = compile_for(inst.spec, rules, inst.count_rules)
+        c = compile_for(inst.spec, rules, inst.count_rules, allow_empty)
         rep = runtime.update(iface, c, rules)
     except DataplaneError as exc:
         fail(exc)

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from camus.cli import main
+from camus.cli_dataplane import compile_for
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.codec.pcap import write_pcap
 from camus.compiler.language.spec_parser import load_spec
@@ -161,3 +162,30 @@ def test_hostile_files_get_a_positioned_error_not_a_traceback(tmp_path, content:
         assert r.exit_code == 1, (args, r.output)
         assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
         assert f"{bad}:" in r.output and "error:" in r.output and "Traceback" not in r.output, (args, r.output[-500:])
+
+
+def test_an_empty_rules_file_is_refused_where_it_would_drop_the_feed(tmp_path) -> None:
+    """Issue 40: an empty file passed `check` silently and, attached, dropped the whole feed."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing yet\n")
+    r = CliRunner().invoke(main, ["check", SPEC, str(empty)])
+    assert r.exit_code == 0 and "no rules" in r.stderr and "--allow-empty" in r.stderr
+    for args in (["attach", "lo", "--spec", SPEC, "--rules", str(empty), "--mode", "generic"],
+                 ["update", "lo", "--rules", str(empty)]):
+        if args[0] == "update":              # update compiles against the installed spec: give it one
+            with pytest.raises(SystemExit):
+                compile_for(SPEC, str(empty))
+            continue
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 1 and "no rules in the file" in r.stderr and "--allow-empty" in r.stderr, r.output
+    assert compile_for(SPEC, str(empty), allow_empty=True).rules == []
+    assert "--allow-empty" in CliRunner().invoke(main, ["update", "--help"]).output
+
+
+@pytest.mark.parametrize("message, words", [("price=abc", "holds numbers"), ("price=-5", "does not fit"),
+                                            ("price=4294967296", "does not fit"), ("stock=TOOLONGSYMBOL", "longer")])
+def test_explain_refuses_values_that_do_not_fit_the_field(message: str, words: str) -> None:
+    r = CliRunner().invoke(main, ["explain", SPEC, RULES, "--message", message])
+    assert r.exit_code == 2 and words in r.output, r.output
+    ok = CliRunner().invoke(main, ["explain", SPEC, RULES, "--message", "stock=GOOGL price=60 buy_sell_indicator=S"])
+    assert ok.exit_code == 0, ok.output

@@ -402,14 +402,19 @@ def _parse_value(spec: Spec, q: QueryField, raw: str) -> int:
                 pass
     if value is None and len(raw) == 17 and raw.count(":") == 5:
         value = int(raw.replace(":", ""), 16)
+    if value is None and q.vtype == "int":      # as the rules: numbers, 'c' characters, addresses
+        if len(raw) != 1:
+            raise ValueError(f"{q.path} holds numbers (bit<{q.width}>), not {raw!r} (a number, a 'c' "
+                             f"character, or declare @pragma query_type({q.path}, string))")
+        value = ord(raw)                    # a bare character, as ITCH's buy_sell_indicator=S
     if value is None:
         data = raw.strip('"').encode("latin-1", "replace")
         nbytes = q.width // 8
         if len(data) > nbytes:
             raise ValueError(f"{raw!r} is longer than {q.path} ({nbytes} bytes)")
         value = int.from_bytes(data + bytes([spec.string_pad]) * (nbytes - len(data)), "big")
-    if value >= 1 << q.width:
-        raise ValueError(f"{raw} does not fit {q.path} (bit<{q.width}>)")
+    if not 0 <= value < 1 << q.width:
+        raise ValueError(f"{raw} does not fit {q.path} (bit<{q.width}>: 0 to {(1 << q.width) - 1})")
     return value
 
 

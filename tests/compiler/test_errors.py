@@ -70,6 +70,10 @@ RULE_CASES = [
     ("price > 5 : fwd(70000)\n", "port 70000 is out of range", 1, 17),
     ("price > 5 : fwd(\"x\")\n", "bad port", 1, 17),
     ("price > 5 : drop(1)\n", "drop takes no arguments", 1, 13),
+    ("price > 5 : forward(1)\n", "unknown action 'forward'", 1, 13),
+    ("price > 5 : fwd(1), fwrd(2)\n", "did you mean fwd?", 1, 21),
+    ("price > 5 : Fwd(1)\n", "did you mean fwd?", 1, 13),
+    ("price > 5 : mark(1)\n", "@pragma query_action(mark)", 1, 13),
 ]
 
 
@@ -80,6 +84,18 @@ def test_rule_errors_name_position(rules: str, text: str, line: int, col: int) -
     e = next(e for e in errs if text in e.render())
     assert (e.position.line, e.position.column) == (line, col), e.render()
     assert e.line_text is not None and "^" in e.render()
+
+
+def test_custom_actions_are_the_ones_the_spec_declares() -> None:
+    declared = parse_spec(SPEC + "@pragma query_action(mark, audit)\n", "q.p4")
+    c = compile_rules(declared, "price > 5 : mark(1), audit\nprice > 9 : fwd(2)\n")
+    assert {a for leaf in c.pipeline.leaves.values() for a in leaf.names()} >= {"mark(1)", "audit()"}
+    program = parse_spec(SPEC + "action mark(bit<8> level) { }\n", "p.p4")      # a P4 program's own action
+    assert compile_rules(program, "price > 5 : mark(1)\n").pipeline.leaves
+    camus_style = parse_spec("@pragma query_field(q.price, 32)\n", "camus.p4")   # the user's program's actions
+    assert compile_rules(camus_style, "price > 5 : report(1)\n").pipeline.leaves
+    with pytest.raises(CompileErrors, match="query_action needs custom action names"):
+        parse_spec(SPEC + "@pragma query_action(fwd)\n", "bad.p4")
 
 
 def test_every_bad_rule_is_reported_and_nothing_compiles() -> None:
