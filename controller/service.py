@@ -66,15 +66,38 @@ async def _body(request: web.Request) -> dict:
 
 
 def _ttl(value: object) -> float:
-    """A TTL from a request body: a finite number of seconds (bools and strings are refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """A TTL from a request body: a finite number of seconds (bools and strings are refused; an
+    integer too large for a float, such as 1 followed by 400 zeros, too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SubscriptionError("ttl must be a number of seconds")
-    return float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:
+        raise SubscriptionError("ttl must be a number of seconds, not one with "
+                                f"{len(str(value))} digits") from None
+    if not math.isfinite(seconds):
+        raise SubscriptionError("ttl must be a number of seconds")
+    return seconds
+
+
+def _fields(data: dict, host: str, allowed: tuple[str, ...]) -> None:
+    """Refuse fields the endpoint does not take, and a `host` other than the token's: a token
+    acts for its own host only (it used to be ignored, so h1's token silently subscribed h1)."""
+    named = data.get("host", host)
+    if named != host:
+        raise web.HTTPForbidden(text=json.dumps({"error": f"this token acts for host {host}, not {named!r}"}),
+                                content_type="application/json")
+    unknown = sorted(str(k) for k in data if k not in allowed and k != "host")
+    if unknown:
+        raise web.HTTPBadRequest(text=json.dumps({"error": f"unknown field(s) {', '.join(unknown)}; this request "
+                                                           f"takes {', '.join(allowed)}"}),
+                                 content_type="application/json")
 
 
 async def add(request: web.Request) -> web.Response:
     host = _host(request)
     data = await _body(request)
+    _fields(data, host, ("filter", "ttl"))
     c: Controller = request.app[CONTROLLER]
     try:
         ttl = _ttl(data.get("ttl", request.app[DEFAULT_TTL]))
@@ -97,6 +120,7 @@ async def listing(request: web.Request) -> web.Response:
 async def refresh(request: web.Request) -> web.Response:
     host = _host(request)
     data = await _body(request)
+    _fields(data, host, ("ttl",))
     c: Controller = request.app[CONTROLLER]
     try:
         async with request.app[LOCK]:

@@ -23,12 +23,18 @@ from tests.controller.test_service import SPEC, TOKENS, FakeClock, Recorder
 JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
                                                                                    max_size=3), max_leaves=6)
+DEEP = st.integers(1, 20_000).flatmap(lambda n: st.sampled_from(
+    ["(" * n + "stock == GOOGL" + ")" * n, "not " * n + "stock == GOOGL", "stock == GOOGL" + " and price > 1" * n]))
 BODIES = st.one_of(
     st.binary(max_size=60),
     JSONISH.map(lambda v: json.dumps(v).encode()),
-    st.fixed_dictionaries({}, optional={"filter": JSONISH | st.sampled_from(["stock == GOOGL", "price >", ""]),
-                                        "ttl": JSONISH | st.sampled_from([1, 0, -5, 1e300, "abc", None])}
-                          ).map(lambda d: json.dumps(d).encode()))
+    st.fixed_dictionaries({}, optional={"filter": JSONISH | DEEP | st.sampled_from(["stock == GOOGL", "price >", ""]),
+                                        "ttl": JSONISH | st.sampled_from([1, 0, -5, 1e300, "abc", None, 10 ** 400,
+                                                                          -(10 ** 30)]),
+                                        "host": st.sampled_from(["h0_0", "h1_0", "h9", 7, None]),
+                                        "extra": JSONISH}
+                          ).map(lambda d: json.dumps(d).encode()),
+    st.integers(1, 500).map(lambda n: b'{"filter": "stock == GOOGL", "ttl": 1' + b"0" * n + b"}"))
 TOKEN_TEXT = (st.sampled_from(["tok-a", "tok-b", "nope", "", "tök-ä", "tok-a ", "ф"])
               | st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), max_size=12))
 
@@ -56,6 +62,28 @@ def test_every_request_gets_a_4xx_or_success_never_a_500(requests) -> None:
                 assert r.status < 500, (method, path, body, token, r.status, await r.text())
                 if r.status >= 400 and r.status != 405:
                     assert "error" in json.loads(await r.text())
+                if r.status == 201:                                  # a token acts for its host only
+                    assert (await r.json())["host"] == TOKENS[token], (body, token)
+    asyncio.run(go())
+
+
+def test_a_token_never_acts_for_another_host() -> None:
+    """Issue 40: `"host": "h2"` with h1's token answered 201 and subscribed h1."""
+    ctl = _controller()
+
+    async def go():
+        async with TestClient(TestServer(make_app(ctl, TOKENS))) as c:
+            auth = {"Authorization": "Bearer tok-a"}                  # host h0_0
+            r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "host": "h1_0"}, headers=auth)
+            assert r.status == 403 and "acts for host h0_0" in (await r.json())["error"]
+            r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "hots": "x"}, headers=auth)
+            assert r.status == 400 and "unknown field(s) hots" in (await r.json())["error"]
+            assert ctl.subscriptions_of("h0_0") == [] and ctl.subscriptions_of("h1_0") == []
+            r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "host": "h0_0"}, headers=auth)
+            assert r.status == 201 and (await r.json())["host"] == "h0_0"        # its own host: fine
+            r = await c.post("/v1/subscriptions", data=b'{"filter": "stock == A", "ttl": 1' + b"0" * 400 + b"}",
+                             headers=auth)
+            assert r.status == 400 and "401 digits" in (await r.json())["error"]
     asyncio.run(go())
 
 
