@@ -42,10 +42,14 @@ def _options(f):
     return f
 
 
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
 def _compile(spec: str, rules: str, order: str, alpha: int, compress_max: int, strategy: str = "auto") -> Compiled:
     try:
         return compile_files(spec, rules, CompileOptions(order=order, alpha=alpha, compress_max=compress_max,
-                                                         strategy=strategy))
+                                                         strategy=strategy), progress=_say)
     except (CompileErrors, CompileError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)

@@ -28,7 +28,8 @@ def compile_for(spec: str, rules: str, count_rules: int = COUNT_RULES, allow_emp
     live, it drops the whole feed (nobody subscribed), which a truncated or wrong file would
     otherwise do silently."""
     try:
-        c = compile_files(spec, rules, CompileOptions(count_rules=count_rules))
+        c = compile_files(spec, rules, CompileOptions(count_rules=count_rules),
+                          progress=lambda m: click.echo(m, err=True))
     except (CompileErrors, CompileError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)

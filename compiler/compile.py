@@ -9,7 +9,7 @@ import gc
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .logic.approx import discretise
 from .structure.bitvector import build_bitvector
@@ -77,19 +77,29 @@ def no_cyclic_gc() -> Iterator[None]:
 
 def compile_rules(spec: Spec, text: str, source: str = "<rules>",
                   options: CompileOptions | None = None,
-                  builder: DiagramBuilder | None = None) -> Compiled:
-    """Compile rule text against a spec. Raises CompileErrors (the rules are rejected whole)."""
+                  builder: DiagramBuilder | None = None,
+                  progress: Callable[[str], None] | None = None) -> Compiled:
+    """Compile rule text against a spec. Raises CompileErrors (the rules are rejected whole).
+    `progress`: told each stage as it ends (the CLI passes one for large files)."""
     with no_cyclic_gc():
-        return _compile(spec, text, source, options or CompileOptions(), builder)
+        return _compile(spec, text, source, options or CompileOptions(), builder, progress)
 
 
 def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
-             builder: DiagramBuilder | None) -> Compiled:
+             builder: DiagramBuilder | None, progress: Callable[[str], None] | None = None) -> Compiled:
     t0 = time.perf_counter()
     rules, src = parse_rules(text, source)
     t1 = time.perf_counter()
+    if progress:
+        progress(f"{source}: {len(rules):,} rules parsed in {t1 - t0:.1f} s; checking them against the spec")
     exact = lower_rules(spec, rules, src)
-    return _from_lowered(spec, rules, src, exact, opts, builder, {"parse": t1 - t0, "lower": time.perf_counter() - t1})
+    t2 = time.perf_counter()
+    if progress:
+        progress(f"{source}: checked in {t2 - t1:.1f} s; building the tables")
+    out = _from_lowered(spec, rules, src, exact, opts, builder, {"parse": t1 - t0, "lower": t2 - t1})
+    if progress:
+        progress(f"{source}: tables built in {time.perf_counter() - t2:.1f} s")
+    return out
 
 
 def recompile(c: Compiled, opts: CompileOptions) -> Compiled:
@@ -232,9 +242,17 @@ def _sliced(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered, bu
         **timings, "diagram": t4 - t3, "slice": t5 - t4, "validate": time.perf_counter() - t5}, opts)
 
 
+PROGRESS_BYTES = 4 << 20     # rule files past this (~100K rules) say what stage they are in
+
+
 def compile_files(spec_path: str | Path, rules_path: str | Path,
-                  options: CompileOptions | None = None) -> Compiled:
+                  options: CompileOptions | None = None,
+                  progress: Callable[[str], None] | None = None) -> Compiled:
+    """`compile_rules` on files; `progress` is told the stages of rule files over PROGRESS_BYTES."""
     from .language.spec_parser import load_spec
     spec = load_spec(spec_path)
     p = Path(rules_path)
-    return compile_rules(spec, read_source(p, "rules"), str(p), options)
+    big = progress is not None and p.stat().st_size > PROGRESS_BYTES
+    if big and progress is not None:
+        progress(f"{p}: {p.stat().st_size / 1e6:.0f} MB of rules; parsing")
+    return compile_rules(spec, read_source(p, "rules"), str(p), options, progress=progress if big else None)

@@ -189,3 +189,16 @@ def test_explain_refuses_values_that_do_not_fit_the_field(message: str, words: s
     assert r.exit_code == 2 and words in r.output, r.output
     ok = CliRunner().invoke(main, ["explain", SPEC, RULES, "--message", "stock=GOOGL price=60 buy_sell_indicator=S"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_large_rule_files_say_what_stage_they_are_in(tmp_path, monkeypatch) -> None:
+    """Issue 40: `check` on a 50 MB file ran for minutes with no output at all."""
+    import camus.compiler.compile as compile_mod
+    quiet = CliRunner().invoke(main, ["check", SPEC, RULES])
+    assert quiet.stderr == ""                                           # small files: nothing extra
+    monkeypatch.setattr(compile_mod, "PROGRESS_BYTES", 100)          # "large" for the test
+    rules = tmp_path / "many.txt"
+    rules.write_text("".join(f"stock == S{i} and price > {i} : fwd({i % 7 + 1})\n" for i in range(50)))
+    r = CliRunner().invoke(main, ["check", SPEC, str(rules)])
+    assert r.exit_code == 0 and r.stdout.startswith("ok: 50 rules")
+    assert "MB of rules; parsing" in r.stderr and "50 rules parsed in" in r.stderr and "tables built" in r.stderr
