@@ -2,6 +2,14 @@
 
     sudo python bench/xdp_bench.py            # repeat 1e6 per case
     sudo python bench/xdp_bench.py --quick    # repeat 2e4 x 12 rounds, under a minute
+    sudo python bench/xdp_bench.py --spec SPEC --rules RULES [--quick]    # any rule set
+
+With --spec and --rules: the rules compiled and the program sized as `attach` does, packets of 1
+and (when the spec batches messages) 12 messages whose field values are drawn on the rules' own
+constants (the values equality tests name, or the span of the thresholds: the cover's field
+model, compiler/structure/relaxed.py), ns per message per packet next to the parse-only floor:
+median and worst of --samples packets. Last line: JSON with `ns` (median, 1 message), `floor`,
+`worst` and the rest.
 
 For 10, 1K and 100K subscriptions (one program load: subscriptions only change maps) and
 MoldUDP64 packets with 1 and 12 Add Order messages, prints ns/packet next to the floor: the same
@@ -96,13 +104,97 @@ def forward_rate(spec, count: int, redirect: bool) -> dict[str, float]:
         return {"pps": got / seconds, "delivered": got, "sent": count}
 
 
+def rule_messages(compiled, count: int, seed: int) -> list[dict[str, int]]:
+    """Messages whose query fields take values drawn on the rules' constants, one model per field."""
+    from camus.compiler.structure.relaxed import FieldMass
+    lowered = compiled.lowered
+    ivs: dict[int, list[tuple[int, int]]] = {v.index: [] for v in lowered.variables}
+
+    def walk(f) -> None:
+        if f[0] == "lit":
+            ivs[f[1]].extend(f[2])
+        elif f[0] in ("and", "or"):
+            for g in f[1]:
+                walk(g)
+    for r in lowered.rules:
+        walk(r.formula)
+    models = {v.field.path: FieldMass(ivs[v.index], v.width) for v in lowered.variables
+              if v.field is not None and v.state is None}
+    rng = random.Random(seed)
+    return [{path: m.sample(rng) for path, m in models.items()} for _ in range(count)]
+
+
+def any_rules(args) -> int:
+    """--spec/--rules: one rule set's cost per message, as attached."""
+    from camus.compiler.backends.ebpf.program import EbpfLimits
+    from camus.compiler.backends.ebpf.tables import sized_contents
+    from camus.compiler.codec.packets import build_packet
+    from camus.compiler.compile import compile_files
+    from camus.dataplane.maps import CFG_TC
+    from camus.dataplane.program import DataplaneError, XdpProgram
+    repeat = 20_000 if args.quick else 200_000
+    rounds = args.rounds or (5 if args.quick else 7)
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+    t0 = time.perf_counter()
+    compiled = compile_files(args.spec, args.rules)
+    limits, contents = sized_contents(compiled.pipeline, compiled.spec)
+    spec = compiled.spec
+    try:
+        prog = XdpProgram.load(spec, limits)
+        floor_prog = XdpProgram.load(spec, EbpfLimits(parse_only=True))
+    except DataplaneError as exc:
+        print(f"xdp_bench: {exc}", file=sys.stderr)
+        return 1
+    prog.write(contents)
+    prog.maps.cfg(CFG_TC, 1)                # as deployed with a ports file (see main)
+    bv = compiled.pipeline.bitvector
+    print(f"{args.rules}: {len(compiled.rules):,} rules, "
+          + (f"bit-vector stage ({bv.terms:,} terms, {bv.words} words)" if bv is not None
+             else f"decision diagram ({compiled.pipeline.entry_count:,} entries)")
+          + f", {len({a.ports for a in compiled.pipeline.leaves.values() if a.ports}):,} port sets; "
+            f"compiled and loaded in {time.perf_counter() - t0:.1f} s")
+    batch = [1, 12] if spec.framing.kind == "moldudp64" else [1]
+    msgs = rule_messages(compiled, args.samples * max(batch), 2)
+    cases = {}
+    for n in batch:
+        pkts = [build_packet(spec, msgs[i * n:(i + 1) * n]) for i in range(args.samples)]
+        cases[f"rules_{n}msg"] = (prog, pkts)
+        cases[f"floor_{n}msg"] = (floor_prog, pkts)
+    best = {k: [float("inf")] * args.samples for k in cases}
+    for _ in range(rounds):
+        for name, (p, pkts) in cases.items():
+            for i, pkt in enumerate(pkts):
+                best[name][i] = min(best[name][i], p.run(pkt, repeat).ns_per_run)
+    port_sets = len({a.ports for a in compiled.pipeline.leaves.values() if a.ports})
+    figures: dict[str, object] = {"rules": len(compiled.rules), "port_sets": port_sets}
+    print(f"{'msgs/pkt':>8} {'ns/msg median':>14} {'worst':>8} {'floor':>8}   (BPF_PROG_TEST_RUN, repeat {repeat:,}, "
+          f"best of {rounds} rounds, {args.samples} packets)")
+    for n in batch:
+        per = sorted(v / n for v in best[f"rules_{n}msg"])
+        floor = sorted(v / n for v in best[f"floor_{n}msg"])
+        med, worst, fl = per[len(per) // 2], per[-1], floor[len(floor) // 2]
+        print(f"{n:>8} {med:>14.0f} {worst:>8.0f} {fl:>8.0f}")
+        suffix = "" if n == 1 else f"_{n}msg"
+        figures.update({f"ns{suffix}": round(med, 1), f"worst{suffix}": round(worst, 1), f"floor{suffix}": round(fl, 1)})
+    prog.close()
+    floor_prog.close()
+    print(json.dumps(figures))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec", help="a message-format spec (with --rules: measure that rule set)")
+    ap.add_argument("--rules", help="a rules file for --spec")
     ap.add_argument("--quick", action="store_true", help="repeat 2e4 instead of 1e6 (under a minute)")
     ap.add_argument("--samples", type=int, default=5, help="distinct packets per case (median)")
     ap.add_argument("--no-veth", action="store_true", help="skip the veth + trafgen packets/s run")
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds, best kept (default 7, --quick 12)")
     args = ap.parse_args()
+    if bool(args.spec) != bool(args.rules):
+        ap.error("--spec and --rules go together")
+    if args.spec:
+        return any_rules(args)
     from camus.bench.workloads import itch_rules, symbols
     from camus.compiler.backends.ebpf.program import EbpfLimits
     from camus.compiler.backends.ebpf.tables import map_contents
