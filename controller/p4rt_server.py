@@ -39,6 +39,10 @@ Msg = Any
 API_VERSION = "1.4.0"
 
 
+DETAILS_BYTES = 6000     # per-update errors in the trailing metadata up to this size (gRPC: 8 KiB)
+SUMMARY_CHARS = 1500     # past it, the status message: a count and the first refusals
+
+
 class UpdateError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -229,12 +233,27 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
                 except UpdateError as exc:
                     errors.append(p4runtime_pb2.Error(canonical_code=exc.code, message=str(exc)))
             self._changed()
-        if any(e.canonical_code != code_pb2.OK for e in errors):
+        refused = [(i, e) for i, e in enumerate(errors) if e.canonical_code != code_pb2.OK]
+        if refused:
             status = status_pb2.Status(code=code_pb2.UNKNOWN, message="some updates failed")
             for e in errors:
                 status.details.add().Pack(e)
-            context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
-            context.abort(grpc.StatusCode.UNKNOWN, "some updates failed")
+            details = status.SerializeToString()
+            if len(details) <= DETAILS_BYTES:       # one Error per update, as P4Runtime has it
+                context.set_trailing_metadata((("grpc-status-details-bin", details),))
+                context.abort(grpc.StatusCode.UNKNOWN, "some updates failed")
+            # Past gRPC's metadata limit (8 KiB; 60,000 refused updates were RESOURCE_EXHAUSTED and
+            # the client saw none of them): a count and the first refusals in full, in the message.
+            head = f"{len(refused)} of {len(errors)} updates refused"
+            shown = []
+            for i, e in refused:
+                item = f"update {i}: {code_pb2.Code.Name(e.canonical_code)}: {e.message[:200]}"
+                if len(head) + sum(len(x) + 2 for x in shown) + len(item) > SUMMARY_CHARS:
+                    break
+                shown.append(item)
+            more = len(refused) - len(shown)
+            context.abort(grpc.StatusCode.UNKNOWN, f"{head}; " + "; ".join(shown)
+                          + (f"; ... {more} more" if more else ""))
         return p4runtime_pb2.WriteResponse()
 
     def _update(self, u: Msg) -> None:

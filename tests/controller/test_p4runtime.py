@@ -183,3 +183,28 @@ def test_counters_are_read_by_any_client(lab) -> None:
             reader.read_counter("nope")
     finally:
         reader.close()
+
+
+def test_sixty_thousand_refused_updates_come_back_summarised(lab) -> None:
+    """Issue 40: one Write of 60,000 refused updates answered RESOURCE_EXHAUSTED (the per-update
+    errors past gRPC's metadata limit), so the caller saw none of them."""
+    sw, target, ctl = lab
+    ctl.add("h1", "stock == GOOGL", 30)
+    ctl.push_pending()
+    c = target.client
+    names = c.names()
+    bad = p4runtime_pb2.Update(type=p4runtime_pb2.Update.DELETE)
+    te = bad.entity.table_entry
+    te.table_id = names.table("t_leaf").id
+    te.match.add(field_id=1).exact.value = b"\x00\x00\x7f\x00"        # a state nobody holds
+    te.action.action.action_id = names.action("drop_msg")[0]
+    request = p4runtime_pb2.WriteRequest(device_id=1, election_id=p4runtime_pb2.Uint128(high=0, low=5),
+                                         updates=[bad] * 60_000)
+    with pytest.raises(grpc.RpcError) as err:
+        c.stub.Write(request, timeout=60)
+    assert err.value.code() == grpc.StatusCode.UNKNOWN, err.value
+    text = err.value.details()
+    assert text.startswith("60000 of 60000 updates refused; update 0: NOT_FOUND") and "more" in text
+    few = [bad] * 3                                       # a few: one Error per update, as before
+    with pytest.raises(P4RuntimeError, match=r"update 2 \(DELETE t_leaf\): NOT_FOUND"):
+        c.write(few)
