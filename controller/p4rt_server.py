@@ -245,10 +245,12 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
             # Past gRPC's metadata limit (8 KiB; 60,000 refused updates were RESOURCE_EXHAUSTED and
             # the client saw none of them): a count and the first refusals in full, in the message.
             head = f"{len(refused)} of {len(errors)} updates refused"
-            shown = []
+            shown: list[str] = []
+            used = len(head)
             for i, e in refused:
                 item = f"update {i}: {code_pb2.Code.Name(e.canonical_code)}: {e.message[:200]}"
-                if len(head) + sum(len(x) + 2 for x in shown) + len(item) > SUMMARY_CHARS:
+                used += len(item) + 2
+                if used > SUMMARY_CHARS:
                     break
                 shown.append(item)
             more = len(refused) - len(shown)
