@@ -27,6 +27,11 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
                  xdp_redirect: bool, fanout_mode: str, allow_empty: bool) -> None:
     from camus.dataplane import apps
     from camus.dataplane.program import DataplaneError
+    from camus.dataplane import runtime
+    try:
+        runtime.check_free(iface)                  # before seconds of compiling: a busy interface
+    except DataplaneError as exc:
+        fail(exc)
     todo = []
     for name, spec, rules, ports in entries:       # every app compiles before anything is loaded
         click.echo(f"compiling {name}: {rules}", err=True)
@@ -129,6 +134,10 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
         spec, rules = spec or cfg.spec, rules or cfg.rules
         ports, mode = ports or cfg.ports, mode or cfg.mode
     assert spec is not None and rules is not None and mode is not None
+    try:
+        runtime.check_free(iface)                  # in milliseconds, before compiling and building
+    except DataplaneError as exc:
+        fail(exc)
     c = compile_for(spec, rules, count_rules, allow_empty)
     try:
         inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect,

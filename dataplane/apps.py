@@ -27,11 +27,11 @@ from camus.compiler.language.spec import Spec
 from . import runtime
 from .dispatch import DISPATCH_PINS, KEY_ETHER, KEY_UDP, MAX_APPS, describe_key, dispatch_record_path
 from .faults import fault
-from .netlink import attach_xdp, ifindex, remove_xdp
+from .netlink import attach_xdp, remove_xdp
 from .teardown import remove_unit
-from .installed import state_path, Installed, pin_dir, valid_app
+from .installed import Installed, pin_dir, valid_app
 from .maps import MapSet
-from .program import DataplaneError, bcc_module, require_root
+from .program import DataplaneError, bcc_module
 from .testrun import libbpf
 
 
@@ -100,12 +100,8 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
                 fanout_mode: str = "auto") -> list[Installed]:
     """Install every app, then the dispatcher that hands each its frames; nothing is left
     installed when any step fails."""
-    require_root()
     keys = plan(apps)
-    ifindex(iface)
-    if (state_path(iface).exists() or pin_dir(iface).exists()
-            or dispatch_record_path(iface).exists()):
-        raise DataplaneError(f"{iface} already has camus-xdp attached: `detach` it first")
+    runtime.check_free(iface)
     done: list[Installed] = []
     bpf = None
     attached = False

@@ -52,8 +52,9 @@ def attach_xdp(bpf, fn, iface: str, mode: str) -> None:
     try:
         bpf.attach_xdp(iface.encode(), fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
     except Exception as exc:
-        raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc}); another XDP "
-                             "program may be attached, or the driver lacks native XDP: try --mode generic") from exc
+        raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc})"
+                             + ("; the driver may lack native XDP: try --mode generic" if mode == "native" else "")
+                             ) from exc
 
 
 def remove_xdp(iface: str, mode: str) -> None:

@@ -62,6 +62,34 @@ def port_specs(ports_path: str | None) -> tuple[list[object] | None, dict]:
     return list(specs), specs
 
 
+def check_free(iface: str, app: str = "") -> None:
+    """Whether IFACE can take camus-xdp, found in milliseconds before anything is compiled or
+    built: root, the interface, no camus-xdp there already, and no other XDP program (the kernel
+    refuses a second one, native or generic, only once the program is built: 12 s later, with
+    `Device or resource busy`)."""
+    from .bpfinfo import prog_name
+    from .netlink import xdp_prog_id
+    require_root()
+    ifindex(iface)
+    unit = unit_name(iface, app)
+    if state_path(unit).exists() or pin_dir(unit).exists():
+        raise DataplaneError(f"{unit} already has camus-xdp attached: use `update` or `detach`")
+    if app:
+        return                          # an app's unit: the dispatcher's attach checks the interface
+    if dispatch_record_path(iface).exists():
+        raise DataplaneError(f"{iface} already has camus-xdp attached (several apps): `detach` it first")
+    found = xdp_prog_id(iface)
+    if found:
+        name = prog_name(found) or "?"
+        if name.startswith("camus"):
+            raise DataplaneError(f"{iface} runs a camus-xdp program (id {found}, {name}) with no record of it (an "
+                                 f"earlier run was killed?): `camus-xdp detach {iface}` removes it")
+        raise DataplaneError(f"{iface} already runs an XDP program: {name} (id {found}; `bpftool prog show id "
+                             f"{found}` says more). An interface holds one XDP program, native or generic: remove "
+                             f"it first (`ip link set dev {iface} xdp off`, or `xdp-loader unload {iface} --all` if "
+                             f"xdp-loader loaded it), or attach camus-xdp to another interface")
+
+
 def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode: str = "native",
            limits: EbpfLimits | None = None, ports_path: str | None = None,
            xdp_redirect: bool = False, app: str = "", app_id: int = 0, fanout_mode: str = "auto") -> Installed:
@@ -69,11 +97,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     (dataplane/apps.py): loaded and pinned as unit IFACE@APP with its own maps, counters and TC
     filters, not attached itself (the dispatcher tail-calls it); `app_id` keeps its TC copies
     apart from the other apps'. `fanout_mode`: how copies are made (dataplane/fanout.py)."""
-    require_root()
-    ifindex(iface)
+    check_free(iface, app)
     unit = unit_name(iface, app)
-    if state_path(unit).exists() or pin_dir(unit).exists():
-        raise DataplaneError(f"{unit} already has camus-xdp attached: use `update` or `detach`")
     shutil.rmtree(attachment_dir(unit), ignore_errors=True)
     bits, specs = port_specs(ports_path)
     # generic XDP hands a broadcast's copies to the egress program as skbs without the metadata
