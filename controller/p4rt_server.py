@@ -71,6 +71,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.spec: Spec | None = None
         self.names: Names | None = None
         self.info: Msg = None
+        self.capacity: dict[int, int] = {}
         self.spec_text, self.cookie = "", 0
         self.entries: dict[tuple, tuple[Msg, P4Entry]] = {}
         self.defaults: dict[int, tuple[Msg, tuple[str, str, tuple[int, ...]]]] = {}
@@ -85,6 +86,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
         with self.lock:
             self.spec, self.spec_text, self.info, self.cookie = spec, spec_text, info, cookie
             self.names = Names(info)
+            self.capacity = {t.preamble.id: t.size for t in info.tables}   # looked up per insert
             for t in p4_schema(spec).tables:          # every subscription table must be there
                 self.names.table(t.name)
             self.entries.clear()
@@ -307,7 +309,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
             self.sizes[te.table_id] -= 1
             return
         if kind == INSERT:
-            size = next(t.size for t in self.info.tables if t.preamble.id == te.table_id)
+            size = self.capacity[te.table_id]
             if self.sizes.get(te.table_id, 0) >= size:
                 raise UpdateError(code_pb2.RESOURCE_EXHAUSTED, f"table {te.table_id:#x} is full ({size} entries)")
             self.sizes[te.table_id] = self.sizes.get(te.table_id, 0) + 1

@@ -204,9 +204,12 @@ def decode(data: bytes, bits: int, what: str) -> int:
 
 # -- entries as Updates ---------------------------------------------------------------------
 
-def table_entry(names: Names, e: P4Entry) -> Msg:
+def table_entry(names: Names, e: P4Entry, te: Msg | None = None) -> Msg:
+    """The entry as a TableEntry; filled into `te` when given (an Update's own: no copy)."""
     t = names.table(e.table)
-    te = p4runtime_pb2.TableEntry(table_id=t.id, priority=e.priority)
+    if te is None:
+        te = p4runtime_pb2.TableEntry()
+    te.table_id, te.priority = t.id, e.priority
     by_field = {m.field: m for m in e.matches}
     for fid, fname, bits, kind in t.keys:
         m = by_field.get(fname)
@@ -231,17 +234,21 @@ def table_entry(names: Names, e: P4Entry) -> Msg:
                 fm.ternary.value, fm.ternary.mask = encode(m.value & m.arg, bits), encode(m.arg & top, bits)
         else:
             raise BackendError(f"{e.table}: key {fname} has match kind {kind}, which camus does not write")
-    te.action.action.CopyFrom(action_message(names, e.table, e.action, e.params))
+    _fill_action(te.action.action, names, e.table, e.action, e.params)
     return te
 
 
 def action_message(names: Names, table: str, action: str, params: tuple[Any, ...]) -> Msg:
+    return _fill_action(p4runtime_pb2.Action(), names, table, action, params)
+
+
+def _fill_action(a: Msg, names: Names, table: str, action: str, params: tuple[Any, ...]) -> Msg:
     aid, decl = names.action(action)
     if aid not in names.table(table).actions:
         raise BackendError(f"{table} has no action {action} in the switch's P4Info")
     if len(params) != len(decl):
         raise BackendError(f"{action} takes {len(decl)} parameter(s), got {len(params)}")
-    a = p4runtime_pb2.Action(action_id=aid)
+    a.action_id = aid
     for (pid, pname, bits), v in zip(decl, params):
         a.params.add(param_id=pid, value=encode(int(v), bits))
     return a
@@ -253,11 +260,15 @@ def default_entry(names: Names, table: str, action: str, params: tuple[Any, ...]
     return te
 
 
-def group_entry(gid: int, ports: Iterable[int]) -> Msg:
-    pre = p4runtime_pb2.PacketReplicationEngineEntry()
-    pre.multicast_group_entry.multicast_group_id = gid
+def group_entry(gid: int, ports: Iterable[int], pre: Msg | None = None) -> Msg:
+    """A multicast group as a PacketReplicationEngineEntry; filled into `pre` when given."""
+    if pre is None:
+        pre = p4runtime_pb2.PacketReplicationEngineEntry()
+    g = pre.multicast_group_entry
+    g.multicast_group_id = gid
+    add = g.replicas.add
     for p in ports:
-        pre.multicast_group_entry.replicas.add(egress_port=int(p), instance=1)
+        add(egress_port=int(p), instance=1)
     return pre
 
 
@@ -283,12 +294,15 @@ def updates(names: Names, tables: P4Tables) -> list[Msg]:
 def change_update(names: Names, c: Change) -> Msg:
     """One step of a delta plan (p4_delta) as a P4Runtime Update."""
     kind = {"insert": INSERT, "modify": MODIFY, "delete": DELETE}[c.op]
-    if c.what == "group":
-        return update(kind, group_entry(c.group, c.ports))
     if c.what == "default":
         return update(MODIFY, default_entry(names, c.table, c.action, c.params))
-    assert c.entry is not None
-    return update(kind, table_entry(names, c.entry))
+    u = p4runtime_pb2.Update(type=kind)          # filled in place: a first load builds 20K+ of them
+    if c.what == "group":
+        group_entry(c.group, c.ports, u.entity.packet_replication_engine_entry)
+    else:
+        assert c.entry is not None
+        table_entry(names, c.entry, u.entity.table_entry)
+    return u
 
 
 def write_request(updates_: list[Msg], device_id: int = 1, election_low: int = 1) -> Msg:
