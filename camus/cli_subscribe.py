@@ -10,10 +10,14 @@ import click
 
 def _client(url: str, token: str):
     from camus.controller.client import SubscriptionClient
-    return SubscriptionClient(url, token)
+    try:
+        return SubscriptionClient(url, token)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--controller") from None
 
 
-common = [click.option("--controller", "url", default="http://127.0.0.1:9000", show_default=True),
+common = [click.option("--controller", "url", default="http://127.0.0.1:9000", show_default=True,
+                       help="The controller: host:port or an http(s) URL."),
           click.option("--token", required=True, envvar="CAMUS_TOKEN", help="Your token ($CAMUS_TOKEN).")]
 
 

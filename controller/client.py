@@ -20,9 +20,22 @@ class ServiceError(RuntimeError):
         self.status = status
 
 
+def controller_url(text: str) -> str:
+    """The controller's base URL from what a user types: `host:port` or a full http(s) URL
+    (`localhost:19000` failed with "unknown url type")."""
+    from urllib.parse import urlsplit
+    url = text.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"controller {text!r}: expected host:port or an http(s) URL, e.g. 127.0.0.1:9000")
+    return url
+
+
 class SubscriptionClient:
     def __init__(self, url: str, token: str, timeout: float = 10.0) -> None:
-        self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
+        self.url, self.token, self.timeout = controller_url(url), token, timeout
         self._keepers: dict[str, threading.Event] = {}
         self._renamed: dict[str, str] = {}          # original id -> id after a resubscription
 

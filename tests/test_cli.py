@@ -197,3 +197,17 @@ def test_large_rule_files_say_what_stage_they_are_in(tmp_path, monkeypatch) -> N
     r = CliRunner().invoke(main, ["check", SPEC, str(rules)])
     assert r.exit_code == 0 and r.stdout.startswith("ok: 50 rules")
     assert "MB of rules; parsing" in r.stderr and "50 rules parsed in" in r.stderr and "tables built" in r.stderr
+
+
+def test_the_controller_is_given_as_host_port_or_a_url() -> None:
+    """Issue 46: `--controller localhost:19000` failed with "unknown url type"."""
+    from camus.controller.client import SubscriptionClient, controller_url
+    assert controller_url("localhost:19000") == "http://localhost:19000"
+    assert controller_url("https://ctl.example:8443/") == "https://ctl.example:8443"
+    assert SubscriptionClient("127.0.0.1:9000", "t").url == "http://127.0.0.1:9000"
+    with pytest.raises(ValueError, match="host:port or an http"):
+        controller_url("ftp://x")
+    r = CliRunner().invoke(main, ["subscriptions", "--controller", "ftp://x", "--token", "t"])
+    assert r.exit_code == 2 and "host:port or an http" in r.output
+    r = CliRunner().invoke(main, ["subscriptions", "--controller", "127.0.0.1:1", "--token", "t"])
+    assert r.exit_code == 1 and "unknown url type" not in r.output           # reached the network, refused
