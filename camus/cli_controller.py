@@ -86,6 +86,14 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     except (TopologyError, ValueError, CompileErrors) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    if policy in ("mr", "tr"):          # Algorithm 1 ranks devices by layer: say so before serving
+        from camus.controller.routing import LAYER_RANK
+        unlayered = [d for d in topo.devices if topo.layer(d) not in LAYER_RANK]
+        if unlayered:
+            click.echo(f"error: {topology_path}: policy {policy} routes by layers (the Camus paper's Algorithm 1); "
+                       f"give every switch `layer: edge|leaf|aggregation|spine|core` ({', '.join(unlayered)} "
+                       "has none or another), or serve a general graph with --policy mst or mst++", err=True)
+            sys.exit(1)
     agent_token = _secret(agent_token_file, "CAMUS_AGENT_TOKEN")
     targets = {}
     for d in topo.devices:

@@ -211,3 +211,18 @@ def test_the_controller_is_given_as_host_port_or_a_url() -> None:
     assert r.exit_code == 2 and "host:port or an http" in r.output
     r = CliRunner().invoke(main, ["subscriptions", "--controller", "127.0.0.1:1", "--token", "t"])
     assert r.exit_code == 1 and "unknown url type" not in r.output           # reached the network, refused
+
+
+def test_controller_serve_refuses_a_switch_without_a_layer_for_a_layered_policy(tmp_path) -> None:
+    """Issue 46: a switch lacking `layer:` ended `controller serve` in a traceback."""
+    import subprocess
+    import sys
+    (tmp_path / "topo.yaml").write_text("name: t\ndevices:\n  - {name: sw1, kind: p4}\n  - {name: h1, kind: host}\n"
+                                       "links:\n  - {a: sw1, a_port: 1, b: h1, b_port: 1}\n")
+    (tmp_path / "tokens.yaml").write_text("tok1: h1\n")
+    out = subprocess.run([sys.executable, "-c", "from camus.cli import main; main()", "controller", "serve",
+                          "--topology", "topo.yaml",
+                          "--spec", SPEC, "--policy", "mr", "--tokens", "tokens.yaml", "--switch-dir", "sw",
+                          "--listen", "127.0.0.1:1"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-1500:]
+    assert "sw1 has none or another" in out.stderr and "--policy mst" in out.stderr
