@@ -19,7 +19,6 @@ new ones only: the entry interpreter checks that after every single update (test
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,10 +138,9 @@ def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None
     """The make-before-break update from `old` (None or empty: a fresh switch) to `new`;
     `old_signatures`: the previous plan's `signatures` when `old` is that plan's tables."""
     old = old or P4Tables()
-    if not old.entries and not old.groups and old.root == 0:      # a switch that never held tables
-        return _fresh_plan(old, new)
-    old_sig = old_signatures if old_signatures is not None and old_signatures.t is old else _Signatures(old)
-    new_sig = _Signatures(new)
+    # A switch that never held tables has nothing to keep: no signatures (a third of a first load
+    # at 10K filters). One holding an empty rule set has a live root, which the signatures keep.
+    fresh = not old.entries and not old.groups and old.root == 0
     # groups by ports, custom-action lists by text: kept where the old set has them
     old_groups = {tuple(ps): g for g, ps in sorted(old.groups.items())}
     fresh_group = _Fresh(set(old.groups))
@@ -155,17 +153,22 @@ def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None
     fresh_call = _Fresh(set(old.calls) | fixed)
     call_id = {c: (c if c in fixed else old_calls.get(texts) or fresh_call())
                for c, texts in sorted(new.calls.items())}
-    # states by signature
-    kept: dict[str, int] = {}
-    for s in sorted(_states(old)):
-        kept.setdefault(old_sig.of(s), s)
+    # states by signature (a fresh switch: numbered 1, 2, ... in order)
     fresh_state = _Fresh(_states(old))
-    by_sig: dict[str, int] = {}
-    for s in sorted(_states(new)):
-        h = new_sig.of(s)
-        if h not in by_sig:
-            by_sig[h] = kept.get(h) or fresh_state()
-    state_id = {s: by_sig[new_sig.of(s)] for s in _states(new)}
+    new_sig = None if fresh else _Signatures(new)
+    if new_sig is None:
+        state_id = {s: fresh_state() for s in sorted(_states(new))}
+    else:
+        old_sig = old_signatures if old_signatures is not None and old_signatures.t is old else _Signatures(old)
+        kept: dict[str, int] = {}
+        for s in sorted(_states(old)):
+            kept.setdefault(old_sig.of(s), s)
+        by_sig: dict[str, int] = {}
+        for s in sorted(_states(new)):
+            h = new_sig.of(s)
+            if h not in by_sig:
+                by_sig[h] = kept.get(h) or fresh_state()
+        state_id = {s: by_sig[new_sig.of(s)] for s in _states(new)}
 
     def renumber(e: P4Entry) -> P4Entry:
         matches = tuple(Match(m.field, m.kind, state_id[m.value], m.arg) if _is_state(m) else m for m in e.matches)
@@ -191,32 +194,11 @@ def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None
                       widths=dict(new.widths), calls={call_id[c]: x for c, x in new.calls.items()},
                       updates=dict(new.updates), loads=dict(new.loads), windows=dict(new.windows),
                       defaults=defaults)
-    target_sig = _Signatures(target)              # a signature does not depend on ids: carried over
-    target_sig.memo = {state_id[s]: new_sig.of(s) for s in state_id}
+    target_sig = None
+    if new_sig is not None:
+        target_sig = _Signatures(target)          # a signature does not depend on ids: carried over
+        target_sig.memo = {state_id[s]: new_sig.of(s) for s in state_id}
     return Plan(target, _phases(old, target), target_sig, state_id)
-
-
-def _fresh_plan(old: P4Tables, new: P4Tables) -> Plan:
-    """A switch that never held tables: nothing to keep, so no signatures (a third of a first
-    load at 10K filters); states numbered 1, 2, ... in order (a state-id key stays small), groups
-    and custom-action lists as the new set numbers them. (A switch holding an empty rule set
-    has a live root: the signature path keeps it when nothing changes.)"""
-    fresh = _Fresh(_states(old))
-    state_id = {s: fresh() for s in sorted(_states(new))}
-
-    def renumber(e: P4Entry) -> P4Entry:
-        matches = tuple(Match(m.field, m.kind, state_id[m.value], m.arg) if _is_state(m) else m for m in e.matches)
-        params = (state_id[int(e.params[0])],) if e.action == "set_state" else e.params
-        return P4Entry(e.table, matches, e.action, params, e.priority)
-
-    renamed: dict[Key, P4Entry] = {}
-    for e in new.entries:
-        r = renumber(e)
-        renamed.setdefault(_key(r), r)
-    target = dataclasses.replace(new, root=state_id[new.root], entries=list(renamed.values()),
-                                 groups=dict(new.groups), calls=dict(new.calls), defaults=dict(new.defaults),
-                                 order=list(new.order), widths=dict(new.widths))
-    return Plan(target, _phases(old, target), None, state_id)
 
 
 def repair(held: P4Tables, want: P4Tables) -> Plan:
