@@ -1,8 +1,12 @@
 /* camus-xdp: the bit-vector stage in the kernel (included by camus_xdp.c).
  *
+ * The prefix is port columns or planes (structure/bv_layout.py chooses). Port columns: each
+ * word holds one term per port at the port's own bit, so its AND over the fields is the ports
+ * it delivers; groups of 64 ports end early once their ports are delivered.
+ *
  * One interval lookup per query field (a direct-index, radix or range table whose "next
  * states" stand for bitmap ids; an unconstrained field has one interval; the tables'
- * descriptors are inline in the bank's bv_segs value). Then the prefix (structure/bitvector.
+ * descriptors are inline in the bank's bv_segs value). Then the prefix (structure/bv_layout.
  * term_order): in planes of up to 64 leaves, each leaf owns a group of bits in every word of
  * its plane; one AND over the fields per word and one add settle a whole plane's leaves at
  * once, united ahead when all are settled, else bit by bit. Then, only for leaves the prefix
@@ -28,6 +32,7 @@ struct camus_bv_work {
     __u32 bid[CAMUS_N_FIELDS];       /* each field's bitmap for this message */
     __u64 done[CAMUS_BV_PLANES];     /* per prefix plane: the leaves settled */
     __u64 unite[CAMUS_BV_PLANES];    /* of those, the ones still to unite one by one */
+    __u64 col[CAMUS_PORT_WORDS];     /* the ports the port columns delivered so far */
     __u32 plane;                     /* the plane they are being united from */
     __u32 words;
     __u64 zero;                      /* 0, read back as a value the verifier does not know */
@@ -35,10 +40,13 @@ struct camus_bv_work {
 struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
     __u32 nplanes;
     __u32 walk_all;              /* a leaf in no plane: the walk always runs */
+    __u32 ncols;                 /* port-column words (the prefix is planes or columns) */
+    __u32 pad;
     struct camus_bv_plane pn[CAMUS_BV_PLANES];
     struct camus_desc fd[CAMUS_N_FIELDS];      /* field i's interval table (copy of desc[root+1+i]) */
     struct camus_bv_pleaf pl[CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES];
     struct camus_bv_seg s[CAMUS_MAX_BV_SEGS];
+    struct camus_bv_col c[CAMUS_MAX_BV_COLS];
 };
 BPF_ARRAY(bv_segs, struct camus_bv_segs, 2);
 BPF_PERCPU_ARRAY(bv_acc, struct camus_bv_work, 1);
@@ -143,7 +151,40 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
         out->ports[w] = unknown0;
     out->flags = (__u32)unknown0;
-    /* 3. The prefix (structure/bitvector.term_order), plane by plane: every leaf of a plane
+    /* 3a. Port columns (structure/bv_layout.column_order), group after group of 64 ports: a
+     * word's AND over the fields is the ports it delivers, united as it is; a group ends once
+     * every port with a term in its later words is delivered. The cursor starts from a zero the
+     * verifier cannot see as one, so a skipping and a matching iteration prune alike. */
+    __u32 ncols = segs->ncols;
+    if (ncols) {
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            acc->col[w] = unknown0;
+        __u32 c = (__u32)unknown0;
+        #pragma nounroll
+        for (int it = 0; it < CAMUS_MAX_BV_COLS; it++) {
+            if (c >= ncols)
+                break;
+            struct camus_bv_col *e = &segs->c[bv_index(c, CAMUS_MAX_BV_COLS)];
+            __u32 g = e->group & (CAMUS_PORT_WORDS - 1);
+            __u64 need = e->need;
+            if (!(need & ~acc->col[g])) {
+                c = bv_index(e->next, 2 * CAMUS_MAX_BV_COLS);
+                continue;
+            }
+            acc->col[g] |= bv_word(acc, f, bv_index(e->word, CAMUS_BV_WORDS)) & need;
+            c = bv_index(c + 1, 2 * CAMUS_MAX_BV_COLS);
+        }
+        __u64 any = 0;
+        #pragma unroll
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
+            out->ports[w] = acc->col[w];
+            any |= acc->col[w];
+        }
+        if (any)
+            out->flags = CAMUS_LEAF_PORTS;
+    }
+    /* 3. The prefix (structure/bv_layout.term_order), plane by plane: every leaf of a plane
      * owns a group of bits in each of the plane's words, its likeliest terms. One AND over the
      * fields per word, then a group that kept a bit sets its top bit (the add carries into it
      * from any lower bit, never past it): one settled bit per leaf, and most messages that

@@ -197,6 +197,13 @@ struct camus_bv_plane {          /* up to 64 leaves sharing prefix words, one gr
     __u32 pad;
     __u8 grp[64];                /* de Bruijn index of a settled bit -> its leaf in pl[] */
 };
+#define CAMUS_MAX_BV_COLS (CAMUS_MAX_BV_SEGS / 2)   /* port-column words (half the verifier's segment budget) */
+struct camus_bv_col {        /* one word of port columns: bit b of group g's words is port 64 g + b */
+    __u64 need;              /* the group's ports with a term in this word or a later one */
+    __u32 word;              /* its word of the matched-terms bitmap */
+    __u16 group;             /* its port word */
+    __u16 next;              /* the next group's first word (skipped to once `need` is delivered) */
+};
 struct camus_bv_seg {        /* terms of one leaf inside one word of the matched-terms bitmap */
     __u64 mask;
     __u64 lbit;              /* the leaf's settled bit (its prefix group's top bit; 0 without a prefix) */

@@ -172,7 +172,7 @@ def assemble(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
                 "the bit-vector strategy has no state functions (count/sum/avg)", Position(source, 1, 1),
                 "--strategy bdd (or auto) for rules with windows")])
         t4 = time.perf_counter()
-        stage, leaves = build_bitvector(lowered, terms)
+        stage, leaves = build_bitvector(lowered, terms, opts.bv_layout)
         pipeline = Pipeline(spec.name, 0, [], leaves, {}, rule_count=lowered.user_rule_count, bitvector=stage,
                             default_action=default_action(spec.default_atoms))
         t5 = time.perf_counter()

@@ -11,7 +11,7 @@ from typing import Any
 
 from camus.compiler.backends.ebpf.bitvector import LEAF_COUNTED, SEG_PLANE_SHIFT
 from camus.compiler.backends.ebpf.contents import PORT_WORDS, STATE_MASK, MapContents
-from camus.compiler.structure.bitvector import MAX_PLANES, PLANE_LEAVES
+from camus.compiler.structure.bv_layout import MAX_PLANES, PLANE_LEAVES
 
 from .testrun import libbpf
 
@@ -82,6 +82,12 @@ class BvSeg(ctypes.Structure):
                 ("ports", ctypes.c_uint64 * PORT_WORDS)]
 
 
+class BvCol(ctypes.Structure):
+    c_struct = "camus_bv_col"             # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("need", ctypes.c_uint64), ("word", ctypes.c_uint32), ("group", ctypes.c_uint16),
+                ("next", ctypes.c_uint16)]
+
+
 class BvPrefixLeaf(ctypes.Structure):
     c_struct = "camus_bv_pleaf"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("tbit", ctypes.c_uint64), ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32),
@@ -122,9 +128,10 @@ def debruijn_index(bit: int) -> int:
 def bv_stage_value(fields: int, max_segs: int) -> type[ctypes.Structure]:
     """struct camus_bv_segs (bpf/camus_bv.h) for a program with these limits."""
     class BvStage(ctypes.Structure):
-        _fields_ = [("nplanes", ctypes.c_uint32), ("walk_all", ctypes.c_uint32), ("pn", BvPlane * MAX_PLANES),
+        _fields_ = [("nplanes", ctypes.c_uint32), ("walk_all", ctypes.c_uint32), ("ncols", ctypes.c_uint32),
+                    ("pad", ctypes.c_uint32), ("pn", BvPlane * MAX_PLANES),
                     ("fd", Desc * fields), ("pl", BvPrefixLeaf * (MAX_PLANES * PLANE_LEAVES)),
-                    ("s", BvSeg * max_segs)]
+                    ("s", BvSeg * max_segs), ("c", BvCol * (max_segs // 2))]
     return BvStage
 
 
@@ -302,7 +309,9 @@ class MapSet:
             for i in range(c.bv_fields):            # the fields' interval tables, inline
                 kind, var, bits, default, base, count, mult = c.desc[c.root + 1 + i]
                 segs.fd[i] = Desc(kind, var, bits, 0, default, base, count, mult)
-            segs.nplanes, segs.walk_all = len(c.bv_planes), int(c.bv_walk_all)
+            segs.nplanes, segs.walk_all, segs.ncols = len(c.bv_planes), int(c.bv_walk_all), len(c.bv_cols)
+            for j, (need, word, group, nxt) in enumerate(c.bv_cols):
+                segs.c[j] = BvCol(need, word, group, nxt)
             first_leaf = 0
             for k, (tops, rest, words, first_word, leaves) in enumerate(c.bv_planes):
                 union, all_flags = [0] * PORT_WORDS, 0

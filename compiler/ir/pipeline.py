@@ -143,6 +143,22 @@ class BitvectorPlane:
 
 
 @dataclass
+class BitvectorColumns:
+    """Port columns (structure/bitvector.column_order): column i stands for port `ports[i]`,
+    bit i % 64 of the words of group i // 64; group g has `layers[g]` words, word l holding
+    each of its ports' l-th likeliest term (a term forwarding to several ports sits in each of
+    their columns). The AND of such a word over the fields is, bit for bit, the ports it
+    delivers: a data plane unites it into the result as it is, whatever the number of action
+    sets, and stops a group once its ports with terms left are all delivered."""
+    ports: list[Any]
+    layers: list[int]
+
+    @property
+    def words(self) -> int:
+        return sum(self.layers)
+
+
+@dataclass
 class BitvectorStage:
     """A bit-vector classifier (compiler/bitvector.py): per field, elementary intervals ->
     bitmap of the DNF terms that hold there; AND over fields; matching terms' leaves OR-ed."""
@@ -154,6 +170,7 @@ class BitvectorStage:
     planes: list[BitvectorPlane] = field(default_factory=list)   # the prefix: each leaf's likeliest
                                                 # terms, plane after plane; after it the terms sorted
                                                 # by leaf
+    columns: BitvectorColumns | None = None     # or: the prefix is port columns (no planes)
     all_terms: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -163,7 +180,7 @@ class BitvectorStage:
     @property
     def prefix(self) -> int:
         """Bits in the prefix."""
-        return 64 * sum(p.words for p in self.planes)
+        return 64 * (sum(p.words for p in self.planes) + (self.columns.words if self.columns else 0))
 
     @property
     def words(self) -> int:
@@ -191,7 +208,7 @@ class BitvectorStage:
             path.append((f.name, key, i, b))
         return acc, path
 
-    def validate(self, leaves: set[int]) -> None:
+    def validate(self, leaves: "dict[int, ActionSet]") -> None:
         for f in self.fields:
             if not f.starts or f.starts[0] != 0 or any(a >= b for a, b in zip(f.starts, f.starts[1:])):
                 raise ValueError(f"bit-vector field {f.name}: interval starts must ascend from 0")
@@ -216,8 +233,28 @@ class BitvectorStage:
                        for b in range(64)):
                     raise ValueError("bit-vector prefix: each leaf's bits must be its group of its plane's words")
                 t += 64
+        if self.columns is not None:
+            self._validate_columns(self.columns, leaves)
         if any(b & ~self.all_terms for b in self.bitmaps):
             raise ValueError("bit-vector prefix: an empty bit is set in a bitmap")
+
+    def _validate_columns(self, cols: BitvectorColumns, leaves: "dict[int, ActionSet]") -> None:
+        if self.planes:
+            raise ValueError("bit-vector prefix: port columns or planes, not both")
+        if len(cols.layers) != -(-len(cols.ports) // 64) or any(n < 1 for n in cols.layers):
+            raise ValueError("bit-vector columns: one group of at least one word per 64 ports")
+        if len(set(cols.ports)) != len(cols.ports):
+            raise ValueError("bit-vector columns: a port has one column")
+        t = 0
+        for g, layers in enumerate(cols.layers):
+            for _ in range(layers):
+                for b in range(64):
+                    leaf = self.term_leaf[t + b]
+                    col = 64 * g + b
+                    if leaf and (col >= len(cols.ports) or cols.ports[col] not in leaves[leaf].ports):
+                        raise ValueError("bit-vector columns: a term sits in the column of a port it does not "
+                                         "forward to")
+                t += 64
 
     def to_json(self) -> dict[str, Any]:
         return {"terms": self.terms,
@@ -225,7 +262,8 @@ class BitvectorStage:
                             "starts": f.starts, "bitmaps": f.bitmaps} for f in self.fields],
                 "bitmaps": [format(b, "x") for b in self.bitmaps],
                 "term_leaf": self.term_leaf,
-                "planes": [{"words": p.words, "leaves": p.leaves} for p in self.planes]}
+                "planes": [{"words": p.words, "leaves": p.leaves} for p in self.planes],
+                **({"columns": {"ports": self.columns.ports, "layers": self.columns.layers}} if self.columns else {})}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "BitvectorStage":
@@ -233,7 +271,9 @@ class BitvectorStage:
                    [BitvectorField(f["name"], f["var"], f["field_width"], list(f["starts"]), list(f["bitmaps"]))
                     for f in doc["fields"]],
                    [int(b, 16) for b in doc["bitmaps"]], list(doc["term_leaf"]),
-                   [BitvectorPlane(p["words"], list(p["leaves"])) for p in doc.get("planes", [])])
+                   [BitvectorPlane(p["words"], list(p["leaves"])) for p in doc.get("planes", [])],
+                   BitvectorColumns(list(doc["columns"]["ports"]), list(doc["columns"]["layers"]))
+                   if "columns" in doc else None)
 
 
 @dataclass
@@ -369,7 +409,7 @@ class Pipeline:
         if self.bitvector is not None:
             if self.tables or self.state_vars:
                 raise ValueError("a bit-vector pipeline has no state tables and no state variables")
-            self.bitvector.validate(set(self.leaves))
+            self.bitvector.validate(self.leaves)
 
     # -- JSON -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

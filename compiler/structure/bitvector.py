@@ -21,13 +21,13 @@ reference interpreter runs it, and back ends that cannot carry it say so.
 """
 from __future__ import annotations
 
-import bisect
 from typing import Any
 
 from .diagram import normalise_atoms
 from ..logic.dnf import Term
 from ..logic.lowering import Atom, Lowered
-from ..ir.pipeline import ActionSet, BitvectorField, BitvectorPlane, BitvectorStage
+from ..ir.pipeline import ActionSet, BitvectorField, BitvectorStage
+from .bv_layout import choose_layout
 from .slicing import sort_ports
 
 STRATEGIES = ("auto", "bdd", "bitvector")
@@ -41,81 +41,21 @@ def _mask(bits: list[int], nbytes: int) -> int:
     return int.from_bytes(buf, "little")
 
 
-PLANE_LEAVES = 64          # one bit per leaf in a 64-bit word
-MAX_PLANES = 4             # leaves past 4 planes (256) are only walked
-PLANE_WORDS = 4            # a plane's most words (rounds past the second are rarely read)
-
-
-def likelihood(lowered: Lowered, terms: list[Term]) -> list[float]:
-    """Per term, a guess of how often a message matches it, with nothing known of the traffic:
-    per constrained field, the share of the field's boundary points (over all terms) its
-    intervals cover — an equality on one of a hundred constants is rare, `x < median` is half —
-    multiplied over the fields."""
-    guess = [1.0] * len(terms)
-    for v in lowered.variables:
-        if v.state is not None:
-            continue
-        points = sorted({p for cons in terms for lo, hi in cons.get(v.index, ()) for p in (lo, hi + 1)})
-        if not points:
-            continue
-        for t, cons in enumerate(terms):
-            iset = cons.get(v.index)
-            if iset is not None:
-                covered = sum(bisect.bisect_right(points, hi) - bisect.bisect_left(points, lo) for lo, hi in iset)
-                guess[t] *= max(1, covered) / len(points)
-    return guess
-
-
-def term_order(term_leaf: list[int], guess: list[float]) -> tuple[list[int | None], list[BitvectorPlane]]:
-    """The bit order: (term index per bit, None for an empty bit; the prefix's planes).
-
-    The prefix holds every leaf's likeliest terms in a fixed layout, in planes of up to 64
-    leaves (leaves with fewer terms first, so that small leaves, often wholly inside the
-    prefix, share planes): leaf g of a plane owns bits [g * share, (g + 1) * share) of each of
-    the plane's words, share = 64 // the plane's leaves, word w holding its w-th share by
-    falling likelihood (bits a leaf cannot fill stay empty). One AND over the fields per prefix
-    word then settles every leaf whose group kept a bit, all at once (bpf/camus_bv.h: a few ALU
-    operations turn the word into one bit per leaf), which is what a message matching most
-    leaves (many wildcard-heavy filters per action) needs; most messages need a word or two per
-    plane. After the prefix every term left, sorted by leaf: one run of bits per leaf, walked
-    for the leaves the prefix did not settle."""
-    leaves = sorted(set(term_leaf))
-    by_leaf: dict[int, list[int]] = {leaf: [] for leaf in leaves}
-    for t in sorted(range(len(term_leaf)), key=lambda t: -guess[t]):
-        by_leaf[term_leaf[t]].append(t)
-    ranked = sorted(leaves, key=lambda leaf: (len(by_leaf[leaf]), leaf))
-    order: list[int | None] = []
-    planes: list[BitvectorPlane] = []
-    taken = {leaf: 0 for leaf in leaves}
-    for first in range(0, min(len(ranked), MAX_PLANES * PLANE_LEAVES), PLANE_LEAVES):
-        group = ranked[first:first + PLANE_LEAVES]
-        share = 64 // len(group)
-        words = min(PLANE_WORDS, -(-max(len(by_leaf[leaf]) for leaf in group) // share))
-        for w in range(words):
-            for leaf in group:
-                got = by_leaf[leaf][w * share:(w + 1) * share]
-                order += got + [None] * (share - len(got))
-            order += [None] * (64 - share * len(group))
-        for leaf in group:
-            taken[leaf] = min(len(by_leaf[leaf]), words * share)
-        planes.append(BitvectorPlane(words, group))
-    for leaf in leaves:
-        order += by_leaf[leaf][taken[leaf]:]
-    return order, planes
-
-
-def build_bitvector(lowered: Lowered,
-                    terms: list[tuple[Term, frozenset[Atom]]]) -> tuple[BitvectorStage, dict[int, ActionSet]]:
-    """The stage for these DNF terms, and the leaves (1, 2, ...) holding the terms' actions."""
-    # Terms grouped by their actions (after a prefix of likely terms, see term_order): each leaf
-    # owns one run of bits, and a data plane can unite the matching terms' actions run by run
-    # (bpf/camus_bv.h) instead of bit by bit.
+def build_bitvector(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]]],
+                    layout: str = "auto") -> tuple[BitvectorStage, dict[int, ActionSet]]:
+    """The stage for these DNF terms, and the leaves (1, 2, ...) holding the terms' actions.
+    `layout`: "planes", "columns" or "auto" (structure/bv_layout.choose_layout)."""
+    # Terms grouped by their actions (after a prefix of likely terms or port columns, see
+    # bv_layout): each leaf owns one run of bits, and a data plane can unite the matching terms'
+    # actions run by run (bpf/camus_bv.h) instead of bit by bit.
     leaf_of: dict[frozenset[Atom], int] = {}
     leaf_ids = [leaf_of.setdefault(normalise_atoms(atoms), len(leaf_of) + 1) for _, atoms in terms]
-    order, planes = term_order(leaf_ids, likelihood(lowered, [cons for cons, _ in terms]))
+    leaves = {leaf: atoms_action(atoms) for atoms, leaf in leaf_of.items()}
+    order, planes, columns = choose_layout(lowered, [cons for cons, _ in terms], leaf_ids, leaves, layout)
     term_leaf = [0 if t is None else leaf_ids[t] for t in order]
     bits = [None if t is None else terms[t] for t in order]
-    n, real = len(bits), len(terms)             # bits, and the terms among them
+    n = len(bits)
+    real = n - bits.count(None)                 # bits holding a term (a term may sit in several columns)
     nbytes = max(1, (n + 7) // 8)
     header_vars = [v for v in lowered.variables if v.state is None]
     fields: list[BitvectorField] = []
@@ -162,8 +102,7 @@ def build_bitvector(lowered: Lowered,
         fields.append(BitvectorField(v.field.path, v.index, v.width, starts, ids))
     if not bitmaps:
         intern(_mask([t for t, term in enumerate(bits) if term is not None], nbytes))
-    leaves = {leaf: atoms_action(atoms) for atoms, leaf in leaf_of.items()}
-    return BitvectorStage(n, fields, bitmaps, term_leaf, planes), leaves
+    return BitvectorStage(n, fields, bitmaps, term_leaf, planes, columns), leaves
 
 
 def atoms_action(atoms: frozenset[Atom]) -> ActionSet:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ...ir.labels import long_label_count
 from ...ir.pipeline import BitvectorPlane, BitvectorStage, Pipeline
+from ...structure.bv_layout import reorder_columns
 from ...language.spec import Spec
-from .contents import CapacityError, MapContents, direct_desc, leaf_flags, put_start, range_desc
+from .contents import PORT_WORDS, CapacityError, MapContents, direct_desc, leaf_flags, put_start, range_desc
 from .program import EbpfLimits, max_bv_segs_for, max_bv_words_for
 
 
@@ -45,6 +46,9 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
     if bv is None:
         return base
     max_words = max_bv_words_for(fields)
+    needed = bv.words
+    if bv.columns is not None:      # a ports file's order may spread the columns over every port word
+        needed += max(0, (PORT_WORDS * max(bv.columns.layers)) - bv.columns.words)
     if bv.words > max_words:
         raise CapacityError(f"bit-vector stage: {bv.terms} terms; an XDP host with {fields} query fields "
                             f"classifies at most {64 * max_words} with this stage (split the subscriptions "
@@ -55,7 +59,7 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
         raise CapacityError(f"bit-vector stage: {segs} segments (words + distinct actions); a program with "
                             f"{fields} query fields holds {max_segs}")
     # room to grow: twice the words while small, a quarter more once large (bitmaps are words long)
-    grown = 2 * bv.words if bv.words <= 128 else bv.words + bv.words // 4
+    grown = 2 * needed if needed <= 128 else needed + needed // 4
     words = max(base.bv_words, min(max_words, _pow2(grown)))
     for headroom in (4, 2):             # both banks, room to grow; else both banks exactly
         bitmaps = max(base.max_bv_bitmaps, _pow2(headroom * (len(bv.bitmaps) + 1)))
@@ -117,6 +121,39 @@ def group_bits(plane: BitvectorPlane) -> tuple[dict[int, int], int, int]:
     return tbit, sum(tbit.values()), rest
 
 
+def port_columns(bv: BitvectorStage, out: MapContents) -> BitvectorStage:
+    """`bv` with each port's column at the port's bit in `out` (its ports file's order): as
+    compiled when the orders agree, else its columns moved (structure/bv_layout.reorder_columns)."""
+    assert bv.columns is not None
+    index = {p: i for i, p in enumerate(out.ports)}
+    if all(index[p] == i for i, p in enumerate(bv.columns.ports) if p is not None):
+        return bv
+    return reorder_columns(bv, index)
+
+
+def column_words(bv: BitvectorStage) -> list[tuple[int, int, int, int]]:
+    """The kernel's port-column entries: per word of each group, (the group's ports with a term
+    in this word or a later one, word, group, the next group's first entry)."""
+    cols = bv.columns
+    assert cols is not None
+    entries: list[tuple[int, int, int, int]] = []
+    word = 0
+    for g, n in enumerate(cols.layers):
+        present = []
+        for layer in range(n):
+            t = 64 * (word + layer)
+            present.append(sum(1 << b for b in range(64) if bv.term_leaf[t + b]))
+        need = 0
+        needs = []
+        for mask in reversed(present):
+            need |= mask
+            needs.append(need)
+        nxt = len(entries) + n
+        entries += [(need_l, word + layer, g, nxt) for layer, need_l in enumerate(reversed(needs))]
+        word += n
+    return entries
+
+
 def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContents) -> None:
     """Fill `out` (bank 0 numbering) with the stage of `p`; raises CapacityError when it does
     not fit the program's limits (before anything live is touched)."""
@@ -125,6 +162,8 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContent
 
     bv = p.bitvector
     assert bv is not None
+    if bv.columns is not None:
+        bv = port_columns(bv, out)
     words = bv.words
     if words > lim.bv_words:
         raise CapacityError(f"bit-vector stage: {bv.terms} terms need {words} words per bitmap; the program "
@@ -166,6 +205,7 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContent
         settled.update({leaf_state[leaf]: (k, b) for leaf, b in tbit.items()})
         first_word += plane.words
     out.bv_walk_all = len(settled) < len(leaf_state)
+    out.bv_cols = column_words(bv) if bv.columns is not None else []
     segs = [(mask, word, leaf, out.leaf[leaf][0], seg_flags(leaf) | settled.get(leaf, (0, 0))[0] << SEG_PLANE_SHIFT,
              nxt, settled.get(leaf, (0, 0))[1]) for mask, word, leaf, nxt in segments(bv, leaf_state)]
     out.bv_bits = {k: bitmap_words(b, words) for k, b in enumerate(bitmaps)}
@@ -174,6 +214,7 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContent
     out.root = root
     out.desc[root] = (KIND_BV, 0, 0, first_bitmap, out.bv_bits_base, words, (out.bv_segs_base << 32) | len(segs))
     for what, have, cap in (("bit-vector bitmaps", len(bitmaps), lim.max_bv_bitmaps),
-                            ("bit-vector segments", len(segs), lim.max_bv_segs)):
+                            ("bit-vector segments", len(segs), lim.max_bv_segs),
+                            ("bit-vector port-column words", len(out.bv_cols), lim.max_bv_segs // 2)):
         if have > cap:
             raise CapacityError(f"{what}: {have} needed, the maps hold {cap}")

@@ -60,6 +60,8 @@ class MapContents:
     # prefix planes: tops, rest, words, first word, per leaf in group order (bit, flags, state, ports)
     bv_planes: list[tuple[int, int, int, int, list[tuple[int, int, int, tuple[int, ...]]]]] = field(
         default_factory=list)
+    # port columns: (the group's ports still to deliver, word, group, the next group's first entry)
+    bv_cols: list[tuple[int, int, int, int]] = field(default_factory=list)
     bv_walk_all: bool = False                                                       # a leaf in no plane
     bv_fields: int = 0                                                              # query fields (interval tables)
     bv_words: int = 0                                                               # words per bv_bits value

@@ -125,7 +125,7 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
                    in c.bv_segs]
     out.bv_planes = [(tops, rest, words, first, [(b, flags, st(leaf), ports) for b, flags, leaf, ports in leaves])
                      for tops, rest, words, first, leaves in c.bv_planes]
-    out.bv_walk_all = c.bv_walk_all
+    out.bv_walk_all, out.bv_cols = c.bv_walk_all, c.bv_cols
     out.bv_words, out.bv_max_segs, out.bv_bits_base, out.bv_segs_base = c.bv_words, c.bv_max_segs, dbits, dsegs
     out.bv_fields = c.bv_fields
     out.labels, out.label_words = c.labels, c.label_words
