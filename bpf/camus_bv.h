@@ -33,6 +33,9 @@ struct camus_bv_work {
     __u64 done[CAMUS_BV_PLANES];     /* per prefix plane: the leaves settled */
     __u64 unite[CAMUS_BV_PLANES];    /* of those, the ones still to unite one by one */
     __u64 col[CAMUS_PORT_WORDS];     /* the ports the port columns delivered so far */
+    __u64 open[CAMUS_PORT_WORDS];    /* ports with a run the columns did not deliver, still to test */
+    __u64 rbit;                      /* the port whose run is being tested (its bit in its word) */
+    __u32 rgroup, rcur, rend;        /* its port word; its next piece and the end of its pieces */
     __u32 plane;                     /* the plane they are being united from */
     __u32 words;
     __u64 zero;                      /* 0, read back as a value the verifier does not know */
@@ -40,13 +43,16 @@ struct camus_bv_work {
 struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
     __u32 nplanes;
     __u32 walk_all;              /* a leaf in no plane: the walk always runs */
-    __u32 ncols;                 /* port-column words (the prefix is planes or columns) */
-    __u32 pad;
+    __u32 ncols;                 /* port-column word pairs (the prefix is planes or columns) */
+    __u32 nruns;                 /* port-run pieces */
+    __u64 runmask[CAMUS_PORT_WORDS];           /* ports with a run */
+    struct camus_bv_prun pr[CAMUS_PORT_WORDS * 64];   /* per port word, by de Bruijn index of the port's bit */
     struct camus_bv_plane pn[CAMUS_BV_PLANES];
     struct camus_desc fd[CAMUS_N_FIELDS];      /* field i's interval table (copy of desc[root+1+i]) */
     struct camus_bv_pleaf pl[CAMUS_BV_PLANES * CAMUS_BV_PLANE_LEAVES];
     struct camus_bv_seg s[CAMUS_MAX_BV_SEGS];
     struct camus_bv_col c[CAMUS_MAX_BV_COLS];
+    struct camus_bv_run r[CAMUS_MAX_BV_RUNS];
 };
 BPF_ARRAY(bv_segs, struct camus_bv_segs, 2);
 BPF_PERCPU_ARRAY(bv_acc, struct camus_bv_work, 1);
@@ -92,6 +98,23 @@ static __always_inline __u64 bv_word(struct camus_bv_work *acc, struct camus_bv_
     for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++)
         x &= f[i]->w[k];
     return x;
+}
+
+/* Words k and k + 1 (k even) of the matched-terms bitmap, ORed: a port-column pair (each
+ * field's bitmap pointer loaded once for both words). */
+static __always_inline __u64 bv_pair(struct camus_bv_work *acc, struct camus_bv_bits **f, __u32 k) {
+#if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
+    __u64 x = acc->w[k], y = acc->w[k + 1];
+#else
+    __u64 x = ~(__u64)0, y = ~(__u64)0;
+#endif
+    #pragma unroll
+    for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++) {
+        struct camus_bv_bits *b = f[i];
+        x &= b->w[k];
+        y &= b->w[k + 1];
+    }
+    return x | y;
 }
 
 /* Unite a leaf's (or a plane's) ports and delivery flags into the message's result. */
@@ -152,8 +175,9 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         out->ports[w] = unknown0;
     out->flags = (__u32)unknown0;
     /* 3a. Port columns (structure/bv_layout.column_order), group after group of 64 ports: a
-     * word's AND over the fields is the ports it delivers, united as it is; a group ends once
-     * every port with a term in its later words is delivered. The cursor starts from a zero the
+     * word's AND over the fields is the ports it delivers, united as it is (its bits are only
+     * where terms are), two words at a time; a group ends once every port with a term in its
+     * later words is delivered. The cursor starts from a zero the
      * verifier cannot see as one, so a skipping and a matching iteration prune alike. */
     __u32 ncols = segs->ncols;
     if (ncols) {
@@ -172,8 +196,48 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
                 c = bv_index(e->next, 2 * CAMUS_MAX_BV_COLS);
                 continue;
             }
-            acc->col[g] |= bv_word(acc, f, bv_index(e->word, CAMUS_BV_WORDS)) & need;
+            acc->col[g] |= bv_pair(acc, f, bv_index(e->word, CAMUS_BV_WORDS) & ~1U);
             c = bv_index(c + 1, 2 * CAMUS_MAX_BV_COLS);
+        }
+        /* 3b. The runs of the ports the columns did not deliver (a port's terms past its
+         * column), port by port (the lowest open bit, its de Bruijn index -> the port's pieces),
+         * piece by piece until one matches. The state lives in the work area, read back as
+         * values the verifier does not know, so iterations prune alike. */
+        if (segs->nruns) {
+            #pragma unroll
+            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                acc->open[w] = segs->runmask[w] & ~acc->col[w];
+            acc->rgroup = 0;
+            acc->rcur = 0;
+            acc->rend = 0;
+            #pragma nounroll
+            for (int it = 0; it < CAMUS_MAX_BV_RUNS + CAMUS_PORT_WORDS * 65; it++) {
+                __u32 cur = *(volatile __u32 *)&acc->rcur, end = *(volatile __u32 *)&acc->rend;
+                __u32 g = *(volatile __u32 *)&acc->rgroup & (CAMUS_PORT_WORDS - 1);
+                if (cur < end) {
+                    struct camus_bv_run *r = &segs->r[bv_index(cur, CAMUS_MAX_BV_RUNS)];
+                    if (bv_word(acc, f, bv_index(r->word, CAMUS_BV_WORDS)) & r->mask) {
+                        acc->col[g] |= acc->rbit;
+                        acc->rcur = end;
+                    } else {
+                        acc->rcur = cur + 1;
+                    }
+                    continue;
+                }
+                __u64 o = acc->open[g];
+                if (!o) {
+                    if (g + 1 >= CAMUS_PORT_WORDS)
+                        break;
+                    acc->rgroup = g + 1;
+                    continue;
+                }
+                __u64 low = o & -o;
+                acc->open[g] = o ^ low;
+                struct camus_bv_prun *pr = &segs->pr[(g << 6) | (((low * CAMUS_DEBRUIJN) >> 58) & 63)];
+                acc->rbit = low;
+                acc->rcur = pr->first;
+                acc->rend = pr->first + pr->n;
+            }
         }
         __u64 any = 0;
         #pragma unroll

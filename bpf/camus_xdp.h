@@ -197,12 +197,22 @@ struct camus_bv_plane {          /* up to 64 leaves sharing prefix words, one gr
     __u32 pad;
     __u8 grp[64];                /* de Bruijn index of a settled bit -> its leaf in pl[] */
 };
-#define CAMUS_MAX_BV_COLS (CAMUS_MAX_BV_SEGS / 2)   /* port-column words (half the verifier's segment budget) */
-struct camus_bv_col {        /* one word of port columns: bit b of group g's words is port 64 g + b */
-    __u64 need;              /* the group's ports with a term in this word or a later one */
-    __u32 word;              /* its word of the matched-terms bitmap */
+#define CAMUS_MAX_BV_COLS (CAMUS_MAX_BV_SEGS / 2)   /* port-column word pairs (half the verifier's segment budget) */
+struct camus_bv_col {        /* two words of port columns: bit b of group g's words is port 64 g + b */
+    __u64 need;              /* the group's ports with a term in these words or later ones */
+    __u32 word;              /* the first of them in the matched-terms bitmap (even) */
     __u16 group;             /* its port word */
     __u16 next;              /* the next group's first word (skipped to once `need` is delivered) */
+};
+#define CAMUS_MAX_BV_RUNS (CAMUS_MAX_BV_SEGS / 2)   /* port-run pieces */
+struct camus_bv_run {        /* a piece of one port's run: its terms inside one word */
+    __u64 mask;
+    __u32 word;
+    __u32 pad;
+};
+struct camus_bv_prun {       /* a port's run: its pieces in r[] */
+    __u16 first;
+    __u16 n;
 };
 struct camus_bv_seg {        /* terms of one leaf inside one word of the matched-terms bitmap */
     __u64 mask;

@@ -88,6 +88,16 @@ class BvCol(ctypes.Structure):
                 ("next", ctypes.c_uint16)]
 
 
+class BvRun(ctypes.Structure):
+    c_struct = "camus_bv_run"             # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("mask", ctypes.c_uint64), ("word", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+class BvPortRun(ctypes.Structure):
+    c_struct = "camus_bv_prun"            # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("first", ctypes.c_uint16), ("n", ctypes.c_uint16)]
+
+
 class BvPrefixLeaf(ctypes.Structure):
     c_struct = "camus_bv_pleaf"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("tbit", ctypes.c_uint64), ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32),
@@ -129,9 +139,10 @@ def bv_stage_value(fields: int, max_segs: int) -> type[ctypes.Structure]:
     """struct camus_bv_segs (bpf/camus_bv.h) for a program with these limits."""
     class BvStage(ctypes.Structure):
         _fields_ = [("nplanes", ctypes.c_uint32), ("walk_all", ctypes.c_uint32), ("ncols", ctypes.c_uint32),
-                    ("pad", ctypes.c_uint32), ("pn", BvPlane * MAX_PLANES),
+                    ("nruns", ctypes.c_uint32), ("runmask", ctypes.c_uint64 * PORT_WORDS),
+                    ("pr", BvPortRun * (64 * PORT_WORDS)), ("pn", BvPlane * MAX_PLANES),
                     ("fd", Desc * fields), ("pl", BvPrefixLeaf * (MAX_PLANES * PLANE_LEAVES)),
-                    ("s", BvSeg * max_segs), ("c", BvCol * (max_segs // 2))]
+                    ("s", BvSeg * max_segs), ("c", BvCol * (max_segs // 2)), ("r", BvRun * (max_segs // 2))]
     return BvStage
 
 
@@ -312,6 +323,12 @@ class MapSet:
             segs.nplanes, segs.walk_all, segs.ncols = len(c.bv_planes), int(c.bv_walk_all), len(c.bv_cols)
             for j, (need, word, group, nxt) in enumerate(c.bv_cols):
                 segs.c[j] = BvCol(need, word, group, nxt)
+            segs.nruns = len(c.bv_runs)
+            for j, (mask, word) in enumerate(c.bv_runs):
+                segs.r[j] = BvRun(mask, word, 0)
+            for bit, (first, n) in c.bv_port_runs.items():
+                segs.runmask[bit // 64] |= 1 << (bit % 64)
+                segs.pr[bit // 64 * 64 + debruijn_index(1 << (bit % 64))] = BvPortRun(first, n)
             first_leaf = 0
             for k, (tops, rest, words, first_word, leaves) in enumerate(c.bv_planes):
                 union, all_flags = [0] * PORT_WORDS, 0

@@ -23,6 +23,7 @@ from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf.tables import fitted_contents, map_contents
 from camus.compiler.backends.ebpf.contents import CapacityError, MapContents
 from camus.compiler.compile import Compiled
+from camus.compiler.structure.bv_layout import preferred_ports
 
 from . import fanout, netdev
 from .dispatch import detach_apps, dispatch_record_path, remove_leftover_apps
@@ -101,6 +102,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
     unit = unit_name(iface, app)
     shutil.rmtree(attachment_dir(unit), ignore_errors=True)
     bits, specs = port_specs(ports_path)
+    if bits is not None:        # port bits are ours to number (fixed from here on): the stage's port columns first
+        bits = preferred_ports(compiled.pipeline.bitvector, bits)
     # generic XDP hands a broadcast's copies to the egress program as skbs without the metadata
     # naming the packet's ring slot: copies by TC there
     fan = (fanout.plan(list(bits), specs, fanout_mode if mode == "native" else "tc") if specs and bits

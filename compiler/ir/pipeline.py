@@ -149,13 +149,21 @@ class BitvectorColumns:
     each of its ports' l-th likeliest term (a term forwarding to several ports sits in each of
     their columns). The AND of such a word over the fields is, bit for bit, the ports it
     delivers: a data plane unites it into the result as it is, whatever the number of action
-    sets, and stops a group once its ports with terms left are all delivered."""
+    sets, and stops a group once its ports with terms left are all delivered. A column holds
+    at most its group's words of terms; a port's further terms are its run, `runs[i]` = (first
+    bit, terms), the runs one after another after the columns, tested for the ports the
+    columns did not deliver."""
     ports: list[Any]
     layers: list[int]
+    runs: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def words(self) -> int:
         return sum(self.layers)
+
+    @property
+    def run_bits(self) -> int:
+        return sum(n for _, n in self.runs)
 
 
 @dataclass
@@ -180,7 +188,8 @@ class BitvectorStage:
     @property
     def prefix(self) -> int:
         """Bits in the prefix."""
-        return 64 * (sum(p.words for p in self.planes) + (self.columns.words if self.columns else 0))
+        cols = self.columns
+        return 64 * (sum(p.words for p in self.planes) + (cols.words if cols else 0)) + (cols.run_bits if cols else 0)
 
     @property
     def words(self) -> int:
@@ -241,8 +250,8 @@ class BitvectorStage:
     def _validate_columns(self, cols: BitvectorColumns, leaves: "dict[int, ActionSet]") -> None:
         if self.planes:
             raise ValueError("bit-vector prefix: port columns or planes, not both")
-        if len(cols.layers) != -(-len(cols.ports) // 64) or any(n < 1 for n in cols.layers):
-            raise ValueError("bit-vector columns: one group of at least one word per 64 ports")
+        if len(cols.layers) != -(-len(cols.ports) // 64) or any(n < 2 or n % 2 for n in cols.layers):
+            raise ValueError("bit-vector columns: one group of an even number of words per 64 ports")
         if len(set(cols.ports)) != len(cols.ports):
             raise ValueError("bit-vector columns: a port has one column")
         t = 0
@@ -255,6 +264,15 @@ class BitvectorStage:
                         raise ValueError("bit-vector columns: a term sits in the column of a port it does not "
                                          "forward to")
                 t += 64
+        if cols.runs and len(cols.runs) != len(cols.ports):
+            raise ValueError("bit-vector columns: one run (maybe empty) per port")
+        for i, (first, n) in enumerate(cols.runs):
+            if n and not t <= first <= first + n <= self.prefix:
+                raise ValueError("bit-vector columns: a run lies outside the runs after the columns")
+            if any(cols.ports[i] not in leaves[self.term_leaf[b]].ports for b in range(first, first + n)):
+                raise ValueError("bit-vector columns: a run holds a term of another port")
+        if t + cols.run_bits != self.prefix:
+            raise ValueError("bit-vector columns: the runs must fill the bits between the columns and the rest")
 
     def to_json(self) -> dict[str, Any]:
         return {"terms": self.terms,
@@ -263,7 +281,8 @@ class BitvectorStage:
                 "bitmaps": [format(b, "x") for b in self.bitmaps],
                 "term_leaf": self.term_leaf,
                 "planes": [{"words": p.words, "leaves": p.leaves} for p in self.planes],
-                **({"columns": {"ports": self.columns.ports, "layers": self.columns.layers}} if self.columns else {})}
+                **({"columns": {"ports": self.columns.ports, "layers": self.columns.layers,
+                                "runs": self.columns.runs}} if self.columns else {})}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "BitvectorStage":
@@ -272,7 +291,8 @@ class BitvectorStage:
                     for f in doc["fields"]],
                    [int(b, 16) for b in doc["bitmaps"]], list(doc["term_leaf"]),
                    [BitvectorPlane(p["words"], list(p["leaves"])) for p in doc.get("planes", [])],
-                   BitvectorColumns(list(doc["columns"]["ports"]), list(doc["columns"]["layers"]))
+                   BitvectorColumns(list(doc["columns"]["ports"]), list(doc["columns"]["layers"]),
+                                    [(a, b) for a, b in doc["columns"].get("runs", [])])
                    if "columns" in doc else None)
 
 

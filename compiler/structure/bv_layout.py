@@ -32,11 +32,14 @@ PLANE_LEAVES = 64          # one bit per leaf in a 64-bit word
 MAX_PLANES = 4             # leaves past 4 planes (256) are only walked
 PLANE_WORDS = 4            # a plane's most words (rounds past the second are rarely read)
 COLUMN_PORTS = 256         # bpf/camus_xdp.h CAMUS_PORT_WORDS x 64
-COLUMN_WORDS = 1024        # the most column words a program walks (bpf/camus_bv.h: half its segments)
+COLUMN_WORDS = 2048        # the most column words a program walks (bpf/camus_bv.h: pairs, half its segments)
+COLUMN_CHUNK = 2           # words per step of the walk (a group's words are a multiple)
 COST_SAMPLES = 64          # messages the cost model samples
 # The model's units: one AND of a word over the fields; testing a leaf the prefix settled (a
 # skip); uniting one leaf's ports.
-SKIP, UNITE = 0.2, 0.3
+# A port-column step ANDs two words (one pointer load per field for both); a port's run is
+# reached by one bit-scan step.
+SKIP, UNITE, PAIR, PORT_STEP = 0.2, 0.3, 1.6, 0.5
 
 Order = list[int | None]   # per bit: its term (an index into the stage's terms), None for an empty bit
 
@@ -111,22 +114,35 @@ def column_ready(a: ActionSet) -> bool:
     return bool(a.ports) and not (a.drop or a.calls or a.rules)
 
 
-def column_order(term_leaf: list[int], guess: list[float],
-                 actions: dict[int, ActionSet]) -> tuple[Order, BitvectorColumns] | None:
-    """The port-columns layout: (term per bit; the columns), or None when the ports do not fit
-    the kernel's port words or the columns its walk. A term forwarding to several ports sits in
-    each of their columns; the terms of other leaves follow the columns, sorted by leaf."""
-    by_leaf = _by_leaf(term_leaf, guess)
-    ready = {leaf for leaf in by_leaf if column_ready(actions[leaf])}
-    ports = sort_ports({p for leaf in ready for p in actions[leaf].ports})
-    if not ports or len(ports) > COLUMN_PORTS:
+def _pairs(words: int) -> int:
+    """A group's words, even: the kernel ANDs them two at a time."""
+    return max(COLUMN_CHUNK, words + words % COLUMN_CHUNK)
+
+
+def column_terms(term_leaf: list[int], guess: list[float],
+                 actions: dict[int, ActionSet]) -> tuple[list[Any], list[list[int]]] | None:
+    """Per port a column can serve, its terms by falling likelihood (a term forwarding to several
+    ports in each of theirs), longest columns first: a group is as many words as its longest
+    column, so ports of like lengths share groups (a data plane free to number its ports takes
+    this order: preferred_ports). None when the ports do not fit the kernel's port words."""
+    ready = {leaf for leaf in set(term_leaf) if column_ready(actions[leaf])}
+    terms_of: dict[Any, list[int]] = {p: [] for p in sort_ports({p for leaf in ready for p in actions[leaf].ports})}
+    if not terms_of or len(terms_of) > COLUMN_PORTS:
         return None
-    column = {p: i for i, p in enumerate(ports)}
-    cols: list[list[int]] = [[] for _ in ports]
-    for t in sorted((t for leaf in ready for t in by_leaf[leaf]), key=lambda t: -guess[t]):
+    for t in sorted((t for t, leaf in enumerate(term_leaf) if leaf in ready), key=lambda t: -guess[t]):
         for p in actions[term_leaf[t]].ports:
-            cols[column[p]].append(t)
-    layers = [max(1, max(len(c) for c in cols[g:g + 64])) for g in range(0, len(cols), 64)]
+            terms_of[p].append(t)
+    ports = sorted(terms_of, key=lambda p: -len(terms_of[p]))
+    return ports, [terms_of[p] for p in ports]
+
+
+def column_order(term_leaf: list[int], guess: list[float], actions: dict[int, ActionSet],
+                 ports: list[Any], cols: list[list[int]], cut: int) -> tuple[Order, BitvectorColumns] | None:
+    """The port-columns layout with each column cut after `cut` terms: (term per bit; the
+    columns), or None when the columns exceed the kernel's walk. A port's terms past the cut
+    are its run, the runs one after another after the columns (a data plane tests the run of a
+    port the columns did not deliver); then the terms of leaves no column serves, by leaf."""
+    layers = [_pairs(min(cut, max(len(c) for c in cols[g:g + 64]))) for g in range(0, len(cols), 64)]
     if sum(layers) > COLUMN_WORDS:
         return None
     order: Order = []
@@ -135,10 +151,16 @@ def column_order(term_leaf: list[int], guess: list[float],
         for layer in range(n):
             order += [c[layer] if layer < len(c) else None for c in group]
             order += [None] * (64 - len(group))
-    for leaf, ts in by_leaf.items():
-        if leaf not in ready:
+    runs = []
+    for c in cols:
+        tail = c[layers[len(runs) // 64]:]
+        runs.append((len(order), len(tail)) if tail else (0, 0))
+        order += tail
+    served = {leaf for leaf in set(term_leaf) if column_ready(actions[leaf])}
+    for leaf, ts in _by_leaf(term_leaf, guess).items():
+        if leaf not in served:
             order += ts
-    return order, BitvectorColumns(list(ports), layers)
+    return order, BitvectorColumns(list(ports), layers, runs)
 
 
 # -- the cost model -------------------------------------------------------------------------
@@ -247,55 +269,87 @@ def planes_cost(order: Order, planes: list[BitvectorPlane], term_leaf: list[int]
     return out
 
 
-def columns_cost(order: Order, cols: BitvectorColumns, term_leaf: list[int],
-                 samples: list[set[int]]) -> list[float]:
-    """The port-columns layout's modelled cost per sampled message: per group, words until the
-    ports with terms left are all delivered; then the rest's walk."""
-    prefix = 64 * cols.words
-    walk = _Walk(order, prefix, term_leaf)
-    place: dict[int, list[tuple[int, int, int]]] = {}    # term -> its (group, layer, column)s
-    length = [0] * len(cols.ports)                       # terms per column
-    b = 0
-    for g, n in enumerate(cols.layers):
-        for layer in range(n):
-            for c, t in enumerate(order[b:b + 64]):
-                if t is not None:
-                    place.setdefault(t, []).append((g, layer, 64 * g + c))
-                    length[64 * g + c] = layer + 1
-            b += 64
+def first_matches(cols: list[list[int]], samples: list[set[int]]) -> list[list[int | None]]:
+    """Per sampled message, per column: the index of its first matching term (None: none)."""
+    pos: dict[int, list[tuple[int, int]]] = {}
+    for c, ts in enumerate(cols):
+        for i, t in enumerate(ts):
+            pos.setdefault(t, []).append((c, i))
     out = []
     for matched in samples:
-        settle: dict[int, int] = {}                      # column -> first matching layer
+        fm: list[int | None] = [None] * len(cols)
         for t in matched:
-            for _, layer, c in place.get(t, ()):
-                settle[c] = min(layer, settle.get(c, layer))
-        cost = 0.0
-        for g, n in enumerate(cols.layers):
-            span = range(64 * g, min(64 * g + 64, len(cols.ports)))
-            cost += max((min(length[c], settle.get(c, n) + 1) for c in span), default=0) * (1 + SKIP)
-        out.append(cost + (walk.cost(matched, set()) if walk.runs else 0))
+            for c, i in pos.get(t, ()):
+                got = fm[c]
+                if got is None or i < got:
+                    fm[c] = i
+        out.append(fm)
     return out
+
+
+def columns_cost(cols: list[list[int]], cut: int, firsts: list[list[int | None]], rest: list[float]) -> list[float]:
+    """The port-columns layout's modelled cost per sampled message, columns cut after `cut`
+    terms: per group, word pairs until its ports with terms left are delivered; per port the
+    columns left undelivered with a run, its run's words until one matches; then the rest's
+    walk (`rest`, per message)."""
+    groups = [cols[g:g + 64] for g in range(0, len(cols), 64)]
+    layers = [_pairs(min(cut, max(len(c) for c in grp))) for grp in groups]
+    out = []
+    for fm, extra in zip(firsts, rest):
+        cost = extra
+        for g, grp in enumerate(groups):
+            n, walk = layers[g], 0
+            for k, c in enumerate(grp):
+                f = fm[64 * g + k]
+                inside = min(len(c), n)
+                walk = max(walk, inside if f is None or f >= n else f + 1)
+                if len(c) > n and (f is None or f >= n):     # its run
+                    cost += PORT_STEP + 1 + ((len(c) - n - 1 if f is None else f - n) // 64)
+            cost += PAIR * -(-walk // 2)
+        out.append(cost)
+    return out
+
+
+def _cuts(cols: list[list[int]]) -> list[int]:
+    longest = max(len(c) for c in cols)
+    return sorted({k for k in (2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128) if k < longest} | {longest})
 
 
 def choose_layout(lowered: Lowered, terms: list[Term], term_leaf: list[int],
                   actions: dict[int, ActionSet], layout: str = "auto"
                   ) -> tuple[Order, list[BitvectorPlane], BitvectorColumns | None]:
-    """The bit order to build: planes or port columns (`layout` "auto": the cheaper by the
-    model, mean cost over sampled messages with the worst as a tie-break)."""
+    """The bit order to build: planes or port columns, the columns cut where the model finds
+    them cheapest (`layout` "auto": the cheaper layout by the model, mean cost over sampled
+    messages with the worst as a tie-break)."""
     guess = likelihood(lowered, terms)
     order, planes = term_order(term_leaf, guess)
     if layout == "planes" or len(set(term_leaf)) <= PLANE_LEAVES:
         return order, planes, None      # one plane settles every action set at once
-    by_cols = column_order(term_leaf, guess, actions)
-    if by_cols is None:
+    found = column_terms(term_leaf, guess, actions)
+    if found is None:
+        return order, planes, None
+    ports, cols = found
+    samples = sample_matches(lowered, terms)
+    served = {leaf for leaf in set(term_leaf) if column_ready(actions[leaf])}
+    rest_walk = _Walk([t for leaf, ts in _by_leaf(term_leaf, guess).items() if leaf not in served for t in ts],
+                      0, term_leaf)
+    rest = [rest_walk.cost(m, set()) if rest_walk.runs else 0.0 for m in samples]
+    firsts = first_matches(cols, samples)
+    best: tuple[tuple[float, float], Order, BitvectorColumns] | None = None
+    for cut in _cuts(cols):
+        by_cols = column_order(term_leaf, guess, actions, ports, cols, cut)
+        if by_cols is None:
+            continue
+        c = columns_cost(cols, cut, firsts, rest)
+        if best is None or (sum(c), max(c)) < best[0]:
+            best = ((sum(c), max(c)), *by_cols)
+    if best is None:
         return order, planes, None
     if layout == "columns":
-        return by_cols[0], [], by_cols[1]
-    samples = sample_matches(lowered, terms)
+        return best[1], [], best[2]
     p = planes_cost(order, planes, term_leaf, samples)
-    c = columns_cost(by_cols[0], by_cols[1], term_leaf, samples)
-    if (sum(c), max(c)) < (sum(p), max(p)):
-        return by_cols[0], [], by_cols[1]
+    if best[0] < (sum(p), max(p)):
+        return best[1], [], best[2]
     return order, planes, None
 
 
@@ -318,9 +372,10 @@ def reorder_columns(stage: BitvectorStage, index: dict[Any, int]) -> BitvectorSt
                     length[c] = layer + 1
         t += 64 * n
     groups = -(-width // 64)
-    layers = [1] * groups
+    layers = [0] * groups
     for c, p in enumerate(cols.ports):
         layers[index[p] // 64] = max(layers[index[p] // 64], length[c])
+    layers = [_pairs(n) for n in layers]
     new_base = [64 * sum(layers[:g]) for g in range(groups)]
     old_prefix, new_prefix = 64 * cols.words, 64 * sum(layers)
     stride = [0]
@@ -342,5 +397,20 @@ def reorder_columns(stage: BitvectorStage, index: dict[Any, int]) -> BitvectorSt
             leaf_at[new_base[ng] + 64 * layer + nb] = stage.term_leaf[base[g] + 64 * layer + b]
     by_bit = {i: p for p, i in index.items() if i < width}
     ports = [by_bit.get(i) for i in range(width)]
+    runs_of = dict(zip(cols.ports, cols.runs))
+    runs = [(first + new_prefix - old_prefix, n) if n else (0, 0)
+            for first, n in (runs_of.get(p, (0, 0)) for p in ports)] if cols.runs else []
     return BitvectorStage(stage.terms - old_prefix + new_prefix, stage.fields, [move(b) for b in stage.bitmaps],
-                          leaf_at + stage.term_leaf[old_prefix:], [], BitvectorColumns(ports, layers))
+                          leaf_at + stage.term_leaf[old_prefix:], [], BitvectorColumns(ports, layers, runs))
+
+
+def preferred_ports(stage: BitvectorStage | None, ports: list[Any]) -> list[Any]:
+    """`ports` in the order a data plane free to number its ports should take: the stage's
+    column order first (its ports' columns then need not move: reorder_columns), then the
+    others as given."""
+    if stage is None or stage.columns is None:
+        return list(ports)
+    have = set(ports)
+    first = [p for p in stage.columns.ports if p in have]
+    taken = set(first)
+    return first + [p for p in ports if p not in taken]

@@ -132,8 +132,9 @@ def port_columns(bv: BitvectorStage, out: MapContents) -> BitvectorStage:
 
 
 def column_words(bv: BitvectorStage) -> list[tuple[int, int, int, int]]:
-    """The kernel's port-column entries: per word of each group, (the group's ports with a term
-    in this word or a later one, word, group, the next group's first entry)."""
+    """The kernel's port-column entries: per pair of words of each group, (the group's ports
+    with a term in these words or later ones, the first word, group, the next group's first
+    entry)."""
     cols = bv.columns
     assert cols is not None
     entries: list[tuple[int, int, int, int]] = []
@@ -148,10 +149,29 @@ def column_words(bv: BitvectorStage) -> list[tuple[int, int, int, int]]:
         for mask in reversed(present):
             need |= mask
             needs.append(need)
-        nxt = len(entries) + n
-        entries += [(need_l, word + layer, g, nxt) for layer, need_l in enumerate(reversed(needs))]
+        nxt = len(entries) + n // 2
+        entries += [(need_l, word + layer, g, nxt) for layer, need_l in enumerate(reversed(needs)) if layer % 2 == 0]
         word += n
     return entries
+
+
+def port_runs(bv: BitvectorStage) -> tuple[list[tuple[int, int]], dict[int, tuple[int, int]]]:
+    """The kernel's port runs: pieces (mask, word), a port's run cut at word boundaries; per
+    port bit with a run, (its first piece, pieces)."""
+    assert bv.columns is not None
+    pieces: list[tuple[int, int]] = []
+    of_port: dict[int, tuple[int, int]] = {}
+    for bit, (first, n) in enumerate(bv.columns.runs):
+        if not n:
+            continue
+        start, t = len(pieces), first
+        while t < first + n:
+            w = t // 64
+            b = min(first + n, (w + 1) * 64)
+            pieces.append((((1 << (b - t)) - 1) << (t - 64 * w), w))
+            t = b
+        of_port[bit] = (start, len(pieces) - start)
+    return pieces, of_port
 
 
 def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContents) -> None:
@@ -206,6 +226,7 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContent
         first_word += plane.words
     out.bv_walk_all = len(settled) < len(leaf_state)
     out.bv_cols = column_words(bv) if bv.columns is not None else []
+    out.bv_runs, out.bv_port_runs = port_runs(bv) if bv.columns is not None else ([], {})
     segs = [(mask, word, leaf, out.leaf[leaf][0], seg_flags(leaf) | settled.get(leaf, (0, 0))[0] << SEG_PLANE_SHIFT,
              nxt, settled.get(leaf, (0, 0))[1]) for mask, word, leaf, nxt in segments(bv, leaf_state)]
     out.bv_bits = {k: bitmap_words(b, words) for k, b in enumerate(bitmaps)}
@@ -215,6 +236,7 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContent
     out.desc[root] = (KIND_BV, 0, 0, first_bitmap, out.bv_bits_base, words, (out.bv_segs_base << 32) | len(segs))
     for what, have, cap in (("bit-vector bitmaps", len(bitmaps), lim.max_bv_bitmaps),
                             ("bit-vector segments", len(segs), lim.max_bv_segs),
-                            ("bit-vector port-column words", len(out.bv_cols), lim.max_bv_segs // 2)):
+                            ("bit-vector port-column word pairs", len(out.bv_cols), lim.max_bv_segs // 2),
+                            ("bit-vector port-run pieces", len(out.bv_runs), lim.max_bv_segs // 2)):
         if have > cap:
             raise CapacityError(f"{what}: {have} needed, the maps hold {cap}")

@@ -62,6 +62,9 @@ class MapContents:
         default_factory=list)
     # port columns: (the group's ports still to deliver, word, group, the next group's first entry)
     bv_cols: list[tuple[int, int, int, int]] = field(default_factory=list)
+    # port runs: pieces (mask, word); per port bit with a run, (first piece, pieces)
+    bv_runs: list[tuple[int, int]] = field(default_factory=list)
+    bv_port_runs: dict[int, tuple[int, int]] = field(default_factory=dict)
     bv_walk_all: bool = False                                                       # a leaf in no plane
     bv_fields: int = 0                                                              # query fields (interval tables)
     bv_words: int = 0                                                               # words per bv_bits value

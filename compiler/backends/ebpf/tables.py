@@ -14,6 +14,7 @@ from ...ir.pipeline import Entry, FieldTable, MatchSpec, Pipeline
 from ...structure.slicing import sort_ports
 from ...language.spec import Spec
 from .bitvector import KIND_BV, sized_limits
+from ...structure.bv_layout import preferred_ports
 from .contents import (FN, KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, STATE_MASK, CapacityError, Desc, MapContents,
                        check_ports, leaf_value, put_start, range_desc, slot_table)
 from .custom import check_custom
@@ -125,7 +126,7 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
                    in c.bv_segs]
     out.bv_planes = [(tops, rest, words, first, [(b, flags, st(leaf), ports) for b, flags, leaf, ports in leaves])
                      for tops, rest, words, first, leaves in c.bv_planes]
-    out.bv_walk_all, out.bv_cols = c.bv_walk_all, c.bv_cols
+    out.bv_walk_all, out.bv_cols, out.bv_runs, out.bv_port_runs = c.bv_walk_all, c.bv_cols, c.bv_runs, c.bv_port_runs
     out.bv_words, out.bv_max_segs, out.bv_bits_base, out.bv_segs_base = c.bv_words, c.bv_max_segs, dbits, dsegs
     out.bv_fields = c.bv_fields
     out.labels, out.label_words = c.labels, c.label_words
@@ -169,7 +170,7 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
     if len(out.labels) > lim.max_labels:
         raise CapacityError(f"{len(out.labels)} topic level labels; this program holds {lim.max_labels}")
     all_ports = sort_ports({x for a in p.leaves.values() for x in a.ports})
-    out.ports = list(ports) if ports is not None else list(all_ports)
+    out.ports = list(ports) if ports is not None else preferred_ports(p.bitvector, list(all_ports))
     check_ports(out.ports, all_ports)
     if len(p.state_vars) > n_svars(spec, lim):
         raise CapacityError(f"{len(p.state_vars)} state variables; this program holds {n_svars(spec, lim)}")
