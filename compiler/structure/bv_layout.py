@@ -151,7 +151,7 @@ def column_order(term_leaf: list[int], guess: list[float], actions: dict[int, Ac
         for layer in range(n):
             order += [c[layer] if layer < len(c) else None for c in group]
             order += [None] * (64 - len(group))
-    runs = []
+    runs: list[tuple[int, int]] = []
     for c in cols:
         tail = c[layers[len(runs) // 64]:]
         runs.append((len(order), len(tail)) if tail else (0, 0))
