@@ -43,7 +43,7 @@ struct camus_bv_work {
 struct camus_bv_segs {           /* one bank's stage in one value: no lookup per field or segment */
     __u32 nplanes;
     __u32 walk_all;              /* a leaf in no plane: the walk always runs */
-    __u32 ncols;                 /* port-column word pairs (the prefix is planes or columns) */
+    __u32 ncols;                 /* port-column word quads (the prefix is planes or columns) */
     __u32 nruns;                 /* port-run pieces */
     __u64 runmask[CAMUS_PORT_WORDS];           /* ports with a run */
     struct camus_bv_prun pr[CAMUS_PORT_WORDS * 64];   /* per port word, by de Bruijn index of the port's bit */
@@ -100,21 +100,23 @@ static __always_inline __u64 bv_word(struct camus_bv_work *acc, struct camus_bv_
     return x;
 }
 
-/* Words k and k + 1 (k even) of the matched-terms bitmap, ORed: a port-column pair (each
- * field's bitmap pointer loaded once for both words). */
-static __always_inline __u64 bv_pair(struct camus_bv_work *acc, struct camus_bv_bits **f, __u32 k) {
+/* Words k to k + 3 (k a multiple of 4) of the matched-terms bitmap, ORed: a port-column quad
+ * (each field's bitmap pointer loaded once for the four words). */
+static __always_inline __u64 bv_quad(struct camus_bv_work *acc, struct camus_bv_bits **f, __u32 k) {
 #if CAMUS_N_FIELDS > CAMUS_BV_LOOP_FIELDS
-    __u64 x = acc->w[k], y = acc->w[k + 1];
+    __u64 x = acc->w[k], y = acc->w[k + 1], z = acc->w[k + 2], u = acc->w[k + 3];
 #else
-    __u64 x = ~(__u64)0, y = ~(__u64)0;
+    __u64 x = ~(__u64)0, y = ~(__u64)0, z = ~(__u64)0, u = ~(__u64)0;
 #endif
     #pragma unroll
     for (int i = 0; i < CAMUS_BV_LOOP_FIELDS; i++) {
         struct camus_bv_bits *b = f[i];
         x &= b->w[k];
         y &= b->w[k + 1];
+        z &= b->w[k + 2];
+        u &= b->w[k + 3];
     }
-    return x | y;
+    return x | y | z | u;
 }
 
 /* Unite a leaf's (or a plane's) ports and delivery flags into the message's result. */
@@ -176,9 +178,10 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
     out->flags = (__u32)unknown0;
     /* 3a. Port columns (structure/bv_layout.column_order), group after group of 64 ports: a
      * word's AND over the fields is the ports it delivers, united as it is (its bits are only
-     * where terms are), two words at a time; a group ends once every port with a term in its
+     * where terms are), four words at a time; a group ends once every port with a term in its
      * later words is delivered. The cursor starts from a zero the
      * verifier cannot see as one, so a skipping and a matching iteration prune alike. */
+#if CAMUS_BV_COLUMNS
     __u32 ncols = segs->ncols;
     if (ncols) {
         #pragma unroll
@@ -196,47 +199,50 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
                 c = bv_index(e->next, 2 * CAMUS_MAX_BV_COLS);
                 continue;
             }
-            acc->col[g] |= bv_pair(acc, f, bv_index(e->word, CAMUS_BV_WORDS) & ~1U);
+            acc->col[g] |= bv_quad(acc, f, bv_index(e->word, CAMUS_BV_WORDS) & ~3U);
             c = bv_index(c + 1, 2 * CAMUS_MAX_BV_COLS);
         }
         /* 3b. The runs of the ports the columns did not deliver (a port's terms past its
-         * column), port by port (the lowest open bit, its de Bruijn index -> the port's pieces),
-         * piece by piece until one matches. The state lives in the work area, read back as
-         * values the verifier does not know, so iterations prune alike. */
+         * column): one piece (a word of a run) per iteration, the next open port taken when the
+         * current one is done (the lowest open bit of the port word at hand, its de Bruijn
+         * index -> its pieces; an empty port word passes to the next), a port's remaining pieces
+         * skipped once one matches. The cursor
+         * lives in the work area, read back as values the verifier does not know, so every
+         * iteration has one AND of a word and the verifier's paths meet at the loop head. */
         if (segs->nruns) {
             #pragma unroll
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
                 acc->open[w] = segs->runmask[w] & ~acc->col[w];
-            acc->rgroup = 0;
             acc->rcur = 0;
             acc->rend = 0;
+            acc->rgroup = 0;
             #pragma nounroll
-            for (int it = 0; it < CAMUS_MAX_BV_RUNS + CAMUS_PORT_WORDS * 65; it++) {
-                __u32 cur = *(volatile __u32 *)&acc->rcur, end = *(volatile __u32 *)&acc->rend;
-                __u32 g = *(volatile __u32 *)&acc->rgroup & (CAMUS_PORT_WORDS - 1);
-                if (cur < end) {
-                    struct camus_bv_run *r = &segs->r[bv_index(cur, CAMUS_MAX_BV_RUNS)];
-                    if (bv_word(acc, f, bv_index(r->word, CAMUS_BV_WORDS)) & r->mask) {
-                        acc->col[g] |= acc->rbit;
-                        acc->rcur = end;
-                    } else {
-                        acc->rcur = cur + 1;
+            for (int it = 0; it < CAMUS_MAX_BV_RUNS + CAMUS_PORT_WORDS; it++) {
+                if (*(volatile __u32 *)&acc->rcur >= *(volatile __u32 *)&acc->rend) {
+                    __u32 g = *(volatile __u32 *)&acc->rgroup & (CAMUS_PORT_WORDS - 1);
+                    __u64 o = acc->open[g];
+                    if (!o) {                   /* this port word is done: the next one */
+                        if (g + 1 >= CAMUS_PORT_WORDS)
+                            break;
+                        acc->rgroup = g + 1;
+                        continue;
                     }
-                    continue;
+                    __u64 low = o & -o;
+                    acc->open[g] = o ^ low;
+                    struct camus_bv_prun *pr = &segs->pr[(g << 6) | (((low * CAMUS_DEBRUIJN) >> 58) & 63)];
+                    acc->rbit = low;
+                    acc->rgroup = g;
+                    acc->rcur = pr->first;
+                    acc->rend = pr->first + pr->n;
                 }
-                __u64 o = acc->open[g];
-                if (!o) {
-                    if (g + 1 >= CAMUS_PORT_WORDS)
-                        break;
-                    acc->rgroup = g + 1;
-                    continue;
+                __u32 cur = *(volatile __u32 *)&acc->rcur;
+                struct camus_bv_run *r = &segs->r[bv_index(cur, CAMUS_MAX_BV_RUNS)];
+                if (bv_word(acc, f, bv_index(r->word, CAMUS_BV_WORDS)) & r->mask) {
+                    acc->col[*(volatile __u32 *)&acc->rgroup & (CAMUS_PORT_WORDS - 1)] |= acc->rbit;
+                    acc->rcur = *(volatile __u32 *)&acc->rend;
+                } else {
+                    acc->rcur = cur + 1;
                 }
-                __u64 low = o & -o;
-                acc->open[g] = o ^ low;
-                struct camus_bv_prun *pr = &segs->pr[(g << 6) | (((low * CAMUS_DEBRUIJN) >> 58) & 63)];
-                acc->rbit = low;
-                acc->rcur = pr->first;
-                acc->rend = pr->first + pr->n;
             }
         }
         __u64 any = 0;
@@ -248,6 +254,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         if (any)
             out->flags = CAMUS_LEAF_PORTS;
     }
+#endif
     /* 3. The prefix (structure/bv_layout.term_order), plane by plane: every leaf of a plane
      * owns a group of bits in each of the plane's words, its likeliest terms. One AND over the
      * fields per word, then a group that kept a bit sets its top bit (the add carries into it

@@ -197,14 +197,14 @@ struct camus_bv_plane {          /* up to 64 leaves sharing prefix words, one gr
     __u32 pad;
     __u8 grp[64];                /* de Bruijn index of a settled bit -> its leaf in pl[] */
 };
-#define CAMUS_MAX_BV_COLS (CAMUS_MAX_BV_SEGS / 2)   /* port-column word pairs (half the verifier's segment budget) */
-struct camus_bv_col {        /* two words of port columns: bit b of group g's words is port 64 g + b */
+#define CAMUS_MAX_BV_COLS CAMUS_BV_COLUMNS      /* port-column word quads (0: no port columns) */
+struct camus_bv_col {        /* four words of port columns: bit b of group g's words is port 64 g + b */
     __u64 need;              /* the group's ports with a term in these words or later ones */
-    __u32 word;              /* the first of them in the matched-terms bitmap (even) */
+    __u32 word;              /* the first of them in the matched-terms bitmap (a multiple of 4) */
     __u16 group;             /* its port word */
     __u16 next;              /* the next group's first word (skipped to once `need` is delivered) */
 };
-#define CAMUS_MAX_BV_RUNS (CAMUS_MAX_BV_SEGS / 2)   /* port-run pieces */
+#define CAMUS_MAX_BV_RUNS CAMUS_BV_COLUMNS      /* port-run pieces */
 struct camus_bv_run {        /* a piece of one port's run: its terms inside one word */
     __u64 mask;
     __u32 word;

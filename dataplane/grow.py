@@ -25,7 +25,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from camus.compiler.backends.ebpf.bitvector import sized_limits
-from camus.compiler.backends.ebpf.program import EbpfLimits
+from camus.compiler.backends.ebpf.program import EbpfLimits, max_bv_columns_for, max_bv_segs_for
 from camus.compiler.backends.ebpf.tables import fitted_contents
 from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.backends.emit import BackendError
@@ -72,10 +72,14 @@ def _del_filters(found: list[tuple[str, str, int]]) -> None:
 
 def grown_limits(compiled: Compiled, inst: Installed) -> EbpfLimits:
     """Room for `compiled` as attach gives it, never less than the program had."""
-    want = sized_limits(compiled.pipeline, EbpfLimits(), len(compiled.spec.query_fields))
+    nf = len(compiled.spec.query_fields)
+    want = sized_limits(compiled.pipeline, EbpfLimits(), nf)
     have = inst.limits()
-    return replace(want, **{f.name: max(getattr(want, f.name), getattr(have, f.name)) for f in fields(EbpfLimits)
-                            if isinstance(getattr(want, f.name), int) and not isinstance(getattr(want, f.name), bool)})
+    got = replace(want, **{f.name: max(getattr(want, f.name), getattr(have, f.name)) for f in fields(EbpfLimits)
+                           if isinstance(getattr(want, f.name), int) and not isinstance(getattr(want, f.name), bool)})
+    # segments and port columns share the verifier's budget: the new rule set's needs first
+    columns = min(got.bv_columns, max_bv_columns_for(nf)) if want.bv_columns else 0
+    return replace(got, bv_columns=columns, max_bv_segs=min(got.max_bv_segs, max_bv_segs_for(nf, columns)))
 
 
 def tc_interfaces(inst: Installed) -> list[str]:
@@ -223,7 +227,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
         inst.pending = {"grow": str(staging), "old_ports": old_ports, "bank": 0, "root": contents.root,
                         "keys": keys_of(contents), "rules": str(Path(rules_path).resolve()), "rule_lines": lines,
                         "counted": counted, "leaf_rules": leaf_rules,
-                        "bv_capacity": [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs],
+                        "bv_capacity": [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs, limits.bv_columns],
                         "table_capacity": {k: getattr(limits, k) for k in set(inst.table_capacity) | _grown(limits)},
                         "generation": generation, "tables_key": tables_key(compiled.options, lines)}
         save(inst)

@@ -45,7 +45,7 @@ class Installed:
     leaf_rules: dict[str, list[int]] = field(default_factory=dict)  # live leaf state -> counted rules
     rule_base: dict[str, int] = field(default_factory=dict)     # counts carried over updates, by text
     count_rules: int = 0                                        # CompileOptions.count_rules at attach
-    bv_capacity: list[int] = field(default_factory=list)        # bv_words, max_bv_bitmaps, max_bv_segs
+    bv_capacity: list[int] = field(default_factory=list)        # bv_words, max_bv_bitmaps, max_bv_segs[, bv_columns]
     tables_key: str = ""             # what the live tables were compiled from (tables_key())
     port_bits: list | None = None    # the ports file's ports in bit order, fixed at attach: updates
                                      # need no interface lookup (an edge broker in another netns)
@@ -72,8 +72,9 @@ class Installed:
         """The limits the loaded program was built with (map capacities)."""
         if not self.bv_capacity:
             return EbpfLimits(**self.table_capacity)
-        words, bitmaps, segs = self.bv_capacity
-        return EbpfLimits(bv_words=words, max_bv_bitmaps=bitmaps, max_bv_segs=segs, **self.table_capacity)
+        words, bitmaps, segs, columns = (list(self.bv_capacity) + [0])[:4]    # state before port columns: none
+        return EbpfLimits(bv_words=words, max_bv_bitmaps=bitmaps, max_bv_segs=segs, bv_columns=columns,
+                          **self.table_capacity)
 
     @property
     def pins(self) -> Path:

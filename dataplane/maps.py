@@ -135,14 +135,14 @@ def debruijn_index(bit: int) -> int:
 
 
 
-def bv_stage_value(fields: int, max_segs: int) -> type[ctypes.Structure]:
+def bv_stage_value(fields: int, max_segs: int, columns: int) -> type[ctypes.Structure]:
     """struct camus_bv_segs (bpf/camus_bv.h) for a program with these limits."""
     class BvStage(ctypes.Structure):
         _fields_ = [("nplanes", ctypes.c_uint32), ("walk_all", ctypes.c_uint32), ("ncols", ctypes.c_uint32),
                     ("nruns", ctypes.c_uint32), ("runmask", ctypes.c_uint64 * PORT_WORDS),
                     ("pr", BvPortRun * (64 * PORT_WORDS)), ("pn", BvPlane * MAX_PLANES),
                     ("fd", Desc * fields), ("pl", BvPrefixLeaf * (MAX_PLANES * PLANE_LEAVES)),
-                    ("s", BvSeg * max_segs), ("c", BvCol * (max_segs // 2)), ("r", BvRun * (max_segs // 2))]
+                    ("s", BvSeg * max_segs), ("c", BvCol * columns), ("r", BvRun * columns)]
     return BvStage
 
 
@@ -316,7 +316,7 @@ class MapSet:
             bits_t = ctypes.c_uint64 * c.bv_words
             for k, words in c.bv_bits.items():
                 self.update("bv_bits", ctypes.c_uint32(k), bits_t(*words))
-            segs = bv_stage_value(c.bv_fields, c.bv_max_segs)()
+            segs = bv_stage_value(c.bv_fields, c.bv_max_segs, c.bv_columns)()
             for i in range(c.bv_fields):            # the fields' interval tables, inline
                 kind, var, bits, default, base, count, mult = c.desc[c.root + 1 + i]
                 segs.fd[i] = Desc(kind, var, bits, 0, default, base, count, mult)

@@ -155,7 +155,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                          0, contents.root, lines, keys_of(contents),
                          str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                          {}, compiled.options.count_rules,
-                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs], tables_key(compiled.options, lines),
+                         [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs, limits.bv_columns],
+                         tables_key(compiled.options, lines),
                          list(bits) if bits is not None else None, app=app,
                          table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
                                          if getattr(limits, k) != getattr(EbpfLimits(), k)},

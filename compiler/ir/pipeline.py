@@ -142,6 +142,9 @@ class BitvectorPlane:
         return 64 // len(self.leaves)
 
 
+COLUMN_CHUNK = 4       # port-column words are walked four at a time: a group's words are a multiple
+
+
 @dataclass
 class BitvectorColumns:
     """Port columns (structure/bitvector.column_order): column i stands for port `ports[i]`,
@@ -250,8 +253,8 @@ class BitvectorStage:
     def _validate_columns(self, cols: BitvectorColumns, leaves: "dict[int, ActionSet]") -> None:
         if self.planes:
             raise ValueError("bit-vector prefix: port columns or planes, not both")
-        if len(cols.layers) != -(-len(cols.ports) // 64) or any(n < 2 or n % 2 for n in cols.layers):
-            raise ValueError("bit-vector columns: one group of an even number of words per 64 ports")
+        if len(cols.layers) != -(-len(cols.ports) // 64) or any(n < COLUMN_CHUNK or n % COLUMN_CHUNK for n in cols.layers):
+            raise ValueError("bit-vector columns: one group of a multiple of 4 words per 64 ports")
         if len(set(cols.ports)) != len(cols.ports):
             raise ValueError("bit-vector columns: a port has one column")
         t = 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import random
 from typing import Any
-from ..ir.pipeline import ActionSet, BitvectorColumns, BitvectorPlane, BitvectorStage
+from ..ir.pipeline import COLUMN_CHUNK, ActionSet, BitvectorColumns, BitvectorPlane, BitvectorStage
 from ..logic.dnf import Term
 from ..logic.lowering import Lowered
 from .relaxed import FieldMass
@@ -32,14 +32,13 @@ PLANE_LEAVES = 64          # one bit per leaf in a 64-bit word
 MAX_PLANES = 4             # leaves past 4 planes (256) are only walked
 PLANE_WORDS = 4            # a plane's most words (rounds past the second are rarely read)
 COLUMN_PORTS = 256         # bpf/camus_xdp.h CAMUS_PORT_WORDS x 64
-COLUMN_WORDS = 2048        # the most column words a program walks (bpf/camus_bv.h: pairs, half its segments)
-COLUMN_CHUNK = 2           # words per step of the walk (a group's words are a multiple)
+COLUMN_WORDS = 2048        # the most column words a program walks (bpf/camus_bv.h: 512 quads)
 COST_SAMPLES = 64          # messages the cost model samples
 # The model's units: one AND of a word over the fields; testing a leaf the prefix settled (a
 # skip); uniting one leaf's ports.
-# A port-column step ANDs two words (one pointer load per field for both); a port's run is
+# A port-column step ANDs four words (one pointer load per field for them); a port's run is
 # reached by one bit-scan step.
-SKIP, UNITE, PAIR, PORT_STEP = 0.2, 0.3, 1.6, 0.5
+SKIP, UNITE, QUAD, PORT_STEP = 0.2, 0.3, 2.4, 0.5
 
 Order = list[int | None]   # per bit: its term (an index into the stage's terms), None for an empty bit
 
@@ -114,9 +113,9 @@ def column_ready(a: ActionSet) -> bool:
     return bool(a.ports) and not (a.drop or a.calls or a.rules)
 
 
-def _pairs(words: int) -> int:
-    """A group's words, even: the kernel ANDs them two at a time."""
-    return max(COLUMN_CHUNK, words + words % COLUMN_CHUNK)
+def _chunked(words: int) -> int:
+    """A group's words, a multiple of COLUMN_CHUNK: the kernel ANDs them four at a time."""
+    return max(COLUMN_CHUNK, -(-words // COLUMN_CHUNK) * COLUMN_CHUNK)
 
 
 def column_terms(term_leaf: list[int], guess: list[float],
@@ -142,7 +141,7 @@ def column_order(term_leaf: list[int], guess: list[float], actions: dict[int, Ac
     columns), or None when the columns exceed the kernel's walk. A port's terms past the cut
     are its run, the runs one after another after the columns (a data plane tests the run of a
     port the columns did not deliver); then the terms of leaves no column serves, by leaf."""
-    layers = [_pairs(min(cut, max(len(c) for c in cols[g:g + 64]))) for g in range(0, len(cols), 64)]
+    layers = [_chunked(min(cut, max(len(c) for c in cols[g:g + 64]))) for g in range(0, len(cols), 64)]
     if sum(layers) > COLUMN_WORDS:
         return None
     order: Order = []
@@ -289,11 +288,11 @@ def first_matches(cols: list[list[int]], samples: list[set[int]]) -> list[list[i
 
 def columns_cost(cols: list[list[int]], cut: int, firsts: list[list[int | None]], rest: list[float]) -> list[float]:
     """The port-columns layout's modelled cost per sampled message, columns cut after `cut`
-    terms: per group, word pairs until its ports with terms left are delivered; per port the
+    terms: per group, word quads until its ports with terms left are delivered; per port the
     columns left undelivered with a run, its run's words until one matches; then the rest's
     walk (`rest`, per message)."""
     groups = [cols[g:g + 64] for g in range(0, len(cols), 64)]
-    layers = [_pairs(min(cut, max(len(c) for c in grp))) for grp in groups]
+    layers = [_chunked(min(cut, max(len(c) for c in grp))) for grp in groups]
     out = []
     for fm, extra in zip(firsts, rest):
         cost = extra
@@ -305,7 +304,7 @@ def columns_cost(cols: list[list[int]], cut: int, firsts: list[list[int | None]]
                 walk = max(walk, inside if f is None or f >= n else f + 1)
                 if len(c) > n and (f is None or f >= n):     # its run
                     cost += PORT_STEP + 1 + ((len(c) - n - 1 if f is None else f - n) // 64)
-            cost += PAIR * -(-walk // 2)
+            cost += QUAD * -(-walk // COLUMN_CHUNK)
         out.append(cost)
     return out
 
@@ -375,7 +374,7 @@ def reorder_columns(stage: BitvectorStage, index: dict[Any, int]) -> BitvectorSt
     layers = [0] * groups
     for c, p in enumerate(cols.ports):
         layers[index[p] // 64] = max(layers[index[p] // 64], length[c])
-    layers = [_pairs(n) for n in layers]
+    layers = [_chunked(n) for n in layers]
     new_base = [64 * sum(layers[:g]) for g in range(groups)]
     old_prefix, new_prefix = 64 * cols.words, 64 * sum(layers)
     stride = [0]

@@ -27,7 +27,8 @@ from tests.dataplane.test_xdp_kernel import SPECS, load_random_spec_programs
 
 pytestmark = pytest.mark.bpf
 LIMITS = EbpfLimits(max_msgs=12, max_states=1 << 13, max_exact=1 << 13, max_bounds=1 << 14,
-                    max_lpm=1 << 12, max_updates=256, bv_words=64, max_bv_bitmaps=4096, max_bv_segs=512)
+                    max_lpm=1 << 12, max_updates=256, bv_words=64, max_bv_bitmaps=4096, max_bv_segs=256,
+                    bv_columns=128)
 BV = CompileOptions(strategy="bitvector")
 SIENA = siena_schema(10)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 
 from ...ir.labels import long_label_count
-from ...ir.pipeline import BitvectorPlane, BitvectorStage, Pipeline
+from ...ir.pipeline import COLUMN_CHUNK, BitvectorPlane, BitvectorStage, Pipeline
 from ...structure.bv_layout import reorder_columns
 from ...language.spec import Spec
 from .contents import PORT_WORDS, CapacityError, MapContents, direct_desc, leaf_flags, put_start, range_desc
-from .program import EbpfLimits, max_bv_segs_for, max_bv_words_for
+from .program import EbpfLimits, max_bv_columns_for, max_bv_segs_for, max_bv_words_for
 
 
 KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
@@ -53,8 +53,17 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
         raise CapacityError(f"bit-vector stage: {bv.terms} terms; an XDP host with {fields} query fields "
                             f"classifies at most {64 * max_words} with this stage (split the subscriptions "
                             f"across hosts, or group them)")
-    segs = bv.words + len(p.leaves)
-    max_segs = max_bv_segs_for(fields)
+    columns = 0
+    if bv.columns is not None:      # the segments hold only leaves no column serves
+        segs = len({(t // 64, bv.term_leaf[t]) for t in range(bv.prefix, bv.terms)}) + 1
+        walk = max(max(bv.columns.layers) * PORT_WORDS // 4, len(port_runs(bv)[0]), 1)
+        if walk > max_bv_columns_for(fields):
+            raise CapacityError(f"bit-vector stage: {walk} port-column quads or run pieces; a program with "
+                                f"{fields} query fields holds {max_bv_columns_for(fields)}")
+        columns = min(max_bv_columns_for(fields), _pow2(2 * walk))
+    else:
+        segs = bv.words + len(p.leaves)
+    max_segs = max_bv_segs_for(fields, columns)
     if segs > max_segs:
         raise CapacityError(f"bit-vector stage: {segs} segments (words + distinct actions); a program with "
                             f"{fields} query fields holds {max_segs}")
@@ -70,8 +79,8 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
                             f"{bitmaps * words * 8 >> 20} MiB of maps in both banks; the limit is "
                             f"{BITMAP_BYTES >> 20} MiB (fewer distinct constants per field, or split the "
                             f"subscriptions across hosts)")
-    return replace(base, bv_words=words, max_bv_bitmaps=bitmaps,
-                   max_bv_segs=max(base.max_bv_segs, min(max_segs, _pow2(2 * segs))))
+    return replace(base, bv_words=words, max_bv_bitmaps=bitmaps, bv_columns=columns,
+                   max_bv_segs=min(max_segs, max(base.max_bv_segs if not columns else 64, _pow2(2 * segs))))
 
 
 def bitmap_words(b: int, words: int) -> tuple[int, ...]:
@@ -132,7 +141,7 @@ def port_columns(bv: BitvectorStage, out: MapContents) -> BitvectorStage:
 
 
 def column_words(bv: BitvectorStage) -> list[tuple[int, int, int, int]]:
-    """The kernel's port-column entries: per pair of words of each group, (the group's ports
+    """The kernel's port-column entries: per four words of each group, (the group's ports
     with a term in these words or later ones, the first word, group, the next group's first
     entry)."""
     cols = bv.columns
@@ -149,8 +158,8 @@ def column_words(bv: BitvectorStage) -> list[tuple[int, int, int, int]]:
         for mask in reversed(present):
             need |= mask
             needs.append(need)
-        nxt = len(entries) + n // 2
-        entries += [(need_l, word + layer, g, nxt) for layer, need_l in enumerate(reversed(needs)) if layer % 2 == 0]
+        nxt = len(entries) + n // COLUMN_CHUNK
+        entries += [(need_l, word + layer, g, nxt) for layer, need_l in enumerate(reversed(needs)) if layer % COLUMN_CHUNK == 0]
         word += n
     return entries
 
@@ -231,12 +240,12 @@ def bitvector_contents(p: Pipeline, spec: Spec, lim: EbpfLimits, out: MapContent
              nxt, settled.get(leaf, (0, 0))[1]) for mask, word, leaf, nxt in segments(bv, leaf_state)]
     out.bv_bits = {k: bitmap_words(b, words) for k, b in enumerate(bitmaps)}
     out.bv_segs = segs
-    out.bv_words, out.bv_max_segs, out.bv_fields = lim.bv_words, lim.max_bv_segs, nf
+    out.bv_words, out.bv_max_segs, out.bv_fields, out.bv_columns = lim.bv_words, lim.max_bv_segs, nf, lim.bv_columns
     out.root = root
     out.desc[root] = (KIND_BV, 0, 0, first_bitmap, out.bv_bits_base, words, (out.bv_segs_base << 32) | len(segs))
     for what, have, cap in (("bit-vector bitmaps", len(bitmaps), lim.max_bv_bitmaps),
                             ("bit-vector segments", len(segs), lim.max_bv_segs),
-                            ("bit-vector port-column word pairs", len(out.bv_cols), lim.max_bv_segs // 2),
-                            ("bit-vector port-run pieces", len(out.bv_runs), lim.max_bv_segs // 2)):
+                            ("bit-vector port-column word quads", len(out.bv_cols), lim.bv_columns),
+                            ("bit-vector port-run pieces", len(out.bv_runs), lim.bv_columns)):
         if have > cap:
             raise CapacityError(f"{what}: {have} needed, the maps hold {cap}")

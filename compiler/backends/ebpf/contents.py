@@ -69,6 +69,7 @@ class MapContents:
     bv_fields: int = 0                                                              # query fields (interval tables)
     bv_words: int = 0                                                               # words per bv_bits value
     bv_max_segs: int = 0                                                            # segments per bv_segs value
+    bv_columns: int = 0                                     # port-column quads and port-run pieces per value
     bv_bits_base: int = 0
     bv_segs_base: int = 0                                                           # the bank's bv_segs index
     _port_index: tuple[tuple[Any, ...], dict[Any, int]] = field(default_factory=lambda: ((), {}), repr=False,

@@ -27,11 +27,24 @@ BV_LOOP_FIELDS = 10
 MAX_QUERY_FIELDS = 32  # the stage keeps one bitmap pointer per field on the 512-byte BPF stack
 
 
-def max_bv_segs_for(fields: int) -> int:
+def max_bv_segs_for(fields: int, columns: int = 0) -> int:
     """The most bit-vector segments a program with this many query fields can hold: the
     verifier's work grows with segments x fields in the loop plus the per-field lookups
-    (measured: 12 fields x 2048 segments 0.76M instructions, 32 x 1024 0.68M, 16 x 2048 0.92M)."""
+    (measured: 10 fields x 2048 segments 0.65M instructions, 12 x 2048 0.69M, 16 x 1024 0.44M,
+    32 x 1024 0.57M).
+    A program with port columns (whose segments only hold drops, custom actions and counted
+    rules) spends part of the budget on them."""
+    if columns:
+        return 256
     return 2048 if fields <= 12 else 1024
+
+
+def max_bv_columns_for(fields: int) -> int:
+    """The most port-column quads and port-run pieces (bv_columns) a program with this many
+    query fields can hold beside max_bv_segs_for(fields, columns) segments: the verifier walks
+    both loops that many times (measured with 256 segments: 10 fields x 512 0.55M instructions,
+    12 x 512 0.57M, 16 x 512 0.59M, 32 x 256 0.54M, 32 x 512 0.72M; 10 x 1024 0.89M)."""
+    return 512 if fields <= 16 else 256
 
 
 def max_bv_words_for(fields: int) -> int:
@@ -70,6 +83,8 @@ class EbpfLimits:
     max_bv_bitmaps: int = 2048    # distinct bitmaps, both banks (bv_words * 8 bytes each)
     max_bv_segs: int = 1024       # runs of terms with one leaf within one word (one map value per bank);
                                   # at most max_bv_segs_for(query fields): the verifier's budget
+    bv_columns: int = 0           # port-column word quads and port-run pieces (structure/bv_layout.py);
+                                  # 0: no port columns (the program walks planes and segments only)
     parse_only: bool = False      # benchmark floor: parse and read fields, classify nothing, drop
 
     @property
@@ -113,9 +128,9 @@ def n_svars(spec: Spec, limits: EbpfLimits) -> int:
 
 
 def generate_header(spec: Spec, limits: EbpfLimits) -> str:
-    for name in ("bv_words", "max_bv_segs"):
+    for name in ("bv_words", "max_bv_segs", "bv_columns"):
         n = getattr(limits, name)
-        if n < 1 or n & (n - 1):
+        if (n < 1 and name != "bv_columns") or n & (n - 1):
             raise BackendError(f"{name} must be a power of two (is {n})")
     if not 1 <= limits.max_msgs <= 16:
         raise BackendError("messages per packet must be 1..16 (one tail call each; 16-bit keep masks)")
@@ -141,7 +156,8 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
         raise BackendError(f"the XDP program classifies at most {MAX_QUERY_FIELDS} query fields; spec "
                            f"'{spec.name}' has {nf} (drop the @pragma query_field lines of fields no rule tests)")
     for what, asked, most in (("words", limits.bv_words, max_bv_words_for(nf)),
-                              ("segments", limits.max_bv_segs, max_bv_segs_for(nf))):
+                              ("segments", limits.max_bv_segs, max_bv_segs_for(nf, limits.bv_columns)),
+                              ("port columns", limits.bv_columns, max_bv_columns_for(nf))):
         if asked > most:
             raise BackendError(f"bit-vector {what}: {asked} asked, a program with {nf} query fields holds at "
                                f"most {most} (the kernel verifier's instruction budget)")
@@ -156,7 +172,7 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_MAX_LPM", limits.max_lpm), ("CAMUS_MAX_UPDATES", limits.max_updates),
                         ("CAMUS_MAX_SVARS", max(1, ns)), ("CAMUS_RANGE_LEVELS", limits.range_levels),
                         ("CAMUS_BV_WORDS", limits.bv_words), ("CAMUS_MAX_BV_BITMAPS", limits.max_bv_bitmaps),
-                        ("CAMUS_MAX_BV_SEGS", limits.max_bv_segs),
+                        ("CAMUS_MAX_BV_SEGS", limits.max_bv_segs), ("CAMUS_BV_COLUMNS", limits.bv_columns),
                         ("CAMUS_BV_LOOP_FIELDS", min(nf, BV_LOOP_FIELDS)),
                         ("CAMUS_FRAMING_MOLD", int(spec.framing.kind == "moldudp64")),
                         ("CAMUS_FRAMING_ATTRS", {"attrs_pairs": 1, "attrs_bitmask": 2}.get(spec.framing.kind, 0)),

@@ -128,6 +128,7 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
                      for tops, rest, words, first, leaves in c.bv_planes]
     out.bv_walk_all, out.bv_cols, out.bv_runs, out.bv_port_runs = c.bv_walk_all, c.bv_cols, c.bv_runs, c.bv_port_runs
     out.bv_words, out.bv_max_segs, out.bv_bits_base, out.bv_segs_base = c.bv_words, c.bv_max_segs, dbits, dsegs
+    out.bv_columns = c.bv_columns
     out.bv_fields = c.bv_fields
     out.labels, out.label_words = c.labels, c.label_words
     out.exact = {(st(s), v): st(n) for (s, v), n in c.exact.items()}     # (raw ids, no flags)
