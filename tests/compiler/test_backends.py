@@ -111,3 +111,24 @@ def test_bitvector_capacity_is_sized_from_the_rule_set_and_fields() -> None:
         else:
             with pytest.raises(CapacityError, match="classifies at most 16384"):
                 sized_limits(c.pipeline, EbpfLimits(), n)
+
+
+def test_switch_exact_key_misses_values_no_interval_holds() -> None:
+    """A range table the diagram built on a `query_field_exact` field, whose intervals leave
+    values out (`f3 != 65534 and f3 != 65535`): the switch's exact entries and default must not
+    stretch the widest interval over those values (the switch dropped 65535 here)."""
+    spec = parse_spec("""
+header msg_t { bit<16> f3; }
+struct headers { ethernet_t ethernet; ipv4_t ipv4; udp_t udp; msg_t msg; }
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+header ipv4_t { bit<8> vihl; bit<8> tos; bit<16> len; bit<16> id; bit<16> frag;
+                bit<8> ttl; bit<8> proto; bit<16> csum; bit<32> src; bit<32> dst; }
+header udp_t { bit<16> sport; bit<16> dport; bit<16> len; bit<16> csum; }
+@pragma udp_port(7000)
+@pragma query_field_exact(msg.f3)
+""", "exact.p4")
+    for rules in ("f3 != 65534 and f3 != 65535 : drop", "f3 != 0 and f3 != 7 : fwd(1)", "f3 == 11 or f3 == 12 : fwd(2)"):
+        c = compile_rules(spec, rules + "\n", "r")
+        direct, switch = FilterEvaluator(c.rules, c.lowered), engine("p4", c)
+        for v in (0, 1, 7, 10, 11, 65533, 65534, 65535):
+            assert outcome(switch.run({"msg.f3": v}, 0)[0]) == outcome(direct.run({"msg.f3": v})), (rules, v)

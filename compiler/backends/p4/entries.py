@@ -154,18 +154,34 @@ def exact_from_intervals(t: FieldTable) -> list[Entry]:
     """A range table of the IR as exact entries plus one `any` entry per state, for a field the
     spec declares exact (`query_field_exact`): the diagram merges adjacent equalities with the
     same outcome into one interval (`id == 1001 or id == 1002`, or values whose subtrees are
-    equal), and the gaps between them into wide ones. Per state, the widest interval's next
-    state becomes the default (`_any`); every other interval, one exact entry per value. An
-    interval wider than EXACT_SPAN_MAX that is not the default cannot be listed: refused."""
+    equal), and the gaps between them into wide ones. Per state, the next state holding the
+    most values (values no interval holds miss: next state 0) becomes the default (`_any`);
+    every other interval, one exact entry per value. An interval wider than EXACT_SPAN_MAX that
+    is not the default cannot be listed: refused."""
     by_state: dict[int, list[Entry]] = {}
     for e in t.entries:
         by_state.setdefault(e.state, []).append(e)
     out: list[Entry] = []
+    top = (1 << t.field_width) - 1
     for state, es in by_state.items():
         spans = [(e.match[2] - e.match[1] + 1 if e.match[0] == "range" else 1, e) for e in es if e.match[0] != "any"]
         default = next((e.next for e in es if e.match[0] == "any"), None)
         if default is None and spans:
-            default = max(spans, key=lambda x: x[0])[1].next
+            # values no interval holds miss (state 0): they take part like an interval of their own,
+            # so that the default is never stretched over them
+            held = sorted((e.match[1], e.match[1] + n - 1) for n, e in spans)
+            gaps, at = [], 0
+            for lo, hi in held:
+                if lo > at:
+                    gaps.append((at, lo - 1))
+                at = max(at, hi + 1)
+            if at <= top:
+                gaps.append((at, top))
+            spans += [(hi - lo + 1, Entry(state, ("range", lo, hi), 0)) for lo, hi in gaps]
+            mass: dict[int, int] = {}
+            for n, e in spans:
+                mass[e.next] = mass.get(e.next, 0) + n
+            default = max(mass, key=lambda nxt: (mass[nxt], nxt == 0))
         for span, e in spans:
             if e.next == default:
                 continue
