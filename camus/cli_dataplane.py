@@ -212,7 +212,8 @@ def status() -> None:
                        "`update` rewrites the tables whole")
         lim = inst.limits()
         click.echo(f"  capacity: {lim.max_states // 2} states per bank; bit-vector stage {64 * lim.bv_words} "
-                   f"terms, {lim.max_bv_bitmaps // 2} bitmaps and {lim.max_bv_segs} segments per bank")
+                   f"terms, {lim.max_bv_bitmaps // 2} bitmaps and {lim.max_bv_segs} segments per bank"
+                   + (f", port columns {4 * lim.bv_columns} words" if lim.bv_columns else ""))
         if inst.fanout:
             click.echo(f"  copies: {inst.fanout}")
 

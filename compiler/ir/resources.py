@@ -27,7 +27,7 @@ def resource_report(p: Pipeline) -> dict[str, Any]:
         "strategy": "bitvector" if bv is not None else "bdd",
         "cover": p.cover.to_json() if p.cover is not None else None,
         "bitvector": None if bv is None else {"terms": bv.terms, "bitmaps": len(bv.bitmaps), "words": bv.words,
-                                              "memory_bytes": bv.memory_bytes},
+                                              "memory_bytes": bv.memory_bytes, "layout": _layout(bv)},
         "rules": p.rule_count,
         "tables": tables,
         "entries": p.entry_count,                  # match entries in the field tables
@@ -61,7 +61,21 @@ def render_report(r: dict[str, Any]) -> str:
         b = r["bitvector"]
         lines.append(f"  bit-vector stage: {b['terms']} terms, {b['bitmaps']} distinct bitmaps of {b['words']} "
                      f"words, {b['memory_bytes'] / 1024:.0f} KiB of maps; {r['leaf_entries']} distinct actions")
+        if b.get("layout"):
+            lines.append(f"  layout: {b['layout']}")
     else:
         lines.append(f"  leaf table: {r['leaf_entries']} entries; state id: {r['state_bits']} bits; "
                      f"state variables: {r['state_vars']} ({r['register_bits']} register bits)")
     return "\n".join(lines)
+
+
+def _layout(bv: Any) -> str:
+    """How the stage's terms are laid out (structure/bv_layout.py), in a few words."""
+    cols = bv.columns
+    if cols is not None:
+        runs = sum(1 for _, n in cols.runs if n)
+        return (f"port columns, {len(cols.layers)} group(s) of 64 ports in {cols.words} words"
+                + (f", {runs} port(s) with a run of {cols.run_bits} terms past the columns" if runs else ""))
+    if bv.planes:
+        return f"planes, {sum(len(p.leaves) for p in bv.planes)} action sets in {len(bv.planes)} plane(s)"
+    return "terms by action set"

@@ -33,6 +33,13 @@ MAX_PLANES = 4             # leaves past 4 planes (256) are only walked
 PLANE_WORDS = 4            # a plane's most words (rounds past the second are rarely read)
 COLUMN_PORTS = 256         # bpf/camus_xdp.h CAMUS_PORT_WORDS x 64
 COLUMN_WORDS = 2048        # the most column words a program walks (bpf/camus_bv.h: 512 quads)
+# The most quads of one group and run pieces a layout may need, by the spec's query fields: what
+# an XDP program with that many fields holds (ebpf/program.max_bv_columns_for, the verifier's budget)
+COLUMN_STEPS = ((16, 512), (32, 256))
+
+
+def column_steps(fields: int) -> int:
+    return next((steps for most, steps in COLUMN_STEPS if fields <= most), COLUMN_STEPS[-1][1])
 COST_SAMPLES = 64          # messages the cost model samples
 # The model's units: one AND of a word over the fields; testing a leaf the prefix settled (a
 # skip); uniting one leaf's ports.
@@ -136,7 +143,8 @@ def column_terms(term_leaf: list[int], guess: list[float],
 
 
 def column_order(term_leaf: list[int], guess: list[float], actions: dict[int, ActionSet],
-                 ports: list[Any], cols: list[list[int]], cut: int) -> tuple[Order, BitvectorColumns] | None:
+                 ports: list[Any], cols: list[list[int]], cut: int,
+                 steps: int = COLUMN_STEPS[-1][1]) -> tuple[Order, BitvectorColumns] | None:
     """The port-columns layout with each column cut after `cut` terms: (term per bit; the
     columns), or None when the columns exceed the kernel's walk. A port's terms past the cut
     are its run, the runs one after another after the columns (a data plane tests the run of a
@@ -151,10 +159,15 @@ def column_order(term_leaf: list[int], guess: list[float], actions: dict[int, Ac
             order += [c[layer] if layer < len(c) else None for c in group]
             order += [None] * (64 - len(group))
     runs: list[tuple[int, int]] = []
+    pieces = 0
     for c in cols:
         tail = c[layers[len(runs) // 64]:]
         runs.append((len(order), len(tail)) if tail else (0, 0))
+        if tail:
+            pieces += (len(order) + len(tail) - 1) // 64 - len(order) // 64 + 1
         order += tail
+    if pieces > steps or max(layers) > steps:
+        return None         # past what every data plane walks: a longer cut, or planes
     served = {leaf for leaf in set(term_leaf) if column_ready(actions[leaf])}
     for leaf, ts in _by_leaf(term_leaf, guess).items():
         if leaf not in served:
@@ -328,6 +341,10 @@ def choose_layout(lowered: Lowered, terms: list[Term], term_leaf: list[int],
     if found is None:
         return order, planes, None
     ports, cols = found
+    steps = column_steps(sum(1 for v in lowered.variables if v.state is None))
+    cuts = [k for k in _cuts(cols) if _chunked(k) <= steps and sum(max(0, len(c) - k) for c in cols) <= 64 * steps]
+    if not cuts:
+        return order, planes, None      # too many terms a port for any cut to fit the walk
     samples = sample_matches(lowered, terms)
     served = {leaf for leaf in set(term_leaf) if column_ready(actions[leaf])}
     rest_walk = _Walk([t for leaf, ts in _by_leaf(term_leaf, guess).items() if leaf not in served for t in ts],
@@ -335,8 +352,8 @@ def choose_layout(lowered: Lowered, terms: list[Term], term_leaf: list[int],
     rest = [rest_walk.cost(m, set()) if rest_walk.runs else 0.0 for m in samples]
     firsts = first_matches(cols, samples)
     best: tuple[tuple[float, float], Order, BitvectorColumns] | None = None
-    for cut in _cuts(cols):
-        by_cols = column_order(term_leaf, guess, actions, ports, cols, cut)
+    for cut in cuts:
+        by_cols = column_order(term_leaf, guess, actions, ports, cols, cut, steps)
         if by_cols is None:
             continue
         c = columns_cost(cols, cut, firsts, rest)

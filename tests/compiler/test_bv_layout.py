@@ -87,3 +87,11 @@ def test_the_ir_refuses_a_column_holding_another_ports_term_and_keeps_columns_in
     bad = BitvectorStage(bv.terms, bv.fields, bv.bitmaps, bv.term_leaf, [], type(cols)(swapped, cols.layers, cols.runs))
     with pytest.raises(ValueError, match="column of a port it does not forward to|run holds a term of another port"):
         bad.validate(c.pipeline.leaves)
+
+
+def test_every_column_layout_fits_the_program_for_its_fields() -> None:
+    """The compiler's bound on a layout's walk is what an XDP program with that many query
+    fields holds (the verifier's budget), so a chosen layout always attaches."""
+    from camus.compiler.backends.ebpf.program import MAX_QUERY_FIELDS, max_bv_columns_for
+    from camus.compiler.structure.bv_layout import column_steps
+    assert all(column_steps(n) <= max_bv_columns_for(n) for n in range(1, MAX_QUERY_FIELDS + 1))
