@@ -3,6 +3,7 @@
     sudo python bench/xdp_bench.py            # repeat 1e6 per case
     sudo python bench/xdp_bench.py --quick    # repeat 2e4 x 12 rounds, under a minute
     sudo python bench/xdp_bench.py --spec SPEC --rules RULES [--quick]    # any rule set
+    sudo python bench/xdp_bench.py --workload sensors|siena -n 1000 --ports 200   # a generated one
 
 With --spec and --rules: the rules compiled and the program sized as `attach` does, packets of 1
 and (when the spec batches messages) 12 messages whose field values are drawn on the rules' own
@@ -124,6 +125,19 @@ def rule_messages(compiled, count: int, seed: int) -> list[dict[str, int]]:
     return [{path: m.sample(rng) for path, m in models.items()} for _ in range(count)]
 
 
+def write_workload(name: str, n: int, ports: int, where: Path) -> tuple[str, str]:
+    """A generated workload as files: (spec, rules), the rules spread over `ports` ports."""
+    from camus.bench.workloads import SENSOR_SPEC, sensor_rules, siena_rules, siena_schema
+    if name == "sensors":
+        spec, rules = SENSOR_SPEC, sensor_rules(n, n_hosts=ports)
+    else:
+        schema = siena_schema(10)
+        spec, rules = schema.spec_text(), siena_rules(n, schema, seed=1, n_hosts=ports)
+    (where / "spec.p4").write_text(spec)
+    (where / f"{name}{n}_{ports}.txt").write_text("\n".join(rules) + "\n")
+    return str(where / "spec.p4"), str(where / f"{name}{n}_{ports}.txt")
+
+
 def any_rules(args) -> int:
     """--spec/--rules: one rule set's cost per message, as attached."""
     from camus.compiler.backends.ebpf.program import EbpfLimits
@@ -186,6 +200,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", help="a message-format spec (with --rules: measure that rule set)")
     ap.add_argument("--rules", help="a rules file for --spec")
+    ap.add_argument("--workload", choices=["sensors", "siena"],
+                    help="instead of --spec/--rules: bench/workloads.py's sensors (8 attributes) or Siena (10)")
+    ap.add_argument("-n", type=int, default=1000, help="--workload: filters")
+    ap.add_argument("--ports", type=int, default=200, help="--workload: subscriber ports the filters spread over")
     ap.add_argument("--quick", action="store_true", help="repeat 2e4 instead of 1e6 (under a minute)")
     ap.add_argument("--samples", type=int, default=5, help="distinct packets per case (median)")
     ap.add_argument("--no-veth", action="store_true", help="skip the veth + trafgen packets/s run")
@@ -193,6 +211,13 @@ def main() -> int:
     args = ap.parse_args()
     if bool(args.spec) != bool(args.rules):
         ap.error("--spec and --rules go together")
+    if args.workload:
+        if args.spec:
+            ap.error("--workload or --spec/--rules, not both")
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="xdp-bench-") as tmp:
+            args.spec, args.rules = write_workload(args.workload, args.n, args.ports, Path(tmp))
+            return any_rules(args)
     if args.spec:
         return any_rules(args)
     from camus.bench.workloads import itch_rules, symbols
