@@ -123,17 +123,23 @@ def detach(iface: str) -> None:
 @click.option("--watch", type=float, default=0, help="Refresh every N seconds with rates (Ctrl-C stops).")
 @click.option("--rules/--no-rules", "show_rules", default=True, show_default=True,
               help="Also list the counted rules and the messages each matched.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object (with --watch: one per refresh, a line each); schema in the README.")
 @APP_OPTION
-def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
+def stats(iface: str, watch: float, show_rules: bool, as_json: bool, app: str | None) -> None:
     """Packet, message, port and per-rule counters of IFACE's classifier.
 
-    Per-rule counts cover the rules `attach --count-rules` chose (the first 64 by default)
-    and survive `update` for rules that stay. On an interface serving several apps: every
-    app's counters and the frames the dispatcher handed each (or one app with --app). The
-    last line is the kernel's receive counters of the interface: frames its driver or ring
-    dropped before XDP ran (rx_dropped, rx_missed_errors) mean the broker is not keeping up.
+    Counters are grouped by what they count: packets, messages (a MoldUDP64 packet holds up to
+    12) and copies sent to each port. Per-rule counts cover the rules `attach --count-rules`
+    chose (the first 64 by default) and survive `update` for rules that stay. On an interface
+    serving several apps: every app's counters and the frames the dispatcher handed each (or
+    one app with --app). The last line is the kernel's receive counters of the interface:
+    frames its driver or ring dropped before XDP ran (rx_dropped, rx_missed_errors) mean the
+    broker is not keeping up. With --watch on a terminal the table is redrawn in place.
     """
-    from camus.dataplane import counting, dispatch, netdev, runtime
+    import json as jsonlib
+    import sys
+    from camus.dataplane import counting, dispatch, netdev, report, runtime
     try:
         shared = not app and "@" not in iface and dispatch.dispatch_record_path(iface).exists()
         units = {"": _unit(iface, app)}
@@ -152,12 +158,42 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
             received = netdev.receive_counters(nic)
             return out | ({f"{nic} (kernel):": received} if received else {})
 
+        def rate(k: str, v: int, label: str, prev: dict[str, dict[str, int]] | None, dt: float) -> str:
+            return f" ({(v - prev[label].get(k, v)) / dt:.0f}/s)" if prev and dt > 0 else ""
+
+        def document(cur: dict[str, dict[str, int]], prev: dict[str, dict[str, int]] | None,
+                     dt: float) -> dict[str, object]:
+            doc: dict[str, object] = {"schema": report.SCHEMA, "iface": iface, "time": round(time.time(), 3),
+                                      "dispatch": cur.get("dispatch:"), "kernel": cur.get(f"{nic} (kernel):")}
+            per_unit = {}
+            for label, unit in units.items():
+                entry: dict[str, object] = dict(report.grouped(cur[label]))
+                entry["rules"] = [{"rule": text, "messages": n} for text, n in counting.rule_counts(unit)]
+                if prev and dt > 0:
+                    entry["per_second"] = {k: round((v - prev[label].get(k, v)) / dt, 1) for k, v in cur[label].items()}
+                per_unit[unit] = entry
+            doc["units"] = per_unit
+            return doc
+
         def show(cur: dict[str, dict[str, int]], prev: dict[str, dict[str, int]] | None, dt: float) -> None:
+            if as_json:
+                click.echo(jsonlib.dumps(document(cur, prev, dt)))
+                return
+            if prev and sys.stdout.isatty():
+                click.clear()
             for label, counters in cur.items():
-                line = "  ".join(f"{k}={v}" + (f" ({(v - prev[label][k]) / dt:.0f}/s)" if prev else "")
-                                 for k, v in counters.items())
-                click.echo(f"{label} {line}" if label else line)
-                if show_rules and label in units:
+                if label not in units:
+                    click.echo(f"{label} " + "  ".join(f"{k}={v}{rate(k, v, label, prev, dt)}"
+                                                        for k, v in counters.items()))
+                    continue
+                pad = f"{label} " if label else ""
+                for kind, group in report.grouped(counters).items():
+                    if group:
+                        name = "copies to ports" if kind == "port_copies" else kind
+                        prefix = "port " if kind == "port_copies" else ""
+                        click.echo(f"{pad}{name + ':':<16} " + "  ".join(
+                            f"{k}={v}{rate(prefix + k, v, label, prev, dt)}" for k, v in group.items()))
+                if show_rules:
                     for text, n in counting.rule_counts(units[label]):
                         click.echo(f"{n:>12}  {text}")
 
@@ -175,30 +211,50 @@ def stats(iface: str, watch: float, show_rules: bool, app: str | None) -> None:
 
 
 @click.command()
-def status() -> None:
-    """Interfaces with camus-xdp attached."""
-    from camus.dataplane import dispatch, netdev, runtime
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: every unit; schema in the README.")
+def status(as_json: bool) -> None:
+    """Interfaces with camus-xdp attached: rules, bank, the XDP program (id and tag, as
+    `bpftool prog show` names it), when it was attached, capacity and how copies are made."""
+    import datetime
+    import json as jsonlib
+    from camus.dataplane import dispatch, netdev, report, runtime
     from camus.dataplane import installed as state
     rows = state.installed()
-    if not rows:
+    if not rows and not as_json:
         click.echo("camus-xdp is not attached anywhere")
+    shared_doc = []
     for rec in dispatch.shared_interfaces():
         by_app: dict[int, list[str]] = {}
         for key, slot in rec["keys"].items():
             by_app.setdefault(slot, []).append(dispatch.describe_key(int(key)))
-        click.echo(f"{rec['iface']}: {rec['mode']} XDP dispatcher for {len(rec['apps'])} apps: " +
-                   "; ".join(f"{name} ({', '.join(by_app.get(i, []))})" for i, name in enumerate(rec["apps"])))
+        shared_doc.append({"iface": rec["iface"], "mode": rec["mode"], "apps": list(rec["apps"]),
+                           "claims": {name: by_app.get(i, []) for i, name in enumerate(rec["apps"])}})
+        if not as_json:
+            click.echo(f"{rec['iface']}: {rec['mode']} XDP dispatcher for {len(rec['apps'])} apps: " +
+                       "; ".join(f"{name} ({', '.join(by_app.get(i, []))})" for i, name in enumerate(rec["apps"])))
+    units_doc = []
     for inst in rows:
         root = os.geteuid() == 0                          # the maps and the lock need root
         note = runtime.recover_unit(inst.unit) if root else ""   # the state file then names what serves
         if note:
-            click.echo(note)
+            click.echo(note, err=as_json)
             inst = runtime.load_installed(inst.unit)
-        gone = "" if runtime.interface_exists(inst.iface) else "  [interface gone: run `detach` to clean up]"
+        up = runtime.interface_exists(inst.iface)
+        live = runtime.live_root(inst.unit) if root and up else None
+        doc = report.unit_status(inst, live, up) if root else report.unit_status(inst, None, False)
+        units_doc.append(doc)
+        if as_json:
+            continue
+        gone = "" if up else "  [interface gone: run `detach` to clean up]"
         name = f"{inst.iface} app {inst.app}" if inst.app else inst.iface
         click.echo(f"{name}: {inst.mode} XDP, {len(inst.rule_lines)} rules from {inst.rules}, "
                    f"bank {inst.bank}, root state {inst.root}{gone}")
-        steered = netdev.rps_enabled(inst.iface) if inst.ports and not gone else {}
+        prog = doc["program"]
+        if isinstance(prog, dict):
+            when = (datetime.datetime.fromtimestamp(inst.attached_at).strftime(" attached %Y-%m-%d %H:%M:%S")
+                    if inst.attached_at else "")
+            click.echo(f"  program: id {prog['id']} ({prog['name']}), tag {prog['tag']}{when}")
+        steered = netdev.rps_enabled(inst.iface) if inst.ports and up else {}
         if steered:
             click.echo(f"  warning: RPS is on for {inst.iface}'s {', '.join(steered)}: packets TC copies "
                        "must stay on the CPU that classified them, so copies are lost; "
@@ -206,7 +262,7 @@ def status() -> None:
         if inst.pending:
             click.echo("  an update is in progress or was interrupted (journaled): " +
                        ("another command holds the unit" if root else "run `status` as root to finish or undo it"))
-        elif root and not gone and (live := runtime.live_root(inst.unit)) != inst.root:
+        elif live is not None and live != inst.root:
             click.echo(f"  warning: the maps serve root state {live}, not the recorded "
                        f"{inst.root} (a host agent's changes since its last save, or a crash): the next "
                        "`update` rewrites the tables whole")
@@ -216,6 +272,48 @@ def status() -> None:
                    + (f", port columns {4 * lim.bv_columns} words" if lim.bv_columns else ""))
         if inst.fanout:
             click.echo(f"  copies: {inst.fanout}")
+    if as_json:
+        click.echo(jsonlib.dumps({"schema": report.SCHEMA, "units": units_doc, "dispatchers": shared_doc}, indent=1))
 
 
-COMMANDS: list[click.Command] = [update, overload, detach, stats, status]
+@click.command()
+@click.option("--listen", default="127.0.0.1:9435", show_default=True,
+              help="HOST:PORT to serve /metrics on (:PORT for every address).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, help="What the exporter logs (scrape errors at warning).")
+def metrics(listen: str, log_level: str) -> None:
+    """Serve Prometheus metrics of every attached interface until stopped.
+
+    Each scrape reads the pinned maps: camus_xdp_packets_total and camus_xdp_messages_total
+    (the classifier's counters, by unit and counter), camus_xdp_port_copies_total,
+    camus_xdp_rule_messages_total (counted rules), camus_xdp_interface_receive_total (the
+    kernel's receive counters: drops before XDP ran) and camus_xdp_unit_info (the XDP program's
+    id and tag). Needs root (the maps are root's).
+
+    \b
+      sudo camus-xdp metrics --listen :9435 &
+      curl -s localhost:9435/metrics | grep camus_xdp_packets
+    """
+    import logging
+    import threading
+    from prometheus_client import start_http_server
+    from camus.dataplane import metrics as exporter
+    from camus.dataplane.program import require_root
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        require_root()
+        host, port = exporter.parse_listen(listen)
+        server, thread = start_http_server(port, addr=host, registry=exporter.registry())
+    except (DataplaneError, ValueError) as exc:
+        fail(exc)
+    except OSError as exc:
+        fail(DataplaneError(f"--listen {listen}: {exc.strerror or exc}"))
+    logging.getLogger("camus.metrics").info("serving http://%s:%d/metrics", host, port)
+    click.echo(f"serving Prometheus metrics on http://{host}:{port}/metrics (Ctrl-C stops)", err=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
+
+
+COMMANDS: list[click.Command] = [update, overload, detach, stats, status, metrics]

@@ -62,6 +62,7 @@ class Installed:
     stats_base: dict[str, int] = field(default_factory=dict)   # the counts of programs grown out of
     rps: dict[str, str] = field(default_factory=dict)   # rx queue -> the RPS mask attach turned off
                                                         # (dataplane/netdev.py), written back at detach
+    attached_at: float = 0.0         # when attach finished (seconds since the epoch; 0: before it was kept)
 
     @property
     def unit(self) -> str:

@@ -162,7 +162,7 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
                                          if getattr(limits, k) != getattr(EbpfLimits(), k)},
                          fanout=fan.describe(list(bits)) if specs and bits else "",
                          fan_entries=[list(e) for e in fan.ports], fan_min_group=fan.min_group,
-                         rps=rps_off)
+                         rps=rps_off, attached_at=round(time.time(), 1))
         fault("attach:pinned")
         save(inst)
         return inst
