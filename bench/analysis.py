@@ -40,6 +40,19 @@ def quiet(spark):
     return spark
 
 
+RUN_PARTS = ("runs.jsonl", "expected", "deliveries")     # what `bench run` writes and the analysis reads
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Refuse a directory that is not a benchmark run, before Spark starts (tens of seconds)."""
+    missing = [p for p in RUN_PARTS if not (run_dir / p).exists()]
+    if missing:
+        raise ValueError(f"{run_dir} is not a benchmark run directory (no {', '.join(missing)}); "
+                         "`camus-xdp bench run --out DIR` makes one")
+    if not any(ln.strip() for ln in (run_dir / "runs.jsonl").read_text().splitlines()):
+        raise ValueError(f"{run_dir}: runs.jsonl holds no runs (the run was stopped before its first one)")
+
+
 def load(spark, run_dir: Path):
     """(runs, expected, deliveries) DataFrames of a run directory."""
     from pyspark.sql import functions as F
@@ -214,6 +227,7 @@ def run_analysis(run_dir: Path, master: str = "local[*]", spark=None) -> dict[st
     """Spark job + report files; returns the headline (also written to results/headline.json).
     With `spark` given, that session is used and left running."""
     from .report import write_report
+    check_run_dir(run_dir)
     own = spark is None
     spark = quiet(spark_session(master)) if own else spark
     try:

@@ -264,10 +264,17 @@ def _text(c: Compiled, r: Explained) -> str:
 
 @main.command()
 def apps() -> None:
-    """List the shipped example applications: name, spec and rules (paths to compile them)."""
+    """List the shipped example applications: name, spec and rules (paths to compile them).
+
+    \b
+      camus-xdp compile $(camus-xdp apps | awk '$1 == "itch" {print $2, $3}')
+    """
     from camus.data import shipped_apps
-    for name, (spec_path, rules_path) in shipped_apps().items():
-        click.echo(f"{name:<14} {spec_path}  {rules_path}")
+    found = shipped_apps()
+    width = max([len(n) for n in found] + [4])
+    click.echo(f"{'APP':<{width}}  SPEC  RULES")
+    for name, (spec_path, rules_path) in found.items():
+        click.echo(f"{name:<{width}}  {spec_path}  {rules_path}")
 
 
 @main.command()

@@ -102,7 +102,12 @@ def run(brokers, subscribers, subscriptions, messages, duration, burst_rate, lat
 @click.option("--master", default="local[*]", show_default=True, help="Spark master.")
 def report(run_dir: str, master: str) -> None:
     """Re-run the Spark analysis of RUN_DIR and rewrite its report."""
-    from camus.bench.analysis import run_analysis
+    from camus.bench.analysis import check_run_dir, run_analysis
+    try:
+        check_run_dir(Path(run_dir))
+    except (ValueError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     head = run_analysis(Path(run_dir), master)
     _print_headline(Path(run_dir), head)
 

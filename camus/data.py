@@ -24,10 +24,17 @@ def apps_dir() -> Path:
 
 
 def shipped_apps() -> dict[str, tuple[Path, Path]]:
-    """App name -> (spec, rules) for every folder under apps/ with one .p4 spec and rules.txt."""
+    """App name -> (spec, rules) for every folder under apps/: a folder with one .p4 spec and
+    rules.txt is one app; a folder with several specs is one app per spec, `FOLDER/SPEC`, with
+    SPEC_rules.txt where it exists, else the folder's rules.txt."""
     out = {}
     for d in sorted(p for p in apps_dir().iterdir() if p.is_dir() and not p.name.startswith("_")):
         specs = sorted(d.glob("*.p4"))
         if len(specs) == 1 and (d / "rules.txt").exists():
             out[d.name] = (specs[0], d / "rules.txt")
+            continue
+        for spec in specs if len(specs) > 1 else []:
+            rules = next((r for r in (d / f"{spec.stem}_rules.txt", d / "rules.txt") if r.exists()), None)
+            if rules is not None:
+                out[f"{d.name}/{spec.stem}"] = (spec, rules)
     return out

@@ -226,3 +226,27 @@ def test_controller_serve_refuses_a_switch_without_a_layer_for_a_layered_policy(
                           "--listen", "127.0.0.1:1"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-1500:]
     assert "sw1 has none or another" in out.stderr and "--policy mst" in out.stderr
+
+
+def test_apps_lists_every_shipped_spec_under_a_header_and_each_checks() -> None:
+    """`apps` has a header and lists folders with several specs as FOLDER/SPEC (attrs/*,
+    camus_compat/*), each with rules that check against its spec."""
+    from camus.cli import main as cli_main
+    from click.testing import CliRunner
+    out = CliRunner().invoke(cli_main, ["apps"], catch_exceptions=False).output.splitlines()
+    assert out[0].split() == ["APP", "SPEC", "RULES"]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in out[1:]}
+    assert {"itch", "attrs/bitmask", "attrs/pairs", "camus_compat/car", "camus_compat/itch"} <= set(rows)
+    for name in ("attrs/pairs", "camus_compat/car"):
+        done = CliRunner().invoke(cli_main, ["check", *rows[name]], catch_exceptions=False)
+        assert done.exit_code == 0 and done.output.startswith("ok:"), (name, done.output)
+
+
+def test_bench_report_refuses_a_directory_that_is_not_a_run_at_once(tmp_path) -> None:
+    """Before Spark starts (which takes tens of seconds): a clear error, rc 1."""
+    from camus.cli import main as cli_main
+    from click.testing import CliRunner
+    (tmp_path / "notes.txt").write_text("not a run\n")
+    done = CliRunner().invoke(cli_main, ["bench", "report", str(tmp_path)])
+    assert done.exit_code == 1 and "is not a benchmark run directory" in done.output, done.output
+    assert "runs.jsonl" in done.output and "Traceback" not in done.output
