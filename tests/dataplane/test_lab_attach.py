@@ -3,8 +3,6 @@ namespace. A packet socket on the broker side sees what XDP lets through."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
@@ -19,45 +17,24 @@ from camus.dataplane import counting, installed as state
 from camus.dataplane import runtime
 from camus.dataplane.reference import expected_rule_counts
 from tests.conftest import APPS
+from tests.dataplane.vethlab import send_from, sh, veth_pair
 
 pytestmark = pytest.mark.netns
 NS, PUB, BRK = "camus-test-pub", "cxt-pub0", "cxt-brk0"
 
 
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, check=check)
-
-
 @pytest.fixture
 def lab():
-    sh("ip", "netns", "del", NS, check=False)       # leftovers of an interrupted run
-    sh("ip", "link", "del", BRK, check=False)
-    sh("ip", "netns", "add", NS)
-    try:
-        sh("ip", "link", "add", BRK, "type", "veth", "peer", "name", PUB, "netns", NS)
-        sh("ip", "addr", "add", "10.77.0.2/24", "dev", BRK)
-        sh("ip", "link", "set", BRK, "up")
-        sh("ip", "netns", "exec", NS, "ip", "addr", "add", "10.77.0.1/24", "dev", PUB)
-        sh("ip", "netns", "exec", NS, "ip", "link", "set", PUB, "up")
-        yield
-    finally:
-        if runtime.state_path(BRK).exists():
-            runtime.detach(BRK)
-        sh("ip", "link", "del", BRK, check=False)
-        sh("ip", "netns", "del", NS, check=False)
-
-
-SENDER = """
-import socket, sys
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((sys.argv[1], 0))
-for h in sys.argv[2:]:
-    s.send(bytes.fromhex(h))
-"""
+    with veth_pair(NS, PUB, BRK, "10.77.0"):
+        try:
+            yield
+        finally:
+            if runtime.state_path(BRK).exists():
+                runtime.detach(BRK)
 
 
 def send(frames: list[bytes]) -> None:
-    sh("ip", "netns", "exec", NS, sys.executable, "-c", SENDER, PUB, *[f.hex() for f in frames])
+    send_from(NS, PUB, frames)
 
 
 def received(frames: list[bytes]) -> list[bool]:

@@ -20,48 +20,27 @@ from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane import metrics, runtime
 from tests.conftest import APPS
+from tests.dataplane.vethlab import send_from, sh, veth_pair
 
 pytestmark = pytest.mark.netns
 NS, PUB, BRK = "camus-test-ops", "cxo-pub0", "cxo-brk0"
 RULES = "stock == GOOGL : fwd(1)\nstock == MSFT and price > 50 : fwd(2)\n"
 
 
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, check=check)
-
-
 @pytest.fixture
 def attached(tmp_path):
-    sh("ip", "netns", "del", NS, check=False)
-    sh("ip", "link", "del", BRK, check=False)
-    sh("ip", "netns", "add", NS)
-    try:
-        sh("ip", "link", "add", BRK, "type", "veth", "peer", "name", PUB, "netns", NS)
-        sh("ip", "addr", "add", "10.78.0.2/24", "dev", BRK)
-        sh("ip", "link", "set", BRK, "up")
-        sh("ip", "netns", "exec", NS, "ip", "addr", "add", "10.78.0.1/24", "dev", PUB)
-        sh("ip", "netns", "exec", NS, "ip", "link", "set", PUB, "up")
-        spec_path = APPS / "itch" / "itch.p4"
-        rules_path = tmp_path / "rules.txt"
-        rules_path.write_text(RULES)
-        spec = load_spec(spec_path)
-        runtime.attach(BRK, compile_rules(spec, RULES, options=CompileOptions(count_rules=64)), str(spec_path),
-                       str(rules_path), "generic")
-        yield spec
-    finally:
-        if runtime.state_path(BRK).exists():
-            runtime.detach(BRK)
-        sh("ip", "link", "del", BRK, check=False)
-        sh("ip", "netns", "del", NS, check=False)
-
-
-SENDER = """
-import socket, sys
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((sys.argv[1], 0))
-for h in sys.argv[2:]:
-    s.send(bytes.fromhex(h))
-"""
+    with veth_pair(NS, PUB, BRK, "10.78.0"):
+        try:
+            spec_path = APPS / "itch" / "itch.p4"
+            rules_path = tmp_path / "rules.txt"
+            rules_path.write_text(RULES)
+            spec = load_spec(spec_path)
+            runtime.attach(BRK, compile_rules(spec, RULES, options=CompileOptions(count_rules=64)), str(spec_path),
+                           str(rules_path), "generic")
+            yield spec
+        finally:
+            if runtime.state_path(BRK).exists():
+                runtime.detach(BRK)
 
 
 def feed(spec, count: int) -> int:
@@ -72,7 +51,7 @@ def feed(spec, count: int) -> int:
                                 message_from_text(spec, "stock=IBM price=10")],
                          dst_mac=mac, src_ip="10.78.0.1", dst_ip="10.78.0.2")
     before = runtime.stats(BRK)["packets"]
-    sh("ip", "netns", "exec", NS, sys.executable, "-c", SENDER, PUB, *[frame.hex()] * count)
+    send_from(NS, PUB, [frame] * count)
     deadline = time.monotonic() + 30
     while (now := runtime.stats(BRK)["packets"]) < before + count and time.monotonic() < deadline:
         time.sleep(0.05)
