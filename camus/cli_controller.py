@@ -34,6 +34,68 @@ def controller() -> None:
     """The controller: routes subscriptions over a topology of XDP hosts and P4 switches."""
 
 
+INIT_TOPOLOGY = """\
+# A first topology (camus-xdp controller init): one P4 switch at the edge with two hosts.
+# Devices: kind p4 | xdp | plain | host; a switch's `layer:` (edge, aggregation, core, ...) is
+# what policies mr/tr route by. A P4 switch without `p4runtime: HOST:PORT` gets its program and
+# entries written under --switch-dir; an xdp device names its host agent (`agent: URL`).
+name: first
+devices:
+  - {name: sw1, kind: p4, layer: edge}
+  - {name: h1, kind: host}
+  - {name: h2, kind: host}
+links:
+  - {a: sw1, a_port: 1, b: h1, b_port: 1}
+  - {a: sw1, a_port: 2, b: h2, b_port: 1}
+"""
+
+
+@controller.command("init")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite the files if DIRECTORY already has them.")
+def init(directory: str, force: bool) -> None:
+    """Write a working first setup into DIRECTORY: topology.yaml (one switch, two hosts),
+    tokens.yaml (a fresh random token per host, readable by you alone), h1.token and h2.token
+    (each host's token alone, for --token-file), the shipped ITCH spec, and the commands to run.
+
+    \b
+      camus-xdp controller init first && cd first
+      camus-xdp controller serve --topology topology.yaml --spec itch.p4 --tokens tokens.yaml &
+      camus-xdp subscribe --token "$(cat h1.token)" 'stock == GOOGL and price > 50'
+    """
+    import os
+    import secrets
+    import shutil
+    from pathlib import Path
+    from camus.data import apps_dir
+    out = Path(directory)
+    names = ("topology.yaml", "tokens.yaml", "h1.token", "h2.token", "itch.p4")
+    existing = [n for n in names if (out / n).exists()]
+    if existing and not force:
+        click.echo(f"error: {out} already has {', '.join(existing)} (--force overwrites them)", err=True)
+        sys.exit(1)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "topology.yaml").write_text(INIT_TOPOLOGY)
+    shutil.copyfile(apps_dir() / "itch" / "itch.p4", out / "itch.p4")
+    tokens = {host: secrets.token_urlsafe(24) for host in ("h1", "h2")}
+
+    def private(path: Path, text: str) -> None:     # secrets: created 0600, never world-readable
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o600)
+    private(out / "tokens.yaml", "# token: host it may subscribe for (keep this file private)\n"
+            + "".join(f"{tok}: {host}\n" for host, tok in tokens.items()))
+    for host, tok in tokens.items():
+        private(out / f"{host}.token", tok + "\n")
+    click.echo(f"wrote {', '.join(str(out / n) for n in names)}\n\nnext:\n"
+               f"  cd {out}\n"
+               "  camus-xdp controller serve --topology topology.yaml --spec itch.p4 --tokens tokens.yaml &\n"
+               "  camus-xdp subscribe --token \"$(cat h1.token)\" 'stock == GOOGL and price > 50'\n"
+               "  camus-xdp subscriptions --token \"$(cat h1.token)\"\n"
+               "(the switch's program and entries appear under switches/sw1/)")
+
+
 @controller.command("serve")
 @click.option("--topology", "topology_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Topology file (YAML/JSON): devices with kind p4|xdp|plain|host, links with ports; "

@@ -250,3 +250,51 @@ def test_bench_report_refuses_a_directory_that_is_not_a_run_at_once(tmp_path) ->
     done = CliRunner().invoke(cli_main, ["bench", "report", str(tmp_path)])
     assert done.exit_code == 1 and "is not a benchmark run directory" in done.output, done.output
     assert "runs.jsonl" in done.output and "Traceback" not in done.output
+
+
+def test_controller_init_then_serve_and_subscribe_work_from_a_clean_directory(tmp_path) -> None:
+    """Issue 46: the three commands of the README, in a fresh directory: the controller serves
+    the written topology and tokens, a host subscribes with its token and sees its subscription,
+    the switch gets its entries; tokens are private files."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    import time
+    exe = [sys.executable, "-c", "from camus.cli import main; main()"]
+    first = tmp_path / "first"
+    done = subprocess.run([*exe, "controller", "init", str(first)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "controller serve" in done.stdout, done.stderr
+    assert (first / "tokens.yaml").stat().st_mode & 0o077 == 0
+    again = subprocess.run([*exe, "controller", "init", str(first)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and "--force" in again.stderr
+    with socket.socket() as s:                      # a free port for this run
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve = subprocess.Popen([*exe, "controller", "serve", "--topology", "topology.yaml", "--spec", "itch.p4",
+                              "--tokens", "tokens.yaml", "--listen", f"127.0.0.1:{port}"], cwd=first,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120            # a slow machine takes longer to start it
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read() if serve.stderr else ""
+            time.sleep(0.1)
+        token = (first / "h1.token").read_text().strip()
+        url = f"127.0.0.1:{port}"
+        sub = subprocess.run([*exe, "subscribe", "--controller", url, "--token", token, "--ttl", "600",
+                              "stock == GOOGL and price > 50"], capture_output=True, text=True, timeout=120)
+        assert sub.returncode == 0, sub.stderr
+        sid = json.loads(sub.stdout)["id"]
+        listed = subprocess.run([*exe, "subscriptions", "--controller", url, "--token", token],
+                                capture_output=True, text=True, timeout=120)
+        assert listed.returncode == 0 and str(sid) in listed.stdout and "GOOGL" in listed.stdout, listed.stderr
+        deadline = time.monotonic() + 120
+        while not any((first / "switches" / "sw1").glob("*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert any((first / "switches" / "sw1").glob("*")), "the switch got no program or entries"
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
