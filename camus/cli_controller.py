@@ -11,6 +11,13 @@ from camus.controller.routing import POLICIES
 # one line per request on stderr: off by default (a thousand subscription changes a second
 # would be a thousand lines a second, and formatting them costs the event loop)
 ACCESS_LOG = click.option("--access-log", is_flag=True, help="Log every HTTP request on stderr.")
+LOG_LEVEL = click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+                         show_default=True, help="What the service logs on stderr.")
+
+
+def _logging(level: str) -> None:
+    import logging
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -119,8 +126,9 @@ def init(directory: str, force: bool) -> None:
                    "program and entries written (DIR/<switch>/); the others are driven over P4Runtime.")
 @click.option("--default-ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
 @ACCESS_LOG
+@LOG_LEVEL
 def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
-          default_ttl, access_log) -> None:
+          default_ttl, access_log, log_level) -> None:
     """Serve the subscription API; push tables to host agents and to switches.
 
     \b
@@ -129,7 +137,6 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     runs, and writes each change as a make-before-break delta; a switch that restarts is
     re-synchronised (read back, diff, write). Other switches get directories (--switch-dir).
     """
-    import logging
     from pathlib import Path
     from aiohttp import web
     from camus.compiler.compile import CompileOptions
@@ -140,7 +147,7 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     from camus.controller.tokens import load_tokens
     from camus.controller.targets import AgentTarget, P4RuntimeTarget, SwitchDirTarget
     from camus.controller.topology import Topology, TopologyError
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    _logging(log_level)
     try:
         topo = Topology.load(topology_path)
         tokens = load_tokens(tokens_path)
@@ -193,9 +200,11 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
                    "works; never on the command line, where ps shows it).")
 @click.option("--mode", type=click.Choice(["native", "generic"]), default="native", show_default=True)
 @ACCESS_LOG
-def agent(iface, spec, ports_path, listen, token_file, mode, access_log) -> None:
+@LOG_LEVEL
+def agent(iface, spec, ports_path, listen, token_file, mode, access_log, log_level) -> None:
     """Host agent: apply the controller's tables to IFACE atomically (root)."""
     from aiohttp import web
+    _logging(log_level)
     from camus.controller.agent import Agent, make_agent_app
     host, port = _listen(listen)
     token = _secret(token_file, "CAMUS_AGENT_TOKEN")

@@ -57,7 +57,8 @@ APP_OPTION = click.option("--app", "app", default=None, metavar="NAME",
 @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False))
 @APP_OPTION
 @ALLOW_EMPTY
-def update(iface: str, rules: str, app: str | None, allow_empty: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: what changed (schema in the README).")
+def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: bool) -> None:
     """Replace the rules on IFACE (or its app NAME) atomically (no reload); prints what changed.
 
     Rules that outgrow the program attach sized (its maps, with room to spare) get a larger
@@ -70,6 +71,12 @@ def update(iface: str, rules: str, app: str | None, allow_empty: bool) -> None:
         rep = runtime.update(iface, c, rules)
     except DataplaneError as exc:
         fail(exc)
+    if as_json:
+        import json as jsonlib
+        click.echo(jsonlib.dumps({"schema": 1, "unit": iface, "written": rep.written, "grown": rep.grown,
+                                  "ms": round(rep.seconds * 1000, 1), "added": rep.added, "removed": rep.removed,
+                                  "old_entries": rep.old_entries, "new_entries": rep.new_entries}))
+        return
     if not rep.written:
         click.echo(f"{iface} unchanged: these rules compile to the tables already live; nothing written")
         return

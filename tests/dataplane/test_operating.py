@@ -109,3 +109,15 @@ def test_metrics_serve_the_counters_and_move_with_traffic(attached) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_update_json_says_what_changed(attached, tmp_path) -> None:
+    newer = tmp_path / "newer.txt"
+    newer.write_text(RULES + "stock == AAPL : fwd(1)\n")
+    out = CliRunner().invoke(main, ["update", BRK, "--rules", str(newer), "--json"], catch_exceptions=False).output
+    doc = json.loads(out)
+    assert doc["schema"] == 1 and doc["unit"] == BRK and doc["written"] is True and doc["removed"] == []
+    assert doc["added"] == ["stock == AAPL : fwd(1)"] and doc["ms"] > 0 and doc["new_entries"] >= 1
+    again = json.loads(CliRunner().invoke(main, ["update", BRK, "--rules", str(newer), "--json"],
+                                          catch_exceptions=False).output)
+    assert again["written"] is False and again["added"] == again["removed"] == []
