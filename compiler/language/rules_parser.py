@@ -308,6 +308,8 @@ class _Parser:
 
     def action(self) -> Action:
         kind, text, off = self.take()
+        if kind == "num" and text.isdigit():      # the 2017 Camus syntax: a bare port number is fwd(N)
+            return Action("fwd", (Const("int", int(text), None, text, off),), off)
         if kind != "id" or text.lower() in _KEYWORDS:
             raise self.fail((kind, text, off), "an action such as fwd(1) or drop")
         args: list[Const] = []

@@ -27,6 +27,16 @@ def test_camus_original_syntax() -> None:
     assert rules[3].filter.right.value == 5 and rules[3].filter.right.prefix_len == 3
 
 
+def test_2017_syntax_bare_port_numbers_are_fwd() -> None:
+    """Issue 45: the 2017 Camus rule files name ports by bare numbers (`stock = GOOGL : 1;`)."""
+    rules, _ = parse_rules('add_order.stock = GOOGL : 1;\nadd_order.price > 5: 2, 3;\nx == 1 : drop\n')
+    assert [(a.name, [c.value for c in a.args]) for a in rules[0].actions] == [("fwd", [1])]
+    assert [(a.name, [c.value for c in a.args]) for a in rules[1].actions] == [("fwd", [2]), ("fwd", [3])]
+    assert [a.name for a in rules[2].actions] == ["drop"]
+    _, errors = _Parser(SourceText("x == 1 : 1.5\n", "t")).rules()
+    assert errors and "an action such as fwd(1)" in str(errors[0])
+
+
 def test_operators_precedence_and_constants() -> None:
     (r,), _ = parse_rules("a == 1 or b == 2 and not c == 3 || (d == 0x1f && e != 0b101) : fwd(1)")
     assert isinstance(r.filter, Or) and len(r.filter.args) == 3
