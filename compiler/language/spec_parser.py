@@ -57,13 +57,39 @@ class _Tok:
     pos: Position
 
 
-def _tokenize(text: str, source: str) -> list[_Tok]:
+_INCLUDE = re.compile(r'#\s*include\s*(?:"([^"\n]+)"|<([^>\n]+)>)')
+
+
+def _include(directive: str, pos: Position, base: Path | None, chain: tuple[Path, ...]) -> list[_Tok]:
+    """The tokens of an `#include`d file next to the spec (its own positions in its errors).
+    A quoted file must exist; `<core.p4>`-style includes of the P4 system headers are skipped
+    when no such file is next to the spec (their declarations are the compiler's, not ours)."""
+    m = _INCLUDE.match(directive)
+    if m is None:
+        return []
+    name, system = m.group(1), m.group(2)
+    target = (base / (name or system)).resolve() if base is not None else None
+    if target is None or not target.is_file():
+        if system:
+            return []
+        where = f"next to {chain[-1].name}" if chain else "(the spec is not read from a file)"
+        raise CompileError(f'#include "{name}": no such file {where}', pos,
+                           "put the included file in the spec's folder, or paste its declarations into the spec")
+    if target in chain:
+        cycle = " -> ".join(p.name for p in (*chain[chain.index(target):], target))
+        raise CompileError(f"#include cycle: {cycle}", pos, "remove one of the #include lines")
+    return _tokenize(read_source(target, "spec"), str(target), target.parent, (*chain, target))
+
+
+def _tokenize(text: str, source: str, base: Path | None = None, chain: tuple[Path, ...] = ()) -> list[_Tok]:
     toks: list[_Tok] = []
     line, line_start = 1, 0
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup or "bad"
         pos = Position(source, line, m.start() - line_start + 1)
-        if kind in ("nl", "comment", "directive", "ws"):
+        if kind == "directive":
+            toks.extend(_include(m.group(), pos, base, chain))
+        elif kind in ("nl", "comment", "ws"):
             pass
         elif kind == "bad":
             raise CompileError(f"unexpected character {m.group()!r}", pos)
@@ -312,7 +338,9 @@ def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Sp
     if text.startswith("\ufeff"):      # a byte-order mark: blank, columns kept
         text = " " + text[1:]
     try:
-        reader = _SpecReader(_tokenize(text, source), source)
+        path = Path(source)
+        here = path.resolve() if path.is_file() else None      # includes resolve next to the spec's file
+        reader = _SpecReader(_tokenize(text, source, here.parent if here else None, (here,) if here else ()), source)
         reader.parse()
     except CompileError as exc:        # a syntax error stops reading: report it alone
         raise CompileErrors([exc]) from None

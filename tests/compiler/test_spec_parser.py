@@ -74,3 +74,27 @@ def test_a_comment_after_a_pragma_is_not_part_of_it() -> None:
     spec = parse_spec('header h_t { bit<8> a; }\nstruct s { h_t h; }\n@pragma query_field(h.a)  // (not, an arg)\n'
                       '@pragma query_counter(seq, 0, 4)   // every(n) (see rules): endless\n', "c.p4")
     assert [q.path for q in spec.query_fields] == ["h.a"] and spec.counters[0].window_us == 0
+
+
+def test_include_of_sibling_files_is_followed_and_missing_or_cyclic_ones_refused(tmp_path) -> None:
+    """Issue 45: a spec that includes its headers from a file of the same folder; `<core.p4>`
+    (the P4 system headers) skipped; a missing quoted file and a cycle refused with a position."""
+    import pytest
+    from camus.compiler.compile import compile_rules
+    from camus.compiler.language.errors import CompileErrors
+    from camus.compiler.language.spec_parser import load_spec
+    (tmp_path / "headers.p4").write_text("header label_t { bit<32> topic; bit<16> size; }\n")
+    (tmp_path / "spec.p4").write_text('#include <core.p4>\n#include "headers.p4"\n'
+                                      "struct headers { label_t label; }\n@pragma query_field(label.topic)\n")
+    spec = load_spec(tmp_path / "spec.p4")
+    assert [q.path for q in spec.query_fields] == ["label.topic"]
+    assert compile_rules(spec, "label.topic == 7 : fwd(1)\n").pipeline.leaves
+    (tmp_path / "missing.p4").write_text('\n  #include "nothere.p4"\n@pragma query_field(label.topic)\n')
+    with pytest.raises(CompileErrors) as missing:
+        load_spec(tmp_path / "missing.p4")
+    assert 'missing.p4:2:3: error: #include "nothere.p4": no such file' in str(missing.value)
+    (tmp_path / "a.p4").write_text('#include "b.p4"\n')
+    (tmp_path / "b.p4").write_text('#include "a.p4"\n')
+    with pytest.raises(CompileErrors) as cycle:
+        load_spec(tmp_path / "a.p4")
+    assert "#include cycle: a.p4 -> b.p4 -> a.p4" in str(cycle.value) and "b.p4:1:1" in str(cycle.value)
