@@ -83,8 +83,9 @@ def main() -> None:
                    "the P4 program (p4) or the flat tables (userspace).")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write pipeline.json, summary.txt and the target's files into this directory.")
-@click.option("--arch", type=click.Choice(["v1model", "tna"]), default="v1model", show_default=True,
-              help="P4 target architecture: bmv2 simple_switch (v1model) or Tofino (tna).")
+@click.option("--arch", type=click.Choice(["v1model", "tna"]), default=None,
+              help="P4 target architecture: bmv2 simple_switch (v1model) or Tofino (tna). Default: the one "
+                   "whose intrinsic metadata the spec reads (ig_intr_md: tna), else v1model.")
 @click.option("--budget", "budget_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="P4: switch resource budget (YAML: sram_words, tcam_block_rows, multicast_groups, "
                    "group_members); default: one Tofino-1 pipe.")
@@ -116,6 +117,13 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     if target == "p4" and strategy == "auto":
         strategy = "bdd" if exact else "switch"         # what a switch pipeline can run, bounded
     c = _compile(spec, rules, order, alpha, compress_max, strategy)
+    if arch is None:
+        from camus.compiler.backends.p4.schema import spec_arch
+        written_for = spec_arch(c.spec)
+        arch = written_for or "v1model"
+        if target == "p4" and written_for == "tna":
+            click.echo("note: the spec reads Tofino's ig_intr_md: compiling for tna (--arch v1model to override)",
+                       err=True)
     options = TargetOptions(arch=arch, budget_file=budget_file, notice=lambda m: click.echo(m, err=True))
     try:
         fitted = build_fitted(c, backend(target), options, fit=not exact)

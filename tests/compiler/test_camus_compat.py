@@ -218,3 +218,19 @@ def test_metadata_of_the_other_architecture_is_refused_by_both_p4_outputs() -> N
             make(tna_meta, P4Options(arch="v1model"))
     program = p4_program(tna_meta, P4Options(arch="tna"))    # read from the ingress parameter
     assert "ig_intr_md.ingress_port : exact" in program and "hdr.ig_intr_md" not in program
+
+
+def test_cli_compiles_a_tofino_metadata_spec_for_tna_without_a_flag(tmp_path) -> None:
+    """Issue 45: a spec reading ig_intr_md was compiled for v1model by default and refused with
+    advice to pass --arch tna; the CLI now takes the architecture the spec was written for and
+    says so (an explicit --arch still wins)."""
+    from click.testing import CliRunner
+    from camus.cli import main
+    spec_text, rules, _ = CORPUS["tna_metadata"]
+    (tmp_path / "s.p4").write_text(spec_text)
+    (tmp_path / "r.txt").write_text(rules + "\n")
+    done = CliRunner().invoke(main, ["compile", str(tmp_path / "s.p4"), str(tmp_path / "r.txt"), "--target", "p4"])
+    assert done.exit_code == 0 and "compiling for tna" in done.output, done.output
+    forced = CliRunner().invoke(main, ["compile", str(tmp_path / "s.p4"), str(tmp_path / "r.txt"), "--target", "p4",
+                                       "--arch", "v1model"])
+    assert forced.exit_code == 1 and "--arch tna" in forced.output, forced.output

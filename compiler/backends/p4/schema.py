@@ -102,6 +102,14 @@ class P4Schema:
 METADATA_ARCH = {"standard_metadata": "v1model", "ig_intr_md": "tna"}
 
 
+def spec_arch(spec: Spec) -> str | None:
+    """The architecture a spec was written for, when its query fields read one's intrinsic
+    metadata (ig_intr_md: Tofino's tna; standard_metadata: v1model); None when they read none."""
+    found = {METADATA_ARCH[q.instance] for q in spec.query_fields
+             if q.role is Role.METADATA and q.instance in METADATA_ARCH}
+    return found.pop() if len(found) == 1 else None
+
+
 def check_metadata_arch(spec: Spec, arch: str) -> None:
     """A query field of one architecture's intrinsic metadata does not exist on the other."""
     for q in spec.query_fields:
