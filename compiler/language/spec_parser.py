@@ -43,6 +43,7 @@ _TOKEN = re.compile(r"""
   | (?P<str>"[^"\n]*")
   | (?P<id>[A-Za-z_][\w.]*)
   | (?P<punct>[{}()<>\[\];,=:*])
+  | (?P<op>[-+/%&|!~^?.'\\])      # P4 expressions in declarations the reader skips
   | (?P<bad>.)
 """, re.VERBOSE | re.DOTALL)
 
