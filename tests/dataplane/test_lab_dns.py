@@ -16,6 +16,7 @@ from camus.cli import main
 from camus.dataplane import counting, runtime
 from camus.dataplane.lab import pass_through
 from tests.conftest import APPS
+from tests.dataplane.vethlab import sh, veth_pair
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(shutil.which("dig") is None,
                                                    reason="dig (bind9-dnsutils; scripts/setup.sh installs it)")]
@@ -38,34 +39,21 @@ while True:
 """
 
 
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, check=check)
-
-
 @pytest.fixture
 def dns_lab():
-    sh("ip", "netns", "del", NS, check=False)
-    sh("ip", "link", "del", BRK, check=False)
-    sh("ip", "netns", "add", NS)
-    resolver = None
-    try:
-        sh("ip", "link", "add", BRK, "type", "veth", "peer", "name", CLI, "netns", NS)
-        sh("ip", "addr", "add", f"{RESOLVER_IP}/24", "dev", BRK)
-        sh("ip", "link", "set", BRK, "up")
-        sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{CLIENT_IP}/24", "dev", CLI)
-        sh("ip", "netns", "exec", NS, "ip", "link", "set", CLI, "up")
-        pass_through(CLI, NS)           # the veth takes what XDP sends back (XDP_TX) only so
-        resolver = subprocess.Popen([sys.executable, "-c", RESOLVER, RESOLVER_IP, RESOLVER_ANSWER],
-                                    stdout=subprocess.PIPE, text=True)
-        assert resolver.stdout is not None and resolver.stdout.readline().strip() == "ready"
-        yield resolver
-    finally:
-        if resolver is not None:
-            resolver.kill()
-        if runtime.state_path(BRK).exists():
-            runtime.detach(BRK)
-        sh("ip", "link", "del", BRK, check=False)
-        sh("ip", "netns", "del", NS, check=False)
+    with veth_pair(NS, CLI, BRK, "10.76.0"):            # the resolver at .2 on the host, the client at .1
+        resolver = None
+        try:
+            pass_through(CLI, NS)           # the veth takes what XDP sends back (XDP_TX) only so
+            resolver = subprocess.Popen([sys.executable, "-c", RESOLVER, RESOLVER_IP, RESOLVER_ANSWER],
+                                        stdout=subprocess.PIPE, text=True)
+            assert resolver.stdout is not None and resolver.stdout.readline().strip() == "ready"
+            yield resolver
+        finally:
+            if resolver is not None:
+                resolver.kill()
+            if runtime.state_path(BRK).exists():
+                runtime.detach(BRK)
 
 
 def dig(name: str, *opts: str) -> list[str]:
