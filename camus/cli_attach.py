@@ -88,9 +88,11 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
                    "spec claims their UDP port (@pragma udp_port) or EtherType (0x9001 attribute "
                    "framings); each has its own rules, counters and updates (--app NAME there).")
 @ALLOW_EMPTY
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the attached unit as `status --json` shows it (one object) instead of the summary.")
 def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, ports: str | None,
            config_file: str | None, xdp_redirect: bool, fanout_mode: str, count_rules: int,
-           app_args: tuple[str, ...], allow_empty: bool) -> None:
+           app_args: tuple[str, ...], allow_empty: bool, as_json: bool) -> None:
     """Turn IFACE into an edge broker's ingress: classify the feed, drop what nobody wants.
 
     `sudo camus-xdp attach eth0` alone takes spec, rules, ports and mode from the config
@@ -144,6 +146,13 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
                               fanout_mode=fanout_mode)
     except DataplaneError as exc:
         fail(exc)
+    if as_json:
+        import json
+        from camus.dataplane.report import unit_status
+        doc = unit_status(inst, inst.root, True)
+        doc["entries"] = resource_report(c.pipeline)["entries"]
+        click.echo(json.dumps(doc))
+        return
     r = resource_report(c.pipeline)
     distinct = len(inst.rule_lines)                  # what `status` counts: each rule once
     rules_said = f"{len(c.rules)} rules" + (f" ({distinct} distinct)" if distinct != len(c.rules) else "")

@@ -121,3 +121,20 @@ def test_update_json_says_what_changed(attached, tmp_path) -> None:
     again = json.loads(CliRunner().invoke(main, ["update", BRK, "--rules", str(newer), "--json"],
                                           catch_exceptions=False).output)
     assert again["written"] is False and again["added"] == again["removed"] == []
+
+
+def test_attach_json_describes_the_unit_as_status_does(tmp_path) -> None:
+    rules = tmp_path / "rules.txt"
+    rules.write_text(RULES)
+    with veth_pair(NS, PUB, BRK, "10.78.0"):
+        try:
+            out = CliRunner().invoke(main, ["attach", BRK, "--spec", str(APPS / "itch" / "itch.p4"), "--rules",
+                                            str(rules), "--mode", "generic", "--json"], catch_exceptions=False).output
+            doc = json.loads(out)
+            assert doc["schema"] == 1 and doc["unit"] == BRK and doc["rules"] == 2 and doc["entries"] >= 1
+            status = json.loads(CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).output)
+            mine = next(u for u in status["units"] if u["unit"] == BRK)
+            assert doc["program"] == mine["program"] and doc["program"]["id"] > 0
+        finally:
+            if runtime.state_path(BRK).exists():
+                runtime.detach(BRK)
