@@ -94,11 +94,13 @@ def main() -> None:
                    "compile fits them: coarser numeric constants, alpha 2, 5, 10, 20, ..., until they fit; "
                    "over-delivers, never under-delivers, and says what it gave up).")
 @click.option("--fit", is_flag=True, hidden=True, help="Kept for old scripts: the cover is the default now.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the summary as one JSON object (resources.json's fields, the target, timings).")
 @click.option("--fit-alpha", is_flag=True, hidden=True, help="Kept for old scripts: fitting is the default now.")
 @_options
 def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None, arch: str,
-            budget_file: str | None, exact: bool, fit: bool, fit_alpha: bool, order: str, alpha: int,
-            compress_max: int, strategy: str) -> None:
+            budget_file: str | None, exact: bool, fit: bool, as_json: bool, fit_alpha: bool, order: str,
+            alpha: int, compress_max: int, strategy: str) -> None:
     """Compile RULES against the message-format SPEC into staged tables.
 
     Prints a resource summary (entries per table, multicast groups, bits of state). A file
@@ -139,6 +141,10 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     timing = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in c.timings.items())
     if emit:
         click.echo(art.emit)
+    elif as_json:
+        click.echo(json.dumps({"schema": 1, "target": target, "arch": arch if target == "p4" else None,
+                               **report, "seconds": round(sum(c.timings.values()), 3),
+                               "timings_ms": {k: round(v * 1000, 1) for k, v in c.timings.items()}}))
     else:
         click.echo(summary)
         click.echo(f"  compiled in {sum(c.timings.values()):.2f} s ({timing})")
@@ -151,7 +157,7 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
         for name, text in art.files.items():
             (out / name).write_text(text)
         click.echo(f"wrote {out / 'pipeline.json'}, {out / 'summary.txt'}, {out / 'resources.json'}"
-                   + "".join(f", {out / n}" for n in art.files), err=emit)
+                   + "".join(f", {out / n}" for n in art.files), err=emit or as_json)
 
 
 @main.command()

@@ -298,3 +298,19 @@ def test_controller_init_then_serve_and_subscribe_work_from_a_clean_directory(tm
     finally:
         serve.terminate()
         serve.wait(timeout=60)
+
+
+def test_compile_json_summary_carries_the_resource_report(tmp_path) -> None:
+    import json
+    from camus.cli import main as cli_main
+    from click.testing import CliRunner
+    spec, rules = str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt")
+    done = CliRunner().invoke(cli_main, ["compile", spec, rules, "--json", "-o", str(tmp_path / "out")],
+                              catch_exceptions=False)
+    doc = json.loads(done.stdout)
+    assert doc["schema"] == 1 and doc["target"] == "ir" and doc["rules"] == 6 and doc["entries"] > 0
+    assert doc["seconds"] >= 0 and "parse" in doc["timings_ms"]
+    assert json.loads((tmp_path / "out" / "resources.json").read_text())["entries"] == doc["entries"]
+    p4 = json.loads(CliRunner().invoke(cli_main, ["compile", spec, rules, "--target", "p4", "--json"],
+                                       catch_exceptions=False).stdout)
+    assert p4["target"] == "p4" and p4["arch"] == "v1model"
