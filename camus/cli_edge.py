@@ -34,8 +34,10 @@ def _addr(text: str, what: str) -> tuple[str, int]:
               help="Publications per datagram to the XDP broker, for a spec with MoldUDP64 framing "
               "(those read together go together; no waiting). 12 is what the XDP program classifies per "
               "packet; a bigger batch would go to the broker host's stack, not to subscribers.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
+              show_default=True, help="What the edge logs on stderr (dropped publications at warning).")
 def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliveries: str | None,
-         iface: str | None, port: int | None, batch_ms: int, batch: int) -> None:
+         iface: str | None, port: int | None, batch_ms: int, batch: int, log_level: str) -> None:
     """Run an edge broker: unmodified MQTT 3.1.1 clients publish and subscribe here; the
     XDP broker does the matching and the fan-out between edge brokers.
 
@@ -53,6 +55,8 @@ def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliv
     from camus.edge.broker import EdgeBroker, Framing, serve
     from camus.edge.framing import mismatch
     from camus.edge.rules_sink import LocalSink
+    import logging
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     if (iface is None) != (port is None):
         raise click.UsageError("--iface and --port go together (this edge's port on IFACE)")
