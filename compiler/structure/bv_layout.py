@@ -335,7 +335,7 @@ def choose_layout(lowered: Lowered, terms: list[Term], term_leaf: list[int],
     messages with the worst as a tie-break)."""
     guess = likelihood(lowered, terms)
     order, planes = term_order(term_leaf, guess)
-    if layout == "planes" or len(set(term_leaf)) <= PLANE_LEAVES:
+    if layout == "planes" or (layout == "auto" and len(set(term_leaf)) <= PLANE_LEAVES):
         return order, planes, None      # one plane settles every action set at once
     found = column_terms(term_leaf, guess, actions)
     if found is None:
