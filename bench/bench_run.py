@@ -34,7 +34,7 @@ from .bpf_cpu import BpfStats, broker_seconds
 from .brokers import TOPIC_BROKERS, Broker, available, make_broker, system_cpu_seconds
 from .cbuild import binary
 from .feeds import FeedConfig, add_order, itch_feed, message_seq_ts, parse_mold, rules_for, write_frames
-from camus.dataplane.lab import FEED_PORT, Lab, pass_through
+from camus.dataplane.lab import FEED_PORT, Lab, free_net, pass_through, run_lab_prefix
 
 SPEC = Path(__file__).resolve().parent.parent / "apps" / "itch" / "itch.p4"
 MASK48 = (1 << 48) - 1
@@ -61,6 +61,7 @@ class BenchConfig:
     sender: str = "xdp"              # xdp: live frames (bench/xdp_sender.py); c: AF_PACKET (bench/c/send.c)
     fanout: str = "auto"             # camus-xdp's copies: attach --fanout (dataplane/fanout.py)
     split_cpus: bool = False         # the sender on CPU 0, the broker and receivers on CPU 1 (bench/cpus.py)
+    lab_prefix: str = ""             # the lab's names (namespaces PREFIX-s1..); "" = unique to this run
 
 
 Progress = Callable[[str, float], None]       # (what is happening, fraction done)
@@ -353,7 +354,8 @@ class Runner:
     def _run_all(self, steps: int, done: int, facts: list[dict]) -> None:
         cfg = self.cfg
         for n in cfg.subscribers:
-            with Lab("camus-bench", subscribers=n, routed=True, remote_endpoint=False) as lab:
+            with Lab(cfg.lab_prefix or run_lab_prefix(), subscribers=n, routed=True, remote_endpoint=False,
+                     net=free_net()) as lab:
                 if cfg.split_cpus:          # the subscribers' receive work off the broker's CPU
                     self.receiver_napi = cpus.split_receivers(
                         [(lab.sub_ns(p), lab.sub_if(p, False)) for p in lab.ports],

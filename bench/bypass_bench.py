@@ -25,7 +25,7 @@ REPEAT = 20000
 def exact_vs_bypass(c: Compiled, packet: bytes) -> tuple[int, int]:
     from camus.dataplane.maps import CFG_BYPASS_PPS
     from camus.dataplane.program import XdpProgram
-    from camus.dataplane.runtime import sized_limits
+    from camus.compiler.backends.ebpf.bitvector import sized_limits
     lim = sized_limits(c.pipeline, EbpfLimits(), len(c.spec.query_fields))
     prog = XdpProgram.load(c.spec, lim)
     try:

@@ -39,11 +39,11 @@ class KernelCheck:
     def __init__(self, iface: str, price: int = 500) -> None:
         from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
         from camus.compiler.language.spec_parser import load_spec
-        from camus.dataplane import runtime
+        from camus.dataplane import installed as state
         from camus.dataplane.testrun import libbpf, test_run
         self.spec, self.price = load_spec(SPEC), price
         self.build, self.msg, self.addr, self.run = build_packet, message_from_text, packet_addresses, test_run
-        self.fd = libbpf().bpf_obj_get(str(runtime.pin_dir(iface) / "prog_xdp").encode())
+        self.fd = libbpf().bpf_obj_get(str(state.pin_dir(iface) / "prog_xdp").encode())
         if self.fd < 0:
             raise RuntimeError(f"{iface}: no attached program pinned")
 
@@ -70,7 +70,7 @@ def measure(n: int, changes: int) -> dict:
     from camus.bench.workloads import itch_rules, symbols
     from camus.compiler.compile import compile_rules
     from camus.compiler.language.spec_parser import load_spec
-    from camus.dataplane import runtime
+    from camus.dataplane import installed as state, runtime
     from camus.dataplane.live import LiveClassifier
     spec = load_spec(SPEC)
     lines = sorted({r for r in itch_rules(n, 1) if r.strip()})
@@ -123,7 +123,7 @@ def measure(n: int, changes: int) -> dict:
     finally:
         if live is not None:
             live.close()
-        if runtime.state_path(IFACE).exists():           # attach may have failed (and left nothing)
+        if state.state_path(IFACE).exists():           # attach may have failed (and left nothing)
             runtime.detach(IFACE)
         subprocess.run(["ip", "link", "del", IFACE], capture_output=True)
         for f in workdir.iterdir():

@@ -30,7 +30,7 @@ ROUNDS = 7
 def load_apps(n_rules: int):
     """(name, XdpProgram, frames by case) for the three apps, tables written, app ids 0..2."""
     from camus.dataplane.program import XdpProgram
-    from camus.dataplane.runtime import sized_limits
+    from camus.compiler.backends.ebpf.bitvector import sized_limits
     from camus.compiler.backends.ebpf.program import EbpfLimits
     itch = load_spec(apps_dir() / "itch" / "itch.p4")
     kafka = load_spec(apps_dir() / "kafka" / "kafka.p4")

@@ -59,7 +59,7 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
     from camus.dataplane import fanout, runtime
     from camus.dataplane.installed import pin_dir
     from camus.dataplane.maps import MapSet
-    from camus.dataplane.lab import Lab
+    from camus.dataplane.lab import Lab, run_lab_prefix
     from camus.dataplane.testrun import libbpf, live_frames
 
     ks = sorted({1, max(1, n // 4), max(1, n // 2), n})
@@ -68,7 +68,7 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
     rules = rules_for(n, ks)
     compiled = compile_rules(spec, rules, options=CompileOptions(count_rules=0))
     rows: dict[tuple, dict] = {}
-    with Lab("camus-fan", subscribers=n, remote_endpoint=False) as lab, tempfile.TemporaryDirectory() as tmp:
+    with Lab(run_lab_prefix("cf"), subscribers=n, remote_endpoint=False) as lab, tempfile.TemporaryDirectory() as tmp:
         ports = (lab.write_endpoint_ports if endpoints else lab.write_ports)(Path(tmp) / "ports.yaml")
         rules_path = Path(tmp) / "rules.txt"
         rules_path.write_text(rules)

@@ -64,13 +64,13 @@ def measure(n: int, packets: int) -> list[dict]:
     from camus.compiler.language.spec_parser import load_spec
     from camus.data import apps_dir
     from camus.dataplane import runtime
-    from camus.dataplane.lab import Lab
+    from camus.dataplane.lab import Lab, run_lab_prefix
     spec_path = apps_dir() / "itch" / "itch.p4"
     spec = load_spec(spec_path)
     rules = f"stock == GOOGL : fwd({', '.join(str(p) for p in range(1, n + 1))})\n"
     compiled = compile_rules(spec, rules)
     rows = []
-    with Lab("camus-flat", subscribers=n, remote_endpoint=False) as lab, tempfile.TemporaryDirectory() as tmp:
+    with Lab(run_lab_prefix("cl"), subscribers=n, remote_endpoint=False) as lab, tempfile.TemporaryDirectory() as tmp:
         ports = lab.write_endpoint_ports(Path(tmp) / "ports.yaml")
         (Path(tmp) / "rules.txt").write_text(rules)
         msg = message_from_text(spec, "stock=GOOGL price=10")

@@ -58,6 +58,34 @@ def headline_table(head: dict) -> list[str]:
     return lines
 
 
+def draw_metric(ax: Any, rows: list[dict], metric: str, ylabel: str, x: str, fixed: str, value: int,
+                xscale: str, title: str) -> str:
+    """One broker comparison on `ax`: lines over `x` when the run measured several values of it,
+    else bars (one per broker, labelled with the value, the axis from 0): a single
+    subscription count drawn as lines was a lone dot per broker on log axes. Returns the kind."""
+    series = {b: sorted((r[x], r[metric]) for r in rows if r["broker"] == b and r[fixed] == value and r.get(metric))
+              for b in _brokers(rows)}
+    series = {b: pts for b, pts in series.items() if pts}
+    xs = {p[0] for pts in series.values() for p in pts}
+    if len(xs) <= 1:
+        names = [LABEL.get(b, b) for b in series]
+        bars = ax.bar(range(len(series)), [pts[0][1] for pts in series.values()], color=[f"C{i}" for i in
+                                                                                         range(len(series))])
+        ax.bar_label(bars, labels=[_fmt(pts[0][1], "rate") for pts in series.values()], fontsize=7)
+        ax.set_xticks(range(len(series)), names, rotation=20, ha="right", fontsize=8)
+        ax.set_ylim(bottom=0)
+        at = f"{x} = {next(iter(xs)):,}" if xs else "no data"
+        ax.set(ylabel=ylabel, title=f"{title}, {at}")
+        ax.grid(True, axis="y", alpha=.3)
+        return "bars"
+    for b, pts in series.items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL.get(b, b))
+    ax.set(xscale=xscale, yscale="log", xlabel=x, ylabel=ylabel, title=title)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=.3)
+    return "lines"
+
+
 def _plots(run_dir: Path, summary: list[dict], cdf: list[dict]) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
@@ -69,12 +97,7 @@ def _plots(run_dir: Path, summary: list[dict], cdf: list[dict]) -> list[str]:
            for r in summary if r["phase"] == "throughput" and r["delivered_msgs_per_s"]]
     def plot(metric: str, ylabel: str, x: str, fixed: str, value: int, name: str, xscale: str, title: str) -> None:
         fig, ax = plt.subplots(figsize=(7, 4))
-        for b in _brokers(thr):
-            pts = sorted((r[x], r[metric]) for r in thr if r["broker"] == b and r[fixed] == value and r.get(metric))
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL.get(b, b))
-        ax.set(xscale=xscale, yscale="log", xlabel=x, ylabel=ylabel, title=title)
-        ax.legend(fontsize=8)
-        ax.grid(True, which="both", alpha=.3)
+        draw_metric(ax, thr, metric, ylabel, x, fixed, value, xscale, title)
         fig.tight_layout()
         fig.savefig(out / name, dpi=110)
         plt.close(fig)

@@ -23,7 +23,7 @@ def time_cases(app: str, rules: str, cases: dict[str, tuple[object, str]]) -> di
     """ns per packet for each case: (a frame, or a function of the compiled spec giving one, the
     verdict it must get). A wrong verdict stops the bench: it would time the wrong path."""
     from camus.dataplane.program import XdpProgram
-    from camus.dataplane.runtime import sized_limits
+    from camus.compiler.backends.ebpf.bitvector import sized_limits
     spec = load_spec(apps_dir() / app / f"{app}.p4")
     c = compile_rules(spec, rules, options=CompileOptions(strategy="bdd"))
     lim = sized_limits(c.pipeline, BIG, len(c.spec.query_fields))

@@ -104,9 +104,9 @@ class Setup:
     def installed(self) -> bool:
         if self.broker is not None:
             return True
-        from camus.dataplane import runtime
+        from camus.dataplane import installed as state
         want = sum(len(set(f)) for f in self.filters.values())
-        return len(runtime.load_installed(self.lab.broker).rule_lines) >= want
+        return len(state.load_installed(self.lab.broker).rule_lines) >= want
 
     def stop(self) -> None:
         if self.broker is not None:

@@ -51,6 +51,7 @@ def veth_rate(compiled, frames: list[bytes], count: int) -> dict[str, float]:
     import subprocess
     import tempfile
     from camus.dataplane import runtime
+    from camus.dataplane import installed as state
     ns, brk, pub = "camus-bench-pub", "cxb-brk0", "cxb-pub0"
 
     def sh(*cmd: str, check: bool = True):
@@ -78,7 +79,7 @@ def veth_rate(compiled, frames: list[bytes], count: int) -> dict[str, float]:
         return {"pps": got["packets"] / seconds, "sent": count, "classified": got["packets"],
                 "dropped_early": got["no_match"], "delivered": got["deliver"]}
     finally:
-        if runtime.state_path(brk).exists():
+        if state.state_path(brk).exists():
             runtime.detach(brk)
         sh("ip", "link", "del", brk, check=False)
         sh("ip", "netns", "del", ns, check=False)

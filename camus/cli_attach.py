@@ -29,7 +29,7 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
     from camus.dataplane.program import DataplaneError
     from camus.dataplane import runtime
     try:
-        runtime.check_free(iface)                  # before seconds of compiling: a busy interface
+        runtime.check_free(iface, mode=mode)      # before seconds of compiling: a busy interface
     except DataplaneError as exc:
         fail(exc)
     todo = []
@@ -37,7 +37,7 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
         click.echo(f"compiling {name}: {rules}", err=True)
         todo.append(apps.App(name, compile_for(spec, rules, count_rules, allow_empty), spec, rules, ports))
     try:
-        done = apps.attach_apps(iface, todo, mode, xdp_redirect, fanout_mode)
+        done = apps.attach_apps(iface, todo, mode, xdp_redirect, fanout_mode, progress=lambda m: click.echo(m, err=True))
     except DataplaneError as exc:
         fail(exc)
     click.echo(f"attached to {iface} ({mode} XDP) serving {len(done)} apps; each takes --app NAME in "
@@ -137,13 +137,13 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
         ports, mode = ports or cfg.ports, mode or cfg.mode
     assert spec is not None and rules is not None and mode is not None
     try:
-        runtime.check_free(iface)                  # in milliseconds, before compiling and building
+        runtime.check_free(iface, mode=mode)      # in milliseconds, before compiling and building
     except DataplaneError as exc:
         fail(exc)
     c = compile_for(spec, rules, count_rules, allow_empty)
     try:
         inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect,
-                              fanout_mode=fanout_mode)
+                              fanout_mode=fanout_mode, progress=lambda m: click.echo(m, err=True))
     except DataplaneError as exc:
         fail(exc)
     if as_json:

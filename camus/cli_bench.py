@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,11 +59,15 @@ def bench() -> None:
                    "and the receivers (their veths' NAPI threads too) on CPU 0: the sender is not slowed to the "
                    "broker's pace and the receivers' work is neither charged to the broker nor competing with "
                    "it (bench/cpus.py).")
+@click.option("--lab-prefix", default="", metavar="NAME",
+              help="Names of the run's lab: namespaces NAME-pub, NAME-s1.., interfaces NAME-brk.. (1-8 "
+                   "characters a-z0-9). Default: cb + this process's id in hex, so two runs, or a run beside "
+                   "another lab, never collide; a lab left by a killed run is removed by the next one.")
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Run directory (default runs/bench-YYYYmmdd-HHMMSS).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master for the analysis.")
 def run(brokers, subscribers, subscriptions, messages, duration, burst_rate, latency_rate, latency_seconds,
-        interesting_share, seed, search, sender, fanout, split_cpus, out_dir, master) -> None:
+        interesting_share, seed, search, sender, fanout, split_cpus, lab_prefix, out_dir, master) -> None:
     """Run the brokers on one lab with one feed; analyse the captures on Spark; report.
 
     Ends with one JSON line of headline figures (delivered messages/s, p99 latency,
@@ -72,6 +77,10 @@ def run(brokers, subscribers, subscriptions, messages, duration, burst_rate, lat
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from camus.bench.bench_run import BenchConfig, run_bench
     from camus.bench.analysis import run_analysis
+    if lab_prefix and not re.fullmatch(r"[a-z0-9]{1,8}", lab_prefix):
+        click.echo(f"error: --lab-prefix {lab_prefix!r}: 1-8 characters a-z 0-9 (interface names are "
+                   "NAME-s64b, at most 15 characters)", err=True)
+        sys.exit(1)
     if os.geteuid() != 0:
         click.echo("error: the benchmark builds network namespaces and attaches XDP: run it as root", err=True)
         sys.exit(1)
@@ -83,7 +92,8 @@ def run(brokers, subscribers, subscriptions, messages, duration, burst_rate, lat
     cfg = BenchConfig(brokers=chosen, out=out, subscribers=list(subscribers), subscriptions=list(subscriptions),
                       messages=messages, duration=duration, burst_rate=burst_rate, latency_rate=latency_rate,
                       latency_seconds=latency_seconds, interesting_share=interesting_share, seed=seed,
-                      search=search, sender=sender, fanout=fanout, split_cpus=split_cpus)
+                      search=search, sender=sender, fanout=fanout, split_cpus=split_cpus,
+                      lab_prefix=lab_prefix)
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   transient=False) as bar:
         task = bar.add_task("starting", total=1.0)

@@ -63,12 +63,12 @@ def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: 
 
     Rules that outgrow the program attach sized (its maps, with room to spare) get a larger
     program, swapped in without a gap in filtering; counters carry over."""
-    from camus.dataplane import runtime
+    from camus.dataplane import installed as state, runtime
     iface = _unit(iface, app)
     try:
-        inst = runtime.load_installed(iface)
+        inst = state.load_installed(iface)
         c = compile_for(inst.spec, rules, inst.count_rules, allow_empty)
-        rep = runtime.update(iface, c, rules)
+        rep = runtime.update(iface, c, rules, progress=lambda m: click.echo(m, err=True))
     except DataplaneError as exc:
         fail(exc)
     if as_json:
@@ -226,6 +226,7 @@ def status(as_json: bool) -> None:
     import json as jsonlib
     from camus.dataplane import dispatch, netdev, report, runtime
     from camus.dataplane import installed as state
+    from camus.dataplane.netlink import interface_exists
     rows = state.installed()
     if not rows and not as_json:
         click.echo("camus-xdp is not attached anywhere")
@@ -245,8 +246,8 @@ def status(as_json: bool) -> None:
         note = runtime.recover_unit(inst.unit) if root else ""   # the state file then names what serves
         if note:
             click.echo(note, err=as_json)
-            inst = runtime.load_installed(inst.unit)
-        up = runtime.interface_exists(inst.iface)
+            inst = state.load_installed(inst.unit)
+        up = interface_exists(inst.iface)
         live = runtime.live_root(inst.unit) if root and up else None
         doc = report.unit_status(inst, live, up) if root else report.unit_status(inst, None, False)
         units_doc.append(doc)

@@ -67,10 +67,10 @@ def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliv
         sys.exit(1)
     sink = None
     if iface:                 # fail now, not at the first SUBSCRIBE
-        from camus.dataplane import runtime
+        from camus.dataplane import installed as state
         from camus.dataplane.program import DataplaneError
         try:
-            inst = runtime.load_installed(iface)
+            inst = state.load_installed(iface)
         except DataplaneError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)

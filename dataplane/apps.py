@@ -24,13 +24,14 @@ from camus.compiler.codec.attrs import ATTRS_FRAMINGS, ETHERTYPE_ATTRS
 from camus.compiler.compile import Compiled
 from camus.compiler.language.spec import Spec
 
-from . import runtime
+from .attachment import Attachment, Progress, silent
 from .dispatch import DISPATCH_PINS, KEY_ETHER, KEY_UDP, MAX_APPS, describe_key, dispatch_record_path
 from .faults import fault
 from .netlink import attach_xdp, remove_xdp
 from .teardown import remove_unit
 from .installed import Installed, pin_dir, valid_app
 from .maps import MapSet
+from .preflight import check_free
 from .program import DataplaneError, bcc_module
 from .testrun import libbpf
 
@@ -97,19 +98,20 @@ def write_key(bpf, key: int, slot: int) -> None:
 
 
 def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect: bool = False,
-                fanout_mode: str = "auto") -> list[Installed]:
+                fanout_mode: str = "auto", progress: Progress = silent) -> list[Installed]:
     """Install every app, then the dispatcher that hands each its frames; nothing is left
     installed when any step fails."""
     keys = plan(apps)
-    runtime.check_free(iface)
+    check_free(iface, mode=mode)
     done: list[Installed] = []
     bpf = None
     attached = False
     try:
         for slot, app in enumerate(apps):
-            done.append(runtime.attach(iface, app.compiled, app.spec_path, app.rules_path, mode,
-                                       ports_path=app.ports_path, xdp_redirect=xdp_redirect, fanout_mode=fanout_mode,
-                                       app=app.name, app_id=slot))
+            done.append(Attachment.attach(iface, app.compiled, app.spec_path, app.rules_path, mode,
+                                          ports_path=app.ports_path, xdp_redirect=xdp_redirect,
+                                          fanout_mode=fanout_mode, app=app.name, app_id=slot,
+                                          progress=progress).installed)
         bpf, fn = load_dispatcher()
         for key, slot in keys.items():
             write_key(bpf, key, slot)

@@ -15,6 +15,8 @@ removed on exit, after Ctrl-C, and leftovers of an earlier run are removed on en
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -222,6 +224,44 @@ def _address_in(ns: str, ifname: str | None, ip: str | None, gateway: str | None
             n.route("add", dst="0.0.0.0/0", gateway=gateway)
 
 
+LAB_OWNERS = Path("/run/camus/labs")     # PREFIX -> the pid of the process whose lab it is
+
+
+def run_lab_prefix(tag: str = "cb") -> str:
+    """A lab prefix of this process alone: `tag` and the pid in hex, at most 8 characters (the
+    interface names, PREFIX-s200b, stay within the kernel's 15). Two runs, or a run beside a
+    test's or the demo's lab, then never remove each other's namespaces."""
+    return f"{tag[:2]}{os.getpid():x}"
+
+
+def free_net(first: int = 80) -> str:
+    """A `10.X` net that no address in this namespace is in (a routed lab's broker side sits
+    here, and two labs on one net would shadow each other's routes), from X = `first` on."""
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        used = {a.get_attr("IFA_ADDRESS") for a in ipr.get_addr(family=socket.AF_INET)}
+    taken = {int(a.split(".")[1]) for a in used if a and a.startswith("10.")}
+    for x in range(first, 250):
+        if x not in taken:
+            return f"10.{x}"
+    raise RuntimeError(f"no free 10.X net from 10.{first} on for a lab")
+
+
+def remove_stale_labs() -> list[str]:
+    """Remove the labs of processes that died without removing them (kill -9, a crash): their
+    prefixes, from LAB_OWNERS. Returns the prefixes removed."""
+    gone = []
+    for record in sorted(LAB_OWNERS.glob("*")) if LAB_OWNERS.exists() else []:
+        try:
+            pid = int(record.read_text().strip())
+        except (OSError, ValueError):
+            pid = 0
+        if pid <= 0 or not Path(f"/proc/{pid}").exists():
+            Lab(record.name).teardown()
+            gone.append(record.name)
+    return gone
+
+
 class Lab:
     def __init__(self, prefix: str = "camus-demo", subscribers: int = 3, net: str = "10.79",
                  remote_endpoint: bool = True, routed: bool = False) -> None:
@@ -252,7 +292,10 @@ class Lab:
     # lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "Lab":
         from pyroute2 import IPRoute
+        remove_stale_labs()
         self.teardown()
+        LAB_OWNERS.mkdir(parents=True, exist_ok=True)
+        (LAB_OWNERS / self.prefix).write_text(str(os.getpid()))
         try:
             with IPRoute() as ipr:
                 self._namespace(self.pub_ns)
@@ -289,7 +332,8 @@ class Lab:
         number of subscribers): namespaces named PREFIX-*, interfaces named PREFIX[:8]-*."""
         from pyroute2 import IPRoute, netns
         from camus.dataplane import runtime
-        if runtime.state_path(self.broker).exists():
+        from camus.dataplane import installed as state
+        if state.state_path(self.broker).exists():
             try:
                 runtime.detach(self.broker)
             except Exception:
@@ -305,6 +349,7 @@ class Lab:
         for name in netns.listnetns():
             if name.startswith(self.prefix + "-"):
                 netns.remove(name)
+        (LAB_OWNERS / self.prefix).unlink(missing_ok=True)
 
     # use ---------------------------------------------------------------------------------
     def broker_mac(self) -> bytes:

@@ -36,12 +36,13 @@ from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.structure.live_tables import LiveTables, NeedsFullWrite
 from camus.compiler.structure.slicing import sort_ports
 
-from . import runtime
 from .counting import tables_key
 from .faults import GRACE_S
 from .installed import contents_from_keys, load_installed, save
+from .journal import finish_or_undo
 from .maps import CFG_ROOT, Bound, Leaf, MapSet, RNode, RSub, Slot, lpm_key, bypass_value
 from .maps import Desc as CDesc
+from .preflight import port_specs
 from .program import DataplaneError, require_root
 
 # A save at 100K rules sorts and serialises every rule line (~100 ms, the process's own time):
@@ -120,7 +121,7 @@ class LiveClassifier:
         self.compiler: IncrementalCompiler = (compiler if holds and compiler is not None
                                               else IncrementalCompiler(spec, options))
         self.limits = self.inst.limits()
-        bits = self.inst.port_bits if self.inst.port_bits is not None else runtime.port_specs(self.inst.ports)[0]
+        bits = self.inst.port_bits if self.inst.port_bits is not None else port_specs(self.inst.ports)[0]
         self.fixed_ports = bits is not None
         self.ports: list[object] = list(bits or [])
         self.widths = {v.index: v.width for v in self.compiler.variables}
@@ -131,7 +132,7 @@ class LiveClassifier:
         self.heap = HeapKeeper()                 # no full collections of the live diagram under churn
         self.maps = MapSet.from_pins(self.inst.pins)
         try:
-            runtime.recover(self.inst, self.maps)
+            finish_or_undo(self.inst, self.maps)
             if holds:
                 assert self.compiler.live is not None
                 root = self.compiler.live.root

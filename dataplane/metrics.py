@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from . import counting, netdev, report, runtime
 from .installed import installed
+from .netlink import interface_exists
 from .program import DataplaneError
 
 log = logging.getLogger("camus.metrics")
@@ -54,7 +55,7 @@ class UnitCollector(Collector):
                 copies.add_metric([unit, port], n)
             for text, n in counted:
                 rules.add_metric([unit, text], n)
-            up = runtime.interface_exists(inst.iface)
+            up = interface_exists(inst.iface)
             prog = report.unit_status(inst, None, up)["program"] if up else None
             info.add_metric([unit, inst.iface, inst.mode, str(prog["id"]) if prog else "",
                              prog["tag"] if prog else ""], 1)

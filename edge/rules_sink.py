@@ -29,7 +29,8 @@ class LocalSink:
 
     def apply(self, port: int, filters: list[str]) -> None:
         from camus.dataplane import runtime
-        directory = runtime.attachment_dir(self.iface) / "edge"
+        from camus.dataplane import installed as state
+        directory = state.attachment_dir(self.iface) / "edge"
         directory.mkdir(parents=True, exist_ok=True)
         mine, combined = directory / f"{port}.rules", directory / "combined.rules"
         tmp = mine.with_suffix(".tmp")
@@ -42,7 +43,7 @@ class LocalSink:
                 parts = sorted(directory.glob("*.rules"), key=lambda p: p.name)
                 text = "".join(p.read_text() for p in parts if p != combined)
                 combined.write_text(text or "# no subscriptions\n")
-                inst = runtime.load_installed(self.iface)
+                inst = state.load_installed(self.iface)
                 compiled = compile_files(inst.spec, combined, CompileOptions(count_rules=inst.count_rules))
                 runtime.update(self.iface, compiled, str(combined))
             except BaseException:

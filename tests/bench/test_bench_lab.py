@@ -53,3 +53,33 @@ def test_leftovers_of_an_earlier_lab_are_removed() -> None:
         assert "camus-left-s7" not in names and "camus-left-s1" in names
         assert "camus-le-s7b" not in sh("ip", "-o", "link").stdout
     assert "camus-left" not in sh("ip", "netns", "list").stdout
+
+
+def test_labs_of_two_runs_stand_apart_and_a_dead_runs_lab_is_removed() -> None:
+    """Runs name their labs after their process (run_lab_prefix) on a net no address uses
+    (free_net): a second lab beside the first leaves it standing, on another net; a lab whose
+    owner died without removing it (kill -9) is removed by the next lab to start (issue 46)."""
+    import subprocess
+    from camus.dataplane.lab import LAB_OWNERS, Lab, free_net, run_lab_prefix, sh
+    with Lab(run_lab_prefix("ta"), subscribers=1, routed=True, net=free_net()) as a:
+        assert len(a.prefix) <= 8 and (LAB_OWNERS / a.prefix).read_text() == str(__import__("os").getpid())
+        with Lab(run_lab_prefix("tb"), subscribers=1, routed=True, net=free_net()) as b:
+            assert b.net != a.net and b.prefix != a.prefix
+            names = sh("ip", "netns", "list").stdout
+            assert f"{a.prefix}-s1" in names and f"{b.prefix}-s1" in names
+        assert f"{a.prefix}-s1" in sh("ip", "netns", "list").stdout and not (LAB_OWNERS / b.prefix).exists()
+    gone = subprocess.Popen(["true"])
+    gone.wait()                                         # a process id nobody holds now
+    stale = Lab("tdead", subscribers=1)
+    stale.__enter__()                                   # entered, never exited: as a killed run leaves it
+    (LAB_OWNERS / "tdead").write_text(str(gone.pid))
+    with Lab(run_lab_prefix("tc"), subscribers=1):
+        assert "tdead-" not in sh("ip", "netns", "list").stdout and "tdead-" not in sh("ip", "-o", "link").stdout
+        assert not (LAB_OWNERS / "tdead").exists()
+
+
+def test_bench_run_refuses_a_lab_prefix_too_long_for_interface_names() -> None:
+    from click.testing import CliRunner
+    from camus.cli_bench import bench
+    out = CliRunner().invoke(bench, ["run", "--lab-prefix", "much-too-long"])
+    assert out.exit_code == 1 and "1-8 characters" in out.output

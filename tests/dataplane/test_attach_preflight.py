@@ -53,3 +53,37 @@ def test_a_foreign_xdp_program_is_refused_before_anything_is_built(busy_veth: st
     assert not state_path(busy_veth).exists() and not pin_dir(busy_veth).exists()
     r = CliRunner().invoke(main, ["attach", "no-such-if0", "--spec", SPEC, "--rules", RULES, "--mode", "native"])
     assert r.exit_code == 1 and "no such interface: no-such-if0" in r.output
+
+
+def test_a_driver_without_native_xdp_is_refused_before_anything_is_built(monkeypatch) -> None:
+    """The kernel says which drivers run XDP themselves (netdev xdp-features): a bridge does not,
+    so native attach is refused at once with the way out (generic mode)."""
+    import camus.cli_attach as cli_attach
+    from camus.dataplane.netlink import native_xdp
+    from camus.dataplane.program import XdpProgram
+    dummy = "cxpf-br"
+    subprocess.run(["ip", "link", "del", dummy], capture_output=True)
+    subprocess.run(["ip", "link", "add", dummy, "type", "bridge"], check=True)
+    try:
+        assert native_xdp(dummy) is False and native_xdp("lo") is False
+        with monkeypatch.context() as m:
+            def never(*_a, **_k):
+                raise AssertionError("compiled or built for a driver without native XDP")
+            m.setattr(cli_attach, "compile_for", never)
+            m.setattr(XdpProgram, "load", classmethod(never))
+            r = CliRunner().invoke(main, ["attach", dummy, "--spec", SPEC, "--rules", RULES, "--mode", "native"])
+        assert r.exit_code == 1 and "has no native XDP" in r.output and "--mode generic" in r.output, r.output
+        assert not state_path(dummy).exists() and not pin_dir(dummy).exists()
+    finally:
+        subprocess.run(["ip", "link", "del", dummy], capture_output=True)
+
+
+def test_veth_runs_xdp_natively_as_the_kernel_reports() -> None:
+    from camus.dataplane.netlink import native_xdp
+    a = "cxpf-v"
+    subprocess.run(["ip", "link", "del", a], capture_output=True)
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", "cxpf-w"], check=True)
+    try:
+        assert native_xdp(a) is True
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)

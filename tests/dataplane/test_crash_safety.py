@@ -55,7 +55,7 @@ def _update_code(tmp_path, name: str) -> str:
             f"runtime.update({BRK!r}, compile_files({str(SPEC_PATH)!r}, {rules!r}), {rules!r})")
 
 
-def _descriptors(inst: runtime.Installed) -> tuple[set[int], set[int]]:
+def _descriptors(inst: state.Installed) -> tuple[set[int], set[int]]:
     """State ids holding a descriptor in the live half of the maps and in the idle half."""
     import ctypes
     half = inst.limits().max_states // 2
@@ -80,7 +80,7 @@ def test_update_killed_at_every_step(lab, tmp_path, step: str) -> None:  # noqa:
     assert now in (WANT["a"], WANT["b"])                      # one whole table set, never a mix
     assert now == (WANT["a"] if step == "update:journaled" else WANT["b"])
     runtime.update(BRK, compile_rules(spec, RULES["c"]), _write(tmp_path, "c"))   # recovers first
-    inst = runtime.load_installed(BRK)
+    inst = state.load_installed(BRK)
     assert inst.pending is None and inst.rule_lines == ["stock == AAPL : fwd(3)"]
     maps = MapSet.from_pins(inst.pins)
     try:
@@ -107,7 +107,7 @@ def test_attach_killed_then_detach_cleans_up(lab, tmp_path, step: str) -> None: 
     assert "removed" in note
     assert "camus_tc" not in sh("tc", "filter", "show", "dev", BRK, "ingress").stdout
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
-    assert not runtime.pin_dir(BRK).exists() and not runtime.state_path(BRK).exists()
+    assert not state.pin_dir(BRK).exists() and not state.state_path(BRK).exists()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
     assert received(_frames()) == WANT["a"]
 
@@ -123,7 +123,7 @@ def test_detach_killed_at_every_step_then_detach_again(lab, tmp_path, step: str)
     runtime.detach(BRK)                                       # starts over and finishes
     link = sh("ip", "-d", "link", "show", BRK).stdout
     assert "prog/xdp" not in link and "camus_tc" not in sh("tc", "filter", "show", "dev", BRK, "ingress").stdout
-    assert not runtime.pin_dir(BRK).exists() and not runtime.state_path(BRK).exists()
+    assert not state.pin_dir(BRK).exists() and not state.state_path(BRK).exists()
     runtime.attach(BRK, compile_rules(spec, RULES["a"]), str(SPEC_PATH), _write(tmp_path, "a"), "native")
     assert received(_frames()) == WANT["a"]
 
@@ -148,7 +148,7 @@ def test_grow_killed_then_the_next_update_finishes_or_undoes_it(lab, tmp_path, s
     assert received(frames) == (WANT["a"] if step == "grow:journaled" else WANT["b"])
     report = runtime.update(BRK, compile_rules(spec, RULES["c"]), _write(tmp_path, "c"))   # recovers first
     assert not report.grown
-    inst = runtime.load_installed(BRK)
+    inst = state.load_installed(BRK)
     assert inst.pending is None and inst.generation == (0 if step == "grow:journaled" else 1)
     assert attached_prog_id(inst) == pinned_id(inst.pins, "prog_xdp")     # the pins are the live program's
     assert received(frames) == WANT["c"]
@@ -192,7 +192,7 @@ def _check_named(tmp_path, frames: list[bytes], name: str) -> None:
     status = _status()
     assert f"rules from {tmp_path / f'{name}.txt'}" in status, status
     assert "warning" not in status and "in progress" not in status, status
-    inst = runtime.load_installed(BRK)
+    inst = state.load_installed(BRK)
     assert inst.pending is None and inst.rule_lines == sorted(RULES[name].splitlines())
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from camus.dataplane import installed as state
-from camus.dataplane import runtime
 from camus.dataplane.program import DataplaneError
 
 HOSTILE = ["", ".", "..", "../..", "a/b", "/", "x" * 16, "eth0:1", "eth 0", "eth\n0", "eth\x000"]
@@ -15,12 +14,12 @@ HOSTILE = ["", ".", "..", "../..", "a/b", "/", "x" * 16, "eth0:1", "eth 0", "eth
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_interface_names_are_refused(name: str) -> None:
     with pytest.raises(DataplaneError, match="not a valid interface name"):
-        runtime.pin_dir(name)
+        state.pin_dir(name)
     with pytest.raises(DataplaneError, match="not a valid interface name"):
-        runtime.state_path(name)
+        state.state_path(name)
 
 
 def test_valid_names_stay_below_the_roots() -> None:
     for name in ("eth0", "veth-a.1", "x" * 15, "ens3f0np0"):
-        assert runtime.pin_dir(name).parent == state.PIN_ROOT
-        assert runtime.state_path(name).parent == state.STATE_ROOT
+        assert state.pin_dir(name).parent == state.PIN_ROOT
+        assert state.state_path(name).parent == state.STATE_ROOT

@@ -29,7 +29,7 @@ def lab():
         try:
             yield
         finally:
-            if runtime.state_path(BRK).exists():
+            if state.state_path(BRK).exists():
                 runtime.detach(BRK)
 
 
@@ -86,9 +86,9 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mod
     assert received([wanted, unwanted]) == [True, False]
     # A refresh (the same rules; a comment and a blank line do not count) writes nothing: the
     # live bank and root stay, and the state file names the new rule file.
-    before = runtime.load_installed(BRK)
+    before = state.load_installed(BRK)
     rep = runtime.update(BRK, compile_rules(spec, "# refreshed\n\nstock == GOOGL : fwd(1)\n"), "again.txt")
-    after = runtime.load_installed(BRK)
+    after = state.load_installed(BRK)
     assert not rep.written and (after.bank, after.root, after.keys) == (before.bank, before.root, before.keys)
     assert after.rules.endswith("again.txt") and received([wanted, unwanted]) == [True, False]
 
@@ -96,7 +96,7 @@ def test_attached_veth_drops_early_passes_the_rest_and_detaches_cleanly(lab, mod
     assert received([wanted, unwanted, mixed]) == [True, True, True]
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
     assert "xdpgeneric" not in sh("ip", "-d", "link", "show", BRK).stdout
-    assert not (state.PIN_ROOT / BRK).exists() and not runtime.state_path(BRK).exists()
+    assert not (state.PIN_ROOT / BRK).exists() and not state.state_path(BRK).exists()
 
 
 def test_attach_errors_leave_nothing_behind(lab) -> None:
@@ -111,7 +111,7 @@ def test_attach_errors_leave_nothing_behind(lab) -> None:
     many = "\n".join(f"stock == S{i} : fwd({i})" for i in range(300))       # 300 ports > 256
     with pytest.raises(DataplaneError, match="old tables keep serving"):
         runtime.update(BRK, compile_rules(spec, many), "many.txt")
-    assert runtime.load_installed(BRK).rule_lines == ["stock == GOOGL : fwd(1)"]
+    assert state.load_installed(BRK).rule_lines == ["stock == GOOGL : fwd(1)"]
 
 
 def test_detach_after_the_interface_vanished_cleans_up(lab) -> None:
@@ -119,13 +119,13 @@ def test_detach_after_the_interface_vanished_cleans_up(lab) -> None:
     runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")
     sh("ip", "link", "del", BRK)
     assert "no longer exists" in runtime.detach(BRK)
-    assert not (state.PIN_ROOT / BRK).exists() and not runtime.state_path(BRK).exists()
+    assert not (state.PIN_ROOT / BRK).exists() and not state.state_path(BRK).exists()
 
 
 def test_detach_without_state_file_removes_leftover_pins(lab) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
     runtime.attach(BRK, compile_rules(spec, "stock == GOOGL : fwd(1)\n"), "s", "r", "native")
-    runtime.state_path(BRK).unlink()                       # as if /run had been cleared
+    state.state_path(BRK).unlink()                       # as if /run had been cleared
     assert "leftover" in runtime.detach(BRK)
     assert not (state.PIN_ROOT / BRK).exists()
     assert "prog/xdp" not in sh("ip", "-d", "link", "show", BRK).stdout
@@ -166,7 +166,7 @@ def test_multi_attribute_rules_attach_and_update_on_bit_vectors(lab, tmp_path) -
     assert received(frames) == want
     huge = compile_rules(spec, "\n".join(sensor_rules(40_000, seed=5)))
     with pytest.raises(DataplaneError, match="old tables keep serving"):       # held to today's program
-        runtime.update(BRK, huge, "huge.txt", limits=runtime.load_installed(BRK).limits())
+        runtime.update(BRK, huge, "huge.txt", limits=state.load_installed(BRK).limits())
     assert received(frames) == want
     before = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
     assert runtime.update(BRK, huge, "huge.txt").grown                           # a larger program takes over
@@ -183,7 +183,7 @@ def test_attach_with_no_options_uses_the_config_file(lab, tmp_path, monkeypatch)
     r = CliRunner().invoke(main, ["attach", BRK], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert config.exists() and "attached to" in r.output
-    assert runtime.load_installed(BRK).spec.endswith("itch.p4")
+    assert state.load_installed(BRK).spec.endswith("itch.p4")
     spec = load_spec(APPS / "itch" / "itch.p4")
     mac = bytes.fromhex(sh("cat", f"/sys/class/net/{BRK}/address").stdout.strip().replace(":", ""))
     frames = [build_packet(spec, [message_from_text(spec, t)], dst_mac=mac, src_ip="10.77.0.1", dst_ip="10.77.0.2")

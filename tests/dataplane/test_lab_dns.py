@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from camus.cli import main
 from camus.dataplane import counting, runtime
+from camus.dataplane import installed as state
 from camus.dataplane.lab import pass_through
 from tests.conftest import APPS
 from tests.dataplane.vethlab import sh, veth_pair
@@ -52,7 +53,7 @@ def dns_lab():
         finally:
             if resolver is not None:
                 resolver.kill()
-            if runtime.state_path(BRK).exists():
+            if state.state_path(BRK).exists():
                 runtime.detach(BRK)
 
 

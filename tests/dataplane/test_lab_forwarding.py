@@ -17,6 +17,7 @@ from camus.compiler.codec.packets import build_packet, decode_packet, message_fr
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Feed, StreamCapture, mold_order_refs
 from camus.dataplane import counting, runtime
+from camus.dataplane import installed as state
 from camus.dataplane.reference import expected_rule_counts
 from tests.conftest import APPS
 
@@ -41,7 +42,7 @@ def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 def teardown() -> None:
     from camus.dataplane.dispatch import dispatch_record_path
-    if runtime.state_path(BRK).exists() or dispatch_record_path(BRK).exists():
+    if state.state_path(BRK).exists() or dispatch_record_path(BRK).exists():
         runtime.detach(BRK)
     for ns, brk_side, _, _ in SUBS.values():
         sh("ip", "link", "del", brk_side, check=False)

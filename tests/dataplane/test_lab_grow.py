@@ -12,12 +12,14 @@ import pytest
 from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
-from camus.dataplane import counting, runtime
+from camus.dataplane import attachment, counting, runtime
+from camus.dataplane.attachment import Attachment
 from camus.dataplane.bpfinfo import map_id
 from camus.dataplane.grow import our_tc_filters, staging_dir
 from camus.dataplane.installed import PIN_ROOT, load_installed
 from camus.dataplane.lab import SENDER_SCRIPT
 from camus.dataplane.maps import MapSet
+from camus.dataplane.program import DataplaneError
 from tests.conftest import APPS
 from tests.dataplane.test_lab_forwarding import BRK, PUB_NS, SUBS, start_capture, update_under_feed
 from tests.dataplane import test_lab_forwarding as forwarding
@@ -76,6 +78,25 @@ def test_an_update_that_outgrows_the_program_grows_it_under_traffic(lab: Path) -
     assert not again.grown and load_installed(BRK).generation == 1
 
 
+def test_the_attachment_grows_on_request_and_keeps_serving(lab: Path) -> None:
+    """Attachment.grow: a program sized for the rules replaces the attached one even when they
+    fit (the owner of the lifecycle exposes it; update calls it when rules outgrow the program)."""
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    unit = Attachment.attach(BRK, compile_rules(spec, OLD), str(APPS / "itch" / "itch.p4"), "old", "native",
+                             limits=EbpfLimits(max_exact=16), ports_path=str(lab))
+    assert unit.installed.generation == 0 and unit.installed.limits().max_exact == 16
+    old_ports = _ports_id(BRK)
+    report = unit.grow(compile_rules(spec, NEW), "new")
+    inst = unit.installed
+    assert report.grown and "stock == Z039 : fwd(3)" in report.added and "stock == AAPL : fwd(2)" in report.removed
+    assert inst.generation == 1 and inst.pending is None and inst.rules.endswith("new")
+    assert _ports_id(BRK) != old_ports and unit.live_root() == inst.root
+    ifaces = [BRK] + [s[1] for s in SUBS.values()]
+    assert our_tc_filters(ifaces, old_ports) == [] and len(our_tc_filters(ifaces, _ports_id(BRK))) == 4
+    assert unit.stats()["packets"] == 0
+    assert unit.detach() == "" and not (PIN_ROOT / BRK).exists()
+
+
 def test_a_grow_that_fails_before_the_swap_leaves_the_old_program_serving(lab: Path, monkeypatch) -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
     runtime.attach(BRK, compile_rules(spec, OLD), str(APPS / "itch" / "itch.p4"), "old", "native",
@@ -87,7 +108,7 @@ def test_a_grow_that_fails_before_the_swap_leaves_the_old_program_serving(lab: P
     def refuse(*_a, **_k):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(grow, "_swap_xdp", refuse)
-    with pytest.raises(runtime.DataplaneError, match="the old one keeps serving"):
+    with pytest.raises(DataplaneError, match="the old one keeps serving"):
         runtime.update(BRK, compile_rules(spec, NEW), "new")
     inst = load_installed(BRK)
     assert inst.generation == 0 and inst.pending is None and inst.rules.endswith("old")
@@ -116,7 +137,7 @@ def test_one_of_two_apps_grows_behind_the_dispatcher(lab: Path, tmp_path: Path, 
     b = compile_rules(spec_b, "stock == IBM : fwd(1)\n")
     small = EbpfLimits(max_exact=16)
     with monkeypatch.context() as m:       # attach sizes the programs small: the next update outgrows a's
-        m.setattr(runtime, "sized_limits", lambda *_a: small)
+        m.setattr(attachment, "sized_limits", lambda *_a: small)
         apps.attach_apps(BRK, [apps.App("a", compile_rules(spec_a, OLD), str(APPS / "itch" / "itch.p4"), "a", str(lab)),
                                apps.App("b", b, str(other), "b-rules", str(ports_b))], "native")
     b_ports = _ports_id(f"{BRK}@b")

@@ -11,7 +11,8 @@ from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import compile_rules
 from camus.compiler.language.errors import CompileErrors
 from camus.compiler.language.spec_parser import load_spec
-from camus.dataplane import runtime
+from camus.dataplane import attachment, runtime
+from camus.dataplane import installed as state
 from camus.dataplane.live import LiveClassifier
 from camus.dataplane.program import DataplaneError
 from tests.conftest import APPS
@@ -62,7 +63,7 @@ def test_changes_reach_the_attached_program_as_deltas(lab, tmp_path) -> None:  #
         assert rep.whole and live.layout.bank == 1 - bank
         assert received([googl, _frame(spec, "ZZZZ", 1), ibm]) == [True, True, True]
         live.apply([], ["stock > ZZZ : fwd(1)"])
-    inst = runtime.load_installed(BRK)                        # the state file follows the live set
+    inst = state.load_installed(BRK)                        # the state file follows the live set
     assert sorted(inst.rule_lines) == sorted(["stock == GOOGL and price > 10 : fwd(1)",
                                               "stock == IBM and price > 60 : fwd(2)"])
     rep = runtime.update(BRK, compile_rules(spec, "stock == MSFT : fwd(2)\n"), "msft.txt")   # the CLI path
@@ -114,14 +115,14 @@ def test_a_delta_past_the_program_asks_for_the_whole_set_which_grows_it(lab, tmp
     agent = Agent(BRK, str(SPEC_PATH), "secret", workdir=tmp_path)
     try:
         with monkeypatch.context() as m:             # attach sizes the program small
-            m.setattr(runtime, "sized_limits", lambda *_a: EbpfLimits(max_exact=16))
+            m.setattr(attachment, "sized_limits", lambda *_a: EbpfLimits(max_exact=16))
             agent.apply("stock == GOOGL : fwd(1)\n", "d1")
         many = [f"stock == Z{i:03d} : fwd(2)" for i in range(40)]
         with pytest.raises(Conflict, match="grows the program"):
             agent.apply_changes(many, [], "d1", "d2")
         assert agent.digest == "d1" and received([_frame(spec, "Z007", 1)]) == [False]
         agent.apply("stock == GOOGL : fwd(1)\n" + "\n".join(many) + "\n", "d2")
-        assert runtime.load_installed(BRK).generation == 1 and agent.live is not None
+        assert state.load_installed(BRK).generation == 1 and agent.live is not None
         assert received([_frame(spec, "Z007", 1), _frame(spec, "IBM", 1)]) == [True, False]
         assert "delta" in agent.apply_changes(["stock == IBM : fwd(2)"], [], "d2", "d3")
         assert received([_frame(spec, "IBM", 1)]) == [True]

@@ -19,6 +19,7 @@ from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane import metrics, runtime
+from camus.dataplane import installed as state
 from tests.conftest import APPS
 from tests.dataplane.vethlab import send_from, sh, veth_pair
 
@@ -39,7 +40,7 @@ def attached(tmp_path):
                            str(rules_path), "generic")
             yield spec
         finally:
-            if runtime.state_path(BRK).exists():
+            if state.state_path(BRK).exists():
                 runtime.detach(BRK)
 
 
@@ -136,5 +137,5 @@ def test_attach_json_describes_the_unit_as_status_does(tmp_path) -> None:
             mine = next(u for u in status["units"] if u["unit"] == BRK)
             assert doc["program"] == mine["program"] and doc["program"]["id"] > 0
         finally:
-            if runtime.state_path(BRK).exists():
+            if state.state_path(BRK).exists():
                 runtime.detach(BRK)

@@ -18,6 +18,7 @@ from camus.compiler.compile import compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.language.topics import matches
 from camus.dataplane import runtime
+from camus.dataplane import installed as state
 from camus.dataplane.lab import Lab, netns_popen, processes, sh
 from tests.conftest import APPS
 
@@ -48,7 +49,7 @@ def wait_for(what: str, check, timeout: float = 15.0, state=lambda: "") -> None:
 
 
 def live_rules(iface: str) -> list[str]:
-    return runtime.load_installed(iface).rule_lines
+    return state.load_installed(iface).rule_lines
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
     # a subscriber leaving takes its filter out of the tables
     wait_for("the subscriptions to leave", lambda: not any("fwd(" in r for r in live_rules(lab.broker)))
     # the edge brokers' files belong to the attachment: detach takes them too
-    edge_files = runtime.attachment_dir(lab.broker) / "edge"
+    edge_files = state.attachment_dir(lab.broker) / "edge"
     assert (edge_files / "1.rules").exists()
     for proc in procs:
         proc.terminate()
