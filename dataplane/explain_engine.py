@@ -14,7 +14,7 @@ from camus.compiler.backends.ebpf.tables import sized_contents
 from camus.compiler.backends.ebpf.contents import LEAF_DROP, LEAF_CALL
 from camus.compiler.compile import Compiled
 from camus.compiler.semantics.interpreter import Step
-from camus.compiler.codec.packets import build_packet, packet_addresses, decode_packet
+from camus.compiler.codec.packets import decode_packet, message_frame
 from camus.compiler.ir.pipeline import ActionSet
 
 from .program import PacketResult, XdpProgram
@@ -71,7 +71,7 @@ class XdpEngine:
         self.prog.close()
 
     def run(self, values: dict[str, int], now_us: int) -> tuple[ActionSet, list[Step] | None]:
-        frame = build_packet(self.c.spec, [values], **packet_addresses(self.c.spec, values))
+        frame = message_frame(self.c.spec, values)
         return self._per_message(self.prog.classify(frame))[0]
 
     def run_packet(self, frame: bytes) -> list[tuple[ActionSet, list[Step] | None]]:

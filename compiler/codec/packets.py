@@ -71,7 +71,7 @@ def read_fields(spec: Spec, data: bytes, base: int, fields: list[QueryField]) ->
 
 def decode_packet(spec: Spec, data: bytes) -> DecodedPacket:
     out = DecodedPacket()
-    roles = {spec.instances[n].role: n for n in spec.stack}
+    roles = spec.located_roles()
     l2 = _link_layer(data, roles, out)
     if l2 is None:
         return out
@@ -310,6 +310,45 @@ def build_packet(spec: Spec, messages: list[dict[str, int]], *, src_ip: str = "1
         payload = bytearray(encode_message(spec, messages[0] if messages else {}))
     port = dst_port if dst_port is not None else (spec.udp_ports[0] if spec.udp_ports else 9999)
     return udp_frame(bytes(payload), port, src_ip=src_ip, dst_ip=dst_ip, src_mac=src_mac, dst_mac=dst_mac)
+
+
+# Bits of the parsed headers that say how the frame is parsed (EtherType, IP version and header
+# length, lengths, fragment, next protocol) or that are derived (checksums): message_frame never
+# writes a message's value there, or the frame would stop being the feed's
+STRUCTURAL_BITS = {Role.ETHERNET: ((96, 16),), Role.IPV4: ((0, 8), (16, 16), (48, 16), (72, 8), (80, 16)),
+                   Role.IPV6: ((0, 4), (32, 16), (48, 8)), Role.UDP: ((32, 16), (48, 16))}
+
+
+def message_frame(spec: Spec, values: dict[str, int], **kw) -> bytes:
+    """The packet one message means: build_packet's frame with the message's packet-level fields
+    (addresses, ports, TTL, traffic class, MACs ...) written into the headers that hold them,
+    checksums recomputed. Fields that decide the parse (STRUCTURAL_BITS) keep the frame's own
+    values. `kw`: build_packet's options (addresses given win over the message's)."""
+    frame = bytearray(build_packet(spec, [values], **{**packet_addresses(spec, values), **kw}))
+    fields = [q for q in [*spec.query_fields, *spec.wide.values()]
+              if q.role in STRUCTURAL_BITS and q.path in values and not q.part]
+    if not fields:
+        return bytes(frame)
+    offsets = decode_packet(spec, bytes(frame)).offsets
+    for q in fields:
+        base = offsets.get(q.instance)
+        if base is None or any(q.offset < s + w and s < q.offset + q.width for s, w in STRUCTURAL_BITS[q.role]):
+            continue
+        header = bytearray(frame[base:base + (q.offset + q.width + 7) // 8])
+        _put_bits(header, q.offset, q.width, values[q.path])
+        frame[base:base + len(header)] = header
+    l3 = 14                                           # build_packet's frames carry no VLAN tag
+    if frame[12:14] == ETH_IPV4.to_bytes(2, "big"):
+        ihl = (frame[l3] & 0x0F) * 4
+        frame[l3 + 10:l3 + 12] = b"\0\0"
+        frame[l3 + 10:l3 + 12] = _ip_checksum(bytes(frame[l3:l3 + ihl])).to_bytes(2, "big")
+    elif frame[12:14] == ETH_IPV6.to_bytes(2, "big"):     # the UDP checksum covers the ports
+        udp = l3 + 40
+        length = struct.unpack_from("!H", frame, udp + 4)[0]
+        csum = udp_checksum_v6(bytes(frame[l3 + 8:l3 + 24]), bytes(frame[l3 + 24:l3 + 40]),
+                               bytes(frame[udp:udp + length]))
+        frame[udp + 6:udp + 8] = csum.to_bytes(2, "big")
+    return bytes(frame)
 
 
 def udp_frame(payload: bytes, port: int, *, src_ip: str = "10.0.0.1", dst_ip: str = "10.0.0.2",

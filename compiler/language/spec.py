@@ -30,6 +30,10 @@ class Role(str, Enum):
     METADATA = "metadata" # intrinsic metadata of a switch architecture: not in the packet
 
 
+# The headers every data plane's parser finds by itself (Ethernet, then IPv4 or IPv6, then UDP):
+# a spec may name them without declaring them or its header stack (builtin layout)
+PARSED_ROLES = (Role.ETHERNET, Role.IPV4, Role.IPV6, Role.UDP)
+
 KNOWN_ROLES = {
     "ethernet": Role.ETHERNET, "eth": Role.ETHERNET, "vlan": Role.VLAN, "vlan_tag": Role.VLAN,
     "ipv4": Role.IPV4, "ip": Role.IPV4, "ipv6": Role.IPV6, "udp": Role.UDP,
@@ -143,6 +147,18 @@ class Spec:
                                                            # by their variables in query_fields)
     wide: dict[str, QueryField] = field(default_factory=dict)   # path -> a field wider than 64 bits
                                                                  # (its two words in query_fields)
+
+    def located(self, instance: str) -> bool:
+        """Whether a packet parser knows where `instance` is: a header of the spec's stack, or a
+        well-known header named without a declaration (compiler/language/builtin_headers.py)
+        that the parsers find by themselves (PARSED_ROLES)."""
+        inst = self.instances.get(instance)
+        return instance in self.stack or (inst is not None and inst.layout == "builtin" and inst.role in PARSED_ROLES)
+
+    def located_roles(self) -> dict[Role, str]:
+        """Role -> the instance holding it, for every located header (the stack's and the
+        well-known ones)."""
+        return {inst.role: name for name, inst in self.instances.items() if self.located(name)}
 
     @property
     def message_instance(self) -> HeaderInstance | None:

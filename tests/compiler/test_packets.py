@@ -8,6 +8,7 @@ import pytest
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.compile import compile_files
 from camus.compiler.codec.packets import build_packet, decode_packet, message_from_text
+from camus.compiler.language.spec_parser import parse_spec
 from camus.compiler.codec.pcap import PcapError, read_pcap, write_pcap
 from camus.compiler.language.spec_parser import load_spec
 from tests.conftest import APPS
@@ -106,3 +107,34 @@ def test_pcap_round_trip_and_errors(tmp_path) -> None:
     path.write_bytes(path.read_bytes()[:-5])
     with pytest.raises(PcapError, match="truncated"):
         list(read_pcap(path))
+
+
+def test_message_frame_writes_the_packet_level_fields_and_keeps_the_parse() -> None:
+    """The packet one message means (issue 45: specs over the standard headers): TTL, DSCP and
+    ports written where the headers hold them, the IPv4 checksum right again, the IPv6 UDP
+    checksum too; a value for a field that decides the parse (protocol) is not written."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    from camus.compiler.codec.packets import message_frame
+    spec = parse_spec("@pragma query_field_exact(ipv4.dstAddr)\n@pragma query_field(ipv4.ttl)\n"
+                      "@pragma query_field(ipv4.diffserv)\n@pragma query_field(ipv4.protocol)\n"
+                      "@pragma query_field(udp.srcPort)\n@pragma query_field_exact(udp.dstPort)\n", "s.p4")
+    values = message_from_text(spec, "dstAddr=10.9.8.7 ttl=3 diffserv=184 protocol=6 srcPort=1023 dstPort=53")
+    frame = message_frame(spec, values)
+    pkt = Ether(frame)
+    assert (pkt[IP].dst, pkt[IP].ttl, pkt[IP].tos, pkt[IP].proto) == ("10.9.8.7", 3, 184, 17)
+    assert (pkt[UDP].sport, pkt[UDP].dport) == (1023, 53)
+    chk = pkt[IP].chksum
+    del pkt[IP].chksum
+    assert Ether(bytes(pkt))[IP].chksum == chk                         # the header checksum is right
+    decoded = decode_packet(spec, frame)
+    assert decoded.error is None and decoded.messages[0].values == {**values, "ipv4.protocol": 17}
+    spec6 = parse_spec("@pragma query_field_exact(ipv6.dstAddr)\n@pragma query_field(ipv6.hopLimit)\n"
+                       "@pragma query_field_exact(udp.dstPort)\n", "s6.p4")
+    frame6 = message_frame(spec6, message_from_text(spec6, "dstAddr=2001:db8::1 hopLimit=9 dstPort=443"))
+    pkt6 = Ether(frame6)
+    assert (pkt6[IPv6].dst, pkt6[IPv6].hlim, pkt6[UDP].dport) == ("2001:db8::1", 9, 443)
+    chk6 = pkt6[UDP].chksum
+    del pkt6[UDP].chksum
+    assert Ether(bytes(pkt6))[UDP].chksum == chk6                      # the UDP checksum covers the port

@@ -59,9 +59,14 @@ def _no_layout(spec: Spec, instance: str) -> str:
     inst = spec.instances[instance]
     if inst.layout == "pragma":
         return (f"header '{instance}' is declared only by query_field pragmas, so its byte layout is unknown: "
-                f"declare `header {instance}_t {{ ... }}` and the header stack in the spec")
+                f"declare it with its fields in packet order (`header {instance}_t {{ bit<16> a; ... }}`) and the "
+                f"header stack (`struct headers {{ ethernet_t ethernet; ipv4_t ipv4; udp_t udp; {instance}_t "
+                f"{instance}; }}`)")
     if inst.role is Role.METADATA:
         return f"'{instance}' is switch metadata, not in the packet"
+    if inst.layout == "builtin":
+        return (f"'{instance}' is a well-known header the XDP parser does not read (it finds Ethernet, IPv4 or "
+                f"IPv6, and UDP by itself)")
     return f"header '{instance}' is not in the spec's header stack (declare the headers and `struct headers`)"
 
 
@@ -135,7 +140,7 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
     if not 1 <= limits.max_msgs <= 16:
         raise BackendError("messages per packet must be 1..16 (one tail call each; 16-bit keep masks)")
     for q in spec.query_fields:
-        if q.instance not in spec.stack:     # named by a pragma only: no byte layout to read
+        if not spec.located(q.instance):     # named by a pragma only: no byte layout to read
             raise BackendError(f"the XDP back end cannot read {q.path}: {_no_layout(spec, q.instance)}")
         if q.topic and q.role is not Role.MESSAGE:
             raise BackendError(f"the XDP back end reads topics in the message header only; {q.topic} is not")
