@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..language import topics, wide_fields
 from . import attrs
@@ -319,7 +320,7 @@ STRUCTURAL_BITS = {Role.ETHERNET: ((96, 16),), Role.IPV4: ((0, 8), (16, 16), (48
                    Role.IPV6: ((0, 4), (32, 16), (48, 8)), Role.UDP: ((32, 16), (48, 16))}
 
 
-def message_frame(spec: Spec, values: dict[str, int], **kw) -> bytes:
+def message_frame(spec: Spec, values: dict[str, int], **kw: Any) -> bytes:
     """The packet one message means: build_packet's frame with the message's packet-level fields
     (addresses, ports, TTL, traffic class, MACs ...) written into the headers that hold them,
     checksums recomputed. Fields that decide the parse (STRUCTURAL_BITS) keep the frame's own
