@@ -82,6 +82,10 @@ class IncrementalCompiler:
     generation: int = 0                              # bumped when the live diagram starts afresh (node ids change)
     _live_ok: bool | None = None                     # auto strategy: the diagram chosen, at `_decided_at` rules
     _decided_at: int = 0
+    # lines no longer live, oldest first: their parses stay cached (a line that comes back, as
+    # an unsubscribe undone or a client's filter re-subscribed, is not parsed again) up to
+    # `_dead_bound()` of them, so the cache follows the live set, not every line ever seen
+    _dead: dict[str, None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(0xC4A05)
@@ -208,6 +212,7 @@ class IncrementalCompiler:
 
     def _add(self, ln: str, part: _Line) -> None:
         assert self.live is not None
+        self._dead.pop(ln, None)
         occ = self.live_slots.setdefault(ln, [])
         o = len(occ)
         occ.append([self.live.add(term, atoms, self._key(ln, o, k)) for k, (term, atoms) in enumerate(part.terms)])
@@ -229,10 +234,24 @@ class IncrementalCompiler:
     def _remove(self, ln: str) -> None:
         assert self.live is not None
         occ = self.live_slots[ln]
-        for t in occ.pop():
+        slots = occ.pop()
+        for t in slots:
             self.live.remove(t)
+        for k in range(len(slots)):          # the occurrence's term keys go with it
+            self.keys.pop((ln, len(occ), k), None)
         if not occ:
             del self.live_slots[ln]
+            self._dead[ln] = None
+
+    def _dead_bound(self) -> int:
+        return 1024 + len(self.live_slots) // 8
+
+    def _forget_dead(self) -> None:
+        """Drop the parses of the lines longest dead past `_dead_bound()` (O(1) each)."""
+        while len(self._dead) > self._dead_bound():
+            ln = next(iter(self._dead))
+            del self._dead[ln]
+            self.lines.pop(ln, None)
 
     def change(self, added: list[str], removed: list[str]) -> int:
         """Apply rule lines added and removed (each a whole rule on one line; a line given
@@ -279,8 +298,7 @@ class IncrementalCompiler:
             raise CompileErrors([CompileError(
                 f"the decision diagram grew past {self.options.max_nodes} nodes ({exc.args[0]})",
                 Position("<change>", 1, 1), "--order heuristic, --alpha N, or a smaller rule set")]) from None
-        if len(self.lines) > 2 * len(self.live_slots) + 1024:
-            self._prune(set(self.live_slots))
+        self._forget_dead()
         # The nodes of this root and of the one before (what the caller's tables may still be on,
         # and what undoing this change gives back under the same ids) are kept.
         self.live.builder.collect([root, before, *self.live.child.values()])
@@ -333,3 +351,4 @@ class IncrementalCompiler:
         if len(self.lines) > 2 * len(live) + 1024:
             self.lines = {ln: p for ln, p in self.lines.items() if ln in live}
             self.keys = {k: v for k, v in self.keys.items() if k[0] in live}
+            self._dead = {}

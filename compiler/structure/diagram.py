@@ -129,6 +129,17 @@ class DiagramBuilder:
         self._born = 0
         return len(dead)
 
+    def forget_root(self, n: int, var: int) -> bool:
+        """Drop a root its holder has let go of, at once: a branch on the diagram's first
+        variable is no node's child (children test later variables), so nothing else reaches
+        it. Returns whether it was dropped (a child or a leaf standing as root is kept)."""
+        node = self.nodes.get(n)
+        if not isinstance(node, Branch) or node.var != var:
+            return False
+        del self.nodes[n]
+        del self._unique[node]
+        return True
+
     def leaf(self, atoms: frozenset[Atom]) -> int:
         return self._intern(Leaf(normalise_atoms(atoms)))
 

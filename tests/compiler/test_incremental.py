@@ -136,3 +136,65 @@ def test_rules_keep_their_place_in_the_file() -> None:
             assert [r.offset for r in got.rules] == [r.offset for r in want.rules]
     small = IncrementalCompiler(SIENA)
     assert [r.offset for r in small.compile("a0 == 1 : fwd(1)\n\n  a1 == 2 : fwd(2)\n").rules] == [0, 20]
+
+
+def _reachable(builder, root: int) -> set[int]:
+    from camus.compiler.structure.diagram import Branch
+    seen, stack = set(), [root]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            node = builder.nodes[n]
+            if isinstance(node, Branch):
+                stack.extend(e[2] for e in node.edges)
+    return seen
+
+
+def test_churn_leaves_no_trace_of_removed_subscriptions() -> None:
+    """Issue 47: thousands of subscribes and unsubscribes through the live path (the compiler,
+    its tables and the XDP layout, as the agent runs them): what is held follows the live set.
+    Dead roots are dropped at once (each carries an edge per interval of the first field; they
+    were the agent's growth), the line cache and term keys are bounded by the live lines, the
+    tables and the layout hold exactly the live diagram's states, and that diagram is the one
+    the final set builds from scratch."""
+    from camus.compiler.backends.ebpf.delta import EbpfLayout
+    from camus.compiler.backends.ebpf.program import EbpfLimits
+    from camus.compiler.structure.diagram import EMPTY_LEAF, Branch
+    from camus.compiler.structure.live_tables import LiveTables
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    rng = random.Random(47)
+    base = [f"stock == S{i % 40} and price > {rng.randint(1, 999)} : fwd({1 + i % 8})" for i in range(400)]
+    inc = IncrementalCompiler(spec, CompileOptions(strategy="bdd"))
+    root = inc.change(base, [])
+    tables = LiveTables(inc.live.builder, inc.variables)                          # type: ignore[union-attr]
+    widths = {v.index: v.width for v in inc.variables}
+    layout = EbpfLayout(EbpfLimits(), 1, list(range(1, 9)), spec)
+    layout.plan(tables.move(root), widths)
+    held: dict[int, str] = {}
+    for k in range(6000):
+        c = k % 24
+        if c in held:
+            added, removed = [], [held.pop(c)]
+        else:
+            held[c] = f"stock == C{c} and price > {rng.randint(1, 999)} : fwd({1 + c % 8})"
+            added, removed = [held[c]], []
+        layout.reclaim(everything=True)
+        layout.plan(tables.move(inc.change(added, removed)), widths)
+    b, root = inc.live.builder, inc.live.root                                       # type: ignore[union-attr]
+    first = inc.variables[0].index
+    roots = [n for n, node in b.nodes.items() if isinstance(node, Branch) and node.var == first]
+    assert len(roots) <= 2 and root in roots                     # the live root and the one before
+    reachable = _reachable(b, root) | _reachable(b, inc.live.retired)               # type: ignore[union-attr]
+    assert len(b.nodes) <= len(reachable) + max(2000, len(reachable))   # the amortised collection's bound
+    live_lines = set(inc.live_slots)
+    assert len(live_lines) == len(set(base)) + len(held)
+    assert len(inc.lines) <= len(live_lines) + 1024 + len(live_lines) // 8
+    assert {ln for ln, _, _ in inc.keys} <= live_lines           # no term key of a removed line
+    states = _reachable(b, root) - {EMPTY_LEAF}
+    assert set(tables.refs) == states                             # the tables hold the live diagram
+    layout.reclaim(everything=True)
+    assert set(layout.held) == states                             # and so does the map layout
+    fresh = IncrementalCompiler(spec, CompileOptions(strategy="bdd"))
+    fresh_root = fresh.change(sorted(live_lines), [])
+    assert len(_reachable(fresh.live.builder, fresh_root)) == len(states) + 1   # type: ignore[union-attr]
