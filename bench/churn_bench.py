@@ -16,6 +16,13 @@ unsubscribe, so the time is kernel-verified; on the switch, until its `applied_v
 /v1/status reaches the version the call answered with. With `--rate R` the clients issue R
 changes/s in total without waiting (open loop: time to installed from a poller of /v1/status).
 The last line is one JSON object with the figures.
+
+`--soak`: the run is a soak (say `--seconds 600 --rate 1000 -n 100000`): every second it also
+asks the kernel whether packets of five symbols the initial set subscribes to (changes never
+touch them) are still delivered; at the end it waits for the agent to save its state and
+compares the states its maps hold with what the live subscriptions compile to from scratch,
+and every symbol's delivery with the reference interpreter on those subscriptions. Figures:
+RSS of the controller and the agent by minute, and each one's spread after the first minute.
 """
 from __future__ import annotations
 
@@ -51,11 +58,11 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp",
-            trace: Path | None = None) -> dict:
+            trace: Path | None = None, soak: bool = False) -> dict:
     from camus.dataplane.lab import processes
     try:
         with processes() as procs:                       # the device, then the controller
-            return _measure(n, clients, seconds, tmp, rate, procs, target, trace)
+            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak)
     finally:                                             # after the agent has detached
         if target == "xdp":
             _veths(down=True)
@@ -169,8 +176,46 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
     return calls, installed, len(calls) - len(installed), trace
 
 
+UNCHANGED = [f"S{i}" for i in range(5)]       # symbols of the initial set no client touches
+
+
+def _soak_end(kernel: KernelCheck, first, n_clients: int) -> dict:   # type: ignore[no-untyped-def]
+    """After a soak: the agent's maps against the live subscriptions compiled from scratch (its
+    state file, saved once a change comes SAVE_S after the last save), and every symbol's
+    delivery through the kernel against the reference interpreter on those subscriptions."""
+    from camus.compiler.compile import CompileOptions, compile_rules
+    from camus.compiler.incremental import IncrementalCompiler
+    from camus.compiler.semantics.interpreter import PipelineInterpreter
+    from camus.compiler.structure.live_tables import LiveTables
+    from camus.dataplane.installed import load_installed
+    from camus.dataplane.live import SAVE_S
+    time.sleep(SAVE_S + 1)
+    warm = first.subscribe("stock == WARM and price > 1", ttl=600)    # a change after SAVE_S: saved
+    first.wait_installed(warm["version"], timeout=600, poll=0.05)
+    inst = load_installed(IFACE)
+    lines = sorted(inst.rule_lines)
+    fresh = IncrementalCompiler(kernel.spec, CompileOptions())
+    root = fresh.change(lines, [])
+    assert fresh.live is not None
+    tables = LiveTables(fresh.live.builder, fresh.variables)
+    tables.move(root)
+    held = len(inst.keys["desc"]) + len(inst.keys["leaf"])
+    interp = PipelineInterpreter(compile_rules(kernel.spec, "".join(f"{ln}\n" for ln in lines)).pipeline)
+    symbols = [f"S{i}" for i in range(100)] + [f"C{k}" for k in range(n_clients)]
+    wrong = [s for s in symbols if kernel.delivered(kernel.frame(s))
+             != bool(interp.run(kernel.msg(kernel.spec, f"stock={s} price={kernel.price}")).actions.ports)]
+    first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600, poll=0.05)
+    return {"live_rule_lines": len(lines), "map_states": held, "from_scratch_states": tables.live_states(),
+            "maps_equal_from_scratch": held == tables.live_states(), "symbols_delivered_wrong": wrong}
+
+
+def _spread(xs: list[float]) -> float:
+    """How far the values stray from the first: max |x - x0| / x0."""
+    return round(max(abs(x - xs[0]) for x in xs) / xs[0], 3) if xs and xs[0] else float("nan")
+
+
 def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str,
-             trace: Path | None) -> dict:
+             trace: Path | None, soak: bool = False) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
@@ -220,10 +265,15 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     rss0, agent0 = _rss_mb(procs[1].pid), _rss_mb(procs[0].pid)
     rss: list[tuple[float, float]] = []                  # (controller, device) every second of the load
     sampling = threading.Event()
+    probes = {"asked": 0, "lost": 0}                     # soak: the unchanged subscriptions, every second
+    unchanged = [kernel.frame(s) for s in UNCHANGED] if soak and kernel is not None else []
 
     def sample() -> None:
         while not sampling.wait(1.0):
             rss.append((_rss_mb(procs[1].pid), _rss_mb(procs[0].pid)))
+            for pkt in unchanged:
+                probes["asked"] += 1
+                probes["lost"] += not kernel.delivered(pkt)        # type: ignore[union-attr]
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
@@ -232,13 +282,23 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
             with trace.open("a") as out:
                 out.writelines(json.dumps({"subscriptions": n, "issued_s": round(t, 4), "installed_ms": round(d * 1e3, 2)})
                                + "\n" for t, d in series)
+        sampling.set()
+        sampler.join()
+        end = _soak_end(kernel, first, clients) if soak and kernel is not None else {}
     finally:
         sampling.set()
         if kernel is not None:
             kernel.close()
     tenths = [rss[min(len(rss) - 1, len(rss) * k // 10)] for k in range(1, 11)] if rss else []
     rss1, agent1 = _rss_mb(procs[1].pid), _rss_mb(procs[0].pid)
-    return {"subscriptions": n, "target": target, "kernel_verified": kernel is not None and not rate,
+    if soak:                                             # by minute, and the spread after the first
+        minutes = rss[59::60] or rss[-1:]
+        end |= {"controller_rss_mb_by_minute": [c for c, _ in minutes],
+                f"{target}_device_rss_mb_by_minute": [d for _, d in minutes],
+                "controller_rss_spread_after_first_minute": _spread([c for c, _ in minutes]),
+                f"{target}_device_rss_spread_after_first_minute": _spread([d for _, d in minutes]),
+                "unchanged_probes": probes["asked"], "unchanged_lost": probes["lost"]}
+    return end | {"subscriptions": n, "target": target, "kernel_verified": kernel is not None and not rate,
             "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
             "changes_per_s": round(len(calls) / seconds, 1), "not_installed": not_installed,
             "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
@@ -264,15 +324,20 @@ def main() -> int:
                          "closed loop), or the software P4Runtime switch")
     ap.add_argument("--trace", type=Path, help="open loop: append one JSON line per change (when issued, time "
                                                  "to installed) to this file, to find stalls")
+    ap.add_argument("--soak", action="store_true",
+                    help="a soak: probe unchanged subscriptions every second, compare the maps with the live set "
+                         "compiled from scratch at the end, RSS by minute (use with --seconds 600 --rate 1000)")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="open loop: changes/s in total, not waiting for installs (0: closed loop, the default)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="camus-churn-"))
     try:
         return run_sizes("churn", f"churn_bench.py --target {args.target} --clients {args.clients} --seconds {args.seconds:g}"
-                         + (f" --rate {args.rate:g}" if args.rate else ""), args.n or default,
+                         + (f" --rate {args.rate:g}" if args.rate else "") + (" --soak" if args.soak else ""),
+                         args.n or default,
                          f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}",
-                         lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target, args.trace),
+                         lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target, args.trace,
+                                           args.soak),
                          lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
                                       f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")
     finally:
