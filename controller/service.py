@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import math
+import time
 
 from aiohttp import web
 
@@ -29,6 +30,7 @@ from .tokens import TokenBook
 
 log = logging.getLogger("camus.controller")
 TICK_S = 0.1
+CHECKPOINT_S = 1.0   # how often the database's write-ahead log is checkpointed, off the event loop
 CONTROLLER = web.AppKey("controller", Controller)
 TOKENS = web.AppKey("tokens", TokenBook)
 DEFAULT_TTL = web.AppKey("default_ttl", float)
@@ -151,12 +153,16 @@ async def _housekeeping(app: web.Application) -> None:
     """Expire lapsed subscriptions, compile what changed (in a thread, outside the lock: requests
     keep being answered), push pending tables (in a thread: agents compile), retry."""
     c: Controller = app[CONTROLLER]
+    checkpointed = time.monotonic()
     while True:
         try:
             await asyncio.wait_for(app[WAKE].wait(), TICK_S)
         except asyncio.TimeoutError:
             pass
         app[WAKE].clear()
+        if c.store is not None and time.monotonic() - checkpointed >= CHECKPOINT_S:
+            await asyncio.to_thread(c.store.checkpoint)
+            checkpointed = time.monotonic()
         async with app[LOCK]:
             gone = c.expire()
             if gone:
@@ -199,6 +205,8 @@ def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default
              compile_process: bool = False) -> web.Application:
     """`compile_process`: compile in a worker process (the CLI's choice), else in a thread."""
     app = web.Application()
+    if controller.store is not None:
+        controller.store.checkpoint_elsewhere()       # the housekeeping task checkpoints, in a thread
     app[COMPILER] = (CompileProcess(controller.spec, controller.options)
                      if compile_process else None)
     book = tokens if isinstance(tokens, TokenBook) else TokenBook(tokens)
