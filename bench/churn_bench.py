@@ -284,7 +284,10 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                                + "\n" for t, d in series)
         sampling.set()
         sampler.join()
-        end = _soak_end(kernel, first, clients) if soak and kernel is not None else {}
+        time.sleep(1.0)                                  # the status summary is remade each second
+        end = {"server_api_ms_last_changes": first.status().get("api", {})}   # the controller's own time
+        if soak and kernel is not None:
+            end |= _soak_end(kernel, first, clients)
     finally:
         sampling.set()
         if kernel is not None:

@@ -17,6 +17,7 @@ change is in the data planes waits until every pushed device's `applied_version`
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import math
@@ -38,6 +39,39 @@ LOCK = web.AppKey("lock", asyncio.Lock)
 WAKE = web.AppKey("wake", asyncio.Event)
 TASK = web.AppKey("task", asyncio.Task)
 COMPILER = web.AppKey("compiler", object)          # CompileProcess, or None: a thread
+CHANGE_TIMES = web.AppKey("change_times", collections.deque)   # seconds, the last changes' handling
+TIMED = 10_000                                     # how many of them /v1/status summarises
+SUMMARY = web.AppKey("summary", list)              # [when made, the summary /v1/status shows]
+
+
+@web.middleware
+async def _timed(request: web.Request, handler):   # type: ignore[no-untyped-def]
+    """How long this process takes to answer each change (subscribe, refresh, unsubscribe),
+    from its handler's start (waits for the lock included): /v1/status reports the last ones'
+    p50 / p99 / max, so a slow API can be told apart from a client's or the machine's delays."""
+    if request.method == "GET":
+        return await handler(request)
+    t0 = time.perf_counter()
+    try:
+        return await handler(request)
+    finally:
+        request.app[CHANGE_TIMES].append(time.perf_counter() - t0)
+
+
+def _summary(app: web.Application) -> dict:
+    """The change timings' summary, sorted at most once a second (clients poll /v1/status)."""
+    held = app[SUMMARY]
+    if time.monotonic() - held[0] >= 1.0:
+        times: collections.deque = app[CHANGE_TIMES]
+        held[:] = [time.monotonic(), _percentiles(sorted(times))]
+    return held[1]
+
+
+def _percentiles(xs: list[float]) -> dict:
+    if not xs:
+        return {"changes": 0}
+    return {"changes": len(xs), "ms_p50": round(xs[len(xs) // 2] * 1e3, 2),
+            "ms_p99": round(xs[min(len(xs) - 1, int(len(xs) * 0.99))] * 1e3, 2), "ms_max": round(xs[-1] * 1e3, 2)}
 
 
 def _host(request: web.Request) -> str:
@@ -146,7 +180,7 @@ async def remove(request: web.Request) -> web.Response:
 
 async def status(request: web.Request) -> web.Response:
     _host(request)
-    return web.json_response(request.app[CONTROLLER].status())
+    return web.json_response({**request.app[CONTROLLER].status(), "api": _summary(request.app)})
 
 
 async def _housekeeping(app: web.Application) -> None:
@@ -204,7 +238,9 @@ async def _stop(app: web.Application) -> None:
 def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default_ttl: float = 30.0,
              compile_process: bool = False) -> web.Application:
     """`compile_process`: compile in a worker process (the CLI's choice), else in a thread."""
-    app = web.Application()
+    app = web.Application(middlewares=[_timed])
+    app[CHANGE_TIMES] = collections.deque(maxlen=TIMED)
+    app[SUMMARY] = [float("-inf"), {"changes": 0}]
     if controller.store is not None:
         controller.store.checkpoint_elsewhere()       # the housekeeping task checkpoints, in a thread
     app[COMPILER] = (CompileProcess(controller.spec, controller.options)

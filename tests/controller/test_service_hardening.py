@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from camus.controller.client import SubscriptionClient
 from camus.controller.core import Controller
-from camus.controller.service import make_app
+from camus.controller.service import SUMMARY, make_app
 from camus.controller.store import SubscriptionStore
 from camus.controller.tokens import TokenBook, hash_token
 from camus.controller.topology import leaf_spine
@@ -220,3 +220,23 @@ def test_the_service_checkpoints_the_database_off_the_request_path(tmp_path) -> 
     c = Controller(t, SPEC, "mr", store=SubscriptionStore(tmp_path / "svc.db"))
     make_app(c, TOKENS)
     assert c.store is not None and c.store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+
+
+def test_status_says_how_long_the_service_took_to_answer_changes() -> None:
+    """Issue 47: the API's own handling time of subscribes and unsubscribes (not a client's or
+    the machine's delays) is in /v1/status: p50 / p99 / max over the last changes."""
+    ctl = _controller()
+
+    async def go():
+        async with TestClient(TestServer(make_app(ctl, TOKENS))) as c:
+            auth = {"Authorization": "Bearer tok-a"}
+            first = await (await c.get("/v1/status", headers=auth)).json()
+            assert first["api"] == {"changes": 0}
+            for k in range(5):
+                sub = await (await c.post("/v1/subscriptions", json={"filter": f"stock == S{k}"}, headers=auth)).json()
+                assert (await c.delete(f"/v1/subscriptions/{sub['id']}", headers=auth)).status == 200
+            await c.post("/v1/subscriptions", json={"filter": "stock =="}, headers=auth)      # a 400 counts too
+            c.server.app[SUMMARY][0] = float("-inf")                                 # not a second later: now
+            api = (await (await c.get("/v1/status", headers=auth)).json())["api"]
+            assert api["changes"] == 11 and 0 < api["ms_p50"] <= api["ms_p99"] <= api["ms_max"] < 10_000
+    asyncio.run(go())
