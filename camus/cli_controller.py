@@ -60,7 +60,13 @@ links:
 @controller.command("init")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite the files if DIRECTORY already has them.")
-def init(directory: str, force: bool) -> None:
+@click.option("--tls", "with_tls", is_flag=True,
+              help="Also make a private CA and certificates (DIRECTORY/tls/): the controller, each host's agent and "
+                   "the switch, named after themselves and valid for localhost and 127.0.0.1 (--tls-name adds more).")
+@click.option("--tls-name", multiple=True, metavar="NAME_OR_IP",
+              help="Another name or IP address every certificate is valid for (where the parties reach each "
+                   "other); repeatable.")
+def init(directory: str, force: bool, with_tls: bool, tls_name: tuple[str, ...]) -> None:
     """Write a working first setup into DIRECTORY: topology.yaml (one switch, two hosts),
     tokens.yaml (a fresh random token per host, readable by you alone), h1.token and h2.token
     (each host's token alone, for --token-file), the shipped ITCH spec, and the commands to run.
@@ -95,12 +101,23 @@ def init(directory: str, force: bool) -> None:
             + "".join(f"{tok}: {host}\n" for host, tok in tokens.items()))
     for host, tok in tokens.items():
         private(out / f"{host}.token", tok + "\n")
+    tls_said = ""
+    if with_tls:
+        from camus.controller.tls import make_pki
+        valid_for = ["localhost", "127.0.0.1", *tls_name]
+        make_pki(out / "tls", {party: valid_for for party in ("controller", "h1", "h2", "sw1")})
+        tls_said = ("\nTLS (tls/: ca.crt, and a certificate + key each for controller, h1, h2, sw1; keys 0600):\n"
+                    "  camus-xdp controller serve ... --tls-cert tls/controller.crt --tls-key tls/controller.key "
+                    "--tls-ca tls/ca.crt &\n"
+                    "  camus-xdp subscribe --controller https://localhost:9000 --ca tls/ca.crt --token ... 'FILTER'\n"
+                    "  agents: camus-xdp agent IFACE ... --tls-cert tls/h1.crt --tls-key tls/h1.key --tls-ca tls/ca.crt\n"
+                    "  switches: P4Runtime over TLS with tls/sw1.crt and tls/sw1.key (client CA: tls/ca.crt)\n")
     click.echo(f"wrote {', '.join(str(out / n) for n in names)}\n\nnext:\n"
                f"  cd {out}\n"
                "  camus-xdp controller serve --topology topology.yaml --spec itch.p4 --tokens tokens.yaml &\n"
                "  camus-xdp subscribe --token \"$(cat h1.token)\" 'stock == GOOGL and price > 50'\n"
                "  camus-xdp subscriptions --token \"$(cat h1.token)\"\n"
-               "(the switch's program and entries appear under switches/sw1/)")
+               "(the switch's program and entries appear under switches/sw1/)" + tls_said)
 
 
 @controller.command("serve")
@@ -125,10 +142,22 @@ def init(directory: str, force: bool) -> None:
               help="Where each P4 switch without a `p4runtime: HOST:PORT` in the topology gets its "
                    "program and entries written (DIR/<switch>/); the others are driven over P4Runtime.")
 @click.option("--default-ttl", type=click.FloatRange(0.1), default=30.0, show_default=True)
+@click.option("--tls-cert", type=click.Path(dir_okay=False), default=None,
+              help="Serve the API over TLS (https) with this certificate (PEM, with --tls-key); the controller "
+                   "also shows it to agents and switches (mutual TLS).")
+@click.option("--tls-key", type=click.Path(dir_okay=False), default=None, help="The certificate's private key.")
+@click.option("--tls-ca", type=click.Path(dir_okay=False), default=None,
+              help="The CA that signed the agents' and switches' certificates (https:// agents, P4Runtime over "
+                   "TLS); with --tls-client-auth, the API clients' too.")
+@click.option("--tls-client-auth", is_flag=True,
+              help="Serve only API clients that show a certificate --tls-ca signed (besides their token).")
+@click.option("--audit-log", type=click.Path(dir_okay=False), default=None,
+              help="Append the audit lines (every subscribe, unsubscribe and TTL change: host, token fingerprint, "
+                   "peer, filter) to this file; default: stderr with the rest of the log.")
 @ACCESS_LOG
 @LOG_LEVEL
 def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
-          default_ttl, access_log, log_level) -> None:
+          default_ttl, tls_cert, tls_key, tls_ca, tls_client_auth, audit_log, access_log, log_level) -> None:
     """Serve the subscription API; push tables to host agents and to switches.
 
     \b
@@ -136,6 +165,14 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     driven over P4Runtime: the controller becomes its primary client, reads the P4Info it
     runs, and writes each change as a make-before-break delta; a switch that restarts is
     re-synchronised (read back, diff, write). Other switches get directories (--switch-dir).
+
+    \b
+    TLS everywhere (camus-xdp controller init DIR --tls writes a private CA and certificates):
+      --tls-cert controller.crt --tls-key controller.key --tls-ca ca.crt
+    serves https://, reaches agents given as `agent: https://...` and P4Runtime switches over
+    TLS, showing the controller's certificate to both. A device with `tls: false` in the
+    topology is reached in clear; `tls_name: NAME` is the name a switch's certificate carries
+    when its address is not that name. The tokens file is re-read when it changes.
     """
     from pathlib import Path
     from aiohttp import web
@@ -145,9 +182,24 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     from camus.controller.core import Controller
     from camus.controller.service import make_app
     from camus.controller.tokens import load_tokens
-    from camus.controller.targets import AgentTarget, P4RuntimeTarget, SwitchDirTarget
+    from camus.controller.targets import AgentTarget, P4RuntimeTarget, PushError, SwitchDirTarget
     from camus.controller.topology import Topology, TopologyError
+    from camus.controller.tls import TlsError, TlsFiles, server_context
     _logging(log_level)
+    if audit_log:
+        import logging
+        handler = logging.FileHandler(audit_log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logging.getLogger("camus.audit").addHandler(handler)
+        logging.getLogger("camus.audit").propagate = False
+    try:
+        tls = TlsFiles(tls_cert, tls_key, tls_ca)
+        ssl_context = server_context(tls, tls_client_auth) if tls_cert else None
+        if tls_client_auth and not tls_cert:
+            raise TlsError("--tls-client-auth needs the controller's own certificate (--tls-cert, --tls-key)")
+    except TlsError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     try:
         topo = Topology.load(topology_path)
         tokens = load_tokens(tokens_path)
@@ -166,8 +218,14 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     agent_token = _secret(agent_token_file, "CAMUS_AGENT_TOKEN")
     targets = {}
     for d in topo.devices:
+        device_tls = tls if tls.enabled and str(topo.attr(d, "tls", "true")).lower() not in ("false", "no", "off") else None
         if topo.kind(d) == "xdp" and topo.attr(d, "agent"):
-            targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "")
+            try:
+                targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "",
+                                         tls=device_tls)
+            except PushError as exc:
+                click.echo(f"error: {topology_path}: {d}: {exc} (or `tls: false` for this device)", err=True)
+                sys.exit(1)
         elif topo.kind(d) == "p4" and topo.attr(d, "p4runtime"):
             try:
                 device_id = int(topo.attr(d, "device_id", "1") or 1)
@@ -176,7 +234,8 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
                 sys.exit(1)
             targets[d] = P4RuntimeTarget(topo.attr(d, "p4runtime") or "", device_id,
                                          topo.attr(d, "arch", "v1model") or "v1model",
-                                         pipeline_config=Path(spec).read_bytes())
+                                         pipeline_config=Path(spec).read_bytes(), tls=device_tls,
+                                         tls_name=topo.attr(d, "tls_name"))
         elif topo.kind(d) == "p4":
             targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
     from camus.controller.store import SubscriptionStore
@@ -184,9 +243,10 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
                      restart_hold_s=default_ttl, deferred=True)
     host, port = _listen(listen)
     click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
-               f"http://{host}:{port}/v1/", err=True)
+               f"{'https' if ssl_context else 'http'}://{host}:{port}/v1/"
+               + (" (client certificates required)" if tls_client_auth else ""), err=True)
     web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None,
-                access_log=web.access_logger if access_log else None)
+                access_log=web.access_logger if access_log else None, ssl_context=ssl_context)
 
 
 @click.command()
@@ -199,22 +259,48 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
               help="File holding the bearer token the controller must present ($CAMUS_AGENT_TOKEN also "
                    "works; never on the command line, where ps shows it).")
 @click.option("--mode", type=click.Choice(["native", "generic"]), default="native", show_default=True)
+@click.option("--tls-cert", type=click.Path(dir_okay=False), default=None,
+              help="Serve over TLS (https) with this certificate (PEM, with --tls-key).")
+@click.option("--tls-key", type=click.Path(dir_okay=False), default=None, help="The certificate's private key.")
+@click.option("--tls-ca", type=click.Path(dir_okay=False), default=None,
+              help="Mutual TLS: take tables only from a client whose certificate this CA signed and that "
+                   "names the controller (--controller-name).")
+@click.option("--controller-name", default="controller", show_default=True,
+              help="With --tls-ca: the name the controller's certificate must carry (common or DNS name).")
 @ACCESS_LOG
 @LOG_LEVEL
-def agent(iface, spec, ports_path, listen, token_file, mode, access_log, log_level) -> None:
-    """Host agent: apply the controller's tables to IFACE atomically (root)."""
+def agent(iface, spec, ports_path, listen, token_file, mode, tls_cert, tls_key, tls_ca, controller_name, access_log,
+          log_level) -> None:
+    """Host agent: apply the controller's tables to IFACE atomically (root).
+
+    \b
+    Over TLS, taking tables only from the controller's certificate:
+      camus-xdp agent eth0 --spec itch.p4 --token-file agent.token --listen 10.0.0.5:9100 \\
+          --tls-cert h1.crt --tls-key h1.key --tls-ca ca.crt
+    """
     from aiohttp import web
     _logging(log_level)
     from camus.controller.agent import Agent, make_agent_app
+    from camus.controller.tls import TlsError, TlsFiles, server_context
     host, port = _listen(listen)
     token = _secret(token_file, "CAMUS_AGENT_TOKEN")
     if not token:
         click.echo("error: give the agent token with --token-file or $CAMUS_AGENT_TOKEN", err=True)
         sys.exit(2)
+    try:
+        if tls_ca and not tls_cert:
+            raise TlsError("--tls-ca checks the controller's certificate over TLS: give the agent's own "
+                           "certificate too (--tls-cert, --tls-key)")
+        tls = TlsFiles(tls_cert, tls_key, tls_ca)
+        ssl_context = server_context(tls, require_client=bool(tls_ca)) if tls_cert else None
+    except TlsError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     a = Agent(iface, spec, token, ports_path, mode)
-    click.echo(f"agent for {iface} on http://{host}:{port}/v1/", err=True)
-    web.run_app(make_agent_app(a), host=host, port=port, print=None,
-                access_log=web.access_logger if access_log else None)
+    click.echo(f"agent for {iface} on {'https' if ssl_context else 'http'}://{host}:{port}/v1/"
+               + (f" (tables only from {controller_name!r}'s certificate)" if tls_ca else ""), err=True)
+    web.run_app(make_agent_app(a, frozenset({controller_name}) if tls_ca else frozenset()), host=host, port=port,
+                print=None, access_log=web.access_logger if access_log else None, ssl_context=ssl_context)
 
 
 COMMANDS: list[click.Command] = [controller, agent]

@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from .tls import peer_names
+
 
 MAX_BODY = 512 * 1024 * 1024
 
@@ -146,10 +148,20 @@ class Agent:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def make_agent_app(agent: Agent) -> web.Application:
+def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset()) -> web.Application:
+    """`controller_names`: under mutual TLS, the names one of which the client's verified
+    certificate must carry (the controller's): a certificate the same CA gave another host is
+    refused, and so is a token replayed without the controller's key."""
     lock = asyncio.Lock()
 
     def authorised(request: web.Request) -> None:
+        if controller_names:
+            ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+            names = peer_names(ssl_object.getpeercert() if ssl_object is not None else None)
+            if not names & controller_names:
+                raise web.HTTPForbidden(text=json.dumps({"error": f"only the controller pushes tables here; this "
+                                                                  f"client's certificate names {sorted(names) or 'nothing'}"}),
+                                        content_type="application/json")
         if not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {agent.token}"):
             raise web.HTTPUnauthorized(text='{"error": "bad token"}', content_type="application/json")
 

@@ -7,11 +7,15 @@
 """
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import threading
 import urllib.error
 import urllib.request
 from typing import Any
+
+from .tls import TlsFiles, client_context, explain_failure
 
 
 class ServiceError(RuntimeError):
@@ -33,9 +37,16 @@ def controller_url(text: str) -> str:
     return url
 
 
+class ConnectionFailure(OSError):
+    """The controller could not be talked to, said in a sentence (TLS trust, the wrong scheme)."""
+
+
 class SubscriptionClient:
-    def __init__(self, url: str, token: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, token: str, timeout: float = 10.0, tls: TlsFiles | None = None) -> None:
+        """`tls`: the CA that signed the controller's certificate (and a client certificate,
+        when the controller asks for one) for an https:// controller."""
         self.url, self.token, self.timeout = controller_url(url), token, timeout
+        self._ssl = client_context(tls) if tls is not None and tls.enabled else None
         self._keepers: dict[str, threading.Event] = {}
         self._renamed: dict[str, str] = {}          # original id -> id after a resubscription
 
@@ -45,7 +56,7 @@ class SubscriptionClient:
                                      headers={"Authorization": f"Bearer {self.token}",
                                               "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
             text = exc.read().decode(errors="replace")
@@ -54,6 +65,11 @@ class SubscriptionClient:
             except (ValueError, AttributeError):
                 pass
             raise ServiceError(exc.code, text) from None
+        except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, ConnectionError) as exc:
+            said = explain_failure(exc, self.url)
+            if said is None:
+                raise
+            raise ConnectionFailure(said) from None
 
     def subscribe(self, filter_text: str, ttl: float = 30.0) -> dict:
         return self._call("POST", "/v1/subscriptions", {"filter": filter_text, "ttl": ttl})

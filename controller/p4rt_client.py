@@ -18,6 +18,8 @@ from google.rpc import code_pb2, status_pb2
 
 from camus.compiler.backends.p4.runtime import Names, p4runtime_pb2, p4runtime_pb2_grpc, text
 
+from .tls import TlsFiles, grpc_channel_credentials
+
 Msg = Any
 CHUNK = 2000            # updates per Write RPC (gRPC's 4 MiB message limit with room to spare)
 
@@ -56,12 +58,17 @@ def _describe(exc: grpc.RpcError, updates: list[Msg] | None = None, names: Names
 
 class P4RuntimeClient:
     def __init__(self, address: str, device_id: int = 1, election_id: int = 1, timeout: float = 5.0,
-                 primary: bool = True) -> None:
+                 primary: bool = True, tls: TlsFiles | None = None, tls_name: str | None = None) -> None:
         """`primary`: insist on winning the arbitration (a writer); a reader (counters, entries)
-        may stay secondary."""
+        may stay secondary. `tls`: the CA that signed the switch's certificate and ours (mutual
+        TLS); `tls_name`: the name the switch's certificate carries, when the address is not it."""
         self.address, self.device_id, self.election = address, device_id, (0, election_id)
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(address)
+        if tls is not None and tls.enabled:
+            options = [("grpc.ssl_target_name_override", tls_name)] if tls_name else []
+            self.channel = grpc.secure_channel(address, grpc_channel_credentials(tls), options=options)
+        else:
+            self.channel = grpc.insecure_channel(address)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self.requests: queue.Queue = queue.Queue()
         self.arbitration: queue.Queue = queue.Queue()
@@ -73,7 +80,10 @@ class P4RuntimeClient:
             grpc.channel_ready_future(self.channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             self.channel.close()
-            raise P4RuntimeError(f"no P4Runtime server at {address} (within {timeout:g} s)") from None
+            raise P4RuntimeError(f"no P4Runtime server at {address} (within {timeout:g} s)"
+                                 + ("; with TLS: is the switch's certificate signed by our CA and named as the address "
+                                    "(or tls_name), and does it take our certificate?" if tls is not None and tls.enabled
+                                    else "")) from None
         self.responses = self.stub.StreamChannel(iter(self.requests.get, None))
         threading.Thread(target=self._listen, daemon=True, name=f"p4rt-{address}").start()
         self._arbitrate()

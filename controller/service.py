@@ -30,6 +30,7 @@ from .core import Controller, SubscriptionError
 from .tokens import TokenBook
 
 log = logging.getLogger("camus.controller")
+audit = logging.getLogger("camus.audit")          # subscription changes: who, what, when
 TICK_S = 0.1
 CHECKPOINT_S = 1.0   # how often the database's write-ahead log is checkpointed, off the event loop
 CONTROLLER = web.AppKey("controller", Controller)
@@ -41,6 +42,7 @@ TASK = web.AppKey("task", asyncio.Task)
 COMPILER = web.AppKey("compiler", object)          # CompileProcess, or None: a thread
 CHANGE_TIMES = web.AppKey("change_times", collections.deque)   # seconds, the last changes' handling
 TIMED = 10_000                                     # how many of them /v1/status summarises
+TOKEN_ID = web.RequestKey("token_id", str)       # the request's token fingerprint (audit lines)
 SUMMARY = web.AppKey("summary", list)              # [when made, the summary /v1/status shows]
 
 
@@ -75,13 +77,24 @@ def _percentiles(xs: list[float]) -> dict:
 
 
 def _host(request: web.Request) -> str:
+    """The host the request's token acts for (401 without a known token); the token's
+    fingerprint is kept on the request for the audit line."""
     auth = request.headers.get("Authorization", "")
     token = auth[7:] if auth.startswith("Bearer ") else ""
-    host = request.app[TOKENS].host(token) if token else None
-    if host is None:
+    found = request.app[TOKENS].who(token) if token else None
+    if found is None:
         raise web.HTTPUnauthorized(text=json.dumps({"error": "missing or unknown token"}),
                                    content_type="application/json")
-    return host
+    request[TOKEN_ID] = found[1]
+    return found[0]
+
+
+def _audit(request: web.Request, host: str, what: str, sub_id: str, text: str = "") -> None:
+    """One line per subscription change: who (host, token fingerprint, peer address), what,
+    when (the log's time)."""
+    peer = request.remote or "?"
+    audit.info("%s %s host=%s token=%s peer=%s%s", what, sub_id, host, request.get(TOKEN_ID, "?"), peer,
+               f" filter={text!r}" if text else "")
 
 
 def _fail(exc: SubscriptionError) -> web.Response:
@@ -144,6 +157,7 @@ async def add(request: web.Request) -> web.Response:
             version = c.version
     except SubscriptionError as exc:
         return _fail(exc)
+    _audit(request, host, "subscribe", sub.id, sub.filter)
     request.app[WAKE].set()
     return web.json_response({**sub.view(c.clock()), "version": version}, status=201)
 
@@ -163,6 +177,8 @@ async def refresh(request: web.Request) -> web.Response:
             sub = c.refresh(host, request.match_info["id"], _ttl(data["ttl"]) if "ttl" in data else None)
     except SubscriptionError as exc:
         return _fail(exc)
+    if "ttl" in data:                                # a keep-alive alone is not a change
+        _audit(request, host, f"ttl={sub.ttl:g}", sub.id)
     return web.json_response(sub.view(c.clock()))
 
 
@@ -174,6 +190,7 @@ async def remove(request: web.Request) -> web.Response:
             version = request.app[CONTROLLER].version
     except SubscriptionError as exc:
         return _fail(exc)
+    _audit(request, host, "unsubscribe", request.match_info["id"])
     request.app[WAKE].set()
     return web.json_response({"removed": request.match_info["id"], "version": version})
 
@@ -194,8 +211,12 @@ async def _housekeeping(app: web.Application) -> None:
         except asyncio.TimeoutError:
             pass
         app[WAKE].clear()
-        if c.store is not None and time.monotonic() - checkpointed >= CHECKPOINT_S:
-            await asyncio.to_thread(c.store.checkpoint)
+        if time.monotonic() - checkpointed >= CHECKPOINT_S:
+            if c.store is not None:
+                await asyncio.to_thread(c.store.checkpoint)
+            note = app[TOKENS].refresh()                # tokens rotate without a restart
+            if note:
+                log.log(logging.WARNING if "not taken" in note else logging.INFO, note)
             checkpointed = time.monotonic()
         async with app[LOCK]:
             gone = c.expire()

@@ -132,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device-id", type=int, default=1, help="the P4Runtime device id (default 1)")
     ap.add_argument("--spec", required=True)
     ap.add_argument("--port", action="append", required=True, help="N=IFACE, one per switch port")
+    ap.add_argument("--tls-cert", help="P4Runtime over TLS: the switch's certificate (with --tls-key)")
+    ap.add_argument("--tls-key", help="the switch certificate's private key")
+    ap.add_argument("--tls-client-ca", help="mutual TLS: serve only clients whose certificate this CA signed")
     args = ap.parse_args(argv)
     ports = {}
     for item in args.port:
@@ -151,7 +154,17 @@ def main(argv: list[str] | None = None) -> int:
         sw.service = service
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(service, server)
-        if not server.add_insecure_port(args.grpc):
+        if args.tls_cert or args.tls_key or args.tls_client_ca:
+            from .tls import TlsError, TlsFiles, grpc_server_credentials
+            try:
+                creds = grpc_server_credentials(TlsFiles(args.tls_cert, args.tls_key, args.tls_client_ca),
+                                                require_client=bool(args.tls_client_ca))
+            except TlsError as exc:
+                ap.error(str(exc))
+            bound = server.add_secure_port(args.grpc, creds)
+        else:
+            bound = server.add_insecure_port(args.grpc)
+        if not bound:
             ap.error(f"--grpc {args.grpc}: cannot listen there")
         server.start()
     try:

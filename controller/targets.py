@@ -23,6 +23,7 @@ from camus.compiler.backends.p4.entries import P4Tables
 from camus.compiler.backends.registry import backend
 
 from .devices import DeviceTables
+from .tls import TlsFiles, client_context, explain_failure
 
 
 class PushError(RuntimeError):
@@ -43,13 +44,14 @@ class AgentTarget:
     token: str
     timeout: float = 10.0
     whole_timeout: float = 600.0      # a whole rule set: the agent compiles and writes all of it
+    tls: TlsFiles | None = None       # https:// agents: the CA that signed them, our certificate (mutual TLS)
 
     def current(self, device: str) -> Held | None:
         """The agent's tables now (None when it cannot be asked)."""
         req = urllib.request.Request(self.url.rstrip("/") + "/v1/status",
                                      headers={"Authorization": f"Bearer {self.token}"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
                 doc = json.loads(resp.read() or b"{}")
         except (urllib.error.URLError, OSError, ValueError):
             return None
@@ -58,6 +60,9 @@ class AgentTarget:
     def __post_init__(self) -> None:
         self._sent: dict[str, str] = {}          # device -> the digest it last took from us
         self._conn: http.client.HTTPConnection | None = None
+        self._ssl = client_context(self.tls) if self.tls is not None and self.tls.enabled else None
+        if self._ssl is not None and not self.url.startswith("https://"):
+            raise PushError(f"agent {self.url}: TLS is on, so its URL must be https://")
 
     def push(self, device: str, tables: DeviceTables) -> str:
         """The rule lines that changed since the tables the agent holds, as a delta
@@ -103,7 +108,9 @@ class AgentTarget:
         for attempt in (0, 1):
             fresh = self._conn is None
             if self._conn is None:
-                self._conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=timeout)
+                self._conn = (http.client.HTTPSConnection(url.hostname or "127.0.0.1", url.port or 443, timeout=timeout,
+                                                          context=self._ssl) if self._ssl is not None else
+                              http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=timeout))
             self._conn.timeout = timeout
             if self._conn.sock is not None:
                 self._conn.sock.settimeout(timeout)
@@ -114,10 +121,10 @@ class AgentTarget:
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 self._close()
                 if fresh or attempt:
-                    raise PushError(f"agent {self.url} unreachable: {exc}") from None
+                    raise PushError(explain_failure(exc, self.url) or f"agent {self.url} unreachable: {exc}") from None
             except (OSError, http.client.HTTPException) as exc:
                 self._close()
-                raise PushError(f"agent {self.url} unreachable: {exc}") from None
+                raise PushError(explain_failure(exc, self.url) or f"agent {self.url} unreachable: {exc}") from None
         raise AssertionError("unreachable")
 
     def _close(self) -> None:
@@ -175,6 +182,8 @@ class P4RuntimeTarget:
     election_id: int = 1
     pipeline_config: bytes | None = None      # the spec text, for a switch that runs no pipeline yet
     timeout: float = 5.0
+    tls: TlsFiles | None = None               # the CA that signed the switch, our certificate (mutual TLS)
+    tls_name: str | None = None               # the name in the switch's certificate, when not its address
 
     def __post_init__(self) -> None:
         self.client: Any = None              # P4RuntimeClient (imported on first use: grpc is heavy)
@@ -190,7 +199,8 @@ class P4RuntimeTarget:
             if self.client is not None:
                 self.client.close()
                 self.client = None
-            self.client = P4RuntimeClient(self.address, self.device_id, self.election_id, self.timeout)
+            self.client = P4RuntimeClient(self.address, self.device_id, self.election_id, self.timeout,
+                                          tls=self.tls, tls_name=self.tls_name)
         return self.client
 
     def current(self, device: str) -> Held | None:

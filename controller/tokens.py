@@ -32,36 +32,82 @@ class _Entry:
     host: str
 
 
+def _entries(entries: dict[str, str]) -> list[_Entry]:
+    out = []
+    for token, host in entries.items():
+        if token.startswith("sha256$"):
+            try:
+                _, salt_hex, hexd = token.split("$")
+                out.append(_Entry(bytes.fromhex(salt_hex), bytes.fromhex(hexd), host))
+            except ValueError:
+                raise ValueError("a hashed token must read sha256$SALT$HEX (hex digits)") from None
+        else:
+            fresh = os.urandom(16)
+            out.append(_Entry(fresh, _digest(fresh, token), host))
+    return out
+
+
 class TokenBook:
-    def __init__(self, entries: dict[str, str]) -> None:
-        """`entries`: token (clear or sha256$SALT$HEX) -> host."""
-        self._entries: list[_Entry] = []
-        for token, host in entries.items():
-            if token.startswith("sha256$"):
-                try:
-                    _, salt_hex, hexd = token.split("$")
-                    self._entries.append(_Entry(bytes.fromhex(salt_hex), bytes.fromhex(hexd), host))
-                except ValueError:
-                    raise ValueError("a hashed token must read sha256$SALT$HEX (hex digits)") from None
-            else:
-                fresh = os.urandom(16)
-                self._entries.append(_Entry(fresh, _digest(fresh, token), host))
+    def __init__(self, entries: dict[str, str], path: Path | None = None) -> None:
+        """`entries`: token (clear or sha256$SALT$HEX) -> host. `path`: the file they came from,
+        read again by `refresh` when it changes (tokens rotate without a restart)."""
+        self._entries = _entries(entries)
+        self.path = path
+        self._stamp = _stamp(path) if path is not None else None
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def host(self, token: str) -> str | None:
-        """The host of `token`, or None; every entry is compared, in constant time."""
-        found: str | None = None
+        found = self.who(token)
+        return found[0] if found else None
+
+    def who(self, token: str) -> tuple[str, str] | None:
+        """(host, the token's fingerprint) for `token`, or None; every entry is compared, in
+        constant time. The fingerprint (8 hex digits of its salted hash) names the token in the
+        audit log without revealing it."""
+        found: tuple[str, str] | None = None
         for e in self._entries:
             if hmac.compare_digest(_digest(e.salt, token), e.digest):
-                found = e.host
+                found = (e.host, e.digest.hex()[:8])
         return found
+
+    def refresh(self) -> str:
+        """Re-read the tokens file when it changed since it was read: tokens added, removed or
+        moved to another host take effect at once. A file that does not parse (say, half
+        written) leaves the tokens in force. Returns what happened ("" when nothing changed)."""
+        if self.path is None:
+            return ""
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return ""
+        self._stamp = stamp
+        try:
+            self._entries = _entries(_read(self.path))
+        except (OSError, ValueError) as exc:
+            return f"{self.path} changed but was not taken ({exc}); the {len(self)} tokens before stay in force"
+        return f"{self.path} re-read: {len(self)} tokens"
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _read(path: Path) -> dict[str, str]:
+    import yaml
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not YAML ({exc})") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise ValueError(f"{path}: expected 'token: host' lines")
+    return {str(k): str(v) for k, v in data.items()}
 
 
 def load_tokens(path: str | Path) -> TokenBook:
-    import yaml
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
-        raise ValueError(f"{path}: expected 'token: host' lines")
-    return TokenBook({str(k): str(v) for k, v in data.items()})
+    """The tokens of a file, re-read by `TokenBook.refresh` when it changes."""
+    return TokenBook(_read(Path(path)), Path(path))

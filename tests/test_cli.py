@@ -300,6 +300,61 @@ def test_controller_init_then_serve_and_subscribe_work_from_a_clean_directory(tm
         serve.wait(timeout=60)
 
 
+def test_controller_init_tls_serves_https_with_an_audit_log(tmp_path) -> None:
+    """Issue 48: `controller init --tls` makes the CA and certificates; the controller serves
+    https with them; `subscribe --ca` works, without the CA it says what to give; every change
+    leaves an audit line in --audit-log."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    import time
+    exe = [sys.executable, "-c", "from camus.cli import main; main()"]
+    first = tmp_path / "first"
+    done = subprocess.run([*exe, "controller", "init", str(first), "--tls"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "--tls-cert tls/controller.crt" in done.stdout, done.stderr
+    assert all((first / "tls" / f"{p}.key").stat().st_mode & 0o077 == 0 for p in ("ca", "controller", "h1", "sw1"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bad = subprocess.run([*exe, "controller", "serve", "--topology", "topology.yaml", "--spec", "itch.p4", "--tokens",
+                          "tokens.yaml", "--tls-cert", "tls/controller.crt", "--tls-key", "tls/h1.key"], cwd=first,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "tls/h1.key is not the private key of tls/controller.crt" in bad.stderr
+    serve = subprocess.Popen([*exe, "controller", "serve", "--topology", "topology.yaml", "--spec", "itch.p4",
+                              "--tokens", "tokens.yaml", "--listen", f"127.0.0.1:{port}", "--tls-cert",
+                              "tls/controller.crt", "--tls-key", "tls/controller.key", "--tls-ca", "tls/ca.crt",
+                              "--audit-log", "audit.log"], cwd=first, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read() if serve.stderr else ""
+            time.sleep(0.1)
+        token = (first / "h1.token").read_text().strip()
+        url = f"https://localhost:{port}"
+        untrusted = subprocess.run([*exe, "subscribe", "--controller", url, "--token", token, "stock == GOOGL"],
+                                   capture_output=True, text=True, timeout=120)
+        assert untrusted.returncode == 1 and "not trusted" in untrusted.stderr and "--ca" in untrusted.stderr
+        sub = subprocess.run([*exe, "subscribe", "--controller", url, "--ca", str(first / "tls" / "ca.crt"),
+                              "--token", token, "--ttl", "600", "stock == GOOGL and price > 50"],
+                             capture_output=True, text=True, timeout=120)
+        assert sub.returncode == 0, sub.stderr
+        sid = json.loads(sub.stdout)["id"]
+        deadline = time.monotonic() + 60
+        while sid not in ((first / "audit.log").read_text() if (first / "audit.log").exists() else ""):
+            assert time.monotonic() < deadline, "no audit line"
+            time.sleep(0.1)
+        assert "subscribe" in (first / "audit.log").read_text() and token not in (first / "audit.log").read_text()
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
+
+
 def test_compile_json_summary_carries_the_resource_report(tmp_path) -> None:
     import json
     from camus.cli import main as cli_main
