@@ -58,11 +58,11 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp",
-            trace: Path | None = None, soak: bool = False) -> dict:
+            trace: Path | None = None, soak: bool = False, tls: bool = False) -> dict:
     from camus.dataplane.lab import processes
     try:
         with processes() as procs:                       # the device, then the controller
-            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak)
+            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls)
     finally:                                             # after the agent has detached
         if target == "xdp":
             _veths(down=True)
@@ -78,7 +78,7 @@ def _veths(down: bool = False) -> None:
                 subprocess.run(["ip", "link", "set", x, "up"], check=True)
 
 
-def _device(target: str, tmp: Path, procs: list) -> tuple[dict, dict]:
+def _device(target: str, tmp: Path, procs: list, pki: dict | None = None) -> tuple[dict, dict]:
     """The filtering device the subscribers hang off: a software P4Runtime switch in its own
     process, or an XDP host (veths here) with its agent; its topology entry and extra options."""
     if target == "p4":
@@ -91,15 +91,19 @@ def _device(target: str, tmp: Path, procs: list) -> tuple[dict, dict]:
     agent = f"127.0.0.1:{_port()}"
     (tmp / "agent.token").write_text("agent-tok\n")
     (tmp / "ports.yaml").write_text("".join(f"{i}: {{iface: cxcp{i}}}\n" for i in (1, 2, 3)))
+    tls = ["--tls-cert", pki["agent"].cert, "--tls-key", pki["agent"].key, "--tls-ca", pki["agent"].ca] if pki else []
     procs.append(subprocess.Popen([str(Path(sys.executable).parent / "camus-xdp"), "agent", IFACE, "--spec", str(SPEC),
                                    "--ports", str(tmp / "ports.yaml"), "--listen", agent,
-                                   "--token-file", str(tmp / "agent.token")], stderr=subprocess.DEVNULL))
-    return ({"name": "sw", "kind": "xdp", "layer": "edge", "agent": f"http://{agent}"},
-            {"--agent-token-file": str(tmp / "agent.token")})
+                                   "--token-file", str(tmp / "agent.token"), *tls], stderr=subprocess.DEVNULL))
+    extra = {"--agent-token-file": str(tmp / "agent.token")}
+    if pki:                                              # the controller: https, and mutual TLS to the agent
+        extra |= {"--tls-cert": pki["controller"].cert, "--tls-key": pki["controller"].key,
+                  "--tls-ca": pki["controller"].ca}
+    return {"name": "sw", "kind": "xdp", "layer": "edge", "agent": f"{'https' if pki else 'http'}://{agent}"}, extra
 
 
-async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel: KernelCheck | None
-                ) -> tuple[list[float], list[float], int, list[tuple[float, float]]]:
+async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel: KernelCheck | None,
+                ssl_context=None) -> tuple[list[float], list[float], int, list[tuple[float, float]]]:
     """The API clients, in one event loop over keep-alive connections (so the client costs
     little CPU beside the controller on this 2-core machine): API call times, times to
     installed, and how many changes were never installed within two minutes."""
@@ -111,7 +115,7 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
     start = time.monotonic()
     stop = start + seconds
     rng = random.Random(2)
-    async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=0)) as http:
+    async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=0, ssl=ssl_context or False)) as http:
         async def call(tok: str, method: str, path: str, body: dict | None = None) -> dict:
             async with http.request(method, path, json=body, headers={"Authorization": f"Bearer {tok}"}) as r:
                 r.raise_for_status()
@@ -215,7 +219,7 @@ def _spread(xs: list[float]) -> float:
 
 
 def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str,
-             trace: Path | None, soak: bool = False) -> dict:
+             trace: Path | None, soak: bool = False, tls: bool = False) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
@@ -223,7 +227,11 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
 
     api_port = _port()
     hosts = ["h1", "h2", "h3"]
-    device, extra = _device(target, tmp, procs)
+    pki = None
+    if tls:                                              # a private CA: the controller's and the agent's certificates
+        from camus.controller.tls import make_pki
+        pki = make_pki(tmp / "pki", {p: ["localhost", "127.0.0.1"] for p in ("controller", "agent")})
+    device, extra = _device(target, tmp, procs, pki)
     topo = {"devices": [device] + [{"name": h, "kind": "host"} for h in hosts],
             "links": [{"a": "sw", "a_port": i, "b": h, "b_port": 1} for i, h in enumerate(hosts, start=1)]}
     (tmp / "topo.yaml").write_text(yaml.safe_dump(topo))
@@ -244,8 +252,10 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                                    "--tokens", str(tmp / "tokens.yaml"), "--db", str(db), "--policy", "mr",
                                    "--listen", f"127.0.0.1:{api_port}", "--switch-dir", str(tmp / "sw"),
                                    *[x for kv in extra.items() for x in kv]], stderr=subprocess.DEVNULL))
-    url = f"http://127.0.0.1:{api_port}"
-    first = SubscriptionClient(url, "tok0")
+    url = f"{'https' if pki else 'http'}://127.0.0.1:{api_port}"
+    from camus.controller.tls import TlsFiles, client_context
+    trust = TlsFiles(ca=pki["controller"].ca) if pki else None
+    first = SubscriptionClient(url, "tok0", tls=trust)
     t_ready = time.monotonic()
     while time.monotonic() - t_ready < 900:              # the whole set compiled and installed
         try:
@@ -277,7 +287,8 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        calls, installed, not_installed, series = asyncio.run(_load(url, list(tokens), seconds, rate, kernel))
+        calls, installed, not_installed, series = asyncio.run(_load(url, list(tokens), seconds, rate, kernel,
+                                                                    client_context(trust) if trust else None))
         if trace is not None:                            # open loop: each change, when issued and how long to installed
             with trace.open("a") as out:
                 out.writelines(json.dumps({"subscriptions": n, "issued_s": round(t, 4), "installed_ms": round(d * 1e3, 2)})
@@ -301,7 +312,7 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                 "controller_rss_spread_after_first_minute": _spread([c for c, _ in minutes]),
                 f"{target}_device_rss_spread_after_first_minute": _spread([d for _, d in minutes]),
                 "unchanged_probes": probes["asked"], "unchanged_lost": probes["lost"]}
-    return end | {"subscriptions": n, "target": target, "kernel_verified": kernel is not None and not rate,
+    return end | {"subscriptions": n, "target": target, "tls": tls, "kernel_verified": kernel is not None and not rate,
             "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
             "changes_per_s": round(len(calls) / seconds, 1), "not_installed": not_installed,
             "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
@@ -327,20 +338,25 @@ def main() -> int:
                          "closed loop), or the software P4Runtime switch")
     ap.add_argument("--trace", type=Path, help="open loop: append one JSON line per change (when issued, time "
                                                  "to installed) to this file, to find stalls")
+    ap.add_argument("--tls", action="store_true",
+                    help="TLS everywhere: the API over https, the controller to the agent over mutual TLS (a private CA)")
     ap.add_argument("--soak", action="store_true",
                     help="a soak: probe unchanged subscriptions every second, compare the maps with the live set "
                          "compiled from scratch at the end, RSS by minute (use with --seconds 600 --rate 1000)")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="open loop: changes/s in total, not waiting for installs (0: closed loop, the default)")
     args = ap.parse_args()
+    if args.tls and args.target != "xdp":
+        ap.error("--tls measures the XDP target (the controller's API over https, its agent over mutual TLS)")
     tmp = Path(tempfile.mkdtemp(prefix="camus-churn-"))
     try:
         return run_sizes("churn", f"churn_bench.py --target {args.target} --clients {args.clients} --seconds {args.seconds:g}"
-                         + (f" --rate {args.rate:g}" if args.rate else "") + (" --soak" if args.soak else ""),
+                         + (f" --rate {args.rate:g}" if args.rate else "") + (" --soak" if args.soak else "")
+                         + (" --tls" if args.tls else ""),
                          args.n or default,
                          f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}",
                          lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target, args.trace,
-                                           args.soak),
+                                           args.soak, args.tls),
                          lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
                                       f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")
     finally:

@@ -30,11 +30,13 @@ TOKENS = {"tok1": "h1", "tok2": "h2", "tok3": "h3", "tok4": "h4"}
 STOCKS = ["GOOGL", "AAPL", "MSFT", "TSLA", "IBM"]
 
 
-def _wait_http(url: str) -> None:
+def _wait_http(url: str, ca: str | None = None) -> None:
+    import ssl
     import urllib.request
+    ctx = ssl.create_default_context(cafile=ca) if ca else None
     for _ in range(100):
         try:
-            urllib.request.urlopen(url, timeout=0.2)
+            urllib.request.urlopen(url, timeout=0.2, context=ctx)
             return
         except Exception as exc:                          # 401 means it is up
             if getattr(exc, "code", None) == 401:
@@ -45,6 +47,22 @@ def _wait_http(url: str) -> None:
 
 @pytest.fixture
 def mixed(tmp_path: Path):
+    yield from _mixed(tmp_path, tls=False)
+
+
+@pytest.fixture
+def mixed_tls(tmp_path: Path):
+    yield from _mixed(tmp_path, tls=True)
+
+
+def _mixed(tmp_path: Path, tls: bool):
+    """The lab; with `tls`, every channel over TLS (a private CA: controller, agent, switch
+    certificates; the agent and the switch take only the controller's certificate)."""
+    pki = None
+    if tls:
+        from camus.controller.tls import make_pki
+        pki = make_pki(tmp_path / "pki", {p: ["localhost", "127.0.0.1"] for p in ("controller", "h1", "h2", "sw")})
+    scheme = "https" if tls else "http"
     with Lab("camus-mix", subscribers=3, net="10.77", remote_endpoint=False) as lab:
         sw_ns = lab.sub_ns(3)                             # subscriber slot 3 hosts the switch
         for i in (1, 2):                                   # the switch's two subscribers
@@ -57,8 +75,9 @@ def mixed(tmp_path: Path):
         ports = tmp_path / "ports.yaml"
         ports.write_text("".join(f"{p}: {{iface: {lab.sub_if(p, True)}}}\n" for p in (1, 2, 3)))
         sock = f"unix:{tmp_path}/sw.sock"
-        topo = {"devices": [{"name": "broker", "kind": "xdp", "agent": f"http://{AGENT}"},
-                            {"name": "sw", "kind": "p4", "p4runtime": sock, "device_id": 1}] +
+        topo = {"devices": [{"name": "broker", "kind": "xdp", "agent": f"{scheme}://{AGENT}"},
+                            {"name": "sw", "kind": "p4", "p4runtime": sock, "device_id": 1,
+                             **({"tls_name": "sw"} if tls else {})}] +
                            [{"name": h, "kind": "host"} for h in ("pub", "h1", "h2", "h3", "h4")],
                 "links": [{"a": "broker", "a_port": 1, "b": "h1", "b_port": 1},
                           {"a": "broker", "a_port": 2, "b": "h2", "b_port": 1},
@@ -71,28 +90,37 @@ def mixed(tmp_path: Path):
         exe = str(Path(sys.executable).parent / "camus-xdp")
         (tmp_path / "agent.token").write_text("agent-tok\n")
         with processes() as procs:                       # stopped before the lab is torn down
+            agent_tls = ["--tls-cert", pki["h1"].cert, "--tls-key", pki["h1"].key, "--tls-ca", pki["h1"].ca] if pki else []
             procs.append(subprocess.Popen([exe, "agent", lab.broker, "--spec", str(SPEC), "--ports", str(ports),
-                                           "--listen", AGENT, "--token-file", str(tmp_path / "agent.token")],
-                                          stderr=subprocess.PIPE))
+                                           "--listen", AGENT, "--token-file", str(tmp_path / "agent.token"),
+                                           *agent_tls], stderr=subprocess.PIPE))
             ctl_cmd = [exe, "controller", "serve", "--topology", str(tmp_path / "topo.yaml"),
                        "--spec", str(SPEC), "--policy", "mst", "--tokens",
                        str(tmp_path / "tokens.yaml"), "--switch-dir", str(tmp_path / "sw"),
                        "--listen", CTL, "--agent-token-file", str(tmp_path / "agent.token"),
                        "--db", str(tmp_path / "ctl.db")]
+            if pki:
+                ctl_cmd += ["--tls-cert", pki["controller"].cert, "--tls-key", pki["controller"].key,
+                            "--tls-ca", pki["controller"].ca]
             procs.append(subprocess.Popen(ctl_cmd, stderr=subprocess.DEVNULL))
             lab.ctl_cmd, lab.procs, lab.db = ctl_cmd, procs, tmp_path / "ctl.db"     # type: ignore[attr-defined]
             def start_switch() -> subprocess.Popen:
+                sw_tls = (["--tls-cert", pki["sw"].cert, "--tls-key", pki["sw"].key, "--tls-client-ca", pki["sw"].ca]
+                          if pki else [])
                 sw = subprocess.Popen(["ip", "netns", "exec", sw_ns, sys.executable, "-m",
                                        "camus.controller.softswitch", "--grpc", sock, "--device-id", "1",
                                        "--spec", str(SPEC), "--port", f"3={lab.sub_if(3, False)}",
-                                       "--port", "1=swp1", "--port", "2=swp2"], stdout=subprocess.PIPE, text=True)
+                                       "--port", "1=swp1", "--port", "2=swp2", *sw_tls], stdout=subprocess.PIPE,
+                                      text=True)
                 procs.append(sw)
                 assert sw.stdout.readline().strip() == "ready"
                 return sw
             lab.start_switch, lab.tmp = start_switch, tmp_path                       # type: ignore[attr-defined]
             lab.switch = start_switch()                                              # type: ignore[attr-defined]
-            _wait_http(f"http://{AGENT}/v1/status")
-            _wait_http(f"http://{CTL}/v1/status")
+            lab.pki, lab.sock = pki, sock                                            # type: ignore[attr-defined]
+            if pki is None:
+                _wait_http(f"http://{AGENT}/v1/status")
+            _wait_http(f"{scheme}://{CTL}/v1/status", pki["controller"].ca if pki else None)
             yield lab
 
 
@@ -310,3 +338,56 @@ def test_a_killed_switch_is_resynchronised_over_p4runtime(mixed: Lab) -> None:
     finally:
         reader.close()
     assert cells[1] > 0 and cells[2] > 0 and cells[3] == 0          # never back out of the ingress port
+
+
+def test_mixed_lab_with_tls_everywhere_delivers_exactly_and_refuses_strangers(mixed_tls: Lab) -> None:
+    """Issue 48: the controller's API, the agent and P4Runtime all over TLS (the agent and the
+    switch take only the controller's certificate): every subscriber gets exactly its messages.
+    A client that does not trust the CA, a push from another party's certificate, a P4Runtime
+    client without a valid client certificate and plain HTTP to the TLS port are each refused."""
+    from camus.compiler.compile import compile_rules
+    from camus.compiler.semantics.interpreter import PipelineInterpreter
+    from camus.controller.client import ConnectionFailure
+    from camus.controller.p4rt_client import P4RuntimeClient, P4RuntimeError
+    from camus.controller.tls import TlsFiles
+    lab = mixed_tls
+    pki = lab.pki                                                           # type: ignore[attr-defined]
+    trust = TlsFiles(ca=pki["controller"].ca)
+    c = {h: SubscriptionClient(f"https://{CTL}", tok, tls=trust) for tok, h in TOKENS.items()}
+    _in_sync(c["h1"], timeout=120)          # the first push attaches over https: BCC compiles the program
+    wants = {"h1": "stock == GOOGL", "h2": "stock == MSFT or stock == TSLA", "h3": "stock == AAPL",
+             "h4": "stock == GOOGL and price > 50"}
+    for h, f in wants.items():
+        c[h].subscribe(f, ttl=60)
+    _in_sync(c["h1"], timeout=30)
+    got, stock_of = _round(lab, 1)
+    values = _feed_values(1)
+    spec = load_spec(SPEC)
+    for h, f in wants.items():
+        interp = PipelineInterpreter(compile_rules(spec, f"{f} : fwd(1)").pipeline)
+        assert got[h] == {r for r in stock_of if interp.run(values[r]).actions.ports} and got[h], h
+
+    with pytest.raises(ConnectionFailure, match="not trusted"):
+        SubscriptionClient(f"https://{CTL}", "tok1").status()
+    with pytest.raises(ConnectionFailure, match="use https://"):
+        SubscriptionClient(f"http://{CTL}", "tok1").status()
+    import http.client
+    import ssl
+    from camus.controller.tls import client_context
+    conn = http.client.HTTPSConnection("127.0.0.1", int(AGENT.rsplit(":", 1)[1]), context=client_context(pki["h2"]))
+    conn.request("POST", "/v1/tables", body=b'{"rules": "", "digest": "x"}',
+                 headers={"Authorization": "Bearer agent-tok", "Content-Type": "application/json"})
+    assert conn.getresponse().status == 403                                   # not the controller's certificate
+    conn.close()
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        bare = http.client.HTTPSConnection("127.0.0.1", int(AGENT.rsplit(":", 1)[1]), context=client_context(trust))
+        bare.request("GET", "/v1/status", headers={"Authorization": "Bearer agent-tok"})
+        bare.getresponse()
+    with pytest.raises(P4RuntimeError):                                       # no client certificate
+        P4RuntimeClient(lab.sock, 1, 9, timeout=3.0, tls=trust, tls_name="sw")     # type: ignore[attr-defined]
+    from camus.controller.tls import make_pki
+    mallory = make_pki(lab.tmp / "other-ca", {"controller": ["localhost"]})["controller"]   # type: ignore[attr-defined]
+    stranger = TlsFiles(mallory.cert, mallory.key, pki["controller"].ca)      # named right, signed by another CA
+    with pytest.raises(P4RuntimeError):
+        P4RuntimeClient(lab.sock, 1, 9, timeout=3.0, tls=stranger, tls_name="sw")      # type: ignore[attr-defined]
+    assert _in_sync(c["h1"]) < 1.0                                            # the strangers changed nothing
