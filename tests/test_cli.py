@@ -252,12 +252,32 @@ def test_bench_report_refuses_a_directory_that_is_not_a_run_at_once(tmp_path) ->
     assert "runs.jsonl" in done.output and "Traceback" not in done.output
 
 
+def _serve_until_listening(exe: list[str], folder, *extra: str):     # type: ignore[no-untyped-def]
+    """`controller serve` of `controller init`'s files on a free port, once it listens (a slow
+    machine takes longer to start it: waited for, within two minutes)."""
+    import socket
+    import subprocess
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve = subprocess.Popen([*exe, "controller", "serve", "--topology", "topology.yaml", "--spec", "itch.p4",
+                              "--tokens", "tokens.yaml", "--listen", f"127.0.0.1:{port}", *extra], cwd=folder,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return serve, port
+        assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read() if serve.stderr else ""
+        time.sleep(0.1)
+
+
 def test_controller_init_then_serve_and_subscribe_work_from_a_clean_directory(tmp_path) -> None:
     """Issue 46: the three commands of the README, in a fresh directory: the controller serves
     the written topology and tokens, a host subscribes with its token and sees its subscription,
     the switch gets its entries; tokens are private files."""
     import json
-    import socket
     import subprocess
     import sys
     import time
@@ -268,20 +288,8 @@ def test_controller_init_then_serve_and_subscribe_work_from_a_clean_directory(tm
     assert (first / "tokens.yaml").stat().st_mode & 0o077 == 0
     again = subprocess.run([*exe, "controller", "init", str(first)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 1 and "--force" in again.stderr
-    with socket.socket() as s:                      # a free port for this run
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    serve = subprocess.Popen([*exe, "controller", "serve", "--topology", "topology.yaml", "--spec", "itch.p4",
-                              "--tokens", "tokens.yaml", "--listen", f"127.0.0.1:{port}"], cwd=first,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    serve, port = _serve_until_listening(exe, first)
     try:
-        deadline = time.monotonic() + 120            # a slow machine takes longer to start it
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read() if serve.stderr else ""
-            time.sleep(0.1)
         token = (first / "h1.token").read_text().strip()
         url = f"127.0.0.1:{port}"
         sub = subprocess.run([*exe, "subscribe", "--controller", url, "--token", token, "--ttl", "600",
@@ -305,7 +313,6 @@ def test_controller_init_tls_serves_https_with_an_audit_log(tmp_path) -> None:
     https with them; `subscribe --ca` works, without the CA it says what to give; every change
     leaves an audit line in --audit-log."""
     import json
-    import socket
     import subprocess
     import sys
     import time
@@ -315,26 +322,13 @@ def test_controller_init_tls_serves_https_with_an_audit_log(tmp_path) -> None:
                           timeout=120)
     assert done.returncode == 0 and "--tls-cert tls/controller.crt" in done.stdout, done.stderr
     assert all((first / "tls" / f"{p}.key").stat().st_mode & 0o077 == 0 for p in ("ca", "controller", "h1", "sw1"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     bad = subprocess.run([*exe, "controller", "serve", "--topology", "topology.yaml", "--spec", "itch.p4", "--tokens",
                           "tokens.yaml", "--tls-cert", "tls/controller.crt", "--tls-key", "tls/h1.key"], cwd=first,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "tls/h1.key is not the private key of tls/controller.crt" in bad.stderr
-    serve = subprocess.Popen([*exe, "controller", "serve", "--topology", "topology.yaml", "--spec", "itch.p4",
-                              "--tokens", "tokens.yaml", "--listen", f"127.0.0.1:{port}", "--tls-cert",
-                              "tls/controller.crt", "--tls-key", "tls/controller.key", "--tls-ca", "tls/ca.crt",
-                              "--audit-log", "audit.log"], cwd=first, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+    serve, port = _serve_until_listening(exe, first, "--tls-cert", "tls/controller.crt", "--tls-key",
+                                         "tls/controller.key", "--tls-ca", "tls/ca.crt", "--audit-log", "audit.log")
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read() if serve.stderr else ""
-            time.sleep(0.1)
         token = (first / "h1.token").read_text().strip()
         url = f"https://localhost:{port}"
         untrusted = subprocess.run([*exe, "subscribe", "--controller", url, "--token", token, "stock == GOOGL"],
