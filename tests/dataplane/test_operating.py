@@ -62,7 +62,7 @@ def feed(spec, count: int) -> int:
 
 def test_status_and_stats_json_carry_their_fields(attached) -> None:
     feed(attached, 3)
-    out = CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).output
+    out = CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).stdout
     doc = json.loads(out)
     unit = next(u for u in doc["units"] if u["unit"] == BRK)
     assert doc["schema"] == 1 and unit["iface"] == BRK and unit["mode"] == "generic" and unit["rules"] == 2
@@ -72,7 +72,7 @@ def test_status_and_stats_json_carry_their_fields(attached) -> None:
     text = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
     assert f"id {unit['program']['id']}" in text and unit["program"]["tag"] in text, text
 
-    stats = json.loads(CliRunner().invoke(main, ["stats", BRK, "--json"], catch_exceptions=False).output)
+    stats = json.loads(CliRunner().invoke(main, ["stats", BRK, "--json"], catch_exceptions=False).stdout)
     got = stats["units"][BRK]
     assert got["packets"]["packets"] >= 3 and got["messages"]["messages"] >= 6       # two messages a packet
     assert "no_match" in got["packets"] and "explicit_drop" in got["messages"]
@@ -115,12 +115,12 @@ def test_metrics_serve_the_counters_and_move_with_traffic(attached) -> None:
 def test_update_json_says_what_changed(attached, tmp_path) -> None:
     newer = tmp_path / "newer.txt"
     newer.write_text(RULES + "stock == AAPL : fwd(1)\n")
-    out = CliRunner().invoke(main, ["update", BRK, "--rules", str(newer), "--json"], catch_exceptions=False).output
+    out = CliRunner().invoke(main, ["update", BRK, "--rules", str(newer), "--json"], catch_exceptions=False).stdout
     doc = json.loads(out)
     assert doc["schema"] == 1 and doc["unit"] == BRK and doc["written"] is True and doc["removed"] == []
     assert doc["added"] == ["stock == AAPL : fwd(1)"] and doc["ms"] > 0 and doc["new_entries"] >= 1
     again = json.loads(CliRunner().invoke(main, ["update", BRK, "--rules", str(newer), "--json"],
-                                          catch_exceptions=False).output)
+                                          catch_exceptions=False).stdout)
     assert again["written"] is False and again["added"] == again["removed"] == []
 
 
@@ -130,10 +130,10 @@ def test_attach_json_describes_the_unit_as_status_does(tmp_path) -> None:
     with veth_pair(NS, PUB, BRK, "10.78.0"):
         try:
             out = CliRunner().invoke(main, ["attach", BRK, "--spec", str(APPS / "itch" / "itch.p4"), "--rules",
-                                            str(rules), "--mode", "generic", "--json"], catch_exceptions=False).output
+                                            str(rules), "--mode", "generic", "--json"], catch_exceptions=False).stdout
             doc = json.loads(out)
             assert doc["schema"] == 1 and doc["unit"] == BRK and doc["rules"] == 2 and doc["entries"] >= 1
-            status = json.loads(CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).output)
+            status = json.loads(CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).stdout)
             mine = next(u for u in status["units"] if u["unit"] == BRK)
             assert doc["program"] == mine["program"] and doc["program"]["id"] > 0
         finally:
