@@ -190,18 +190,16 @@ def test_tokens_rotate_without_a_restart(tmp_path: Path) -> None:
 
 
 def test_every_change_leaves_an_audit_line(caplog) -> None:
-    from aiohttp.test_utils import TestClient, TestServer
-    ctl = _controller()
-
-    async def go() -> None:
-        async with TestClient(TestServer(make_app(ctl, TOKENS))) as c:
-            auth = {"Authorization": "Bearer tok-a"}
-            sub = await (await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "ttl": 9},
-                                      headers=auth)).json()
-            await c.post(f"/v1/subscriptions/{sub['id']}/refresh", json={"ttl": 20}, headers=auth)
-            await c.delete(f"/v1/subscriptions/{sub['id']}", headers=auth)
-    with caplog.at_level(logging.INFO, logger="camus.audit"):
-        asyncio.run(go())
+    served = Served(make_app(_controller(), TOKENS), None)
+    try:
+        with caplog.at_level(logging.INFO, logger="camus.audit"):
+            c = SubscriptionClient(f"http://127.0.0.1:{served.port}", "tok-a")
+            sub = c.subscribe("stock == GOOGL", ttl=9)
+            c.refresh(sub["id"], ttl=20)
+            c.refresh(sub["id"])                                   # a keep-alive alone: no line
+            c.unsubscribe(sub["id"])
+    finally:
+        served.close()
     lines = [r.getMessage() for r in caplog.records if r.name == "camus.audit"]
     fp = lines[0].split("token=")[1].split()[0]
     assert len(fp) == 8 and "tok-a" not in " ".join(lines)                          # the token never written
