@@ -63,8 +63,11 @@ def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, 
     try:
         with processes() as procs:                       # the device, then the controller
             return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls)
-    finally:                                             # after the agent has detached
+    finally:                                             # after the agent has stopped
         if target == "xdp":
+            from camus.dataplane import installed as state, runtime
+            if state.state_path(IFACE).exists():         # the agent's attachment: pins and state go too
+                runtime.detach(IFACE)
             _veths(down=True)
 
 
