@@ -111,11 +111,20 @@ def recompile(c: Compiled, opts: CompileOptions) -> Compiled:
         return _from_lowered(c.spec, c.rules, c.source, c.exact_lowered, opts, None, {})
 
 
-def _from_lowered(spec: Spec, rules: list[Rule], src: SourceText, exact: Lowered, opts: CompileOptions,
-                  builder: DiagramBuilder | None, timings: dict[str, float]) -> Compiled:
-    t1 = time.perf_counter()
-    lowered = discretise(exact, opts.alpha, opts.exact_rules)
-    t2 = time.perf_counter()
+def check_rules(spec: Spec, text: str, source: str = "<rules>", options: CompileOptions | None = None) -> None:
+    """Every error compile_rules would raise for this text (CompileErrors, with positions),
+    without building tables: parsed, checked against the spec, in disjunctive form. What the
+    controller runs on each filter a subscriber sends (building the whole pipeline to throw it
+    away was a quarter of its event loop under churn)."""
+    opts = options or CompileOptions()
+    with no_cyclic_gc():
+        rules, src = parse_rules(text, source)
+        _terms(src, discretise(lower_rules(spec, rules, src), opts.alpha, opts.exact_rules), opts)
+
+
+def _terms(src: SourceText, lowered: Lowered, opts: CompileOptions) -> list[tuple[Term, frozenset[Atom]]]:
+    """The rules' conjunctions with their actions (counted rules tagged); CompileErrors for a
+    rule whose disjunctive form is too large."""
     widths = [v.width for v in lowered.variables]
     terms: list[tuple[Term, frozenset[Atom]]] = []
     errors: list[CompileError] = []
@@ -131,6 +140,15 @@ def _from_lowered(spec: Spec, rules: list[Rule], src: SourceText, exact: Lowered
                                     "a simpler filter, or split it into several rules"))
     if errors:
         raise CompileErrors(errors)
+    return terms
+
+
+def _from_lowered(spec: Spec, rules: list[Rule], src: SourceText, exact: Lowered, opts: CompileOptions,
+                  builder: DiagramBuilder | None, timings: dict[str, float]) -> Compiled:
+    t1 = time.perf_counter()
+    lowered = discretise(exact, opts.alpha, opts.exact_rules)
+    t2 = time.perf_counter()
+    terms = _terms(src, lowered, opts)
     c = assemble(spec, rules, src, lowered, terms, opts, builder,
                  timings={**timings, "discretise": t2 - t1, "dnf": time.perf_counter() - t2})
     c.exact_lowered = exact

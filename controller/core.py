@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Protocol
 
-from camus.compiler.compile import Compiled, CompileOptions, compile_rules
+from camus.compiler.compile import Compiled, CompileOptions, check_rules
 from camus.compiler.heap import settle_heap
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
@@ -149,7 +149,7 @@ class Controller:
             raise SubscriptionError("a subscription is one filter, without an action (e.g. "
                                     "'stock == GOOGL and price > 50')")
         try:
-            compile_rules(self.spec, f"{text} : fwd(1)", "<filter>")
+            check_rules(self.spec, f"{text} : fwd(1)", "<filter>")
         except (CompileErrors, CompileError) as exc:
             raise SubscriptionError(str(exc)) from None
         return text

@@ -152,3 +152,29 @@ def test_spec_errors_name_position(text: str, message: str, line: int) -> None:
     assert any(message in e.render() for e in errs), [e.render() for e in errs]
     e = next(e for e in errs if message in e.render())
     assert e.position.line == line and e.position.source == "bad.p4"
+
+
+def test_check_rules_refuses_exactly_what_compile_rules_refuses() -> None:
+    """The controller checks each filter with check_rules (no tables built: a quarter of its
+    event loop under churn went to building them): the same errors, at the same positions."""
+    import pytest
+    from camus.compiler.compile import check_rules, compile_rules
+    from camus.compiler.language.errors import CompileError, CompileErrors
+    from camus.compiler.language.spec_parser import load_spec
+    from tests.conftest import APPS
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    for text in ("stock == GOOGL and price > 50 : fwd(1)", "stock == GOOGL : fwd(1)\nprice < 3 : drop",
+                 "stock == : fwd(1)", "stok == GOOGL : fwd(1)", "price > 99999999999 : fwd(1)",
+                 "stock == GOOGL and price > 50", "(" * 200 + "price > 1" + ")" * 200 + " : fwd(1)",
+                 " or ".join(f"(price > {i} and price < {i + 2})" for i in range(0, 9000, 3)) + " : fwd(1)"):
+        try:
+            compile_rules(spec, text, "<f>")
+            whole = None
+        except (CompileErrors, CompileError) as exc:
+            whole = str(exc)
+        if whole is None:
+            check_rules(spec, text, "<f>")
+        else:
+            with pytest.raises((CompileErrors, CompileError)) as checked:
+                check_rules(spec, text, "<f>")
+            assert str(checked.value) == whole, text[:60]
