@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from .xdp_features import XDP_ACT_NDO_XMIT, xdp_features
+
 if TYPE_CHECKING:                # ports.py needs PyYAML; the CLI imports this module without it
     from .ports import PortSpec
 
@@ -50,7 +52,7 @@ BROADCAST_COPY_COST = 3 / 4
 # makes every copy where TC, in 64-packet bursts, lost half of them at 32 (README, "Fan-out").
 AUTO_MIN_GROUP = 16
 MAX_FAN = 64                     # CAMUS_MAX_FAN: devmap entries
-NDO_XMIT = 1 << 2                # NETDEV_XDP_ACT_NDO_XMIT (include/uapi/linux/netdev.h)
+NDO_XMIT = XDP_ACT_NDO_XMIT      # the port's interface takes XDP frames (dataplane/netlink.py)
 BPF_XDP_DEVMAP = 33              # the egress program's expected attach type
 
 
@@ -88,31 +90,8 @@ class FanPlan:
                 "its own), TC clones otherwise")
 
 
-def xdp_features(ifindex: int) -> int:
-    """The interface's NETDEV_XDP_ACT_* bits, from the kernel's netdev generic netlink family."""
-    from pyroute2.netlink import NLM_F_REQUEST, genlmsg
-    from pyroute2.netlink.generic import GenericNetlinkSocket
-
-    class DevMsg(genlmsg):
-        nla_map = (("NETDEV_A_DEV_UNSPEC", "none"), ("NETDEV_A_DEV_IFINDEX", "uint32"),
-                   ("NETDEV_A_DEV_PAD", "none"), ("NETDEV_A_DEV_XDP_FEATURES", "uint64"))
-
-    sock = GenericNetlinkSocket()
-    try:
-        sock.bind("netdev", DevMsg)
-        msg = DevMsg()
-        msg["cmd"], msg["version"] = 1, 1            # NETDEV_CMD_DEV_GET
-        msg["attrs"] = [("NETDEV_A_DEV_IFINDEX", ifindex)]
-        reply = sock.nlm_request(msg, msg_type=sock.prid, msg_flags=NLM_F_REQUEST)
-        return int(reply[0].get_attr("NETDEV_A_DEV_XDP_FEATURES") or 0)
-    except Exception:                                # no netdev family (kernel < 6.3): say none
-        return 0
-    finally:
-        sock.close()
-
-
 def takes_xdp_frames(ifindex: int) -> bool:
-    return bool(xdp_features(ifindex) & NDO_XMIT)
+    return bool((xdp_features(ifindex) or 0) & NDO_XMIT)
 
 
 def on_device(iface: str) -> bool:

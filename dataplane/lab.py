@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .installed import STATE_ROOT
+
 FEED_PORT = 26400
 
 CAPTURE_SCRIPT = """  # argv: raw|raw6 IFACE SECS | udp IP SECS PORT
@@ -124,7 +126,7 @@ def _address_in(ns: str, ifname: str | None, ip: str | None, gateway: str | None
             n.route("add", dst="0.0.0.0/0", gateway=gateway)
 
 
-LAB_OWNERS = Path("/run/camus/labs")     # PREFIX -> the pid of the process whose lab it is
+LAB_OWNERS = STATE_ROOT / "labs"         # PREFIX -> the pid of the process whose lab it is
 
 
 def run_lab_prefix(tag: str = "cb") -> str:

@@ -7,6 +7,7 @@ import socket
 import struct
 
 from .program import DataplaneError
+from .xdp_features import XDP_ACT_BASIC, xdp_features
 
 
 XDP_FLAGS = {"generic": 1 << 1, "native": 1 << 2}
@@ -149,39 +150,12 @@ def interface_exists(iface: str) -> bool:
         return False
 
 
-NETDEV_CMD_DEV_GET = 1           # include/uapi/linux/netdev.h (the `netdev` generic netlink family)
-NETDEV_XDP_ACT_BASIC = 1 << 0    # the driver runs XDP programs itself (native mode)
-
-
 def native_xdp(iface: str) -> bool | None:
-    """Whether IFACE's driver runs XDP natively, as the kernel reports it (xdp-features of the
-    `netdev` netlink family, kernels 6.3 and later): asked in a millisecond, before the program
-    is built, instead of learning it from the refused attach. None when the kernel cannot say."""
-    from pyroute2.netlink import NLM_F_REQUEST, genlmsg
-    from pyroute2.netlink.generic import GenericNetlinkSocket
-
-    class dev_msg(genlmsg):
-        prefix = "NETDEV_A_DEV_"
-        nla_map = (("NETDEV_A_DEV_UNSPEC", "none"), ("NETDEV_A_DEV_IFINDEX", "uint32"), ("NETDEV_A_DEV_PAD", "none"),
-                   ("NETDEV_A_DEV_XDP_FEATURES", "uint64"))
-
-    sock = GenericNetlinkSocket()
-    try:
-        sock.bind("netdev", dev_msg)
-        msg = dev_msg()
-        msg["cmd"], msg["version"] = NETDEV_CMD_DEV_GET, 1
-        msg["attrs"] = [("NETDEV_A_DEV_IFINDEX", ifindex(iface))]
-        found = [r.get_attr("NETDEV_A_DEV_XDP_FEATURES") for r in sock.nlm_request(msg, msg_type=sock.prid,
-                                                                                    msg_flags=NLM_F_REQUEST)]
-    except DataplaneError:
-        raise
-    except Exception:                    # no such family (older kernel), or it would not answer
-        return None
-    finally:
-        sock.close()
-    if not found or found[0] is None:
-        return None
-    return bool(found[0] & NETDEV_XDP_ACT_BASIC)
+    """Whether IFACE's driver runs XDP natively, as the kernel reports it: asked in a
+    millisecond, before the program is built, instead of learning it from the refused attach.
+    None when the kernel cannot say."""
+    features = xdp_features(ifindex(iface))
+    return None if features is None else bool(features & XDP_ACT_BASIC)
 
 
 def driver_name(iface: str) -> str:
