@@ -36,10 +36,10 @@ from . import fanout, netdev
 from .counting import counted_rules, leaf_ports, rule_lines_of, rule_totals, tables_key
 from .dispatch import detach_apps, dispatch_record_path, remove_leftover_apps
 from .faults import GRACE_S, fault
-from .grow import grow, recover_grow
+from .grow import grow
 from .installed import (TABLE_CAPACITY, Installed, attachment_dir, contents_from_keys, keys_of, load_installed,
                         pin_dir, save, state_path, unit_lock, unit_name, valid_iface)
-from .journal import finish_or_undo, recover_unit
+from .journal import recover_unit, settle
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .netlink import XDP_FLAGS, add_tc, attach_xdp, del_clsact, interface_exists, remove_ours_by_name, remove_xdp
 from .preflight import check_free, ensure_bpffs, port_specs
@@ -263,12 +263,7 @@ class Attachment:
         load_installed(self.unit)
         with unit_lock(self.unit):
             inst = load_installed(self.unit)
-            recover_grow(inst)
-            maps = MapSet.from_pins(inst.pins)
-            try:
-                finish_or_undo(inst, maps)
-            finally:
-                maps.close()
+            settle(inst)
             return self._grow(inst, compiled, rules_path, time.perf_counter(), progress)
 
     def _grow(self, inst: Installed, compiled: Compiled, rules_path: str, t0: float,
@@ -285,10 +280,9 @@ class Attachment:
         inst = load_installed(self.unit)
         t0 = time.perf_counter()
         bits = self._bits(inst)
-        recover_grow(inst)
+        settle(inst)
         maps = MapSet.from_pins(inst.pins)
         try:
-            finish_or_undo(inst, maps)
             lines = rule_lines_of(compiled)
             key = tables_key(compiled.options, lines)
             # a refresh writes nothing, but only when the maps serve what the state file records:

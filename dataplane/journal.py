@@ -45,12 +45,17 @@ def recover_unit(unit: str) -> str:
     with unit_lock(unit, wait=False) as held:
         if not held:
             return ""
-        inst = load_installed(unit)
-        note = recover_grow(inst)
-        if inst.pending:
-            maps = MapSet.from_pins(inst.pins)
-            try:
-                note = finish_or_undo(inst, maps)
-            finally:
-                maps.close()
-        return note
+        return settle(load_installed(unit))
+
+
+def settle(inst: Installed) -> str:
+    """Finish or undo what a crash left journaled on `inst` (the caller holds the unit's lock):
+    a grow first (it may have swapped the pins), then an update. Returns what it did."""
+    note = recover_grow(inst)
+    if inst.pending:
+        maps = MapSet.from_pins(inst.pins)
+        try:
+            note = finish_or_undo(inst, maps)
+        finally:
+            maps.close()
+    return note
