@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from camus.edge.session import Limits
+
 
 def _addr(text: str, what: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
@@ -35,11 +37,48 @@ def _addr(text: str, what: str) -> tuple[str, int]:
               "(those read together go together; no waiting). 12 is what the XDP program classifies per "
               "packet; a bigger batch would go to the broker host's stack, not to subscribers.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="warning",
-              show_default=True, help="What the edge logs on stderr (dropped publications at warning).")
+              show_default=True, help="What the edge logs on stderr: refused clients, dropped publications and "
+              "limits reached at warning; sessions opened, closed and expired at info.")
+@click.option("--password-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Users and their hashed passwords, as mosquitto_passwd writes them (user:$7$...): a client "
+              "must give one of them (CONNACK 4 for a wrong password, 5 without a user name).")
+@click.option("--acl-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Which topics each user may read and write, in mosquitto's acl_file format (user NAME / topic "
+              "[read|write|readwrite|deny] FILTER / pattern ... %u %c). Without it, every topic.")
+@click.option("--allow-anonymous/--no-allow-anonymous", default=None,
+              help="Clients without a user name may connect [default: only without --password-file].")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Serve MQTT over TLS with this certificate (PEM) and --tls-key (mosquitto_sub --cafile CA ...).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="With --tls-cert: clients must present a certificate this CA signed.")
+@click.option("--max-packet", type=click.IntRange(64), default=Limits.max_packet, show_default=True,
+              help="Bytes of one MQTT packet: a larger one closes its connection (logged, counted) before "
+              "any of it is kept.")
+@click.option("--max-buffered", type=click.IntRange(1 << 16), default=Limits.max_buffered, show_default=True,
+              help="Bytes of unfinished packets of all clients together (slow or partial publishers): the "
+              "connection that would pass it is closed.")
+@click.option("--max-inflight", type=click.IntRange(1, 65535), default=Limits.max_inflight, show_default=True,
+              help="QoS 1/2 publications sent to one client and not yet acknowledged.")
+@click.option("--max-queued", type=click.IntRange(0), default=Limits.max_queued, show_default=True,
+              help="Publications queued for one client (away, or its in-flight window full); newer ones are "
+              "dropped, logged and counted.")
+@click.option("--max-queued-bytes", type=click.IntRange(0), default=Limits.max_queued_bytes, show_default=True,
+              help="Payload bytes queued for one client.")
+@click.option("--queue-qos0/--no-queue-qos0", default=Limits.queue_qos0, show_default=True,
+              help="Queue QoS 0 publications for a persistent session whose client is away.")
+@click.option("--max-retained-bytes", type=click.IntRange(0), default=Limits.max_retained_bytes, show_default=True,
+              help="Payload bytes of all retained messages; past it new ones are sent on but not kept.")
 def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliveries: str | None,
-         iface: str | None, port: int | None, batch_ms: int, batch: int, log_level: str) -> None:
+         iface: str | None, port: int | None, batch_ms: int, batch: int, log_level: str,
+         password_file: str | None, acl_file: str | None, allow_anonymous: bool | None, tls_cert: str | None,
+         tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, max_inflight: int,
+         max_queued: int, max_queued_bytes: int, queue_qos0: bool, max_retained_bytes: int) -> None:
     """Run an edge broker: unmodified MQTT 3.1.1 clients publish and subscribe here; the
-    XDP broker does the matching and the fan-out between edge brokers.
+    XDP broker does the matching and the fan-out between edge brokers. What a mosquitto user
+    relies on works: wills, keep-alive, session takeover, persistent sessions (queued and
+    re-sent QoS 1/2 publications), retained messages, mosquitto's password and ACL files, TLS;
+    MQTT 5 clients are refused the MQTT 5 way (reason 0x84).
 
     \b
     On the XDP host (after `camus-xdp attach IFACE --spec apps/topics/topics.p4 ...`):
@@ -83,7 +122,23 @@ def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliv
                        f"sends: {why} (give both the same spec)", err=True)
             sys.exit(1)
         sink = LocalSink(iface)
-    broker = EdgeBroker(framing, _addr(feed, "--feed") if feed else None, port, sink, batch_ms / 1000)
+    from camus.controller.tls import TlsError, TlsFiles, server_context
+    from camus.edge.auth import Acl, AuthFileError, Passwords
+    try:
+        passwords = Passwords(password_file) if password_file else None
+        acl = Acl.load(acl_file) if acl_file else None
+        ssl_context = None
+        if tls_cert or tls_key or tls_ca:
+            files = TlsFiles(tls_cert, tls_key, tls_ca)
+            ssl_context = server_context(files, require_client=tls_ca is not None)
+    except (AuthFileError, TlsError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    limits = Limits(max_packet=max_packet, max_inflight=max_inflight, max_queued=max_queued,
+                    max_queued_bytes=max_queued_bytes, queue_qos0=queue_qos0,
+                    max_retained_bytes=max_retained_bytes, max_buffered=max_buffered)
+    broker = EdgeBroker(framing, _addr(feed, "--feed") if feed else None, port, sink, batch_ms / 1000, limits,
+                        passwords, acl, allow_anonymous)
     where = _addr(listen, "--listen")
     back = _addr(deliveries, "--deliveries") if deliveries else None
 
@@ -93,9 +148,9 @@ def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliv
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, task.cancel)    # type: ignore[union-attr]
         ready = asyncio.Event()
-        server = asyncio.create_task(serve(broker, where, back, ready))
+        server = asyncio.create_task(serve(broker, where, back, ready, ssl_context))
         await ready.wait()
-        click.echo(f"edge broker: MQTT on {listen}" + (f", feed {feed}" if feed else "") +
+        click.echo(f"edge broker: MQTT{' over TLS' if ssl_context else ''} on {listen}" + (f", feed {feed}" if feed else "") +
                    (f", copies on {deliveries}" if deliveries else "") +
                    (f", port {port} on {iface}" if iface else ""), err=True)
         try:
@@ -108,7 +163,10 @@ def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliv
     st = broker.stats
     click.echo(f"published {st.published}, received {st.received}, delivered {st.delivered}, "
                f"unmatched {st.unmatched}, rejected {st.rejected}, dropped (clients not reading) {st.dropped}, "
-               f"unsent (feed refused) {st.unsent}", err=True)
+               f"unsent (feed refused) {st.unsent}, refused clients {st.refused}, denied by ACL {st.denied}, "
+               f"wills {st.wills}, keep-alive expiries {st.expired}, takeovers {st.taken_over}, "
+               f"too large {st.too_large}, over the memory bound {st.over_memory}, not queued (queue full) "
+               f"{st.queue_dropped}, not retained {st.not_retained}", err=True)
 
 
 COMMANDS: list[click.Command] = [edge]

@@ -16,8 +16,13 @@ a client that subscribed sees every later publication. Retained messages (MQTT 3
 are kept for the topics this edge's own clients publish to: the last one per topic (up to
 MAX_RETAINED topics; an empty one clears it), sent with the retain flag to a new subscription
 that matches, right after its SUBACK. The labelled datagrams carry no retain flag, so a retained
-message published at another edge is not kept here. Sessions that survive a disconnect are not
-kept (QoS 1/2 publications are acknowledged, delivered at QoS 0).
+message published at another edge is not kept here.
+
+Sessions (edge/session.py, the protocol in edge/connection.py): QoS 1/2 publications carry their
+QoS through the XDP broker (a byte after the payload) and are delivered at the lower of it and
+the subscription's; persistent sessions keep their subscriptions (and their rules on the XDP
+broker) while the client is away and queue what it is owed; wills, keep-alive, takeover, a
+mosquitto password file and ACL file (edge/auth.py) and the limits of `Limits`.
 """
 from __future__ import annotations
 
@@ -25,20 +30,22 @@ import asyncio
 import itertools
 import logging
 import socket
+import ssl
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from camus.compiler.language import topics
 
 from . import mqtt
+from .auth import Acl, Passwords
 from .framing import Framing, Message
+from .session import Limits, Outgoing, Session
 from .trie import KNOWN_TOPICS, TopicTrie
 
-__all__ = ["EdgeBroker", "EdgeStats", "Framing", "Message", "RuleSink", "serve"]
+__all__ = ["EdgeBroker", "EdgeStats", "Framing", "Limits", "Message", "RuleSink", "serve"]
 log = logging.getLogger("camus.edge")
 SO_RCVBUFFORCE = 33
-TCP_QUICKACK = 12
 RCVBUF = 32 << 20
 SLOW_CLIENT_BYTES = 16 << 20   # queued for one client beyond this: its publications are dropped
 DRAIN = 256                 # datagrams read per wake-up of the deliveries socket
@@ -51,15 +58,6 @@ class RuleSink(Protocol):
 
 
 @dataclass
-class Session:
-    sid: int
-    writer: asyncio.StreamWriter
-    client_id: str = ""
-    filters: set[str] = field(default_factory=set)
-    stalled: bool = False       # publications are being dropped: it does not read them
-
-
-@dataclass
 class EdgeStats:
     published: int = 0          # publications sent to the XDP broker
     received: int = 0           # copies the XDP broker sent here
@@ -68,25 +66,45 @@ class EdgeStats:
     rejected: int = 0           # publications that could not be labelled (topic too long, ...)
     dropped: int = 0            # publications not written to a client that is not reading (QoS 0)
     unsent: int = 0             # publications the feed socket refused (no route, no buffer: QoS 0)
-    not_retained: int = 0       # retained publications on new topics past MAX_RETAINED (sent on, not kept)
+    not_retained: int = 0       # retained publications past MAX_RETAINED topics or the bytes limit (sent on, not kept)
+    refused: int = 0            # connections refused (version, identifier, credentials)
+    denied: int = 0             # publications and subscriptions the ACL refused
+    wills: int = 0              # wills published (a client gone without DISCONNECT)
+    expired: int = 0            # connections closed for silence past 1.5 x their keep-alive
+    taken_over: int = 0         # connections closed because their client id connected again
+    too_large: int = 0          # connections closed for a packet over the size limit
+    over_memory: int = 0        # connections closed because unfinished packets passed the memory bound
+    queue_dropped: int = 0      # publications not queued for a session whose queue was full
 
 
 class EdgeBroker:
     def __init__(self, framing: Framing, feed: tuple[str, int] | None, port: int | None,
-                 sink: RuleSink | None, batch_s: float = 0.02) -> None:
+                 sink: RuleSink | None, batch_s: float = 0.02, limits: Limits | None = None,
+                 passwords: Passwords | None = None, acl: Acl | None = None,
+                 allow_anonymous: bool | None = None) -> None:
+        """`allow_anonymous`: clients without a user name may connect (default: unless there
+        is a password file, as mosquitto 2.0 does)."""
         self.framing, self.feed, self.port, self.sink, self.batch_s = framing, feed, port, sink, batch_s
-        self.sessions: dict[int, Session] = {}
+        self.limits = limits or Limits()
+        self.passwords, self.acl = passwords, acl
+        self.allow_anonymous = passwords is None if allow_anonymous is None else allow_anonymous
+        self.sessions: dict[int, Session] = {}          # sid -> session (persistent ones while away too)
+        self.by_client: dict[str, Session] = {}         # client id -> session
+        self.buffered = 0                               # bytes of unfinished packets, all connections
         self.filters: Counter[str] = Counter()         # filter -> sessions holding it
         self.trie = TopicTrie(framing.topic.flavor)     # filter -> sessions, for local delivery
         self.stats = EdgeStats()
         self._ids = itertools.count(1)
+        self._auto = itertools.count(1)                 # ids for clients that connect with none
         self._out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._feed_failing = False                      # the last send to the feed failed (logged once)
         self._push: asyncio.Future[None] | None = None      # the batch being gathered
         self._pushing = asyncio.Lock()
         self._applied: list[str] | None = None
         self._wire: dict[str, bytes] = {}               # topic -> it as an MQTT string
-        self.retained: dict[str, bytes] = {}            # topic -> its last retained payload
+        self.retained: dict[str, tuple[bytes, int]] = {}   # topic -> its last retained payload, QoS
+        self.retained_bytes = 0
+        self._retain_full = False                       # the bytes limit was hit (logged once until under)
 
     # -- subscriptions -> the XDP broker's rules ----------------------------------------------
     async def _sync(self) -> None:
@@ -131,15 +149,15 @@ class EdgeBroker:
         as the framing allows (edge/framing.py); keep the retained ones."""
         for pub in pubs:
             if pub.retain:
-                self._retain(pub.topic, pub.payload)
+                self._retain(pub.topic, pub.payload, pub.qos)
         if self.feed is None:
             for pub in pubs:
-                self.deliver(pub.topic, pub.payload)   # no XDP broker: local only
+                self.deliver(pub.topic, pub.payload, pub.qos)   # no XDP broker: local only
             return
         frames = []
         for pub in pubs:
             try:
-                frame = self.framing.encode(pub.topic, pub.payload)
+                frame = self.framing.encode(pub.topic, pub.payload, pub.qos)
             except topics.TopicError as exc:
                 self.stats.rejected += 1
                 log.warning("publication not sent: %s", exc)
@@ -169,62 +187,99 @@ class EdgeBroker:
         self.stats.unsent += unsent
         self.stats.published += len(frames) - unsent
 
-    def _retain(self, topic: str, payload: bytes) -> None:
-        """The topic's retained message is now `payload`; an empty one removes it (3.3.1.3)."""
+    def _retain(self, topic: str, payload: bytes, qos: int = 0) -> None:
+        """The topic's retained message is now `payload`; an empty one removes it (3.3.1.3).
+        Kept within MAX_RETAINED topics and `Limits.max_retained_bytes` of payload."""
+        old = self.retained.pop(topic, None)
+        if old is not None:
+            self.retained_bytes -= len(old[0])
         if not payload:
-            self.retained.pop(topic, None)
-        elif topic in self.retained or len(self.retained) < MAX_RETAINED:
-            self.retained[topic] = payload
-        else:
-            if not self.stats.not_retained:
-                log.warning("%d topics hold a retained message: retained messages on new topics are not kept",
-                            MAX_RETAINED)
+            self._retain_full = False
+            return
+        if len(self.retained) >= MAX_RETAINED or self.retained_bytes + len(payload) > self.limits.max_retained_bytes:
+            if not self._retain_full:
+                log.warning("retained messages hold %d bytes on %d topics, the limit: a retained message on %r is "
+                            "sent on but not kept (further ones counted, not logged)", self.retained_bytes,
+                            len(self.retained), topic)
+            self._retain_full = True
             self.stats.not_retained += 1
+            return
+        self.retained[topic] = (payload, qos)
+        self.retained_bytes += len(payload)
 
-    def send_retained(self, s: Session, filters: list[str]) -> int:
-        """The retained messages matching any of `filters`, to a session that just subscribed to
-        them, with the retain flag (once each). Returns how many."""
+    def send_retained(self, s: Session, granted: dict[str, int]) -> int:
+        """The retained messages matching any of the filters just `granted` (filter -> QoS), to
+        the session that subscribed, with the retain flag, once each, at the lower of the
+        message's QoS and the highest granted for a filter it matches. Returns how many."""
         flavor = self.framing.topic.flavor
-        hits = [t for t in self.retained if any(topics.matches(flavor, f, t) for f in filters)]
-        if hits:
-            self._write(s, b"".join(mqtt.publish_packet(t, self.retained[t], retain=True) for t in hits), len(hits))
-        return len(hits)
+        out = []
+        for topic, (payload, qos) in self.retained.items():
+            best = max((q for f, q in granted.items() if topics.matches(flavor, f, topic)), default=-1)
+            if best >= 0 and not any(topics.matches("mqtt", d, topic) for d in s.denied):
+                data, kept = s.send(Outgoing(topic, payload, min(qos, best), retain=True), self.limits)
+                out.append(data)
+                self.stats.queue_dropped += not kept
+        if any(out):
+            self._write(s, b"".join(out), len(out), always=True)
+        return len(out)
 
     def datagram(self, data: bytes, out: dict[int, list[bytes]] | None = None) -> None:
         """A copy from the XDP broker: its publications to the local clients that want them."""
-        for topic, payload in self.framing.decode(data):
+        for topic, payload, qos in self.framing.decode(data):
             self.stats.received += 1
-            if not self.deliver(topic, payload, out):
+            if not self.deliver(topic, payload, qos, out):
                 self.stats.unmatched += 1
 
-    def deliver(self, topic: str, payload: bytes, out: dict[int, list[bytes]] | None = None) -> int:
-        """Hand a publication to every local session with a matching filter (one copy each):
-        written at once, or gathered per session in `out` for one write each (flush())."""
+    def deliver(self, topic: str, payload: bytes, qos: int = 0, out: dict[int, list[bytes]] | None = None) -> int:
+        """Hand a publication to every session with a matching filter (one copy each, at the
+        lower of `qos` and the session's highest matching subscription): written at once, or
+        gathered per session in `out` for one write each (flush()); queued for a session that
+        is away or has its in-flight window full."""
         hits = self.trie.match(topic)
         if hits:
-            wire = self._wire.get(topic)
-            if wire is None:
-                if len(self._wire) >= KNOWN_TOPICS:
-                    self._wire.clear()
-                wire = self._wire[topic] = mqtt.encode_string(topic)
-            packet = mqtt.publish_wire(wire, payload)
+            packet = b""
             for sid in hits:
-                if out is not None:
-                    out.setdefault(sid, []).append(packet)
-                elif (s := self.sessions.get(sid)) is not None:
-                    self._write(s, packet, 1)
+                s = self.sessions.get(sid)
+                if s is None or (s.denied and any(topics.matches("mqtt", d, topic) for d in s.denied)):
+                    continue
+                q = min(qos, s.granted(topic, self.framing.topic.flavor)) if qos else 0
+                if q == 0 and s.writer is not None:          # the common case: QoS 0 to a connected client
+                    if not packet:
+                        wire = self._wire.get(topic)
+                        if wire is None:
+                            if len(self._wire) >= KNOWN_TOPICS:
+                                self._wire.clear()
+                            wire = self._wire[topic] = mqtt.encode_string(topic)
+                        packet = mqtt.publish_wire(wire, payload)
+                    data, always = packet, False
+                else:
+                    data, kept = s.send(Outgoing(topic, payload, q), self.limits)
+                    self.stats.queue_dropped += not kept
+                    always = True                          # owed (QoS 1/2): never dropped as slow
+                    if not data:
+                        continue
+                if out is not None and not always:
+                    out.setdefault(sid, []).append(data)
+                else:
+                    self._write(s, data, 1, always)
         self.stats.delivered += len(hits)
         return len(hits)
 
     def flush(self, out: dict[int, list[bytes]]) -> None:
         for sid, packets in out.items():
-            if (s := self.sessions.get(sid)) is not None:
+            if (s := self.sessions.get(sid)) is not None and s.writer is not None:
                 self._write(s, b"".join(packets), len(packets))
 
-    def _write(self, s: Session, data: bytes, n: int) -> None:
+    def _write(self, s: Session, data: bytes, n: int, always: bool = False) -> None:
         """Publications to a client, unless it has stopped reading: past `SLOW_CLIENT_BYTES`
-        queued for it they are dropped (QoS 0 allows it) and counted, so one stalled subscriber
-        cannot grow the edge broker without bound or hold up the others."""
+        queued for it QoS 0 ones are dropped (QoS 0 allows it) and counted, so one stalled
+        subscriber cannot grow the edge broker without bound or hold up the others (QoS 1/2
+        ones, `always`, are bounded by the in-flight window instead)."""
+        if s.writer is None:
+            return
+        if always:
+            s.writer.write(data)
+            return
         if s.writer.transport.get_write_buffer_size() > SLOW_CLIENT_BYTES:
             if not s.stalled:
                 log.warning("session %s (%s) is not reading: dropping its publications", s.sid, s.client_id)
@@ -234,60 +289,63 @@ class EdgeBroker:
         s.stalled = False
         s.writer.write(data)
 
-    # -- MQTT sessions -----------------------------------------------------------------------
+    # -- MQTT sessions (edge/connection.py speaks the protocol) -------------------------------
     async def client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        s = Session(next(self._ids), writer)
-        try:
-            first = await asyncio.wait_for(mqtt.read_packet(reader), 10)
-            if first is None or first.kind != mqtt.CONNECT:
-                raise mqtt.ProtocolError("the first packet must be CONNECT")
-            hello = mqtt.parse_connect(first)
-            if hello.level not in (3, 4):
-                writer.write(mqtt.connack(mqtt.REFUSED_PROTOCOL))
-                return
-            s.client_id = hello.client_id
-            self.sessions[s.sid] = s
-            writer.write(mqtt.connack(0))
-            buf = bytearray()
-            sock = writer.get_extra_info("socket")
-            while data := await reader.read(1 << 16):
-                if sock is not None:      # ACK now: a publisher with Nagle on waits for our ACK, which
-                    try:                  # QoS 0 never piggybacks, up to the 40 ms delayed-ACK timer
-                        sock.setsockopt(socket.IPPROTO_TCP, TCP_QUICKACK, 1)
-                    except OSError:
-                        pass
-                buf += data
-                packets, used = mqtt.split_packets(buf)
-                del buf[:used]
-                pubs: list[mqtt.Publish] = []      # sent together: one datagram per batch
-                for p in packets:
-                    if p.kind == mqtt.PUBLISH:
-                        try:
-                            pubs.append(self._publication(s, p))
-                        except mqtt.ProtocolError:
-                            self.publish(pubs)     # the ones before it still go
-                            raise
-                        if len(pubs) == self.framing.batch:
-                            self.publish(pubs)     # a full datagram leaves now: the subscribers'
-                            pubs = []              # side works on it while we parse the rest
-                        continue
-                    self.publish(pubs)             # in order with what follows (a SUBSCRIBE)
-                    pubs = []
-                    if not await self._handle(s, p):
-                        return
-                self.publish(pubs)
-                await writer.drain()
-        except (mqtt.ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError) as exc:
-            log.info("session %s (%s) closed: %s", s.sid, s.client_id, exc)
-        finally:
-            self.sessions.pop(s.sid, None)
-            if s.filters:
-                self.filters.subtract(s.filters)
-                self.filters += Counter()                   # drop filters nobody holds
-                for flt in s.filters:
-                    self.trie.remove(flt, s.sid)
-                asyncio.get_running_loop().create_task(self._quiet_sync())
-            writer.close()
+        from .connection import Connection
+        await Connection(self, reader, writer).run()
+
+    def open_session(self, hello: mqtt.Connect, writer: asyncio.StreamWriter) -> tuple[Session, bool]:
+        """The session for a client that connected (MQTT 3.1.1 3.1.2.4, 3.1.4): a connection
+        with the same client id is closed (takeover); a persistent session is resumed, a clean
+        one replaces whatever was kept. Returns (session, session present)."""
+        client_id = hello.client_id or f"camus-auto-{next(self._auto)}"
+        old = self.by_client.get(client_id)
+        if old is not None and old.writer is not None:
+            log.info("client %r connected again: closing its old connection (takeover)", client_id)
+            self.stats.taken_over += 1
+            old.writer.close()
+            old.writer = None
+        present = old is not None and not hello.clean
+        if old is not None and hello.clean:
+            self.end_session(old)
+            old = None
+        s = old or Session(next(self._ids), client_id, clean=hello.clean)
+        s.writer, s.will, s.user, s.clean = writer, hello.will, hello.username, hello.clean
+        s.keepalive, s.seen = hello.keepalive, asyncio.get_running_loop().time()
+        s.denied = self.acl.denied(s.user, client_id) if self.acl is not None else ()
+        self.sessions[s.sid] = s
+        self.by_client[client_id] = s
+        return s, present
+
+    def close_session(self, s: Session, writer: asyncio.StreamWriter, clean: bool) -> None:
+        """The connection `writer` of session `s` ended (`clean`: by DISCONNECT). Its will is
+        published unless it disconnected cleanly; a clean session ends with its connection,
+        a persistent one waits, offline, for the client to come back."""
+        if s.writer is not writer:
+            return                                   # taken over: the session lives on elsewhere
+        s.writer = None
+        will, s.will = s.will, None
+        if will is not None and not clean:
+            self.stats.wills += 1
+            log.info("client %r gone without DISCONNECT: publishing its will on %r", s.client_id, will.topic)
+            self.publish([mqtt.Publish(will.topic, will.payload, will.qos, will.retain)])
+        if s.clean:
+            self.end_session(s)
+
+    def end_session(self, s: Session) -> None:
+        """Forget a session: its filters leave the trie and, when no other session holds them,
+        this port's rules on the XDP broker."""
+        self.sessions.pop(s.sid, None)
+        if self.by_client.get(s.client_id) is s:
+            del self.by_client[s.client_id]
+        if s.subs:
+            for flt in s.subs:
+                self.trie.remove(flt, s.sid)
+                self.filters[flt] -= 1
+                if self.filters[flt] <= 0:
+                    del self.filters[flt]
+            s.subs.clear()
+            asyncio.get_running_loop().create_task(self._quiet_sync())
 
     async def _quiet_sync(self) -> None:
         try:
@@ -295,54 +353,18 @@ class EdgeBroker:
         except Exception:
             pass                                            # logged in _sync
 
-    @staticmethod
-    def _publication(s: Session, p: mqtt.Packet) -> mqtt.Publish:
-        """A PUBLISH parsed and acknowledged as its QoS asks (delivered on at QoS 0)."""
-        pub = mqtt.parse_publish(p)
-        if pub.qos == 1:
-            s.writer.write(mqtt.ack(mqtt.PUBACK, pub.packet_id))
-        elif pub.qos == 2:
-            s.writer.write(mqtt.ack(mqtt.PUBREC, pub.packet_id))
-        return pub
+    def subscribe(self, s: Session, flt: str, qos: int) -> None:
+        if flt not in s.subs:
+            self.filters[flt] += 1
+            self.trie.add(flt, s.sid)
+        s.subs[flt] = qos
 
-    async def _handle(self, s: Session, p: mqtt.Packet) -> bool:
-        if p.kind == mqtt.PUBLISH:
-            self.publish([self._publication(s, p)])
-        elif p.kind == mqtt.PUBREL:
-            s.writer.write(mqtt.ack(mqtt.PUBCOMP, int.from_bytes(p.body[:2], "big")))
-        elif p.kind in (mqtt.SUBSCRIBE, mqtt.UNSUBSCRIBE):
-            sub = mqtt.parse_subscribe(p, unsubscribe=p.kind == mqtt.UNSUBSCRIBE)
-            codes = []
-            for flt, _ in sub.filters:
-                if p.kind == mqtt.SUBSCRIBE:
-                    ok = self.check_filter(flt)
-                    if ok and flt not in s.filters:
-                        s.filters.add(flt)
-                        self.filters[flt] += 1
-                        self.trie.add(flt, s.sid)
-                    codes.append(0 if ok else 0x80)
-                elif flt in s.filters:
-                    s.filters.discard(flt)
-                    self.trie.remove(flt, s.sid)
-                    self.filters[flt] -= 1
-                    if self.filters[flt] <= 0:
-                        del self.filters[flt]
-            try:
-                await self._sync()
-            except Exception:
-                codes = [0x80] * len(codes)                 # not installed: the client is told
-            if p.kind == mqtt.SUBSCRIBE:
-                s.writer.write(mqtt.suback(sub.packet_id, codes))
-                self.send_retained(s, [f for (f, _), code in zip(sub.filters, codes) if code != 0x80])
-            else:
-                s.writer.write(mqtt.ack(mqtt.UNSUBACK, sub.packet_id))
-        elif p.kind == mqtt.PINGREQ:
-            s.writer.write(mqtt.pingresp())
-        elif p.kind == mqtt.DISCONNECT:
-            return False
-        else:
-            raise mqtt.ProtocolError(f"unexpected packet type {p.kind}")
-        return True
+    def unsubscribe(self, s: Session, flt: str) -> None:
+        if s.subs.pop(flt, None) is not None:
+            self.trie.remove(flt, s.sid)
+            self.filters[flt] -= 1
+            if self.filters[flt] <= 0:
+                del self.filters[flt]
 
 
 def _drain(broker: EdgeBroker, sock: socket.socket) -> None:
@@ -362,9 +384,12 @@ def _drain(broker: EdgeBroker, sock: socket.socket) -> None:
 
 
 async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[str, int] | None,
-                ready: asyncio.Event | None = None) -> None:
-    """Run until cancelled: MQTT on `listen`, copies from the XDP broker on `deliveries`."""
-    server = await asyncio.start_server(broker.client, *listen)
+                ready: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
+    """Run until cancelled: MQTT on `listen` (over TLS with `ssl_context`), copies from the XDP
+    broker on `deliveries`."""
+    from .connection import watch_keepalive
+    server = await asyncio.start_server(broker.client, *listen, ssl=ssl_context)
+    watchdog = asyncio.get_running_loop().create_task(watch_keepalive(broker))
     reading: socket.socket | None = None
     if deliveries is not None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -382,6 +407,7 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
         async with server:
             await server.serve_forever()
     finally:
+        watchdog.cancel()
         if reading is not None:
             asyncio.get_running_loop().remove_reader(reading.fileno())
             reading.close()

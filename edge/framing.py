@@ -20,7 +20,7 @@ DEFAULT_BATCH = 12                # the messages per packet an XDP program class
 KNOWN_TOPICS = 1 << 16            # topics whose encoded header is kept (all forgotten when full)
 
 
-Message = tuple[str, bytes]       # a publication as the edge broker hands it on: (topic, payload)
+Message = tuple[str, bytes, int]  # a publication as the edge broker hands it on: (topic, payload, QoS)
 
 
 class Framing:
@@ -59,10 +59,14 @@ class Framing:
             *((self.length.offset // 8, (self.length.offset + self.length.width) // 8) if self.length else (0, 0)),
             self.header)
 
-    def encode(self, topic: str, payload: bytes) -> bytes:
-        """One message (no framing); raises topics.TopicError for a topic the field cannot hold."""
+    def encode(self, topic: str, payload: bytes, qos: int = 0) -> bytes:
+        """One message (no framing); raises topics.TopicError for a topic the field cannot hold.
+        A QoS 1 or 2 publication carries its QoS in one byte after the payload when the header
+        has a `length` field (the payload ends where it says; readers that do not know the byte
+        never see it), so the edge that delivers it grants the QoS the publisher asked for."""
+        trailer = bytes((qos,)) if qos and self.length is not None else b""
         if self._fast is None:
-            return encode_message(self.spec, self._values(topic, payload)) + payload
+            return encode_message(self.spec, self._values(topic, payload)) + payload + trailer
         header = self._heads.get(topic)
         if header is None:                           # checked and written once per topic
             topics.encode(self.topic, topic)
@@ -72,7 +76,7 @@ class Framing:
             raw, at = topic.encode("utf-8"), self.topic.offset // 8
             header[at:at + len(raw)] = raw
         if self._lcut is None and self._vcut is None:
-            return bytes(header) + payload
+            return bytes(header) + payload + trailer
         h = bytearray(header)                        # the other fields by byte offset
         if self._lcut is not None:
             a, b, cap = self._lcut
@@ -82,6 +86,7 @@ class Framing:
             text = payload.strip()
             h[a:b] = (min(int(text), cap) if text.isdigit() else 0).to_bytes(b - a, "big")
         h += payload
+        h += trailer
         return bytes(h)
 
     def _values(self, topic: str, payload: bytes) -> dict[str, int]:
@@ -153,7 +158,7 @@ class Framing:
             raw = data[start + ta:start + tb]
             name = self._names.get(raw) or self._name(raw)
             stop = min(pos, start + body + int.from_bytes(data[start + la:start + lb], "big")) if lb else pos
-            out.append((name, data[start + body:stop]))
+            out.append((name, data[start + body:stop], data[stop] & 3 if stop < pos else 0))
         return out
 
     def _message(self, data: bytes, start: int, stop: int) -> Message | None:
@@ -166,10 +171,14 @@ class Framing:
         else:
             raw = read_bits(data[start:stop], t.offset, t.width).to_bytes(t.nbytes, "big")
         name = self._names.get(raw) or self._name(raw)
+        qos = 0
         if self.length is not None:
-            stop = min(stop, start + self.header + read_bits(data[start:start + self.header], self.length.offset,
-                                                             self.length.width))
-        return name, data[start + self.header:stop]
+            end = start + self.header + read_bits(data[start:start + self.header], self.length.offset,
+                                                  self.length.width)
+            if end < stop:
+                qos = data[end] & 3
+            stop = min(stop, end)
+        return name, data[start + self.header:stop], qos
 
     def _name(self, raw: bytes) -> str:
         """A topic field's bytes as the topic (NUL padding cut off), remembered."""

@@ -1,6 +1,7 @@
-"""MQTT 3.1.1 (OASIS standard, 2014) packets as the edge broker speaks them: enough for
-unmodified clients (mosquitto_pub/_sub, paho-mqtt) to connect, publish (QoS 0, and QoS 1/2
-acknowledged then delivered at QoS 0), subscribe, unsubscribe, ping and disconnect.
+"""MQTT 3.1.1 (OASIS standard, 2014) packets as the edge broker speaks them: CONNECT with its
+will, user name and password, PUBLISH at QoS 0, 1 and 2 both ways with their acknowledgements,
+SUBSCRIBE/UNSUBSCRIBE, ping and disconnect; and the one MQTT 5 packet the broker sends, the
+CONNACK refusing a version 5 client the way it can read (reason 0x84).
 
 `read_packet` reads one control packet from an asyncio stream; the `*_packet` functions build
 the server's replies. Malformed input raises `ProtocolError` (the session is then closed, as
@@ -15,7 +16,9 @@ from dataclasses import dataclass, field
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
 SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT = 8, 9, 10, 11, 12, 13, 14
 MAX_PACKET = 1 << 20                  # larger packets are refused (the data plane carries datagrams)
-REFUSED_PROTOCOL = 1                  # CONNACK return code: unacceptable protocol version
+# CONNACK return codes (3.2.2.3)
+REFUSED_PROTOCOL, REFUSED_IDENTIFIER, REFUSED_UNAVAILABLE, REFUSED_CREDENTIALS, REFUSED_NOT_AUTHORIZED = 1, 2, 3, 4, 5
+V5_UNSUPPORTED_VERSION = 0x84         # MQTT 5 CONNACK reason code
 
 
 class ProtocolError(ValueError):
@@ -30,11 +33,22 @@ class Packet:
 
 
 @dataclass
+class Will:
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+
+
+@dataclass
 class Connect:
     client_id: str
     keepalive: int
     level: int
     clean: bool
+    will: Will | None = None
+    username: str | None = None
+    password: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -52,7 +66,12 @@ class Subscribe:
     filters: list[tuple[str, int]] = field(default_factory=list)     # (filter, requested QoS)
 
 
-async def read_packet(reader: asyncio.StreamReader) -> Packet | None:
+class TooLarge(ProtocolError):
+    """A packet whose remaining length is over the limit (known from its fixed header, before
+    its body is read: nothing of it is buffered)."""
+
+
+async def read_packet(reader: asyncio.StreamReader, limit: int = MAX_PACKET) -> Packet | None:
     """The next control packet, or None at a clean end of stream."""
     first = await reader.read(1)
     if not first:
@@ -66,12 +85,26 @@ async def read_packet(reader: asyncio.StreamReader) -> Packet | None:
         shift += 7
     else:
         raise ProtocolError("remaining length longer than four bytes")
-    if length > MAX_PACKET:
-        raise ProtocolError(f"packet of {length} bytes (at most {MAX_PACKET})")
+    if length > limit:
+        raise TooLarge(f"packet of {length} bytes (at most {limit})")
     return Packet(first[0] >> 4, first[0] & 0x0F, await reader.readexactly(length))
 
 
-def split_packets(buf: bytearray) -> tuple[list[Packet], int]:
+def pending_length(buf: bytearray) -> int | None:
+    """The whole size of the packet `buf` starts with, once its fixed header is in (None
+    before): how much a partial packet will take, to refuse it before it is buffered."""
+    length, shift, i = 0, 0, 1
+    while i < len(buf) and i <= 4:
+        b = buf[i]
+        length |= (b & 0x7F) << shift
+        i += 1
+        if not b & 0x80:
+            return i + length
+        shift += 7
+    return None
+
+
+def split_packets(buf: bytearray, limit: int = MAX_PACKET) -> tuple[list[Packet], int]:
     """The whole control packets at the start of `buf` and the bytes they take (a client that
     streams many PUBLISH packets is parsed from one read, not one await per packet)."""
     out: list[Packet] = []
@@ -97,8 +130,8 @@ def split_packets(buf: bytearray) -> tuple[list[Packet], int]:
             shift += 7
             if shift > 21:
                 raise ProtocolError("remaining length longer than four bytes")
-        if length > MAX_PACKET:
-            raise ProtocolError(f"packet of {length} bytes (at most {MAX_PACKET})")
+        if length > limit:
+            raise TooLarge(f"packet of {length} bytes (at most {limit})")
         if i + length > n:
             break
         out.append(Packet(buf[pos] >> 4, buf[pos] & 0x0F, bytes(buf[i:i + length])))
@@ -132,13 +165,47 @@ def _fixed(kind: int, flags: int, body: bytes) -> bytes:
             return bytes(out) + body
 
 
+def _binary(data: bytes, pos: int) -> tuple[bytes, int]:
+    if pos + 2 > len(data):
+        raise ProtocolError("truncated field")
+    n = struct.unpack_from("!H", data, pos)[0]
+    if pos + 2 + n > len(data):
+        raise ProtocolError("truncated field")
+    return data[pos + 2:pos + 2 + n], pos + 2 + n
+
+
 def parse_connect(p: Packet) -> Connect:
+    """CONNECT's fields (3.1). A version 5 CONNECT is read as far as its level (its later
+    fields carry properties): the broker refuses it by level before reading more."""
     name, pos = _string(p.body, 0)
     if name not in ("MQTT", "MQIsdp") or pos + 4 > len(p.body):
         raise ProtocolError(f"not an MQTT CONNECT (protocol {name!r})")
     level, flags, keepalive = p.body[pos], p.body[pos + 1], struct.unpack_from("!H", p.body, pos + 2)[0]
-    client_id, _ = _string(p.body, pos + 4)
-    return Connect(client_id, keepalive, level, bool(flags & 0x02))
+    if level not in (3, 4):
+        return Connect("", keepalive, level, bool(flags & 0x02))
+    if flags & 0x01:
+        raise ProtocolError("CONNECT's reserved flag is set")
+    client_id, pos = _string(p.body, pos + 4)
+    will = None
+    if flags & 0x04:
+        topic, pos = _string(p.body, pos)
+        message, pos = _binary(p.body, pos)
+        qos = (flags >> 3) & 3
+        if qos == 3:
+            raise ProtocolError("will QoS 3")
+        if not topic or "+" in topic or "#" in topic:
+            raise ProtocolError(f"will topic {topic!r} is empty or a wildcard")
+        will = Will(topic, message, qos, bool(flags & 0x20))
+    elif flags & 0x38:
+        raise ProtocolError("will QoS or retain set without a will")
+    username = password = None
+    if flags & 0x80:
+        username, pos = _string(p.body, pos)
+    if flags & 0x40:
+        if username is None:
+            raise ProtocolError("a password without a user name")
+        password, pos = _binary(p.body, pos)
+    return Connect(client_id, keepalive, level, bool(flags & 0x02), will, username, password)
 
 
 def parse_publish(p: Packet) -> Publish:
@@ -185,12 +252,19 @@ def parse_subscribe(p: Packet, unsubscribe: bool = False) -> Subscribe:
     return out
 
 
-def connack(code: int = 0) -> bytes:
-    return _fixed(CONNACK, 0, bytes([0, code]))
+def connack(code: int = 0, session_present: bool = False) -> bytes:
+    return _fixed(CONNACK, 0, bytes([int(session_present and code == 0), code]))
 
 
-def publish_packet(topic: str, payload: bytes, retain: bool = False) -> bytes:
-    return _fixed(PUBLISH, int(retain), encode_string(topic) + payload)
+def connack_v5(reason: int) -> bytes:
+    """An MQTT 5 CONNACK (flags, reason code, no properties): what a version 5 client reads."""
+    return _fixed(CONNACK, 0, bytes([0, reason, 0]))
+
+
+def publish_packet(topic: str, payload: bytes, retain: bool = False, qos: int = 0, packet_id: int = 0,
+                   dup: bool = False) -> bytes:
+    head = encode_string(topic) + (struct.pack("!H", packet_id) if qos else b"")
+    return _fixed(PUBLISH, int(retain) | qos << 1 | int(dup) << 3, head + payload)
 
 
 def publish_wire(topic: bytes, payload: bytes) -> bytes:

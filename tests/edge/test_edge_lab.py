@@ -37,6 +37,21 @@ assert s.recv(4)[0] == 0x20                            # CONNACK
 s.sendall(b"".join(publish("mqtt", t, b"b%d" % k)[0] for k, t in enumerate(sys.argv[1:])) + b"\\xe0\\x00")
 s.recv(1)                                              # DISCONNECT: the edge closes
 """
+SILENT = """
+import sys
+from tests.edge.edge_server import RawClient, connect_packet
+from camus.edge import mqtt
+c = RawClient(1883)
+c.send(connect_packet("silent", keepalive=2))
+assert c.packet().kind == mqtt.CONNACK
+c.send(mqtt.client_packet(mqtt.SUBSCRIBE, b"\\x00\\x01" + mqtt.encode_string("plant/#") + b"\\x01", 2))
+assert c.packet().kind == mqtt.SUBACK
+print("subscribed", flush=True)
+p = c.packet()                                         # a QoS 1 publication through XDP
+print("qos", (p.flags >> 1) & 3, flush=True)
+c.send(mqtt.ack(mqtt.PUBACK, int.from_bytes(p.body[-4:-2], "big")))
+print("closed" if c.packet() is None else "still open", flush=True)   # silent: no PINGREQ
+"""
 
 
 def wait_for(what: str, check, timeout: float = 15.0, state=lambda: "") -> None:
@@ -66,8 +81,7 @@ def lab(tmp_path: Path):
             yield lab, procs
 
 
-def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
-    lab, procs = lab
+def _edges(lab, procs) -> None:  # type: ignore[no-untyped-def]
     edge = [*CLI, "edge", "--spec", str(SPEC), "--listen", "127.0.0.1:1883"]
     # the edge brokers share the machine's bpffs (as containers on the XDP host do)
     procs.append(netns_popen(lab.pub_ns, *edge, "--feed", f"{lab.net}.0.2:9200", bpffs=True))
@@ -76,6 +90,30 @@ def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
                                  "--port", str(p), bpffs=True))
     for ns in (lab.pub_ns, lab.sub_ns(1), lab.sub_ns(2)):
         wait_for(f"the edge broker in {ns}", lambda ns=ns: sh("ip", "netns", "exec", ns, "ss", "-ltn").stdout.count(":1883") > 0)
+
+
+def test_qos_crosses_xdp_and_a_silent_client_leaves_the_tables(lab) -> None:
+    """A QoS 1 publication reaches a QoS 1 subscriber at QoS 1 through the XDP broker (the QoS
+    byte after the payload); the subscriber then goes silent past 1.5 x its keep-alive of 2 s
+    and the edge closes it and takes its filter out of the XDP tables."""
+    lab, procs = lab
+    _edges(lab, procs)
+    silent = netns_popen(lab.sub_ns(1), sys.executable, "-c", SILENT, stdout=subprocess.PIPE, text=True,
+                         cwd=str(APPS.parent))
+    procs.append(silent)
+    assert silent.stdout.readline().strip() == "subscribed"
+    wait_for("the subscription in the XDP tables", lambda: 'topic == "plant/#" : fwd(1)' in live_rules(lab.broker),
+             state=lambda: f"(live rules: {live_rules(lab.broker)})")
+    sh("ip", "netns", "exec", lab.pub_ns, "mosquitto_pub", "-h", "127.0.0.1", "-q", "1", "-t", "plant/1", "-m", "q1")
+    assert silent.stdout.readline().strip() == "qos 1"
+    assert silent.stdout.readline().strip() == "closed"
+    wait_for("the silent client's filter to leave the XDP tables",
+             lambda: not any("fwd(" in r for r in live_rules(lab.broker)), timeout=60)
+
+
+def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
+    lab, procs = lab
+    _edges(lab, procs)
     subs = {p: netns_popen(lab.sub_ns(p), "mosquitto_sub", "-h", "127.0.0.1", "-t", flt, "-v",
                            stdout=subprocess.PIPE, text=True) for p, flt in SUBS.items()}
     procs.extend(subs.values())

@@ -15,16 +15,27 @@ SPEC = load_spec(APPS / "topics" / "topics.p4")
 
 def test_publications_that_come_together_share_datagrams_in_order() -> None:
     f = Framing(SPEC)
-    pubs = [(f"plant/{k}/temp", b"%d" % k) for k in range(30)]
-    grams = f.datagrams([f.encode(t, p) for t, p in pubs])
+    pubs = [(f"plant/{k}/temp", b"%d" % k, k % 3) for k in range(30)]         # QoS 0, 1, 2
+    grams = f.datagrams([f.encode(t, p, q) for t, p, q in pubs])
     assert [len(f.decode(g)) for g in grams] == [12, 12, 6]
-    assert [m for g in grams for m in f.decode(g)] == pubs
+    assert [m for g in grams for m in f.decode(g)] == pubs          # the QoS comes through
     # the sequence numbers run on across datagrams (MoldUDP64: the first message's number)
     assert [int.from_bytes(g[10:18], "big") for g in grams] == [1, 13, 25]
     # what the XDP program reads: each message's fields, the value parsed from the payload
     d = decode_packet(SPEC, udp_frame(grams[1], SPEC.udp_ports[0]))
     assert d.count == 12
     assert [m.values["note.value"] for m in d.messages] == list(range(12, 24))
+
+
+def test_the_qos_byte_is_beyond_the_payload_length_the_header_states() -> None:
+    """A reader that does not know the QoS byte (the XDP program, an older edge) sees the
+    payload the `length` field says, and the rules' `length` and `value` are the payload's."""
+    f = Framing(SPEC)
+    msg = f.encode("plant/1/temp", b"81", 2)
+    d = decode_packet(SPEC, udp_frame(f.datagrams([msg])[0], SPEC.udp_ports[0]))
+    assert d.messages[0].values["note.value"] == 81
+    assert int.from_bytes(msg[68:72], "big") == 2                # note.length: the payload's bytes
+    assert msg.endswith(b"81\x02") and f.encode("plant/1/temp", b"81", 0).endswith(b"81")
 
 
 def test_a_datagram_never_outgrows_one_mtu_and_a_big_message_goes_alone() -> None:

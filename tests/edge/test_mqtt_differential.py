@@ -4,26 +4,16 @@ mosquitto and through the edge broker (local delivery, which matches with the sa
 and both agree with the matcher."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import subprocess
-import threading
 import time
 
 import pytest
 
-from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.language.topics import matches
-from camus.edge.broker import EdgeBroker, Framing, serve
-from tests.conftest import APPS
+from tests.edge.edge_server import free_port, running, topics_broker
 from tests.edge.mqtt_corpus import corpus, run_corpus, run_retained
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -47,29 +37,8 @@ def mosquitto(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def edge():
-    port = free_port()
-    broker = EdgeBroker(Framing(load_spec(APPS / "topics" / "topics.p4")), None, None, None, batch_s=0.0)
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-
-    async def main() -> None:
-        started = asyncio.Event()
-        task = asyncio.create_task(serve(broker, ("127.0.0.1", port), None, started))
-        await started.wait()
-        ready.set()
-        await task
-    def run() -> None:
-        try:
-            loop.run_until_complete(main())
-        except asyncio.CancelledError:
-            pass                                   # the fixture's teardown stops it
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    yield port
-    for t in asyncio.all_tasks(loop):
-        loop.call_soon_threadsafe(t.cancel)
-    thread.join(10)
+    with running(topics_broker()) as port:
+        yield port
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -1,0 +1,144 @@
+"""An MQTT session as the edge broker keeps it (MQTT 3.1.1 3.1.2.4, 4.3, 4.4): it outlives its
+network connection when the client asked for a persistent session (clean session 0).
+
+What it holds: the client's subscriptions with their granted QoS; QoS 1/2 publications sent and
+not yet acknowledged (re-sent, with DUP, when the client reconnects: 4.4); publications waiting
+for a free in-flight slot or for the client to come back (up to `Limits.max_queued` messages and
+`Limits.max_queued_bytes`; past them the newest are dropped, logged once and counted); the ids
+of QoS 2 publications received and not yet released (a re-sent one is not published twice).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+
+from camus.compiler.language.topics import matches
+
+from . import mqtt
+
+log = logging.getLogger("camus.edge")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client, and all of them together, may make the broker hold."""
+    max_packet: int = 256 << 10            # bytes of one packet; a larger one closes its connection
+    max_inflight: int = 20                 # QoS 1/2 publications to one client not yet acknowledged
+    max_queued: int = 1000                 # publications waiting for one client (in flight excluded)
+    max_queued_bytes: int = 16 << 20       # their payload bytes
+    queue_qos0: bool = False               # queue QoS 0 publications for an offline client too
+    max_retained_bytes: int = 64 << 20     # payload bytes of all retained messages
+    max_buffered: int = 64 << 20           # bytes of unfinished packets, all connections together
+
+
+@dataclass(slots=True)
+class Outgoing:
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool = False
+    released: bool = False                 # QoS 2: PUBREC came, PUBREL sent, PUBCOMP awaited
+
+
+@dataclass(eq=False)
+class Session:
+    sid: int
+    client_id: str
+    clean: bool = True
+    writer: asyncio.StreamWriter | None = None     # None while the client is away
+    user: str | None = None
+    subs: dict[str, int] = field(default_factory=dict)       # filter -> granted QoS
+    inflight: dict[int, Outgoing] = field(default_factory=dict)
+    queue: deque[Outgoing] = field(default_factory=deque)
+    queued_bytes: int = 0
+    awaiting_release: set[int] = field(default_factory=set)  # QoS 2 ids received, PUBREL not yet
+    will: mqtt.Will | None = None
+    denied: tuple[str, ...] = ()           # the ACL's deny rules for it: topics it is never sent
+    keepalive: int = 0                     # seconds; 0: none
+    seen: float = 0.0                      # the event loop's time of the last bytes from the client
+    expired: bool = False                  # its connection was closed for silence
+    stalled: bool = False                  # QoS 0 publications are being dropped: it does not read
+    full: bool = False                     # its queue is full: publications dropped (logged once)
+    _next_id: int = 0
+
+    @property
+    def online(self) -> bool:
+        return self.writer is not None
+
+    def granted(self, topic: str, flavor: str) -> int:
+        """The highest QoS of this session's filters that match `topic` (4.3: the broker may send
+        one copy at the highest QoS of the overlapping subscriptions)."""
+        best = 0
+        for flt, qos in self.subs.items():
+            if qos > best and matches(flavor, flt, topic):
+                best = qos
+                if best == 2:
+                    break
+        return best
+
+    def packet_id(self) -> int:
+        """A packet id not in flight (1..65535)."""
+        for _ in range(65535):
+            self._next_id = self._next_id % 65535 + 1
+            if self._next_id not in self.inflight:
+                return self._next_id
+        raise RuntimeError("65535 publications in flight")
+
+    def send(self, msg: Outgoing, limits: Limits) -> tuple[bytes, bool]:
+        """Take a publication for this client: the bytes to write now (b"" when it is queued or
+        dropped) and whether it was kept (False: dropped, the queue is full)."""
+        if msg.qos == 0:
+            if self.online:
+                return mqtt.publish_packet(msg.topic, msg.payload, msg.retain), True
+            if not limits.queue_qos0:
+                return b"", True                   # QoS 0 to an absent client: nothing owed
+        elif self.online and len(self.inflight) < limits.max_inflight and not self.queue:
+            return self._launch(msg), True
+        if len(self.queue) >= limits.max_queued or self.queued_bytes + len(msg.payload) > limits.max_queued_bytes:
+            if not self.full:
+                log.warning("client %r: %d publications (%d bytes) queued, the limit; dropping newer ones",
+                            self.client_id, len(self.queue), self.queued_bytes)
+            self.full = True
+            return b"", False
+        self.queue.append(msg)
+        self.queued_bytes += len(msg.payload)
+        return b"", True
+
+    def _launch(self, msg: Outgoing) -> bytes:
+        pid = self.packet_id()
+        self.inflight[pid] = msg
+        return mqtt.publish_packet(msg.topic, msg.payload, msg.retain, msg.qos, pid)
+
+    def acknowledged(self, kind: int, pid: int, limits: Limits) -> bytes:
+        """PUBACK, PUBREC or PUBCOMP from the client: what to write back (PUBREL for PUBREC, and
+        the queued publications that now fit in flight)."""
+        msg = self.inflight.get(pid)
+        if kind == mqtt.PUBREC:
+            if msg is not None and msg.qos == 2:
+                msg.released = True
+            return mqtt.ack(mqtt.PUBREL, pid)       # answered even for an unknown id (4.3.3)
+        if msg is not None and (kind == mqtt.PUBACK) == (msg.qos == 1):
+            del self.inflight[pid]
+        return self.pump(limits)
+
+    def pump(self, limits: Limits) -> bytes:
+        """Queued publications moved in flight (or written, QoS 0) while there is room."""
+        out = []
+        while self.queue and self.online and (self.queue[0].qos == 0 or len(self.inflight) < limits.max_inflight):
+            msg = self.queue.popleft()
+            self.queued_bytes -= len(msg.payload)
+            out.append(mqtt.publish_packet(msg.topic, msg.payload, msg.retain) if msg.qos == 0 else self._launch(msg))
+        if not self.queue:
+            self.full = False
+        return b"".join(out)
+
+    def resume(self, limits: Limits) -> bytes:
+        """On reconnection: the unacknowledged publications again (DUP set; PUBREL for those
+        already received), in the order they were sent, then what was queued (4.4)."""
+        out = []
+        for pid, msg in self.inflight.items():
+            out.append(mqtt.ack(mqtt.PUBREL, pid) if msg.released
+                       else mqtt.publish_packet(msg.topic, msg.payload, msg.retain, msg.qos, pid, dup=True))
+        return b"".join(out) + self.pump(limits)

@@ -1,0 +1,165 @@
+"""The edge broker's bounds and gates with real clients: memory under partial-publish and
+retained-message floods stays under the configured limits while other clients are served;
+mosquitto's password and ACL files; MQTT over TLS (mosquitto_sub --cafile)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from camus.edge import mqtt
+from camus.edge.auth import Acl, AuthFileError, Passwords, covers, hash_password
+from camus.edge.session import Limits
+from tests.edge.edge_server import RawClient, connect_packet, running, topics_broker
+from tests.edge.test_mqtt_sessions import WAIT, Paho
+
+MiB = 1 << 20
+
+
+def _rss_mb() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_partial_publications_cannot_grow_the_broker_past_its_bound() -> None:
+    """Clients each send CONNECT and most of a 1 MiB PUBLISH, then nothing: unfinished packets
+    of all of them stay under --max-buffered (the connection that would pass it is closed),
+    and a well-behaved client is served all along."""
+    limits = Limits(max_packet=2 * MiB, max_buffered=8 * MiB)
+    b = topics_broker(limits=limits)
+    with running(b) as port:
+        reader = Paho(port, "reader")
+        reader.subscribe(("plant/#", 0))
+        before = _rss_mb()
+        slow = []
+        body = mqtt.encode_string("plant/big") + b"x" * MiB
+        whole = mqtt.client_packet(mqtt.PUBLISH, body)
+        for k in range(40):                           # 40 MiB offered
+            c = RawClient(port)
+            c.send(connect_packet(f"slow{k}"))
+            assert c.packet().kind == mqtt.CONNACK
+            try:
+                c.send(whole[:-10])                   # never finished
+            except OSError:
+                pass                                  # closed by the broker meanwhile
+            slow.append(c)
+        deadline = time.monotonic() + WAIT
+        while b.stats.over_memory < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b.stats.over_memory >= 30              # about 8 held, the rest closed
+        assert b.buffered <= limits.max_buffered
+        writer = Paho(port, "writer")
+        writer.publish("plant/1", b"still served", 1)
+        assert reader.next() == ("plant/1", b"still served", 0, False)
+        assert _rss_mb() - before < 3 * limits.max_buffered / MiB + 32
+        # a packet over --max-packet is refused from its header: nothing of it is kept
+        big = RawClient(port)
+        big.send(connect_packet("big"))
+        assert big.packet().kind == mqtt.CONNACK
+        big.send(mqtt.client_packet(mqtt.PUBLISH, mqtt.encode_string("plant/x") + b"y" * (3 * MiB))[:64])
+        assert big.packet() is None and b.stats.too_large == 1
+        for c in slow:
+            c.close()
+        for p in (reader, writer):
+            p.stop()
+        deadline = time.monotonic() + WAIT
+        while b.buffered and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b.buffered == 0                        # closed connections give their bytes back
+
+
+def test_retained_messages_stay_under_their_byte_limit() -> None:
+    limits = Limits(max_packet=2 * MiB, max_retained_bytes=8 * MiB)
+    b = topics_broker(limits=limits)
+    with running(b) as port:
+        pub = Paho(port, "pub")
+        for k in range(30):                           # 30 MiB of retained messages offered
+            pub.publish(f"plant/r{k}", b"r" * MiB, 1, retain=True)
+        pub.sync()
+        assert b.retained_bytes <= limits.max_retained_bytes and len(b.retained) == 8
+        assert b.stats.not_retained == 22
+        pub.publish("plant/r0", b"", 0, retain=True)  # clearing one makes room again
+        pub.publish("plant/r99", b"small", 0, retain=True)
+        pub.sync()
+        assert "plant/r99" in b.retained
+        sub = Paho(port, "sub")
+        sub.subscribe(("plant/r9", 0))                # past the limit: sent on, not kept
+        assert sub.nothing_more()
+        for p in (pub, sub):
+            p.stop()
+
+
+def test_passwords_and_acls_as_mosquitto_files(tmp_path) -> None:
+    pw = tmp_path / "passwd"
+    if shutil.which("mosquitto_passwd"):
+        subprocess.run(["mosquitto_passwd", "-c", "-b", str(pw), "alice", "s3cret"], check=True)
+        subprocess.run(["mosquitto_passwd", "-b", str(pw), "bob", "hunter2"], check=True)
+    else:
+        pw.write_text(f"alice:{hash_password('s3cret')}\nbob:{hash_password('hunter2')}\n")
+    acl = tmp_path / "acl"
+    acl.write_text("user alice\ntopic readwrite plant/#\ntopic read public/#\ntopic deny plant/9/temp\n"
+                   "user bob\ntopic write public/news\n"
+                   "pattern read clients/%u/#\n")
+    b = topics_broker(passwords=Passwords(pw), acl=Acl.load(acl))
+    with running(b) as port:
+        wrong = Paho(port, "w", user="alice", password="nope")
+        assert wrong.rc == 134            # CONNACK 4, as paho names it: bad user name or password
+        anon = Paho(port, "anon")
+        assert anon.rc == 135             # CONNACK 5, not authorized: a password file, no anonymous clients
+        alice = Paho(port, "a", user="alice", password="s3cret")
+        bob = Paho(port, "b", user="bob", password="hunter2")
+        assert (alice.rc, bob.rc) == (0, 0)
+        assert alice.subscribe(("plant/+/temp", 0), ("public/#", 1), ("#", 0), ("clients/alice/x", 0),
+                               ("clients/bob/x", 0), ("plant/9/temp", 0)) == [0, 1, 0x80, 0, 0x80, 0x80]
+        assert bob.subscribe(("plant/#", 0)) == [0x80]
+        bob.publish("plant/1/temp", b"not bob's")            # acknowledged (3.1.1), not sent on
+        alice.publish("plant/9/temp", b"denied to alice")      # her plant/+/temp matches; the deny rule wins
+        bob.publish("public/news", b"hello")
+        assert alice.next() == ("public/news", b"hello", 0, False)
+        assert alice.nothing_more() and b.stats.denied >= 3
+        for p in (alice, bob):
+            p.stop()
+        for p in (wrong, anon):
+            p.c.loop_stop()
+
+
+def test_auth_files_that_do_not_parse_say_where() -> None:
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".pw") as f:
+        f.write("alice:plaintext\n")
+        f.flush()
+        with pytest.raises(AuthFileError, match=r"\.pw:1: expected user:\$7\$"):
+            Passwords(f.name)
+    with tempfile.NamedTemporaryFile("w", suffix=".acl") as f:
+        f.write("user a\ntopic read x\nallow everything\n")
+        f.flush()
+        with pytest.raises(AuthFileError, match=r"\.acl:3: expected 'user NAME'"):
+            Acl.load(f.name)
+    assert covers("a/#", "a/+/c") and covers("+/b", "x/b") and not covers("a/+", "a/#") and not covers("a/b", "a/+")
+
+
+def test_mqtt_over_tls_with_mosquitto_clients(tmp_path) -> None:
+    if shutil.which("mosquitto_sub") is None:
+        pytest.skip("mosquitto-clients is not installed (scripts/setup.sh installs them)")
+    from camus.controller.tls import TlsFiles, make_pki, server_context
+    pki = make_pki(tmp_path / "pki", {"edge": ["localhost", "127.0.0.1"]})
+    files = pki["edge"]
+    b = topics_broker()
+    with running(b, server_context(TlsFiles(files.cert, files.key))) as port:
+        sub = subprocess.Popen(["mosquitto_sub", "-h", "localhost", "-p", str(port), "--cafile", str(files.ca),
+                                "-t", "plant/#", "-C", "1", "-i", "tls-sub"], stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + WAIT
+        while "tls-sub" not in b.by_client or not b.by_client["tls-sub"].subs:
+            assert time.monotonic() < deadline and sub.poll() is None
+            time.sleep(0.02)
+        subprocess.run(["mosquitto_pub", "-h", "localhost", "-p", str(port), "--cafile", str(files.ca),
+                        "-t", "plant/7", "-m", "over tls"], check=True, timeout=WAIT)
+        out, _ = sub.communicate(timeout=WAIT)
+        assert out.strip() == "over tls"
+        plain = subprocess.run(["mosquitto_pub", "-p", str(port), "-t", "plant/7", "-m", "x"], capture_output=True,
+                               timeout=WAIT)
+        assert plain.returncode != 0                         # plain MQTT to the TLS port is refused
