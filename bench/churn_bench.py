@@ -23,12 +23,21 @@ touch them) are still delivered; at the end it waits for the agent to save its s
 compares the states its maps hold with what the live subscriptions compile to from scratch,
 and every symbol's delivery with the reference interpreter on those subscriptions. Figures:
 RSS of the controller and the agent by minute, and each one's spread after the first minute.
+
+The API's latency is also measured apart from the load (`probe_api_ms_*`): a probe, a process
+of its own at normal priority, subscribes and unsubscribes PROBE_RATE times a second, each call
+timed alone over one keep-alive connection. In open loop the load's clients (one Python event
+loop for all of them, with the poller) run at nice 10: on this 2-core machine they, the agent
+and the controller share the CPUs, and the load's own loop delays its calls' answers by more
+than the controller takes to give them (the controller's own handling time is
+`server_api_ms_last_changes`). The controller and the agent run at normal priority.
 """
 from __future__ import annotations
 
 import asyncio
 import bisect
 import json
+import os
 import random
 import subprocess
 import sys
@@ -42,6 +51,30 @@ IFACE, PEER = "cxch0", "cxch1"                           # the XDP host's interf
 sys.path.insert(0, str(ROOT / "bench"))
 from delta_bench import KernelCheck  # noqa: E402   the attached program, asked through the kernel
 from p4rt_bench import SERVER, _port  # noqa: E402   the P4Runtime switch process, a free port
+
+PROBE_RATE = 20.0                                        # the latency probe's calls per second
+LOAD_NICE = 10                                           # open loop: the load's clients yield the CPU
+
+
+def probe(url: str, token: str, seconds: float, ca: str | None) -> int:
+    """The latency probe (its own process): alternate subscribe and unsubscribe calls, PROBE_RATE a
+    second, each timed; prints one JSON line with the times in ms."""
+    from camus.controller.client import SubscriptionClient
+    from camus.controller.tls import TlsFiles
+    client = SubscriptionClient(url, token, tls=TlsFiles(ca=ca) if ca else None)
+    times: list[float] = []
+    next_at, stop = time.monotonic(), time.monotonic() + seconds
+    while time.monotonic() < stop:
+        next_at += 1 / PROBE_RATE
+        time.sleep(max(0.0, next_at - time.monotonic()))
+        t0 = time.perf_counter()
+        sub = client.subscribe("stock == PROBE and price > 1", ttl=600)
+        times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        client.unsubscribe(sub["id"])
+        times.append(time.perf_counter() - t0)
+    print(json.dumps([round(t * 1e3, 3) for t in times]))
+    return 0
 
 
 def _rss_mb(pid: int) -> float:
@@ -239,7 +272,7 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
             "links": [{"a": "sw", "a_port": i, "b": h, "b_port": 1} for i, h in enumerate(hosts, start=1)]}
     (tmp / "topo.yaml").write_text(yaml.safe_dump(topo))
     tokens = {f"tok{i}": hosts[i % len(hosts)] for i in range(clients)}
-    (tmp / "tokens.yaml").write_text(yaml.safe_dump(tokens))
+    (tmp / "tokens.yaml").write_text(yaml.safe_dump(tokens | {"probe": hosts[0]}))
     db = tmp / f"churn-{n}.db"
     db.unlink(missing_ok=True)
     store, rng = SubscriptionStore(db), random.Random(1)
@@ -289,6 +322,10 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                 probes["lost"] += not kernel.delivered(pkt)        # type: ignore[union-attr]
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    prober = subprocess.Popen([sys.executable, __file__, "--probe", url, "probe", str(seconds),
+                               str(pki["controller"].ca) if pki else ""], stdout=subprocess.PIPE, text=True)
+    if rate:
+        os.nice(LOAD_NICE)                               # this process only: the probe, controller and agent keep theirs
     try:
         calls, installed, not_installed, series = asyncio.run(_load(url, list(tokens), seconds, rate, kernel,
                                                                     client_context(trust) if trust else None))
@@ -298,12 +335,16 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                                + "\n" for t, d in series)
         sampling.set()
         sampler.join()
+        said, _ = prober.communicate(timeout=120)
+        probed = json.loads(said.strip().splitlines()[-1]) if prober.returncode == 0 and said.strip() else []
         time.sleep(1.0)                                  # the status summary is remade each second
         end = {"server_api_ms_last_changes": first.status().get("api", {})}   # the controller's own time
         if soak and kernel is not None:
             end |= _soak_end(kernel, first, clients)
     finally:
         sampling.set()
+        if prober.poll() is None:
+            prober.kill()
         if kernel is not None:
             kernel.close()
     tenths = [rss[min(len(rss) - 1, len(rss) * k // 10)] for k in range(1, 11)] if rss else []
@@ -323,11 +364,15 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
             "controller_rss_mb_by_tenth": [c for c, _ in tenths],
             f"{target}_device_rss_mb_by_tenth": [d for _, d in tenths],
             "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
+            "load_nice": LOAD_NICE if rate else 0, "probe_calls": len(probed),
+            "probe_api_ms_p50": round(_pct(probed, 0.5), 1), "probe_api_ms_p99": round(_pct(probed, 0.99), 1),
             "installed_ms_p50": round(_pct(installed, 0.5) * 1e3, 1),
             "installed_ms_p99": round(_pct(installed, 0.99) * 1e3, 1)}
 
 
 def main() -> int:
+    if len(sys.argv) == 6 and sys.argv[1] == "--probe":           # the latency probe's own process
+        return probe(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] or None)
     import shutil
     import tempfile
 
@@ -357,10 +402,12 @@ def main() -> int:
                          + (f" --rate {args.rate:g}" if args.rate else "") + (" --soak" if args.soak else "")
                          + (" --tls" if args.tls else ""),
                          args.n or default,
-                         f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'to installed p50/p99':>22}",
+                         f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'probe p50/p99':>16} "
+                         f"{'to installed p50/p99':>22}",
                          lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target, args.trace,
                                            args.soak, args.tls),
                          lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
+                                      f"{r['probe_api_ms_p50']:>6} / {r['probe_api_ms_p99']:<6} ms "
                                       f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)          # the databases and topology files
