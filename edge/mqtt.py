@@ -139,14 +139,20 @@ def split_packets(buf: bytearray, limit: int = MAX_PACKET) -> tuple[list[Packet]
     return out, pos
 
 
-def _string(data: bytes, pos: int) -> tuple[str, int]:
+def _binary(data: bytes, pos: int) -> tuple[bytes, int]:
+    """A length-prefixed field (1.5.3, 1.5.6) at `pos`, and the position after it."""
     if pos + 2 > len(data):
         raise ProtocolError("truncated string")
     n = struct.unpack_from("!H", data, pos)[0]
     if pos + 2 + n > len(data):
         raise ProtocolError("truncated string")
+    return data[pos + 2:pos + 2 + n], pos + 2 + n
+
+
+def _string(data: bytes, pos: int) -> tuple[str, int]:
+    raw, pos = _binary(data, pos)
     try:
-        return data[pos + 2:pos + 2 + n].decode("utf-8"), pos + 2 + n
+        return raw.decode("utf-8"), pos
     except UnicodeDecodeError:
         raise ProtocolError("string is not UTF-8") from None
 
@@ -164,14 +170,6 @@ def _fixed(kind: int, flags: int, body: bytes) -> bytes:
         if not n:
             return bytes(out) + body
 
-
-def _binary(data: bytes, pos: int) -> tuple[bytes, int]:
-    if pos + 2 > len(data):
-        raise ProtocolError("truncated field")
-    n = struct.unpack_from("!H", data, pos)[0]
-    if pos + 2 + n > len(data):
-        raise ProtocolError("truncated field")
-    return data[pos + 2:pos + 2 + n], pos + 2 + n
 
 
 def parse_connect(p: Packet) -> Connect:

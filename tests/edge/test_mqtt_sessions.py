@@ -273,3 +273,21 @@ def test_dollar_topics_retained_overlapping_and_unsubscribe(broker) -> None:
     b.subscribe(("TopicA/#", 0))
     assert b.nothing_more() and "TopicA/B" not in broker.retained
     b.stop()
+
+
+def test_connect_fields_are_read_and_malformed_ones_refused() -> None:
+    def parsed(packet: bytes) -> mqtt.Connect:
+        (p,), _ = mqtt.split_packets(bytearray(packet))
+        return mqtt.parse_connect(p)
+    c = parsed(connect_packet("id", clean=False, keepalive=7, will=("w/t", b"bye", 2), user="u", password=b"pw"))
+    assert (c.client_id, c.clean, c.keepalive, c.username, c.password) == ("id", False, 7, "u", b"pw")
+    assert c.will == mqtt.Will("w/t", b"bye", 2, False)
+    assert parsed(connect_packet("id", level=5)).level == 5          # refused by level, before its properties
+    for bad, why in [(connect_packet("id", will=("w/#", b"", 0)), "wildcard"),
+                     (connect_packet("id", password=b"pw"), "without a user name")]:
+        with pytest.raises(mqtt.ProtocolError, match=why):
+            parsed(bad)
+    reserved = bytearray(connect_packet("id"))
+    reserved[9] |= 0x01                                               # the connect flags' reserved bit
+    with pytest.raises(mqtt.ProtocolError, match="reserved"):
+        parsed(bytes(reserved))
