@@ -58,20 +58,34 @@ LOAD_NICE = 10                                           # open loop: the load's
 
 def probe(url: str, token: str, seconds: float, ca: str | None) -> int:
     """The latency probe (its own process): alternate subscribe and unsubscribe calls, PROBE_RATE a
-    second, each timed; prints one JSON line with the times in ms."""
-    from camus.controller.client import SubscriptionClient
-    from camus.controller.tls import TlsFiles
-    client = SubscriptionClient(url, token, tls=TlsFiles(ca=ca) if ca else None)
+    second, each timed, over one kept-alive connection as the load's clients use (so with TLS it
+    times requests, not handshakes); prints one JSON line with the times in ms."""
+    import http.client
+    import urllib.parse
+
+    from camus.controller.tls import TlsFiles, client_context
+    where = urllib.parse.urlsplit(url)
+    conn = (http.client.HTTPSConnection(where.hostname or "", where.port, context=client_context(TlsFiles(ca=ca)))
+            if ca else http.client.HTTPConnection(where.hostname or "", where.port))
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def call(method: str, path: str, body: bytes | None = None) -> dict:
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status >= 300:
+            raise RuntimeError(f"{method} {path}: {resp.status} {data[:200]!r}")
+        return json.loads(data)
     times: list[float] = []
     next_at, stop = time.monotonic(), time.monotonic() + seconds
     while time.monotonic() < stop:
         next_at += 1 / PROBE_RATE
         time.sleep(max(0.0, next_at - time.monotonic()))
         t0 = time.perf_counter()
-        sub = client.subscribe("stock == PROBE and price > 1", ttl=600)
+        sub = call("POST", "/v1/subscriptions", b'{"filter": "stock == PROBE and price > 1", "ttl": 600}')
         times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        client.unsubscribe(sub["id"])
+        call("DELETE", f"/v1/subscriptions/{sub['id']}")
         times.append(time.perf_counter() - t0)
     print(json.dumps([round(t * 1e3, 3) for t in times]))
     return 0
