@@ -59,6 +59,7 @@ class Connection:
                     log.info("client %r: no packet for 1.5 x its keep-alive of %d s: disconnected",
                              s.client_id, s.keepalive)
                     s.expired = False
+                log.info("client %r %s", s.client_id, "disconnected" if clean else "gone without DISCONNECT")
                 b.close_session(s, self.writer, clean)
             self.writer.close()
 
@@ -85,6 +86,8 @@ class Connection:
             self.writer.write(mqtt.connack(code))
             return None
         s, present = b.open_session(hello, self.writer)
+        log.info("client %r connected from %s (%s session%s, keep-alive %d s)", s.client_id, self.peer,
+                 "clean" if hello.clean else "persistent", ", resumed" if present else "", hello.keepalive)
         self.writer.write(mqtt.connack(0, present))
         owed = s.resume(self.limits)                 # unacknowledged, then queued publications
         if owed:
