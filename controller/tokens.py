@@ -70,9 +70,11 @@ class TokenBook:
         return found[0] if found else None
 
     def who(self, token: str) -> tuple[str, str] | None:
-        """(host, the token's fingerprint) for `token`, or None; every entry is compared, in
-        constant time. The fingerprint (8 hex digits of its salted hash) names the token in the
-        audit log without revealing it."""
+        """(host, the token's fingerprint) for `token`, or None; a token not remembered is
+        compared with every entry, in constant time (a remembered one answers from its keyed
+        hash: being faster says only that the presented token is valid, which the answer says
+        anyway). The fingerprint (8 hex digits of its salted hash) names the token in the audit
+        log without revealing it."""
         mark = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), key=self._key, digest_size=32).digest()
         known = self._known.get(mark)
         if known is not None:
