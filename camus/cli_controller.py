@@ -186,18 +186,13 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     from camus.controller.topology import Topology, TopologyError
     from camus.controller.tls import TlsError, TlsFiles, server_context
     _logging(log_level)
-    import atexit
-    import logging
-    from camus.controller.service import audit_off_loop
     if audit_log:
-        handler: logging.Handler = logging.FileHandler(audit_log)
+        import logging
+        handler = logging.FileHandler(audit_log)
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         logging.getLogger("camus.audit").setLevel(logging.INFO)      # whatever --log-level says
-    else:                                    # with the service's own lines, on stderr
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.getLogger().handlers[0].formatter if logging.getLogger().handlers else None)
-        handler.setLevel(logging.getLogger().level)
-    atexit.register(audit_off_loop(handler).stop)
+        logging.getLogger("camus.audit").addHandler(handler)
+        logging.getLogger("camus.audit").propagate = False
     try:
         tls = TlsFiles(tls_cert, tls_key, tls_ca)
         ssl_context = server_context(tls, tls_client_auth) if tls_cert else None

@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import gc
 import json
 import logging
-import logging.handlers
 import math
-import queue
 import time
 
 from aiohttp import web
@@ -98,23 +95,6 @@ def _audit(request: web.Request, host: str, what: str, sub_id: str, text: str = 
     peer = request.remote or "?"
     audit.info("%s %s host=%s token=%s peer=%s%s", what, sub_id, host, request.get(TOKEN_ID, "?"), peer,
                f" filter={text!r}" if text else "")
-
-
-class _Enqueue(logging.handlers.QueueHandler):
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        return record             # formatted by the listener's handlers, in its thread
-
-
-def audit_off_loop(*handlers: logging.Handler) -> logging.handlers.QueueListener:
-    """Audit lines formatted and written by a thread of their own: a line per change at a
-    thousand changes a second cost the event loop a tenth of its time. Returns the listener
-    (stop() writes what is queued)."""
-    lines: queue.SimpleQueue = queue.SimpleQueue()
-    listener = logging.handlers.QueueListener(lines, *handlers, respect_handler_level=True)
-    listener.start()
-    audit.addHandler(_Enqueue(lines))
-    audit.propagate = False
-    return listener
 
 
 def _fail(exc: SubscriptionError) -> web.Response:
@@ -225,7 +205,6 @@ async def _housekeeping(app: web.Application) -> None:
     keep being answered), push pending tables (in a thread: agents compile), retry."""
     c: Controller = app[CONTROLLER]
     checkpointed = time.monotonic()
-    frozen = False
     while True:
         try:
             await asyncio.wait_for(app[WAKE].wait(), TICK_S)
@@ -254,12 +233,6 @@ async def _housekeeping(app: web.Application) -> None:
                 compiled = {}                      # the push compiles again, reports it and retries
             async with app[LOCK]:
                 c.install(batch, compiled)
-            if not frozen:
-                # The initial set (often 100K subscriptions and their routing) lives as long as
-                # the process: out of the collector's sight, a full collection does not walk it
-                # again and again (each took tens of milliseconds of the event loop's time).
-                gc.freeze()
-                frozen = True
         async with app[LOCK]:
             todo = c.pending()
         for d in todo:
