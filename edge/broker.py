@@ -107,7 +107,7 @@ class EdgeBroker:
         self._retain_full = False                       # the bytes limit was hit (logged once until under)
 
     # -- subscriptions -> the XDP broker's rules ----------------------------------------------
-    async def _sync(self) -> None:
+    async def sync(self) -> None:
         """Push this edge's filter set once the batch window closes; every waiter shares it.
         Pushes run one at a time, each with the set as it is when its turn comes, so a later
         push can never be overtaken by an earlier one."""
@@ -135,13 +135,6 @@ class EdgeBroker:
             if self.sink is not None and self.port is not None and self._applied:
                 await asyncio.to_thread(self.sink.apply, self.port, [])
                 self._applied = []
-
-    def check_filter(self, flt: str) -> bool:
-        try:
-            topics.check_filter(self.framing.topic, flt)
-            return True
-        except topics.TopicError:
-            return False
 
     # -- data ------------------------------------------------------------------------------
     def publish(self, pubs: list[mqtt.Publish]) -> None:
@@ -339,19 +332,15 @@ class EdgeBroker:
         if self.by_client.get(s.client_id) is s:
             del self.by_client[s.client_id]
         if s.subs:
-            for flt in s.subs:
-                self.trie.remove(flt, s.sid)
-                self.filters[flt] -= 1
-                if self.filters[flt] <= 0:
-                    del self.filters[flt]
-            s.subs.clear()
+            for flt in list(s.subs):
+                self.unsubscribe(s, flt)
             asyncio.get_running_loop().create_task(self._quiet_sync())
 
     async def _quiet_sync(self) -> None:
         try:
-            await self._sync()
+            await self.sync()
         except Exception:
-            pass                                            # logged in _sync
+            pass                                            # logged in sync
 
     def subscribe(self, s: Session, flt: str, qos: int) -> None:
         if flt not in s.subs:

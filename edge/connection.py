@@ -194,7 +194,7 @@ class Connection:
             for flt, _ in sub.filters:
                 b.unsubscribe(s, flt)
             try:
-                await b._sync()
+                await b.sync()
             except Exception:
                 pass                             # logged; UNSUBACK has no failure code
             writer.write(mqtt.ack(mqtt.UNSUBACK, sub.packet_id))
@@ -229,7 +229,7 @@ class Connection:
             b.subscribe(s, flt, granted)
             codes.append(granted)
         try:
-            await b._sync()
+            await b.sync()
         except Exception:
             codes = [0x80] * len(codes)          # not installed: the client is told
         self.writer.write(mqtt.suback(sub.packet_id, codes))
