@@ -212,6 +212,7 @@ class Connection:
     async def _subscribe(self, s: Session, sub: mqtt.Subscribe) -> None:
         b = self.broker
         codes: list[int] = []
+        added: list[str] = []                    # filters new to this session
         for flt, qos in sub.filters:
             try:
                 topics.check_filter(b.framing.topic, flt)
@@ -226,12 +227,16 @@ class Connection:
                 codes.append(0x80)
                 continue
             granted = min(qos, 2)
+            if flt not in s.subs:
+                added.append(flt)
             b.subscribe(s, flt, granted)
             codes.append(granted)
         try:
             await b.sync()
         except Exception:
-            codes = [0x80] * len(codes)          # not installed: the client is told
+            codes = [0x80] * len(codes)          # not installed: the client is told, and the
+            for flt in added:                    # filters it did not hold before are taken back
+                b.unsubscribe(s, flt)
         self.writer.write(mqtt.suback(sub.packet_id, codes))
         b.send_retained(s, {f: c for (f, _), c in zip(sub.filters, codes) if c != 0x80})
 

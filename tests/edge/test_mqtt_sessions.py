@@ -303,3 +303,20 @@ def test_connect_fields_are_read_and_malformed_ones_refused() -> None:
     reserved[9] |= 0x01                                               # the connect flags' reserved bit
     with pytest.raises(mqtt.ProtocolError, match="reserved"):
         parsed(bytes(reserved))
+
+
+class Refusing:
+    """A rule sink whose updates fail (say, the XDP tables are full)."""
+
+    def apply(self, port: int, filters: list[str]) -> None:
+        raise RuntimeError("the tables are full")
+
+
+def test_a_subscription_the_tables_refuse_is_answered_0x80_and_left_out() -> None:
+    b = topics_broker(sink=Refusing())
+    b.port = 1
+    with running(b) as port:
+        c = Paho(port, "refused")
+        assert c.subscribe(("plant/#", 1)) == [0x80]
+        assert not b.by_client["refused"].subs and not b.filters and not b.trie.match("plant/1")
+        c.stop()
