@@ -5,6 +5,7 @@ import sys
 
 import click
 
+from camus.event_loop import new_event_loop
 from camus.controller.routing import POLICIES
 
 
@@ -247,7 +248,8 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
                f"{'https' if ssl_context else 'http'}://{host}:{port}/v1/"
                + (" (client certificates required)" if tls_client_auth else ""), err=True)
     web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None,
-                access_log=web.access_logger if access_log else None, ssl_context=ssl_context)
+                access_log=web.access_logger if access_log else None, ssl_context=ssl_context,
+                loop=new_event_loop())
 
 
 @click.command()
@@ -301,7 +303,8 @@ def agent(iface, spec, ports_path, listen, token_file, mode, tls_cert, tls_key, 
     click.echo(f"agent for {iface} on {'https' if ssl_context else 'http'}://{host}:{port}/v1/"
                + (f" (tables only from {controller_name!r}'s certificate)" if tls_ca else ""), err=True)
     web.run_app(make_agent_app(a, frozenset({controller_name}) if tls_ca else frozenset()), host=host, port=port,
-                print=None, access_log=web.access_logger if access_log else None, ssl_context=ssl_context)
+                print=None, access_log=web.access_logger if access_log else None, ssl_context=ssl_context,
+                loop=new_event_loop())
 
 
 COMMANDS: list[click.Command] = [controller, agent]

@@ -30,7 +30,7 @@ from camus.compiler.language.spec import Spec
 from .devices import DeviceCompiler, DeviceTables, LineDelta
 from .live_routing import LineChanges, LiveRouting
 from .routing import Routing
-from .store import SubscriptionStore
+from .store import StoreError, SubscriptionStore
 from .topology import Topology
 
 
@@ -179,11 +179,16 @@ class Controller:
         return sub
 
     def remove(self, host: str, sub_id: str) -> None:
+        self._own(host, sub_id)
+        if self.store is not None:                   # first: a write the database refuses changes nothing
+            self.store.remove([int(sub_id[1:])])
+        self.forget(host, sub_id)
+
+    def forget(self, host: str, sub_id: str) -> None:
+        """Remove a subscription from memory only: one whose row the database rolled back."""
         sub = self._own(host, sub_id)
         del self.subs[sub_id]
         self._events.append((host, sub.filter, -1))
-        if self.store is not None:
-            self.store.remove([int(sub_id[1:])])
         self._changed()
 
     def refresh(self, host: str, sub_id: str, ttl: float | None = None) -> Subscription:
@@ -191,11 +196,12 @@ class Controller:
         if ttl is not None:
             if not 0 < ttl <= self.max_ttl:
                 raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
-            sub.ttl = ttl
+        ttl = sub.ttl if ttl is None else ttl
+        if self.store is not None:                   # first: a write the database refuses changes nothing
+            self.store.refresh(int(sub_id[1:]), ttl, self.wall() + ttl)
+        sub.ttl = ttl
         sub.expires = self.clock() + sub.ttl
         self._due(sub)
-        if self.store is not None:
-            self.store.refresh(int(sub_id[1:]), sub.ttl, self.wall() + sub.ttl)
         return sub
 
     def subscriptions_of(self, host: str) -> list[dict]:
@@ -221,7 +227,10 @@ class Controller:
                 gone.append(i)
                 self._events.append((s.host, s.filter, -1))
         if gone and self.store is not None:
-            self.store.remove([int(i[1:]) for i in gone])
+            try:
+                self.store.remove([int(i[1:]) for i in gone])
+            except StoreError:           # lapsed rows: the next start's `live()` drops them anyway
+                pass
         if gone:
             self._changed()
         return gone

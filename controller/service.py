@@ -25,8 +25,10 @@ import time
 
 from aiohttp import web
 
+from .commits import Commits
 from .compile_worker import CompileProcess
 from .core import Controller, SubscriptionError
+from .store import StoreError
 from .tokens import TokenBook
 
 log = logging.getLogger("camus.controller")
@@ -40,6 +42,7 @@ LOCK = web.AppKey("lock", asyncio.Lock)
 WAKE = web.AppKey("wake", asyncio.Event)
 TASK = web.AppKey("task", asyncio.Task)
 COMPILER = web.AppKey("compiler", object)          # CompileProcess, or None: a thread
+COMMITS = web.AppKey("commits", object)            # Commits (one commit per loop turn), or None
 CHANGE_TIMES = web.AppKey("change_times", collections.deque)   # seconds, the last changes' handling
 TIMED = 10_000                                     # how many of them /v1/status summarises
 TOKEN_ID = web.RequestKey("token_id", str)       # the request's token fingerprint (audit lines)
@@ -101,6 +104,18 @@ def _fail(exc: SubscriptionError) -> web.Response:
     return web.json_response({"error": str(exc)}, status=exc.status)
 
 
+async def _stored(request: web.Request) -> None:
+    """Wait until the store has committed every write made so far (this request's included)."""
+    commits = request.app[COMMITS]
+    if isinstance(commits, Commits):
+        await commits.stored()
+
+
+def _unstored(exc: StoreError) -> web.Response:
+    log.error("%s", exc)
+    return web.json_response({"error": f"{exc}; try again"}, status=503)
+
+
 async def _body(request: web.Request) -> dict:
     try:
         raw = await request.read() if request.can_read_body else b""
@@ -157,6 +172,16 @@ async def add(request: web.Request) -> web.Response:
             version = c.version
     except SubscriptionError as exc:
         return _fail(exc)
+    except StoreError as exc:
+        return _unstored(exc)
+    try:
+        await _stored(request)
+    except StoreError as exc:                     # its row rolled back: out of memory too
+        async with request.app[LOCK]:
+            if sub.id in c.subs:
+                c.forget(host, sub.id)
+        request.app[WAKE].set()
+        return _unstored(exc)
     _audit(request, host, "subscribe", sub.id, sub.filter)
     request.app[WAKE].set()
     return web.json_response({**sub.view(c.clock()), "version": version}, status=201)
@@ -175,8 +200,11 @@ async def refresh(request: web.Request) -> web.Response:
     try:
         async with request.app[LOCK]:
             sub = c.refresh(host, request.match_info["id"], _ttl(data["ttl"]) if "ttl" in data else None)
+        await _stored(request)
     except SubscriptionError as exc:
         return _fail(exc)
+    except StoreError as exc:
+        return _unstored(exc)
     if "ttl" in data:                                # a keep-alive alone is not a change
         _audit(request, host, f"ttl={sub.ttl:g}", sub.id)
     return web.json_response(sub.view(c.clock()))
@@ -188,8 +216,11 @@ async def remove(request: web.Request) -> web.Response:
         async with request.app[LOCK]:
             request.app[CONTROLLER].remove(host, request.match_info["id"])
             version = request.app[CONTROLLER].version
+        await _stored(request)
     except SubscriptionError as exc:
         return _fail(exc)
+    except StoreError as exc:
+        return _unstored(exc)
     _audit(request, host, "unsubscribe", request.match_info["id"])
     request.app[WAKE].set()
     return web.json_response({"removed": request.match_info["id"], "version": version})
@@ -242,6 +273,9 @@ async def _housekeeping(app: web.Application) -> None:
 
 
 async def _start(app: web.Application) -> None:
+    store = app[CONTROLLER].store
+    if store is not None:       # one commit for the changes of a loop turn
+        app[COMMITS] = Commits(store, asyncio.get_running_loop())
     app[TASK] = asyncio.create_task(_housekeeping(app))
 
 
@@ -254,6 +288,9 @@ async def _stop(app: web.Application) -> None:
     worker = app[COMPILER]
     if isinstance(worker, CompileProcess):
         worker.close()
+    commits = app[COMMITS]
+    if isinstance(commits, Commits):
+        commits.close()
 
 
 def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default_ttl: float = 30.0,
@@ -261,6 +298,7 @@ def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default
     """`compile_process`: compile in a worker process (the CLI's choice), else in a thread."""
     app = web.Application(middlewares=[_timed])
     app[CHANGE_TIMES] = collections.deque(maxlen=TIMED)
+    app[COMMITS] = None
     app[SUMMARY] = [float("-inf"), {"changes": 0}]
     if controller.store is not None:
         controller.store.checkpoint_elsewhere()       # the housekeeping task checkpoints, in a thread

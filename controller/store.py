@@ -1,11 +1,20 @@
 """The controller's subscriptions on disk (SQLite, WAL): a restart loses none of them, and ids
 are never reused (AUTOINCREMENT), so a client from before a restart can never refresh or
-delete somebody's new subscription. Expiry times are kept in wall-clock seconds."""
+delete somebody's new subscription. Expiry times are kept in wall-clock seconds.
+
+Each write is committed at once, or (`hold_commits`, the service) the writes of one turn of the
+event loop share one transaction: under churn a commit's log writes are paid once for all the
+changes that arrived together."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+
+class StoreError(Exception):
+    """The database refused a write (locked by another process, disk full, I/O error)."""
 
 
 @dataclass(frozen=True)
@@ -26,18 +35,53 @@ class SubscriptionStore:
         self._checkpointer: sqlite3.Connection | None = None
         self.db.execute("CREATE TABLE IF NOT EXISTS subscriptions (id INTEGER PRIMARY KEY AUTOINCREMENT, "
                         "host TEXT NOT NULL, filter TEXT NOT NULL, ttl REAL NOT NULL, expires REAL NOT NULL)")
+        # Ids are handed out here (an id is known before its row is committed); past every id
+        # the database ever gave, so none is reused (an explicit id updates AUTOINCREMENT's record).
+        seq = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'subscriptions'").fetchone()
+        top = self.db.execute("SELECT max(id) FROM subscriptions").fetchone()
+        self._next_id = max(seq[0] if seq else 0, top[0] or 0) + 1
+        self._on_open: Callable[[], None] | None = None
 
     def add(self, host: str, filter_text: str, ttl: float, expires_wall: float) -> int:
-        cur = self.db.execute("INSERT INTO subscriptions (host, filter, ttl, expires) VALUES (?, ?, ?, ?)",
-                              (host, filter_text, ttl, expires_wall))
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+        sub_id, self._next_id = self._next_id, self._next_id + 1
+        self._write("INSERT INTO subscriptions (id, host, filter, ttl, expires) VALUES (?, ?, ?, ?, ?)",
+                    [(sub_id, host, filter_text, ttl, expires_wall)])
+        return sub_id
 
     def refresh(self, sub_id: int, ttl: float, expires_wall: float) -> None:
-        self.db.execute("UPDATE subscriptions SET ttl = ?, expires = ? WHERE id = ?", (ttl, expires_wall, sub_id))
+        self._write("UPDATE subscriptions SET ttl = ?, expires = ? WHERE id = ?", [(ttl, expires_wall, sub_id)])
 
     def remove(self, sub_ids: list[int]) -> None:
-        self.db.executemany("DELETE FROM subscriptions WHERE id = ?", [(i,) for i in sub_ids])
+        self._write("DELETE FROM subscriptions WHERE id = ?", [(i,) for i in sub_ids])
+
+    def _write(self, sql: str, rows: list[tuple]) -> None:
+        """One write: committed now, or (`hold_commits`) into the open transaction, which
+        `commit()` ends. A write the database refuses raises StoreError and changes nothing."""
+        try:
+            if self._on_open is not None and not self.db.in_transaction:
+                self.db.execute("BEGIN IMMEDIATE")
+                self._on_open()
+            self.db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise StoreError(f"the subscription database refused the change: {exc}") from None
+
+    def hold_commits(self, on_open: Callable[[], None] | None) -> None:
+        """Writes from now on go into one open transaction until `commit()`; `on_open()` is
+        called when a write opens one (the service commits once per turn of its event loop:
+        the changes answered in one turn share a commit); None: each write commits at once again."""
+        self._on_open = on_open
+
+    def commit(self) -> StoreError | None:
+        """End the open transaction: None when its writes are in, else the error (rolled back)."""
+        if not self.db.in_transaction:
+            return None
+        try:
+            self.db.execute("COMMIT")
+            return None
+        except sqlite3.Error as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            return StoreError(f"the subscription database refused the change: {exc}")
 
     def live(self, now_wall: float) -> list[StoredSubscription]:
         """Every subscription still within its TTL (lapsed ones are deleted on the way)."""
@@ -65,6 +109,7 @@ class SubscriptionStore:
             self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def close(self) -> None:
+        self.commit()
         if self._checkpointer is not None:
             self.checkpoint()
             self._checkpointer.close()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from camus.controller.client import SubscriptionClient
 from camus.controller.core import Controller
 from camus.controller.service import SUMMARY, make_app
-from camus.controller.store import SubscriptionStore
+from camus.controller.store import StoreError, SubscriptionStore
 from camus.controller.tokens import TokenBook, hash_token
 from camus.controller.topology import leaf_spine
 from tests.controller.test_service import SPEC, TOKENS, FakeClock, Recorder
@@ -240,3 +240,88 @@ def test_status_says_how_long_the_service_took_to_answer_changes() -> None:
             api = (await (await c.get("/v1/status", headers=auth)).json())["api"]
             assert api["changes"] == 11 and 0 < api["ms_p50"] <= api["ms_p99"] <= api["ms_max"] < 10_000
     asyncio.run(go())
+
+
+def test_a_change_is_answered_once_committed_many_to_a_transaction(tmp_path) -> None:
+    """Issue 47: the service commits in a thread (the event loop spends no time in SQLite), every
+    write queued meanwhile in one transaction; a change is answered only once its row is in the
+    database (another connection sees it), ids stay unique and are never reused after a restart."""
+    import sqlite3
+    db = tmp_path / "subs.db"
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    ctl = Controller(t, SPEC, "mr", targets={d: Recorder() for d in t.devices}, clock=FakeClock(),
+                     store=SubscriptionStore(db))
+    reader = sqlite3.connect(db)
+
+    def stored() -> set[str]:
+        return {f"s{i}" for (i,) in reader.execute("SELECT id FROM subscriptions")}
+
+    async def go() -> list[str]:
+        async with TestClient(TestServer(make_app(ctl, TOKENS))) as c:
+            auth = {"Authorization": "Bearer tok-a"}
+
+            async def sub(k: int) -> str:
+                r = await c.post("/v1/subscriptions", json={"filter": f"stock == S{k}", "ttl": 60}, headers=auth)
+                assert r.status == 201
+                got = (await r.json())["id"]
+                assert got in stored()                         # committed before the answer
+                return got
+            ids = await asyncio.gather(*(sub(k) for k in range(60)))
+            for i in ids[:20]:
+                assert (await c.delete(f"/v1/subscriptions/{i}", headers=auth)).status == 200
+                assert i not in stored()
+            r = await c.post(f"/v1/subscriptions/{ids[30]}/refresh", json={"ttl": 120}, headers=auth)
+            assert r.status == 200
+            assert reader.execute("SELECT ttl FROM subscriptions WHERE id = ?", (int(ids[30][1:]),)).fetchone() == (120,)
+            return ids
+    ids = asyncio.run(go())
+    assert len(set(ids)) == 60 and stored() == set(ids[20:])
+    assert ctl.store is not None
+    ctl.store.close()
+    again = SubscriptionStore(db)
+    assert again.add("h0_0", "stock == X", 60, time.time() + 60) > max(int(i[1:]) for i in ids)
+    again.close()
+
+
+def test_a_change_the_database_refuses_is_a_503_and_leaves_nothing(tmp_path) -> None:
+    """Another process holding the database locked: the change is answered 503 with the reason,
+    the subscription is not left live in memory, and once the lock is gone changes go through."""
+    import sqlite3
+    db = tmp_path / "subs.db"
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    ctl = Controller(t, SPEC, "mr", targets={d: Recorder() for d in t.devices}, clock=FakeClock(),
+                     store=SubscriptionStore(db))
+    assert ctl.store is not None
+    ctl.store.db.execute("PRAGMA busy_timeout = 50")
+    other = sqlite3.connect(db, isolation_level=None)
+
+    async def go() -> None:
+        async with TestClient(TestServer(make_app(ctl, TOKENS))) as c:
+            auth = {"Authorization": "Bearer tok-a"}
+            other.execute("BEGIN EXCLUSIVE")
+            r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL"}, headers=auth)
+            assert r.status == 503 and "locked" in (await r.json())["error"]
+            listed = await (await c.get("/v1/subscriptions", headers=auth)).json()
+            assert listed["subscriptions"] == []
+            other.execute("ROLLBACK")
+            r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL"}, headers=auth)
+            assert r.status == 201
+            listed = await (await c.get("/v1/subscriptions", headers=auth)).json()
+            assert [s["filter"] for s in listed["subscriptions"]] == ["stock == GOOGL"]
+            # a commit that fails (disk full, I/O error): rolled back, answered 503, nothing live
+            store = ctl.store
+            real = store.commit
+
+            def failing():                                       # type: ignore[no-untyped-def]
+                store.db.execute("ROLLBACK")
+                return StoreError("the subscription database refused the change: disk I/O error")
+            store.commit = failing
+            try:
+                r = await c.post("/v1/subscriptions", json={"filter": "stock == MSFT"}, headers=auth)
+            finally:
+                store.commit = real
+            assert r.status == 503 and "I/O" in (await r.json())["error"]
+            listed = await (await c.get("/v1/subscriptions", headers=auth)).json()
+            assert [s["filter"] for s in listed["subscriptions"]] == ["stock == GOOGL"]
+    asyncio.run(go())
+    assert [f for (f,) in other.execute("SELECT filter FROM subscriptions")] == ["stock == GOOGL"]
