@@ -13,7 +13,6 @@ swaps atomically or not at all) and is retried; `status()` reports it.
 """
 from __future__ import annotations
 
-import heapq
 import itertools
 import re
 import time
@@ -28,6 +27,7 @@ from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
 
 from .devices import DeviceCompiler, DeviceTables, LineDelta
+from .expiry import ExpiryWheel
 from .live_routing import LineChanges, LiveRouting
 from .routing import Routing
 from .store import StoreError, SubscriptionStore
@@ -114,7 +114,7 @@ class Controller:
         self.compiler = DeviceCompiler(self.spec, self.options)
         self.live = LiveRouting(self.topology, self.policy, track_exact=self.options.alpha > 1)
         self._events: list[tuple[str, str, int]] = []     # (host, filter, +1/-1) since the last batch
-        self._expiry: list[tuple[float, str]] = []         # heap of (expires, id); stale notes skipped
+        self._expiry = ExpiryWheel()                       # when each subscription lapses
         if self.store is not None:                  # back from a restart: every live subscription
             now, wall = self.clock(), self.wall()
             for r in self.store.live(wall):
@@ -188,6 +188,7 @@ class Controller:
         """Remove a subscription from memory only: one whose row the database rolled back."""
         sub = self._own(host, sub_id)
         del self.subs[sub_id]
+        self._expiry.discard(sub_id, sub.expires)
         self._events.append((host, sub.filter, -1))
         self._changed()
 
@@ -199,6 +200,7 @@ class Controller:
         ttl = sub.ttl if ttl is None else ttl
         if self.store is not None:                   # first: a write the database refuses changes nothing
             self.store.refresh(int(sub_id[1:]), ttl, self.wall() + ttl)
+        self._expiry.discard(sub_id, sub.expires)
         sub.ttl = ttl
         sub.expires = self.clock() + sub.ttl
         self._due(sub)
@@ -209,23 +211,13 @@ class Controller:
         return [s.view(now) for s in self.subs.values() if s.host == host]
 
     def _due(self, sub: Subscription) -> None:
-        """Note when a subscription lapses (a refresh adds a later note; the earlier one is
-        skipped when it comes up), so expiry looks only at what is due, not at every subscription."""
-        heapq.heappush(self._expiry, (sub.expires, sub.id))
-        if len(self._expiry) > 2 * len(self.subs) + 1024:        # mostly stale notes: start afresh
-            self._expiry = [(x.expires, x.id) for x in self.subs.values()]
-            heapq.heapify(self._expiry)
+        self._expiry.add(sub.id, sub.expires)
 
     def expire(self) -> list[str]:
-        now = self.clock()
-        gone = []
-        while self._expiry and self._expiry[0][0] <= now:
-            _, i = heapq.heappop(self._expiry)
-            s = self.subs.get(i)
-            if s is not None and s.expires <= now:
-                del self.subs[i]
-                gone.append(i)
-                self._events.append((s.host, s.filter, -1))
+        gone = self._expiry.pop_due(self.clock(), lambda i: self.subs[i].expires)
+        for i in gone:
+            s = self.subs.pop(i)
+            self._events.append((s.host, s.filter, -1))
         if gone and self.store is not None:
             try:
                 self.store.remove([int(i[1:]) for i in gone])
