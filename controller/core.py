@@ -85,7 +85,7 @@ class DeviceState:
     error: str = ""
     attempts: int = 0
     next_try: float = 0.0
-    pushed_at: float = 0.0
+    pushes: int = 0                # completed pushes (a re-synchronisation counts): status shows it
     since: Counter[str] = field(default_factory=Counter)   # net rule-line changes since `applied`
 
 
@@ -178,18 +178,32 @@ class Controller:
             raise SubscriptionError(f"no subscription {sub_id!r} for {host}", 404)
         return sub
 
-    def remove(self, host: str, sub_id: str) -> None:
-        self._own(host, sub_id)
+    def remove(self, host: str, sub_id: str) -> Subscription:
+        """Remove a subscription; returns it (to `restore` should its delete be rolled back)."""
+        sub = self._own(host, sub_id)
         if self.store is not None:                   # first: a write the database refuses changes nothing
             self.store.remove([int(sub_id[1:])])
-        self.forget(host, sub_id)
+        self._drop(sub)
+        return sub
 
     def forget(self, host: str, sub_id: str) -> None:
         """Remove a subscription from memory only: one whose row the database rolled back."""
-        sub = self._own(host, sub_id)
-        del self.subs[sub_id]
-        self._expiry.discard(sub_id, sub.expires)
-        self._events.append((host, sub.filter, -1))
+        self._drop(self._own(host, sub_id))
+
+    def restore(self, sub: Subscription) -> None:
+        """Put back in memory a removed subscription whose delete the database rolled back (its
+        row is still there): memory says what the database says."""
+        if sub.id in self.subs:
+            return
+        self.subs[sub.id] = sub
+        self._due(sub)
+        self._events.append((sub.host, sub.filter, 1))
+        self._changed()
+
+    def _drop(self, sub: Subscription) -> None:
+        del self.subs[sub.id]
+        self._expiry.discard(sub.id, sub.expires)
+        self._events.append((sub.host, sub.filter, -1))
         self._changed()
 
     def refresh(self, host: str, sub_id: str, ttl: float | None = None) -> Subscription:
@@ -341,7 +355,7 @@ class Controller:
         if st.desired == digest:
             st.applied, st.error, st.attempts = digest, "", 0
             st.since.clear()
-            st.pushed_at = self.clock()
+            st.pushes += 1
         return True
 
     def push_pending(self) -> dict[str, bool]:
@@ -356,5 +370,6 @@ class Controller:
                                 "rules": self.tables[d].rule_count if d in self.tables else 0,
                                 "in_sync": st.desired == st.applied, "desired": st.desired, "applied": st.applied,
                                 "applied_version": st.applied_version,
-                                "error": st.error, "attempts": st.attempts, "push_target": d in self.targets}
+                                "error": st.error, "attempts": st.attempts, "pushes": st.pushes,
+                                "push_target": d in self.targets}
                             for d, st in sorted(self.devices.items())}}

@@ -212,14 +212,21 @@ async def refresh(request: web.Request) -> web.Response:
 
 async def remove(request: web.Request) -> web.Response:
     host = _host(request)
+    c: Controller = request.app[CONTROLLER]
     try:
         async with request.app[LOCK]:
-            request.app[CONTROLLER].remove(host, request.match_info["id"])
-            version = request.app[CONTROLLER].version
-        await _stored(request)
+            sub = c.remove(host, request.match_info["id"])
+            version = c.version
     except SubscriptionError as exc:
         return _fail(exc)
     except StoreError as exc:
+        return _unstored(exc)
+    try:
+        await _stored(request)
+    except StoreError as exc:                     # its delete rolled back: the row is there, so in memory too
+        async with request.app[LOCK]:
+            c.restore(sub)
+        request.app[WAKE].set()
         return _unstored(exc)
     _audit(request, host, "unsubscribe", request.match_info["id"])
     request.app[WAKE].set()

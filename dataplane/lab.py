@@ -28,7 +28,9 @@ from .installed import STATE_ROOT
 FEED_PORT = 26400
 
 CAPTURE_SCRIPT = """  # argv: raw|raw6 IFACE SECS | udp IP SECS PORT
-import json, socket, sys, time
+# Captures for SECS at most; SIGTERM ends it sooner, once the interface has been quiet for 0.5 s
+# (so a caller can stop it when its feed is sent instead of guessing how long the feed takes).
+import json, signal, socket, sys, time
 mode, arg, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
 if mode in ("raw", "raw6"):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800 if mode == "raw" else 0x86DD))
@@ -37,12 +39,20 @@ else:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((arg, int(sys.argv[4])))
 s.settimeout(0.2)
-got, end = [], time.time() + secs
+got, end, stopping = [], time.time() + secs, []
+signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
 print("ready", flush=True)
 while time.time() < end:
     try:
         got.append(s.recv(65535).hex())
     except socket.timeout:
+        if stopping:
+            s.settimeout(0.5)
+            try:
+                got.append(s.recv(65535).hex())
+            except socket.timeout:
+                break
+    except InterruptedError:
         pass
 print(json.dumps(got), flush=True)
 """

@@ -323,5 +323,24 @@ def test_a_change_the_database_refuses_is_a_503_and_leaves_nothing(tmp_path) -> 
             assert r.status == 503 and "I/O" in (await r.json())["error"]
             listed = await (await c.get("/v1/subscriptions", headers=auth)).json()
             assert [s["filter"] for s in listed["subscriptions"]] == ["stock == GOOGL"]
+            # an unsubscribe whose commit fails: 503, and the subscription is still live (its row
+            # is), so the client's retry removes it instead of answering 404
+            sub_id = listed["subscriptions"][0]["id"]
+            store.commit = failing
+            try:
+                r = await c.delete(f"/v1/subscriptions/{sub_id}", headers=auth)
+            finally:
+                store.commit = real
+            assert r.status == 503
+            listed = await (await c.get("/v1/subscriptions", headers=auth)).json()
+            assert [s["id"] for s in listed["subscriptions"]] == [sub_id]
+            kept = [f for (f,) in other.execute("SELECT filter FROM subscriptions")]
+            assert kept == ["stock == GOOGL"]
+            r = await c.delete(f"/v1/subscriptions/{sub_id}", headers=auth)
+            assert r.status == 200
+            listed = await (await c.get("/v1/subscriptions", headers=auth)).json()
+            assert listed["subscriptions"] == []
+            r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL"}, headers=auth)
+            assert r.status == 201
     asyncio.run(go())
     assert [f for (f,) in other.execute("SELECT filter FROM subscriptions")] == ["stock == GOOGL"]
