@@ -68,6 +68,14 @@ def test_a_subscribers_receive_work_runs_in_its_own_thread_off_the_broker_cpu() 
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def _parent_of(stat: Path) -> str:
+    """The parent pid in a /proc/PID/stat file ("" if the process went away meanwhile)."""
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return ""
+
+
 def test_a_process_tree_is_pinned_thread_by_thread() -> None:
     if cpus.usable():
         pytest.skip(cpus.usable())
@@ -75,10 +83,15 @@ def test_a_process_tree_is_pinned_thread_by_thread() -> None:
     outer = subprocess.Popen(["sh", "-c", f"{sys.executable} -c '{code}'; true"])   # as `ip netns exec` wraps
     child = None
     try:
-        time.sleep(0.5)                            # the child and its second thread exist
+        deadline = time.monotonic() + 60
+        while True:                                # until the child and its second thread exist
+            child = next((int(p.parent.name) for p in Path("/proc").glob("[0-9]*/stat")
+                          if _parent_of(p) == str(outer.pid)), None)
+            if child is not None and len(list(Path(f"/proc/{child}/task").iterdir())) >= 2:
+                break
+            assert time.monotonic() < deadline, "the child process never started its thread"
+            time.sleep(0.05)
         cpus.pin(outer.pid, cpus.BROKER_CPU)
-        child = next(int(p.parent.name) for p in Path("/proc").glob("[0-9]*/stat")
-                     if p.read_text().rsplit(")", 1)[1].split()[1] == str(outer.pid))
         tasks = [int(t.name) for t in Path(f"/proc/{child}/task").iterdir()]
         assert len(tasks) >= 2 and all(os.sched_getaffinity(t) == {cpus.BROKER_CPU} for t in tasks)
         assert os.sched_getaffinity(outer.pid) == {cpus.BROKER_CPU}

@@ -123,14 +123,18 @@ def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
     before = runtime.stats(lab.broker)
     for k, topic in enumerate(PUBS):
         sh("ip", "netns", "exec", lab.pub_ns, "mosquitto_pub", "-h", "127.0.0.1", "-t", topic, "-m", f"m{k}")
-    time.sleep(1.0)
+    wait_for("every publication through XDP",
+             lambda: runtime.stats(lab.broker)["messages"] - before["messages"] >= len(PUBS), timeout=60,
+             state=lambda: f"(counters: {runtime.stats(lab.broker)})")
     after = runtime.stats(lab.broker)
     assert after["messages"] - before["messages"] == len(PUBS)          # every publication went through XDP
     assert after["no_match"] - before["no_match"] == 2                  # office/1/temp and $SYS/x: dropped there
     # a burst from one client (one TCP write) goes in MoldUDP64 batches; each copy keeps its port's
     burst = PUBS * 4
     sh("ip", "netns", "exec", lab.pub_ns, sys.executable, "-c", BURST, *burst)
-    time.sleep(1.0)
+    wait_for("the burst through XDP",
+             lambda: runtime.stats(lab.broker)["messages"] - after["messages"] >= len(burst), timeout=60,
+             state=lambda: f"(counters: {runtime.stats(lab.broker)})")
     batched = runtime.stats(lab.broker)
     assert batched["messages"] - after["messages"] == len(burst)
     feed_packets = (batched["packets"] - batched["other"]) - (after["packets"] - after["other"])
