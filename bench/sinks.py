@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from camus.bench.clocks import realtime_minus_monotonic_ns
 
 SOURCE = Path(__file__).resolve().parent.parent / "bpf" / "camus_sink.c"
 PORTS = 256                       # subscriber ports the counters have room for (the lab's: 1..200)
@@ -80,8 +81,7 @@ class Sinks:
         self.bpf = bcc.BPF(src_file=str(SOURCE).encode(), cflags=[
             f"-DSINK_PORTS={PORTS}", f"-DSINK_BUCKETS={BUCKETS}", f"-DSINK_BUCKET_NS={BUCKET_NS}"])
         fn = self.bpf.load_func(b"camus_sink", bcc.BPF.XDP)
-        offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        self.bpf[b"sink_cfg"][ctypes.c_int(0)] = ctypes.c_uint64(offset)   # the sender's clocks
+        self.bpf[b"sink_cfg"][ctypes.c_int(0)] = ctypes.c_uint64(realtime_minus_monotonic_ns())
         self.where: list[tuple[str, str]] = []
         try:
             for ns, iface in where:

@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from camus.bench.clocks import realtime_minus_monotonic_ns
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "bpf" / "camus_sender.c"
 FRAME_MAX = 2048                       # a power of two (the program masks lengths with it)
@@ -110,8 +112,8 @@ class XdpSender:
         ifindex = socket.if_nametoindex(iface)
         template = bytes(self.template)
         ctx = XDP_MD.pack(0, len(template), 0, ifindex, 0, 0)
+        offset = realtime_minus_monotonic_ns()
         now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - now
         self.bpf[b"sender_cfg"][ctypes.c_int(0)] = _Cfg(self.frames, 0, count, int(1e9 / rate) if rate else 0, offset)
         self.bpf[b"sender_state"][ctypes.c_int(0)] = _State(0, now)
         state = self.bpf[b"sender_state"]
