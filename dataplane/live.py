@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ctypes
 import time
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from camus.compiler.backends.ebpf.delta import EbpfLayout, Held, MapDelta
@@ -40,7 +42,7 @@ from .counting import tables_key
 from .faults import GRACE_S
 from .installed import contents_from_keys, load_installed, save
 from .journal import finish_or_undo
-from .maps import CFG_ROOT, Bound, Leaf, MapSet, RNode, RSub, Slot, lpm_key, bypass_value
+from .maps import CFG_ROOT, SLOT_BYTES, Bound, Leaf, MapSet, RNode, RSub, lpm_key, bypass_value
 from .maps import Desc as CDesc
 from .preflight import port_specs
 from .program import DataplaneError, require_root
@@ -58,14 +60,32 @@ def _cdesc(d: Desc | None) -> CDesc:
     return CDesc(kind, var, bits, 0, default, base, count, mult)
 
 
+_EMPTY_SLOT = bytes(SLOT_BYTES.size)
+
+
+def pack_slots(slots: Iterable[tuple[int, int] | None], descs: dict[int, Desc]) -> bytes:
+    """Exact-table slots (value, next state; None: empty) as camus_slot bytes, each with a copy
+    of its next state's descriptor (a final state has none)."""
+    pack, out = SLOT_BYTES.pack, []
+    for slot in slots:
+        if slot is None:
+            out.append(_EMPTY_SLOT)
+            continue
+        value, nxt = slot
+        d = None if nxt & STATE_FINAL else descs.get(nxt & STATE_MASK)
+        if d is None:
+            out.append(pack(value, nxt, 1, 0, 0, 0, 0, 0, 0, 0, 0))
+        else:
+            kind, var, bits, default, base, count, mult = d
+            out.append(pack(value, nxt, 1, kind, var, bits, 0, default, base, count, mult))
+    return b"".join(out)
+
+
 def write_delta(maps: MapSet, md: MapDelta, descs: dict[int, Desc]) -> None:
     """Write a delta's states (storage, descriptors, leaves), then move the root: nothing
     reaches the new states before the last write."""
     u32 = ctypes.c_uint32
-    maps.update_many("xslots", u32, Slot, [
-        (u32(i), Slot() if slot is None else
-         Slot(slot[0], slot[1], 1, _cdesc(None if slot[1] & STATE_FINAL else descs.get(slot[1] & STATE_MASK))))
-        for i, slot in md.xslots.items()])
+    maps.update_packed("xslots", array("I", md.xslots), pack_slots(md.xslots.values(), descs))
     maps.update_many("rnodes", u32, RNode, [(u32(i), RNode(*r)) for i, r in md.rnodes.items()])
     maps.update_many("rsub", u32, RSub, [(u32(i), RSub(lo, b, last, shift)) for i, (lo, b, last, shift)
                                          in md.rsub.items()])
