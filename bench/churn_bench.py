@@ -105,11 +105,11 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp",
-            trace: Path | None = None, soak: bool = False, tls: bool = False) -> dict:
+            trace: Path | None = None, soak: bool = False, tls: bool = False, push_interval: float | None = None) -> dict:
     from camus.dataplane.lab import processes
     try:
         with processes() as procs:                       # the device, then the controller
-            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls)
+            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls, push_interval)
     finally:                                             # after the agent has stopped
         if target == "xdp":
             from camus.dataplane import installed as state, runtime
@@ -269,7 +269,7 @@ def _spread(xs: list[float]) -> float:
 
 
 def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str,
-             trace: Path | None, soak: bool = False, tls: bool = False) -> dict:
+             trace: Path | None, soak: bool = False, tls: bool = False, push_interval: float | None = None) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
@@ -301,7 +301,9 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     procs.append(subprocess.Popen([exe, "controller", "serve", "--topology", str(tmp / "topo.yaml"), "--spec", str(SPEC),
                                    "--tokens", str(tmp / "tokens.yaml"), "--db", str(db), "--policy", "mr",
                                    "--listen", f"127.0.0.1:{api_port}", "--switch-dir", str(tmp / "sw"),
-                                   *[x for kv in extra.items() for x in kv]], stderr=subprocess.DEVNULL))
+                                   *[x for kv in extra.items() for x in kv],
+                                   *(["--push-interval", f"{push_interval:g}"] if push_interval is not None else [])],
+                                  stderr=subprocess.DEVNULL))
     url = f"{'https' if pki else 'http'}://127.0.0.1:{api_port}"
     from camus.controller.tls import TlsFiles, client_context
     trust = TlsFiles(ca=pki["controller"].ca) if pki else None
@@ -370,18 +372,19 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                 "controller_rss_spread_after_first_minute": _spread([c for c, _ in minutes]),
                 f"{target}_device_rss_spread_after_first_minute": _spread([d for _, d in minutes]),
                 "unchanged_probes": probes["asked"], "unchanged_lost": probes["lost"]}
-    return end | {"subscriptions": n, "target": target, "tls": tls, "kernel_verified": kernel is not None and not rate,
-            "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
-            "changes_per_s": round(len(calls) / seconds, 1), "not_installed": not_installed,
-            "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
-            f"{target}_device_rss_mb_before": agent0, f"{target}_device_rss_mb_after": agent1,
-            "controller_rss_mb_by_tenth": [c for c, _ in tenths],
-            f"{target}_device_rss_mb_by_tenth": [d for _, d in tenths],
-            "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
-            "load_nice": LOAD_NICE if rate else 0, "probe_calls": len(probed),
-            "probe_api_ms_p50": round(_pct(probed, 0.5), 1), "probe_api_ms_p99": round(_pct(probed, 0.99), 1),
-            "installed_ms_p50": round(_pct(installed, 0.5) * 1e3, 1),
-            "installed_ms_p99": round(_pct(installed, 0.99) * 1e3, 1)}
+    return end | {"subscriptions": n, "target": target, "tls": tls, "push_interval": push_interval,
+                  "kernel_verified": kernel is not None and not rate,
+                  "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
+                  "changes_per_s": round(len(calls) / seconds, 1), "not_installed": not_installed,
+                  "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
+                  f"{target}_device_rss_mb_before": agent0, f"{target}_device_rss_mb_after": agent1,
+                  "controller_rss_mb_by_tenth": [c for c, _ in tenths],
+                  f"{target}_device_rss_mb_by_tenth": [d for _, d in tenths],
+                  "api_ms_p50": round(_pct(calls, 0.5) * 1e3, 1), "api_ms_p99": round(_pct(calls, 0.99) * 1e3, 1),
+                  "load_nice": LOAD_NICE if rate else 0, "probe_calls": len(probed),
+                  "probe_api_ms_p50": round(_pct(probed, 0.5), 1), "probe_api_ms_p99": round(_pct(probed, 0.99), 1),
+                  "installed_ms_p50": round(_pct(installed, 0.5) * 1e3, 1),
+                  "installed_ms_p99": round(_pct(installed, 0.99) * 1e3, 1)}
 
 
 def main() -> int:
@@ -405,6 +408,8 @@ def main() -> int:
     ap.add_argument("--soak", action="store_true",
                     help="a soak: probe unchanged subscriptions every second, compare the maps with the live set "
                          "compiled from scratch at the end, RSS by minute (use with --seconds 600 --rate 1000)")
+    ap.add_argument("--push-interval", type=float, default=None,
+                    help="the controller's --push-interval (seconds between pushes to a device; default: its own)")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="open loop: changes/s in total, not waiting for installs (0: closed loop, the default)")
     args = ap.parse_args()
@@ -414,12 +419,13 @@ def main() -> int:
     try:
         return run_sizes("churn", f"churn_bench.py --target {args.target} --clients {args.clients} --seconds {args.seconds:g}"
                          + (f" --rate {args.rate:g}" if args.rate else "") + (" --soak" if args.soak else "")
-                         + (" --tls" if args.tls else ""),
+                         + (" --tls" if args.tls else "")
+                         + (f" --push-interval {args.push_interval:g}" if args.push_interval is not None else ""),
                          args.n or default,
                          f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'probe p50/p99':>16} "
                          f"{'to installed p50/p99':>22}",
                          lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target, args.trace,
-                                           args.soak, args.tls),
+                                           args.soak, args.tls, args.push_interval),
                          lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
                                       f"{r['probe_api_ms_p50']:>6} / {r['probe_api_ms_p99']:<6} ms "
                                       f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")

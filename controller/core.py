@@ -86,6 +86,7 @@ class DeviceState:
     attempts: int = 0
     next_try: float = 0.0
     pushes: int = 0                # completed pushes (a re-synchronisation counts): status shows it
+    quiet_until: float = 0.0       # no push before this (Controller.push_interval after the last one)
     since: Counter[str] = field(default_factory=Counter)   # net rule-line changes since `applied`
 
 
@@ -106,6 +107,10 @@ class Controller:
     wall: Callable[[], float] = time.time           # the store's clock (expiry survives restarts)
     deferred: bool = False          # compile off the request path: a change only bumps `version`;
                                     # `take_batch` / `compile_batch` / `install` catch up (the service)
+    push_interval: float = 0.0      # seconds from one push to a device to its next: changes that
+                                    # come meanwhile go together (each push costs the device a fixed
+                                    # part: its root table is rewritten); a push after a quiet spell
+                                    # goes at once
     version: int = 0                # bumped by every change of the subscriptions
     compiled_version: int = 0       # the version the tables are compiled for
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
@@ -333,13 +338,21 @@ class Controller:
         self.resync_lost()
         now = self.clock()
         return [d for d, st in sorted(self.devices.items())
-                if st.desired != st.applied and d in self.targets and st.next_try <= now
+                if st.desired != st.applied and d in self.targets and max(st.next_try, st.quiet_until) <= now
                 and not self.held_back(d)]
+
+    def next_push_at(self) -> float | None:
+        """When the earliest device waiting for its push interval or a retry may be pushed."""
+        now = self.clock()
+        waits = [at for d, st in self.devices.items()
+                 if st.desired != st.applied and d in self.targets and (at := max(st.next_try, st.quiet_until)) > now]
+        return min(waits) if waits else None
 
     def push_one(self, device: str) -> bool:
         """Push the device's desired tables once; on failure back off (0.2 s doubling to 5 s)."""
         st, tables = self.devices[device], self.tables[device]
         digest, version = st.desired, st.desired_version
+        started = self.clock()
         tables.delta = None
         if st.applied:                                 # what changed since the tables it holds
             tables.delta = LineDelta(st.applied, [ln for ln, n in st.since.items() for _ in range(n)],
@@ -356,6 +369,7 @@ class Controller:
             st.applied, st.error, st.attempts = digest, "", 0
             st.since.clear()
             st.pushes += 1
+        st.quiet_until = started + self.push_interval
         return True
 
     def push_pending(self) -> dict[str, bool]:

@@ -244,8 +244,10 @@ async def _housekeeping(app: web.Application) -> None:
     c: Controller = app[CONTROLLER]
     checkpointed = time.monotonic()
     while True:
+        due = c.next_push_at()                      # a device waiting out its push interval
         try:
-            await asyncio.wait_for(app[WAKE].wait(), TICK_S)
+            await asyncio.wait_for(app[WAKE].wait(), TICK_S if due is None else
+                                   min(TICK_S, max(0.0, due - c.clock())))
         except asyncio.TimeoutError:
             pass
         app[WAKE].clear()

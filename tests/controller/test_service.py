@@ -132,6 +132,27 @@ def test_only_changed_devices_are_pushed_and_failures_retry() -> None:
     assert {d for d, _ in rec.got} == changed and all(v["in_sync"] for v in ctl.status()["devices"].values())
 
 
+def test_changes_within_the_push_interval_go_together_and_a_change_after_a_quiet_spell_at_once() -> None:
+    ctl, rec = _controller()
+    ctl.push_interval = 0.02
+    ctl.push_pending()                               # the first tables: every device, at once
+    rec.got.clear()
+    ctl.clock.t += 1.0                               # a quiet spell: the next change goes at once
+    ctl.add("h0_0", "stock == GOOGL", 30)
+    pushed = set(ctl.push_pending())
+    assert pushed and {d for d, _ in rec.got} == pushed
+    rec.got.clear()
+    ctl.clock.t += 0.005                             # within the interval: held, and the service
+    ctl.add("h0_0", "stock == MSFT", 30)             # is told when to come back
+    ctl.add("h0_0", "stock == IBM", 30)
+    assert ctl.pending() == [] and rec.got == []
+    assert ctl.next_push_at() == 1000.0 + 1.0 + 0.02
+    ctl.clock.t += 0.015
+    assert set(ctl.push_pending()) == pushed         # both changes in one push
+    assert all("stock == MSFT" in rules and "stock == IBM" in rules for _, rules in rec.got)
+    assert ctl.next_push_at() is None and all(v["in_sync"] for v in ctl.status()["devices"].values())
+
+
 def test_switch_directory_flips_atomically(tmp_path: Path) -> None:
     target = SwitchDirTarget(tmp_path)
     ctl, _ = _controller(target=target)
