@@ -14,7 +14,8 @@ the change is installed (closed loop): on XDP, until the attached program (BPF_P
 its pinned program) delivers a packet of that symbol after the subscribe and drops it after the
 unsubscribe, so the time is kernel-verified; on the switch, until its `applied_version` in
 /v1/status reaches the version the call answered with. With `--rate R` the clients issue R
-changes/s in total without waiting (open loop: time to installed from a poller of /v1/status).
+changes/s in total without waiting (open loop: time to installed from a watcher whose
+`/v1/status?wait_version=` requests the controller answers as the held version grows).
 The last line is one JSON object with the figures.
 
 `--soak`: the run is a soak (say `--seconds 600 --rate 1000 -n 100000`): every second it also
@@ -171,8 +172,11 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
                 r.raise_for_status()
                 return await r.json()
 
-        async def held_version() -> int:
-            st = await call(tokens[0], "GET", "/v1/status")
+        async def held_version(wait_for: int = 0) -> int:
+            """The version every pushed device holds; with `wait_for`, once it is that (the
+            controller answers when it is, or after a second)."""
+            st = await call(tokens[0], "GET", f"/v1/status?wait_version={wait_for}&timeout=1" if wait_for
+                            else "/v1/status")
             return min(d["applied_version"] for d in st["devices"].values() if d["push_target"])
 
         async def client(tok: str, k: int) -> None:
@@ -199,27 +203,29 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
                     if kernel is not None:               # the kernel classifies by the change
                         if kernel.delivered(pkt) == (sub is not None):
                             break
-                    elif await held_version() >= version:
+                    elif await held_version(version) >= version:
                         break
                     if time.monotonic() - t0 > 120:
                         raise AssertionError(f"version {version} never reached the data plane")
-                    await asyncio.sleep(0.0005 if kernel is not None else 0.005)
+                    if kernel is not None:               # (the controller's answer waited already)
+                        await asyncio.sleep(0.0005)
                 installed.append(time.monotonic() - t0)
 
         async def watch() -> None:                       # open loop: when each version is held
-            samples: list[tuple[float, int]] = []        # (asked at, version held); both increase
-            while True:
-                samples.append((time.monotonic(), await held_version()))
+            samples: list[tuple[float, int]] = []        # (answered at, version held); both increase
+            now_held = 0
+            while True:                                  # the controller answers as the held version grows
+                now_held = await held_version(now_held + 1)
+                samples.append((time.monotonic(), now_held))
                 if done.is_set() and (samples[-1][1] >= max(v for _, v in issued) or time.monotonic() > stop + 120):
                     break
-                await asyncio.sleep(0.005)
-            asked = [t for t, _ in samples]
+            answered = [t for t, _ in samples]
             held = [v for _, v in samples]
-            for when, version in issued:                 # first sample asked after the call, holding it
-                i = max(bisect.bisect_left(asked, when), bisect.bisect_left(held, version))
+            for when, version in issued:                 # first answer after the call holding it
+                i = max(bisect.bisect_left(answered, when), bisect.bisect_left(held, version))
                 if i < len(samples):
-                    installed.append(asked[i] - when)
-                    trace.append((when - start, asked[i] - when))
+                    installed.append(answered[i] - when)
+                    trace.append((when - start, answered[i] - when))
 
         done = asyncio.Event()
 
@@ -245,7 +251,7 @@ def _soak_end(kernel: KernelCheck, first, n_clients: int) -> dict:   # type: ign
     from camus.dataplane.live import SAVE_S
     time.sleep(SAVE_S + 1)
     warm = first.subscribe("stock == WARM and price > 1", ttl=600)    # a change after SAVE_S: saved
-    first.wait_installed(warm["version"], timeout=600, poll=0.05)
+    first.wait_installed(warm["version"], timeout=600)
     inst = load_installed(IFACE)
     lines = sorted(inst.rule_lines)
     fresh = IncrementalCompiler(kernel.spec, CompileOptions())
@@ -258,7 +264,7 @@ def _soak_end(kernel: KernelCheck, first, n_clients: int) -> dict:   # type: ign
     symbols = [f"S{i}" for i in range(100)] + [f"C{k}" for k in range(n_clients)]
     wrong = [s for s in symbols if kernel.delivered(kernel.frame(s))
              != bool(interp.run(kernel.msg(kernel.spec, f"stock={s} price={kernel.price}")).actions.ports)]
-    first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600, poll=0.05)
+    first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600)
     return {"live_rule_lines": len(lines), "map_states": held, "from_scratch_states": tables.live_states(),
             "maps_equal_from_scratch": held == tables.live_states(), "symbols_delivered_wrong": wrong}
 
@@ -322,8 +328,8 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     ready_s = time.monotonic() - t_ready
     kernel = KernelCheck(IFACE, price=1000) if target == "xdp" else None
     warm = first.subscribe("stock == WARM and price > 1", ttl=600)   # the agent takes the maps over for deltas
-    first.wait_installed(warm["version"], timeout=600, poll=0.05)
-    first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600, poll=0.05)
+    first.wait_installed(warm["version"], timeout=600)
+    first.wait_installed(first.unsubscribe(warm["id"])["version"], timeout=600)
     rss0, agent0 = _rss_mb(procs[1].pid), _rss_mb(procs[0].pid)
     rss: list[tuple[float, float]] = []                  # (controller, device) every second of the load
     sampling = threading.Event()

@@ -89,18 +89,20 @@ class SubscriptionClient:
     def subscriptions(self) -> list[dict]:
         return self._call("GET", "/v1/subscriptions")["subscriptions"]
 
-    def wait_installed(self, version: int, timeout: float = 10.0, poll: float = 0.01) -> float:
+    def wait_installed(self, version: int, timeout: float = 10.0) -> float:
         """Wait until every device the controller pushes to holds the tables of `version` (the
-        `version` a subscribe/unsubscribe answered with); returns the seconds waited."""
+        `version` a subscribe/unsubscribe answered with); returns the seconds waited. The
+        controller answers when it is so (`/v1/status?wait_version=`): no polling."""
         import time
         t0 = time.monotonic()
         while True:
-            devs = self.status()["devices"].values()
+            left = timeout - (time.monotonic() - t0)
+            ask = max(0.0, min(left, self.timeout / 2))      # well inside the HTTP timeout
+            devs = self._call("GET", f"/v1/status?wait_version={int(version)}&timeout={ask:.3f}")["devices"].values()
             if all(d["applied_version"] >= version for d in devs if d["push_target"]):
                 return time.monotonic() - t0
-            if time.monotonic() - t0 > timeout:
+            if time.monotonic() - t0 >= timeout:
                 raise TimeoutError(f"version {version} not installed within {timeout:g} s")
-            time.sleep(poll)
 
     def status(self) -> dict:
         return self._call("GET", "/v1/status")

@@ -341,6 +341,12 @@ class Controller:
                 if st.desired != st.applied and d in self.targets and max(st.next_try, st.quiet_until) <= now
                 and not self.held_back(d)]
 
+    def held_version(self) -> int:
+        """The newest subscription state every device we push to holds (`version` when there
+        are none): a change answered with version V is in every data plane once this is >= V."""
+        held = [st.applied_version for d, st in self.devices.items() if d in self.targets]
+        return min(held) if held else self.version
+
     def next_push_at(self) -> float | None:
         """When the earliest device waiting for its push interval or a retry may be pushed."""
         now = self.clock()

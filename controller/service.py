@@ -5,6 +5,8 @@
     POST   /v1/subscriptions/{id}/refresh {"ttl": 30}? (soft state: refresh before it lapses)
     DELETE /v1/subscriptions/{id}
     GET    /v1/status                     devices, sync state, push errors, versions
+    GET    /v1/status?wait_version=N&timeout=S   the same, once every pushed device holds version
+                                          N (or after S seconds, at most 60; default 10)
 
 Every request carries `Authorization: Bearer <token>`; the token names the host whose
 subscriptions it may touch (tokens file: `token: host` lines). A change is acknowledged as soon
@@ -12,7 +14,8 @@ as the filter is validated (with the subscription-state `version` it made); a ba
 compiles what changed since its last pass (a burst of changes is one compile), pushes pending
 device tables, retries failures and expires lapsed subscriptions. A client that must know its
 change is in the data planes waits until every pushed device's `applied_version` in
-/v1/status reaches its `version` (`SubscriptionClient.wait_installed`).
+/v1/status reaches its `version`: `?wait_version=` answers when it does, so a client waiting
+for its change asks once instead of polling (`SubscriptionClient.wait_installed`).
 """
 from __future__ import annotations
 
@@ -47,6 +50,9 @@ CHANGE_TIMES = web.AppKey("change_times", collections.deque)   # seconds, the la
 TIMED = 10_000                                     # how many of them /v1/status summarises
 TOKEN_ID = web.RequestKey("token_id", str)       # the request's token fingerprint (audit lines)
 SUMMARY = web.AppKey("summary", list)              # [when made, the summary /v1/status shows]
+HELD = web.AppKey("held", list)                    # [an Event set, and replaced, when the held version may grow]
+CLOSING = web.AppKey("closing", list)              # [True] once shutting down: waiting requests answer
+MAX_WAIT_S = 60.0                                  # the longest a status request waits for a version
 
 
 @web.middleware
@@ -234,8 +240,47 @@ async def remove(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
+    """The status now, or (`wait_version=N`) once every pushed device holds version N or
+    `timeout` seconds have passed; the answer is the status either way (the client compares)."""
     _host(request)
-    return web.json_response({**request.app[CONTROLLER].status(), "api": _summary(request.app)})
+    c: Controller = request.app[CONTROLLER]
+    if "wait_version" in request.query:
+        version, timeout = _wait_args(request.query)
+        deadline = time.monotonic() + timeout
+        while (c.held_version() < version and not request.app[CLOSING]
+               and (left := deadline - time.monotonic()) > 0):
+            try:
+                await asyncio.wait_for(request.app[HELD][0].wait(), left)
+            except asyncio.TimeoutError:
+                break
+    return web.json_response({**c.status(), "api": _summary(request.app)})
+
+
+def _wait_args(query) -> tuple[int, float]:  # type: ignore[no-untyped-def]
+    try:
+        version = int(query["wait_version"])
+        timeout = float(query.get("timeout", "10"))
+    except ValueError:
+        version, timeout = -1, -1.0
+    if version < 0 or not 0 <= timeout <= MAX_WAIT_S:      # NaN fails the comparison too
+        raise web.HTTPBadRequest(text=json.dumps({"error": "wait_version must be a version (an integer >= 0) and "
+                                                           f"timeout a number of seconds in [0, {MAX_WAIT_S:g}]"}),
+                                 content_type="application/json")
+    return version, timeout
+
+
+async def _release_waiters(app: web.Application) -> None:
+    """On shutdown (before aiohttp waits for the requests in flight): the status requests
+    waiting for a version answer now, so a stop is not held up by a client's wait."""
+    app[CLOSING].append(True)
+    _held_may_have_grown(app)
+
+
+def _held_may_have_grown(app: web.Application) -> None:
+    """Wake the status requests waiting for a version (each checks its own)."""
+    held = app[HELD]
+    woken, held[0] = held[0], asyncio.Event()
+    woken.set()
 
 
 async def _housekeeping(app: web.Application) -> None:
@@ -273,11 +318,14 @@ async def _housekeeping(app: web.Application) -> None:
                 compiled = {}                      # the push compiles again, reports it and retries
             async with app[LOCK]:
                 c.install(batch, compiled)
+            _held_may_have_grown(app)               # devices whose tables did not change hold it now
         async with app[LOCK]:
             todo = c.pending()
         for d in todo:
             ok = await asyncio.to_thread(c.push_one, d)
-            if not ok:
+            if ok:
+                _held_may_have_grown(app)
+            else:
                 log.warning("push to %s failed: %s (retrying)", d, c.devices[d].error)
 
 
@@ -315,10 +363,11 @@ def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default
                      if compile_process else None)
     book = tokens if isinstance(tokens, TokenBook) else TokenBook(tokens)
     app[CONTROLLER], app[TOKENS], app[DEFAULT_TTL] = controller, book, default_ttl
-    app[LOCK], app[WAKE] = asyncio.Lock(), asyncio.Event()
+    app[LOCK], app[WAKE], app[HELD], app[CLOSING] = asyncio.Lock(), asyncio.Event(), [asyncio.Event()], []
     app.add_routes([web.post("/v1/subscriptions", add), web.get("/v1/subscriptions", listing),
                     web.post("/v1/subscriptions/{id}/refresh", refresh),
                     web.delete("/v1/subscriptions/{id}", remove), web.get("/v1/status", status)])
     app.on_startup.append(_start)
+    app.on_shutdown.append(_release_waiters)
     app.on_cleanup.append(_stop)
     return app

@@ -68,10 +68,10 @@ def test_unchanged_subscription_loses_nothing_while_others_churn(tmp_path: Path)
         keeper = SubscriptionClient(url, "tok-1")
         _wait(api, keeper.status)
         kept = keeper.subscribe("stock == KEEP and price > 10", ttl=600)
-        keeper.wait_installed(kept["version"], timeout=120, poll=0.05)
+        keeper.wait_installed(kept["version"], timeout=120)
         churners = [SubscriptionClient(url, t) for t in ("tok-2", "tok-3")]
         warm = churners[0].subscribe("stock == WARM", ttl=600)      # the agent takes its maps over for deltas
-        churners[0].wait_installed(warm["version"], timeout=120, poll=0.05)
+        churners[0].wait_installed(warm["version"], timeout=120)
 
         m = message_from_text(spec, "stock=KEEP price=500")
         frame = build_packet(spec, [m], dst_mac=lab.broker_mac(), **packet_addresses(spec, m))
@@ -91,7 +91,7 @@ def test_unchanged_subscription_loses_nothing_while_others_churn(tmp_path: Path)
                         got = c.subscribe(f"stock == {sym} and price > {rng.randint(1, 999)}", ttl=600)
                         held.append(got["id"])
                         v = got["version"]
-                    c.wait_installed(v, timeout=60, poll=0.005)
+                    c.wait_installed(v, timeout=60)
                     changes.append(v)
             except BaseException as exc:           # surfaced below
                 errors.append(exc)

@@ -206,6 +206,58 @@ def test_changes_are_acknowledged_at_once_and_compiled_off_the_request_path() ->
     _run(go, ctl)
 
 
+def test_a_status_request_can_wait_for_a_version_instead_of_polling() -> None:
+    """`/v1/status?wait_version=N` answers once every pushed device holds version N (the push
+    held back until the request is waiting shows it waited), after `timeout` seconds when that
+    does not come, refuses bad arguments, and a shutdown answers the requests still waiting."""
+    import threading
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    rec = Recorder()
+    ctl = Controller(t, SPEC, "mr", targets={d: rec for d in t.devices}, deferred=True)
+    let_push = threading.Event()
+    plain = rec.push
+
+    def held_push(device, tables):                               # type: ignore[no-untyped-def]
+        let_push.wait(60)
+        return plain(device, tables)
+    rec.push = held_push                                         # type: ignore[method-assign]
+
+    async def go(c):
+        r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "ttl": 30}, headers=H("tok-a"))
+        version = (await r.json())["version"]
+        waiting = asyncio.ensure_future(c.get(f"/v1/status?wait_version={version}&timeout=60", headers=H("tok-a")))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        let_push.set()
+        st = await (await waiting).json()
+        assert all(d["applied_version"] >= version for d in st["devices"].values() if d["push_target"])
+        assert ctl.held_version() >= version
+        # a version that does not come: answered after the timeout, with the status as it is
+        r = await c.get(f"/v1/status?wait_version={version + 100}&timeout=0.2", headers=H("tok-a"))
+        assert r.status == 200 and (await r.json())["version"] == version
+        for bad in ("wait_version=-1", "wait_version=x", "wait_version=1&timeout=61", "wait_version=1&timeout=nan",
+                    "wait_version=1&timeout=-1"):
+            r = await c.get(f"/v1/status?{bad}", headers=H("tok-a"))
+            assert r.status == 400 and "wait_version" in (await r.json())["error"], bad
+        r = await c.get(f"/v1/status?wait_version={version}", headers=H("nobody"))
+        assert r.status == 401
+    _run(go, ctl)
+
+    async def shutdown() -> None:                                # a stop does not wait for a waiting client
+        server = TestServer(make_app(ctl, TOKENS))
+        client = TestClient(server)
+        await client.start_server()
+        waiting = asyncio.ensure_future(client.get("/v1/status?wait_version=1000000&timeout=60", headers=H("tok-a")))
+        for _ in range(1000):                                    # until the request is in the handler
+            await asyncio.sleep(0.01)
+            if server.runner and server.runner.server and server.runner.server.requests_count:
+                break
+        await server.close()
+        assert (await asyncio.wait_for(waiting, 30)).status == 200
+        await client.close()
+    asyncio.run(shutdown())
+
+
 def test_the_compile_can_run_in_a_worker_process() -> None:
     t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
     rec = Recorder()
