@@ -300,10 +300,10 @@ class Controller:
             if st.desired != dig:
                 st.desired, st.attempts, st.next_try, st.error = dig, 0, 0.0, ""
                 changed.append(d)
-            elif st.applied == st.desired:
-                st.applied_version = batch.version    # it already holds the tables of this version
         for st in self.devices.values():
             st.desired_version = batch.version
+            if st.applied == st.desired:              # unchanged, or changed back: it already holds
+                st.applied_version = batch.version    # the tables of this version
         return changed
 
     def _compile_now(self, device: str, kind: str, rules: str) -> Compiled:

@@ -112,9 +112,9 @@ def test_a_restarted_switch_is_resynchronised_and_a_changed_one_gets_only_the_di
     assert ctl.status()["devices"]["sw"]["in_sync"]
     sw.stop()                                                  # the switch restarts, empty
     fresh = Switch(sw.port)
-    for _ in range(50):
-        if target.lost("sw"):
-            break
+    deadline = time.monotonic() + 60                         # until the client has seen its session break
+    while not target.lost("sw"):
+        assert time.monotonic() < deadline, "the broken session was never noticed"
         time.sleep(0.05)
     assert ctl.pending() == ["sw"] and ctl.push_pending() == {"sw": True}
     _deliveries_agree(fresh, ctl)

@@ -153,6 +153,22 @@ def test_changes_within_the_push_interval_go_together_and_a_change_after_a_quiet
     assert ctl.next_push_at() is None and all(v["in_sync"] for v in ctl.status()["devices"].values())
 
 
+def test_a_device_a_change_does_not_touch_holds_the_new_version_at_once() -> None:
+    """applied_version says which subscription state a device's tables are good for: a change
+    routed away from it leaves its tables right for the new version too (a client waiting for
+    every device would otherwise wait for a push that never comes)."""
+    ctl, rec = _controller()
+    ctl.push_pending()
+    version = ctl.add("h0_0", "stock == GOOGL", 30) and ctl.version
+    rec.got.clear()
+    ctl.push_pending()
+    touched = {d for d, _ in rec.got}
+    assert touched and touched != set(ctl.devices)
+    devices = ctl.status()["devices"]
+    assert all(devices[d]["applied_version"] == version for d in devices), devices
+    assert ctl.held_version() == version
+
+
 def test_switch_directory_flips_atomically(tmp_path: Path) -> None:
     target = SwitchDirTarget(tmp_path)
     ctl, _ = _controller(target=target)
@@ -195,12 +211,8 @@ def test_changes_are_acknowledged_at_once_and_compiled_off_the_request_path() ->
         assert len(compiles) <= 1                 # all answered while the first compile (if any) was held
         burst_answered.set()
         assert versions == list(range(1, 11))
-        for _ in range(200):
-            st = await (await c.get("/v1/status", headers=H("tok-a"))).json()
-            if all(d["applied_version"] >= versions[-1] for d in st["devices"].values()):
-                break
-            await asyncio.sleep(0.05)
-        assert st["compiled_version"] == 10 and all(d["in_sync"] for d in st["devices"].values())
+        st = await (await c.get(f"/v1/status?wait_version={versions[-1]}&timeout=60", headers=H("tok-a"))).json()
+        assert st["compiled_version"] == 10 and all(d["in_sync"] for d in st["devices"].values()), st
         assert len(compiles) < 10                                     # the burst shared compiles
         assert any("S9" in rules for _, rules in rec.got)
     _run(go, ctl)
@@ -266,11 +278,7 @@ def test_the_compile_can_run_in_a_worker_process() -> None:
     async def go(c):
         r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL", "ttl": 30}, headers=H("tok-a"))
         version = (await r.json())["version"]
-        for _ in range(400):
-            st = await (await c.get("/v1/status", headers=H("tok-a"))).json()
-            if all(d["applied_version"] >= version for d in st["devices"].values()):
-                break
-            await asyncio.sleep(0.05)
+        st = await (await c.get(f"/v1/status?wait_version={version}&timeout=60", headers=H("tok-a"))).json()
         assert st["compiled_version"] == version and ctl.routing.filters["leaf0"][1] == ("stock == GOOGL",)
         assert any("GOOGL" in rules for d, rules in rec.got if d == "leaf0")
 

@@ -25,10 +25,12 @@ def mosquitto(tmp_path_factory):
     conf = tmp_path_factory.mktemp("mosq") / "m.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
     proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
+    deadline = time.monotonic() + 60                  # until mosquitto listens (generously bounded)
+    while True:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
+        assert time.monotonic() < deadline and proc.poll() is None, "mosquitto did not start"
         time.sleep(0.05)
     yield port
     proc.terminate()
