@@ -28,7 +28,7 @@ RSS of the controller and the agent by minute, and each one's spread after the f
 The API's latency is also measured apart from the load (`probe_api_ms_*`): a probe, a process
 of its own at normal priority, subscribes and unsubscribes PROBE_RATE times a second, each call
 timed alone over one keep-alive connection. In open loop the load's clients (one Python event
-loop for all of them, with the poller) run at nice 10: on this 2-core machine they, the agent
+loop for all of them, with the watcher) run at nice 10: on this 2-core machine they, the agent
 and the controller share the CPUs, and the load's own loop delays its calls' answers by more
 than the controller takes to give them (the controller's own handling time is
 `server_api_ms_last_changes`). The controller and the agent run at normal priority.
