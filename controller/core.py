@@ -89,6 +89,11 @@ class DeviceState:
     quiet_until: float = 0.0       # no push before this (Controller.push_interval after the last one)
     since: Counter[str] = field(default_factory=Counter)   # net rule-line changes since `applied`
 
+    @property
+    def due(self) -> float:
+        """When it may be pushed: after a failure's back-off and its push interval."""
+        return max(self.next_try, self.quiet_until)
+
 
 @dataclass
 class Controller:
@@ -338,7 +343,7 @@ class Controller:
         self.resync_lost()
         now = self.clock()
         return [d for d, st in sorted(self.devices.items())
-                if st.desired != st.applied and d in self.targets and max(st.next_try, st.quiet_until) <= now
+                if st.desired != st.applied and d in self.targets and st.due <= now
                 and not self.held_back(d)]
 
     def held_version(self) -> int:
@@ -350,9 +355,8 @@ class Controller:
     def next_push_at(self) -> float | None:
         """When the earliest device waiting for its push interval or a retry may be pushed."""
         now = self.clock()
-        waits = [at for d, st in self.devices.items()
-                 if st.desired != st.applied and d in self.targets and (at := max(st.next_try, st.quiet_until)) > now]
-        return min(waits) if waits else None
+        waits = [st.due for d, st in self.devices.items() if st.desired != st.applied and d in self.targets]
+        return min((at for at in waits if at > now), default=None)
 
     def push_one(self, device: str) -> bool:
         """Push the device's desired tables once; on failure back off (0.2 s doubling to 5 s)."""

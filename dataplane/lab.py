@@ -52,8 +52,6 @@ while time.time() < end:
                 got.append(s.recv(65535).hex())
             except socket.timeout:
                 break
-    except InterruptedError:
-        pass
 print(json.dumps(got), flush=True)
 """
 

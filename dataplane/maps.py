@@ -243,15 +243,7 @@ class MapSet:
             return
         keys = (key_type * len(items))(*[k for k, _ in items])
         values = (value_type * len(items))(*[v for _, v in items])
-        count = ctypes.c_uint32(len(items))
-        rc = self.lib.bpf_map_update_batch(self.fds[name], keys, values, ctypes.byref(count), None)
-        if rc == 0 and count.value == len(items):
-            return
-        errno = ctypes.get_errno()
-        if rc < 0 and errno not in (22, 95, 524):        # EINVAL, EOPNOTSUPP, ENOTSUPP: no batch here
-            raise MapError(errno, f"batch update {name}: {os.strerror(errno)}")
-        for k, v in items[count.value if rc == 0 else 0:]:
-            self.update(name, k, v)
+        self._update_batch(name, keys, values, len(items), ctypes.sizeof(key_type), ctypes.sizeof(value_type))
 
     def update_packed(self, name: str, keys: array, values: bytes | bytearray) -> None:
         """`update_many` for entries already packed: `keys` an array of fixed-size keys, `values`
@@ -259,21 +251,24 @@ class MapSet:
         n = len(keys)
         if not n:
             return
-        size = len(values) // n
-        if size * n != len(values):
+        if len(values) % n:
             raise ValueError(f"{len(values)} value bytes for {n} keys")
-        key_buf = (ctypes.c_char * (n * keys.itemsize)).from_buffer_copy(keys.tobytes())
-        value_buf = (ctypes.c_char * len(values)).from_buffer_copy(values)
+        self._update_batch(name, (ctypes.c_char * (n * keys.itemsize)).from_buffer_copy(keys.tobytes()),
+                           (ctypes.c_char * len(values)).from_buffer_copy(values), n, keys.itemsize, len(values) // n)
+
+    def _update_batch(self, name: str, keys: Any, values: Any, n: int, key_size: int, value_size: int) -> None:
+        """`n` entries from two buffers of keys and values back to back: one batch call, entry by
+        entry from where it stopped when the map has none."""
         count = ctypes.c_uint32(n)
-        rc = self.lib.bpf_map_update_batch(self.fds[name], key_buf, value_buf, ctypes.byref(count), None)
+        rc = self.lib.bpf_map_update_batch(self.fds[name], keys, values, ctypes.byref(count), None)
         if rc == 0 and count.value == n:
             return
         errno = ctypes.get_errno()
         if rc < 0 and errno not in (22, 95, 524):        # EINVAL, EOPNOTSUPP, ENOTSUPP: no batch here
             raise MapError(errno, f"batch update {name}: {os.strerror(errno)}")
         for i in range(count.value if rc == 0 else 0, n):
-            _check(self.lib.bpf_map_update_elem(self.fds[name], ctypes.byref(key_buf, i * keys.itemsize),
-                                                ctypes.byref(value_buf, i * size), BPF_ANY), f"update {name}")
+            _check(self.lib.bpf_map_update_elem(self.fds[name], ctypes.byref(keys, i * key_size),
+                                                ctypes.byref(values, i * value_size), BPF_ANY), f"update {name}")
 
     def delete(self, name: str, key: ctypes._CData) -> None:
         rc = self.lib.bpf_map_delete_elem(self.fds[name], ctypes.byref(key))
