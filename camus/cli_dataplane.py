@@ -249,7 +249,8 @@ def status(as_json: bool) -> None:
             inst = state.load_installed(inst.unit)
         up = interface_exists(inst.iface)
         live = runtime.live_root(inst.unit) if root and up else None
-        doc = report.unit_status(inst, live, up) if root else report.unit_status(inst, None, False)
+        holder = state.unit_holder(inst.unit) if root else ""
+        doc = report.unit_status(inst, live, up, holder) if root else report.unit_status(inst, None, False)
         units_doc.append(doc)
         if as_json:
             continue
@@ -267,10 +268,13 @@ def status(as_json: bool) -> None:
             click.echo(f"  warning: RPS is on for {inst.iface}'s {', '.join(steered)}: packets TC copies "
                        "must stay on the CPU that classified them, so copies are lost; "
                        f"`echo 0 > /sys/class/net/{inst.iface}/queues/<rx-N>/rps_cpus`")
+        if holder:
+            click.echo(f"  held for live changes by {holder}: its rules change through it; `update` "
+                       "and `detach` are refused until it stops")
         if inst.pending:
             click.echo("  an update is in progress or was interrupted (journaled): " +
                        ("another command holds the unit" if root else "run `status` as root to finish or undo it"))
-        elif live is not None and live != inst.root:
+        elif live is not None and live != inst.root and not holder:
             click.echo(f"  warning: the maps serve root state {live}, not the recorded "
                        f"{inst.root} (a host agent's changes since its last save, or a crash): the next "
                        "`update` rewrites the tables whole")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,7 +101,8 @@ class Agent:
         from camus.dataplane.live import LiveClassifier
         from camus.dataplane.program import DataplaneError
         try:
-            self.live = LiveClassifier(self.iface, CompileOptions(), compiler=self.compiler)
+            self.live = LiveClassifier(self.iface, CompileOptions(), compiler=self.compiler,
+                                       holder=f"the host agent (pid {os.getpid()})")
         except DataplaneError as exc:
             return str(exc)
         self.compiler = None

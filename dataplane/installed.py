@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -123,22 +124,101 @@ def attachment_dir(unit: str) -> Path:
     return STATE_ROOT / f"{valid_unit(unit)}.d"
 
 
+LOCK_POLL_S = 0.05      # how often a command waiting for a unit looks at who holds it
+
+
+def _lock_file(unit: str) -> int:
+    folder = STATE_ROOT / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return os.open(folder / valid_unit(unit), os.O_RDWR | os.O_CREAT, 0o600)
+
+
+def _held_by(fd: int) -> str:
+    """The note a long-lived holder wrote into the lock file ("" for a command: it writes none)."""
+    try:
+        return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _take(fd: int, unit: str, wait: bool) -> bool:
+    """flock the unit's lock file: True once held; False when `wait` is off and anybody holds
+    it; with `wait`, DataplaneError at once when a long-lived holder does (waiting would be for
+    ever), else it waits for the command holding it."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                return False
+            who = _held_by(fd)
+            if who:
+                raise DataplaneError(f"{unit} is held for live changes by {who}: its rules change through "
+                                     "it (the controller's API), or stop it first") from None
+            time.sleep(LOCK_POLL_S)
+            continue
+        if os.fstat(fd).st_size:                  # a killed holder's note: it holds nothing now
+            os.ftruncate(fd, 0)
+        return True
+
+
 @contextmanager
 def unit_lock(unit: str, wait: bool = True) -> Iterator[bool]:
     """Hold the unit's lock while its maps and state file change (update, recovery, detach):
     two commands at once would each take the other's journal for a crash's. Yields False when
     `wait` is off and another process holds it. The lock is the kernel's (flock): a killed
-    holder releases it."""
-    folder = STATE_ROOT / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / valid_unit(unit), os.O_RDWR | os.O_CREAT, 0o600)
+    holder releases it. A command waits for another command; a unit held for live changes
+    (`hold_unit`: a host agent writing deltas) is refused at once, naming its holder: it keeps
+    the unit for as long as it runs, and a whole write beside it would leave it writing deltas
+    against tables that no longer serve."""
+    fd = _lock_file(unit)
+    try:
+        yield _take(fd, unit, wait)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class UnitHold:
+    """A unit held for as long as a process writes its maps as deltas (a host agent's live
+    classifier); `who` is what refused commands are told."""
+    unit: str
+    who: str
+    fd: int = -1
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.ftruncate(self.fd, 0)              # the note first: a waiter then sees a command
+            os.close(self.fd)
+            self.fd = -1
+
+
+def hold_unit(unit: str, who: str) -> UnitHold:
+    """Take the unit's lock until `release()` (a killed holder releases it), after any command
+    holding it; DataplaneError when another long-lived holder has it."""
+    fd = _lock_file(unit)
+    try:
+        _take(fd, unit, wait=True)
+        os.pwrite(fd, who.encode() + b"\n", 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return UnitHold(unit, who, fd)
+
+
+def unit_holder(unit: str) -> str:
+    """Who holds the unit for live changes now ("" when nobody does)."""
+    path = STATE_ROOT / "locks" / valid_unit(unit)
+    if not path.exists():
+        return ""
+    fd = os.open(path, os.O_RDONLY)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            yield False
-            return
-        yield True
+            return _held_by(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)             # free: a note left by a killed holder means nothing
+        return ""
     finally:
         os.close(fd)
 

@@ -22,6 +22,7 @@ bank, which the next whole write into that bank overwrites.
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 from array import array
 from collections.abc import Iterable
@@ -40,7 +41,7 @@ from camus.compiler.structure.slicing import sort_ports
 
 from .counting import tables_key
 from .faults import GRACE_S
-from .installed import contents_from_keys, load_installed, save
+from .installed import contents_from_keys, hold_unit, load_installed, save
 from .journal import finish_or_undo
 from .maps import CFG_ROOT, SLOT_BYTES, Bound, Leaf, MapSet, RNode, RSub, lpm_key, bypass_value
 from .maps import Desc as CDesc
@@ -125,12 +126,25 @@ class LiveReport:
 
 class LiveClassifier:
     def __init__(self, iface: str, options: CompileOptions | None = None,
-                 compiler: IncrementalCompiler | None = None) -> None:
+                 compiler: IncrementalCompiler | None = None, holder: str = "") -> None:
         """`compiler`: one whose live diagram already holds the installed rules (the one that
-        compiled them, same options) is taken over instead of building the set again."""
+        compiled them, same options) is taken over instead of building the set again. The unit
+        is held until `close()` (`holder`: who commands that would rewrite it are told holds it;
+        they are refused: deltas written against tables a whole update replaced would serve a
+        mix of both)."""
         require_root()
         self.iface = iface
         self.inst = load_installed(iface)
+        self.hold = hold_unit(self.inst.unit, holder or f"process {os.getpid()} (a live classifier)")
+        try:
+            self._take_over(options, compiler)
+        except BaseException:
+            self.hold.release()
+            raise
+
+    def _take_over(self, options: CompileOptions | None, compiler: IncrementalCompiler | None) -> None:
+        iface = self.iface
+        self.inst = load_installed(iface)          # as it is now that the unit is ours
         spec = load_spec(self.inst.spec)
         if spec.topics:
             raise DataplaneError(f"{iface}: topic and DNS name levels are matched by labels; "
@@ -262,6 +276,7 @@ class LiveClassifier:
             clear_states(self.maps, self.layout.reclaim(everything=True))
             self.save()
         self.maps.close()
+        self.hold.release()
 
     def __enter__(self) -> "LiveClassifier":
         return self

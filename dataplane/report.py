@@ -62,7 +62,7 @@ def prog_summary(prog_id: int) -> dict[str, Any] | None:
         os.close(fd)
 
 
-def unit_status(inst: Installed, live_root: int | None, interface_up: bool) -> dict[str, Any]:
+def unit_status(inst: Installed, live_root: int | None, interface_up: bool, held_by: str = "") -> dict[str, Any]:
     """One attached unit (schema: README, "Operating camus-xdp")."""
     from .grow import attached_prog_id
     lim = inst.limits()
@@ -75,7 +75,7 @@ def unit_status(inst: Installed, live_root: int | None, interface_up: bool) -> d
         "spec": inst.spec, "rules_file": inst.rules, "rules": len(inst.rule_lines), "ports_file": inst.ports,
         "bank": inst.bank, "root": inst.root, "live_root": live_root,
         "attached_at": inst.attached_at or None, "program": prog,
-        "interface_exists": interface_up, "update_pending": bool(inst.pending),
+        "interface_exists": interface_up, "update_pending": bool(inst.pending), "held_by": held_by or None,
         "capacity": {"states_per_bank": lim.max_states // 2, "bitvector_terms": 64 * lim.bv_words,
                      "bitmaps_per_bank": lim.max_bv_bitmaps // 2, "segments": lim.max_bv_segs,
                      "port_column_words": 4 * lim.bv_columns},

@@ -5,6 +5,8 @@ nothing, a change the bank cannot hold becomes a whole write, and the state file
 `camus-xdp update` and `detach` work after it."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from camus.compiler.codec.packets import build_packet, message_from_text
@@ -98,11 +100,22 @@ def test_the_agent_takes_deltas_right_after_a_whole_update(lab, tmp_path) -> Non
         assert received([googl, ibm]) == [True, False]
         assert "delta" in agent.apply_changes(["stock == IBM : fwd(2)"], [], "d1", "d2")
         assert agent.live.compiler is compiler and received([googl, ibm]) == [True, True]
+        # while the agent holds the interface, commands that would rewrite it are refused and
+        # change nothing (its next delta would be written against tables no longer serving)
+        assert state.unit_holder(BRK) == f"the host agent (pid {os.getpid()})"
+        with pytest.raises(DataplaneError, match="held for live changes by the host agent"):
+            runtime.update(BRK, compile_rules(spec, "stock == AAPL : fwd(1)\n"), "aapl.txt")
+        with pytest.raises(DataplaneError, match="held for live changes by the host agent"):
+            runtime.detach(BRK)
+        assert received([googl, ibm, _frame(spec, "AAPL", 1)]) == [True, True, False]
+        assert "delta" in agent.apply_changes(["stock == AAPL : fwd(1)"], [], "d2", "d2a")
+        assert received([googl, ibm, _frame(spec, "AAPL", 1)]) == [True, True, True]
         agent.apply("stock == IBM : fwd(2)\n", "d3")                     # whole again: warm, and live again
         assert agent.live is not None and agent.live.compiler is compiler
         assert received([googl, ibm]) == [False, True]
     finally:
         agent.close()
+    assert state.unit_holder(BRK) == ""                  # released: commands take the unit again
 
 
 def test_a_delta_past_the_program_asks_for_the_whole_set_which_grows_it(lab, tmp_path, monkeypatch) -> None:  # noqa: F811

@@ -71,6 +71,16 @@ def test_status_and_stats_json_carry_their_fields(attached) -> None:
     assert {"states_per_bank", "bitvector_terms", "segments"} <= set(unit["capacity"])
     text = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
     assert f"id {unit['program']['id']}" in text and unit["program"]["tag"] in text, text
+    assert unit["held_by"] is None
+    from camus.compiler.compile import CompileOptions
+    from camus.dataplane.live import LiveClassifier
+    with LiveClassifier(BRK, CompileOptions(), holder="a test's live classifier"):   # as a host agent does
+        doc = json.loads(CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).stdout)
+        assert next(u for u in doc["units"] if u["unit"] == BRK)["held_by"] == "a test's live classifier"
+        text = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+        assert "held for live changes by a test's live classifier" in text, text
+        refused = CliRunner().invoke(main, ["detach", BRK])
+        assert refused.exit_code == 1 and "held for live changes" in refused.output, refused.output
 
     stats = json.loads(CliRunner().invoke(main, ["stats", BRK, "--json"], catch_exceptions=False).stdout)
     got = stats["units"][BRK]

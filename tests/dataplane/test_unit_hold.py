@@ -1,0 +1,86 @@
+"""A unit held for live changes (a host agent's live classifier) is never rewritten beside it:
+commands that would are refused at once, naming the holder, instead of writing whole tables
+the holder's next delta would be written against; commands still wait for each other; a killed
+holder's note means nothing (the kernel released its lock). No root: the lock folder is moved
+into a temporary one."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from camus.dataplane import installed as state
+from camus.dataplane.program import DataplaneError
+
+
+@pytest.fixture(autouse=True)
+def _state_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(state, "STATE_ROOT", tmp_path)
+
+
+def test_a_held_unit_refuses_commands_at_once_and_names_its_holder() -> None:
+    hold = state.hold_unit("veth7", "the host agent (pid 42)")
+    try:
+        assert state.unit_holder("veth7") == "the host agent (pid 42)"
+        with pytest.raises(DataplaneError, match=r"veth7 is held for live changes by the host agent \(pid 42\)"):
+            with state.unit_lock("veth7"):
+                pass
+        with state.unit_lock("veth7", wait=False) as got:   # status's recovery: skips, never raises
+            assert got is False
+        with pytest.raises(DataplaneError, match="held for live changes"):
+            state.hold_unit("veth7", "another agent")
+        with state.unit_lock("veth8") as got:               # other units are not affected
+            assert got is True
+    finally:
+        hold.release()
+    assert state.unit_holder("veth7") == ""
+    with state.unit_lock("veth7") as got:
+        assert got is True
+
+
+def test_a_holder_waits_for_a_command_and_commands_wait_for_each_other() -> None:
+    taken, go = threading.Event(), threading.Event()
+
+    def command() -> None:
+        with state.unit_lock("veth7"):
+            taken.set()
+            go.wait(60)
+
+    first = threading.Thread(target=command)
+    first.start()
+    assert taken.wait(60)
+    held: list[state.UnitHold] = []
+    second = threading.Thread(target=lambda: held.append(state.hold_unit("veth7", "agent")))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive() and not held          # still waiting: a command holds the unit
+    assert state.unit_holder("veth7") == ""        # and a command is nobody's live hold
+    go.set()
+    first.join(60)
+    second.join(60)
+    assert held and state.unit_holder("veth7") == "agent"
+    held[0].release()
+
+
+def test_a_killed_holders_note_does_not_hold_the_unit(tmp_path) -> None:
+    code = ("import sys, time; from camus.dataplane import installed as s; from pathlib import Path; "
+            f"s.STATE_ROOT = Path({str(tmp_path)!r}); s.hold_unit('veth7', 'doomed agent'); "
+            "print('held', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        assert state.unit_holder("veth7") == "doomed agent"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (tmp_path / "locks" / "veth7").read_text().strip() == "doomed agent"   # left behind
+    assert state.unit_holder("veth7") == ""
+    with state.unit_lock("veth7") as got:          # taken, and the stale note cleared
+        assert got is True
+    assert (tmp_path / "locks" / "veth7").read_text() == ""
