@@ -306,6 +306,12 @@ def agent(iface, spec, ports_path, listen, token_file, mode, tls_cert, tls_key, 
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     a = Agent(iface, spec, token, ports_path, mode)
+    from camus.dataplane.program import DataplaneError
+    try:
+        a.hold_interface()                  # a second agent on IFACE stops here, naming the first
+    except (DataplaneError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     click.echo(f"agent for {iface} on {'https' if ssl_context else 'http'}://{host}:{port}/v1/"
                + (f" (tables only from {controller_name!r}'s certificate)" if tls_ca else ""), err=True)
     web.run_app(make_agent_app(a, frozenset({controller_name}) if tls_ca else frozenset()), host=host, port=port,

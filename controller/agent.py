@@ -52,6 +52,23 @@ class Agent:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="camus-agent-")))
     compiler: Any = None            # IncrementalCompiler for the spec, made on the first push
     live: Any = None                # LiveClassifier holding the interface while changes come as deltas
+    hold: Any = None                # the interface's lock, held while the agent runs (dataplane/installed.py)
+
+    def hold_interface(self) -> None:
+        """Hold the interface for as long as the agent runs: `camus-xdp update`, `detach` and a
+        second agent are refused, naming this one (a whole write beside the agent would leave
+        its next delta written against tables no longer serving, its digest naming tables that
+        are not). Waits for a command that holds it; DataplaneError when another agent does."""
+        from camus.dataplane.installed import hold_unit
+        if self.hold is None:
+            self.hold = hold_unit(self.iface, f"the host agent (pid {os.getpid()})")
+
+    def _held(self) -> None:
+        from camus.dataplane.program import DataplaneError
+        try:
+            self.hold_interface()
+        except (DataplaneError, OSError) as exc:
+            raise RuntimeError(f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)) from None
 
     def apply(self, rules: str, digest: str) -> str:
         """Compile and install; raises ValueError (bad rules) or RuntimeError (data plane)."""
@@ -70,9 +87,10 @@ class Agent:
             compiled = self.compiler.compile(rules, str(path))
         except (CompileErrors, CompileError) as exc:
             raise ValueError(str(exc)) from None
+        self._held()                           # (a bad rule set was refused before this)
         try:
             if any(i.iface == self.iface for i in state.installed()):
-                report = runtime.update(self.iface, compiled, str(path))
+                report = runtime.update(self.iface, compiled, str(path), hold=self.hold)
                 summary = (f"{report.old_entries} -> {report.new_entries} entries in {report.seconds * 1000:.0f} ms; "
                            f"{len(report.added)} rules added, {len(report.removed)} removed"
                            if report.written else "unchanged: the same tables are live, nothing written")
@@ -101,8 +119,7 @@ class Agent:
         from camus.dataplane.live import LiveClassifier
         from camus.dataplane.program import DataplaneError
         try:
-            self.live = LiveClassifier(self.iface, CompileOptions(), compiler=self.compiler,
-                                       holder=f"the host agent (pid {os.getpid()})")
+            self.live = LiveClassifier(self.iface, CompileOptions(), compiler=self.compiler, hold=self.hold)
         except DataplaneError as exc:
             return str(exc)
         self.compiler = None
@@ -117,6 +134,7 @@ class Agent:
         from camus.dataplane.program import DataplaneError
         if not self.digest or base != self.digest:
             raise Conflict(f"holding {repr(self.digest) if self.digest else 'nothing'}, not {base!r}")
+        self._held()
         if self.live is None:          # e.g. a restarted agent: take over what is attached
             why = self._go_live()
             if self.live is None:
@@ -147,6 +165,9 @@ class Agent:
         """Release the interface's maps and remove the agent's working directory (on exit)."""
         import shutil
         self._release_live()
+        if self.hold is not None:
+            self.hold.release()
+            self.hold = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

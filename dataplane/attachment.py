@@ -37,8 +37,8 @@ from .counting import counted_rules, leaf_ports, rule_lines_of, rule_totals, tab
 from .dispatch import detach_apps, dispatch_record_path, remove_leftover_apps
 from .faults import GRACE_S, fault
 from .grow import grow
-from .installed import (TABLE_CAPACITY, Installed, attachment_dir, contents_from_keys, keys_of, load_installed,
-                        pin_dir, save, state_path, unit_lock, unit_name, valid_iface)
+from .installed import (TABLE_CAPACITY, Installed, UnitHold, attachment_dir, contents_from_keys, keys_of,
+                        load_installed, pin_dir, save, state_path, unit_lock, unit_name, valid_iface)
 from .journal import recover_unit, settle
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .netlink import XDP_FLAGS, add_tc, attach_xdp, del_clsact, interface_exists, remove_ours_by_name, remove_xdp
@@ -246,14 +246,15 @@ class Attachment:
             maps.close()
 
     def update(self, compiled: Compiled, rules_path: str, limits: EbpfLimits | None = None,
-               progress: Progress = silent) -> UpdateReport:
+               progress: Progress = silent, hold: UnitHold | None = None) -> UpdateReport:
         """Swap the rules atomically (see the module docstring), growing the program when they
         outgrow it and `limits` is not given. The intent is journaled in the state file before
         the first write, so a crash at any point leaves something `recover` can finish or undo.
-        One update of a unit at a time."""
+        One update of a unit at a time (`hold`: the caller holds the unit for as long as it runs,
+        a host agent)."""
         require_root()
         load_installed(self.unit)                 # a clear error before any lock file is made
-        with unit_lock(self.unit):
+        with unit_lock(self.unit, held=hold):
             return self._update(compiled, rules_path, limits, progress)
 
     def grow(self, compiled: Compiled, rules_path: str, progress: Progress = silent) -> UpdateReport:

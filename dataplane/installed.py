@@ -163,14 +163,18 @@ def _take(fd: int, unit: str, wait: bool) -> bool:
 
 
 @contextmanager
-def unit_lock(unit: str, wait: bool = True) -> Iterator[bool]:
+def unit_lock(unit: str, wait: bool = True, held: UnitHold | None = None) -> Iterator[bool]:
     """Hold the unit's lock while its maps and state file change (update, recovery, detach):
     two commands at once would each take the other's journal for a crash's. Yields False when
     `wait` is off and another process holds it. The lock is the kernel's (flock): a killed
     holder releases it. A command waits for another command; a unit held for live changes
     (`hold_unit`: a host agent writing deltas) is refused at once, naming its holder: it keeps
     the unit for as long as it runs, and a whole write beside it would leave it writing deltas
-    against tables that no longer serve."""
+    against tables that no longer serve. `held`: the caller's own hold on the unit (a host agent's
+    whole update): nothing to take."""
+    if held is not None and held.unit == unit and held.fd >= 0:
+        yield True
+        return
     fd = _lock_file(unit)
     try:
         yield _take(fd, unit, wait)

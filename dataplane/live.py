@@ -41,7 +41,7 @@ from camus.compiler.structure.slicing import sort_ports
 
 from .counting import tables_key
 from .faults import GRACE_S
-from .installed import contents_from_keys, hold_unit, load_installed, save
+from .installed import UnitHold, contents_from_keys, hold_unit, load_installed, save
 from .journal import finish_or_undo
 from .maps import CFG_ROOT, SLOT_BYTES, Bound, Leaf, MapSet, RNode, RSub, lpm_key, bypass_value
 from .maps import Desc as CDesc
@@ -126,20 +126,24 @@ class LiveReport:
 
 class LiveClassifier:
     def __init__(self, iface: str, options: CompileOptions | None = None,
-                 compiler: IncrementalCompiler | None = None, holder: str = "") -> None:
+                 compiler: IncrementalCompiler | None = None, holder: str = "",
+                 hold: UnitHold | None = None) -> None:
         """`compiler`: one whose live diagram already holds the installed rules (the one that
         compiled them, same options) is taken over instead of building the set again. The unit
         is held until `close()` (`holder`: who commands that would rewrite it are told holds it;
         they are refused: deltas written against tables a whole update replaced would serve a
-        mix of both)."""
+        mix of both); `hold`: the caller's own, kept past `close()` (a host agent holds its
+        interface for as long as it runs)."""
         require_root()
         self.iface = iface
         self.inst = load_installed(iface)
-        self.hold = hold_unit(self.inst.unit, holder or f"process {os.getpid()} (a live classifier)")
+        self._own_hold = hold is None
+        self.hold = hold or hold_unit(self.inst.unit, holder or f"process {os.getpid()} (a live classifier)")
         try:
             self._take_over(options, compiler)
         except BaseException:
-            self.hold.release()
+            if self._own_hold:
+                self.hold.release()
             raise
 
     def _take_over(self, options: CompileOptions | None, compiler: IncrementalCompiler | None) -> None:
@@ -276,7 +280,8 @@ class LiveClassifier:
             clear_states(self.maps, self.layout.reclaim(everything=True))
             self.save()
         self.maps.close()
-        self.hold.release()
+        if self._own_hold:
+            self.hold.release()
 
     def __enter__(self) -> "LiveClassifier":
         return self

@@ -6,7 +6,7 @@ from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.compiled import Compiled
 
 from .attachment import Attachment, Progress, UpdateReport, silent
-from .installed import Installed
+from .installed import Installed, UnitHold
 from .journal import recover_unit
 from .preflight import check_free
 
@@ -24,8 +24,8 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
 
 
 def update(unit: str, compiled: Compiled, rules_path: str, limits: EbpfLimits | None = None,
-           progress: Progress | None = None) -> UpdateReport:
-    return Attachment(unit).update(compiled, rules_path, limits, progress or silent)
+           progress: Progress | None = None, hold: UnitHold | None = None) -> UpdateReport:
+    return Attachment(unit).update(compiled, rules_path, limits, progress or silent, hold)
 
 
 def detach(iface: str) -> str:

@@ -72,6 +72,15 @@ def test_unchanged_subscription_loses_nothing_while_others_churn(tmp_path: Path)
         churners = [SubscriptionClient(url, t) for t in ("tok-2", "tok-3")]
         warm = churners[0].subscribe("stock == WARM", ttl=600)      # the agent takes its maps over for deltas
         churners[0].wait_installed(warm["version"], timeout=120)
+        # the agent holds its interface: a second agent and a CLI update are refused, naming it
+        second = subprocess.run([exe, "agent", lab.broker, "--spec", str(SPEC_PATH), "--listen", f"127.0.0.1:{_port()}",
+                                 "--token-file", str(tmp_path / "agent.token")], capture_output=True, text=True,
+                                timeout=300)
+        assert second.returncode == 1 and "held for live changes by the host agent" in second.stderr, second.stderr
+        (tmp_path / "other.txt").write_text("stock == OTHER : fwd(1)\n")
+        other = subprocess.run([exe, "update", lab.broker, "--rules", str(tmp_path / "other.txt")],
+                               capture_output=True, text=True, timeout=300)
+        assert other.returncode == 1 and "held for live changes by the host agent" in other.stderr, other.stderr
 
         m = message_from_text(spec, "stock=KEEP price=500")
         frame = build_packet(spec, [m], dst_mac=lab.broker_mac(), **packet_addresses(spec, m))

@@ -35,6 +35,8 @@ def test_a_held_unit_refuses_commands_at_once_and_names_its_holder() -> None:
             state.hold_unit("veth7", "another agent")
         with state.unit_lock("veth8") as got:               # other units are not affected
             assert got is True
+        with state.unit_lock("veth7", held=hold) as got:    # the holder's own whole update
+            assert got is True
     finally:
         hold.release()
     assert state.unit_holder("veth7") == ""
