@@ -69,10 +69,10 @@ def test_a_holder_waits_for_a_command_and_commands_wait_for_each_other() -> None
 
 
 def test_a_killed_holders_note_does_not_hold_the_unit(tmp_path) -> None:
-    code = ("import sys, time; from camus.dataplane import installed as s; from pathlib import Path; "
+    code = ("import sys; from camus.dataplane import installed as s; from pathlib import Path; "
             f"s.STATE_ROOT = Path({str(tmp_path)!r}); s.hold_unit('veth7', 'doomed agent'); "
-            "print('held', flush=True); time.sleep(600)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+            "print('held', flush=True); sys.stdin.read()")      # holds until killed (stdin stays open)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         assert state.unit_holder("veth7") == "doomed agent"
