@@ -184,8 +184,9 @@ def unit_lock(unit: str, wait: bool = True, held: UnitHold | None = None) -> Ite
 
 @dataclass
 class UnitHold:
-    """A unit held for as long as a process writes its maps as deltas (a host agent's live
-    classifier); `who` is what refused commands are told."""
+    """A unit held for as long as a process that writes its maps outside commands runs (a host
+    agent: its deltas and its own whole updates; a bench's live classifier); `who` is what
+    refused commands are told."""
     unit: str
     who: str
     fd: int = -1
