@@ -191,7 +191,8 @@ class SinkBench:
     def run(self) -> dict:
         a = self.args
         results: dict[str, dict] = {}
-        with Lab("camus-sink", subscribers=a.subscribers, routed=True, remote_endpoint=False) as lab:
+        with Lab("camus-sink", subscribers=a.subscribers, routed=True, remote_endpoint=False,
+                 ipv6=False) as lab:
             receiver_napi = (cpus.split_receivers([(lab.sub_ns(p), lab.sub_if(p, False)) for p in lab.ports],
                                                   [lab.sub_if(p, True) for p in lab.ports])
                              if a.sinks_apart else [])

@@ -174,12 +174,15 @@ def remove_stale_labs() -> list[str]:
 
 class Lab:
     def __init__(self, prefix: str = "camus-demo", subscribers: int = 3, net: str = "10.79",
-                 remote_endpoint: bool = True, routed: bool = False) -> None:
+                 remote_endpoint: bool = True, routed: bool = False, ipv6: bool = True) -> None:
         if not 1 <= subscribers <= 200:
             raise ValueError("1..200 subscribers")
         self.prefix, self.n, self.net = prefix, subscribers, net
         self.remote_endpoint = remote_endpoint
         self.routed = routed          # addresses + routes so userspace brokers reach subscribers
+        # ipv6=False: the kernel's own IPv6 chatter off (router solicitations and MLD reports a new
+        # interface sends at random delays after it comes up), for a test that counts every frame.
+        self.ipv6 = ipv6
         self.pub_ns = f"{prefix}-pub"
         self.broker = f"{prefix[:8]}-brk"          # interface names: at most 15 characters
         self.pub_if = f"{prefix[:8]}-pub"
@@ -210,6 +213,7 @@ class Lab:
             with IPRoute() as ipr:
                 self._namespace(self.pub_ns)
                 ipr.link("add", ifname=self.broker, kind="veth", peer={"ifname": self.pub_if, "net_ns_fd": self.pub_ns})
+                self._quiet(self.broker)
                 _address(ipr, self.broker, f"{self.net}.0.2")
                 _address_in(self.pub_ns, self.pub_if, f"{self.net}.0.1")
                 for p in self.ports:
@@ -217,6 +221,7 @@ class Lab:
                     self._namespace(ns)
                     ipr.link("add", ifname=self.sub_if(p, True), kind="veth",
                              peer={"ifname": self.sub_if(p, False), "net_ns_fd": ns})
+                    self._quiet(self.sub_if(p, True))
                     _address(ipr, self.sub_if(p, True), f"{self.net}.{p}.1" if self.routed else None)
                     _address_in(ns, self.sub_if(p, False), self.sub_ip(p), f"{self.net}.{p}.1" if self.routed else None)
                     # GRO on the subscriber side lets the veth take frames redirected from XDP.
@@ -228,11 +233,17 @@ class Lab:
             raise
         return self
 
-    @staticmethod
-    def _namespace(ns: str) -> None:
+    def _namespace(self, ns: str) -> None:
         from pyroute2 import netns
         netns.create(ns)
+        if not self.ipv6:     # before the veth's end moves in: interfaces made later take `default`
+            sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1")
         _address_in(ns, "lo", None)                      # loopback up: local clients in the namespace
+
+    def _quiet(self, ifname: str) -> None:
+        """IPv6 off on a root-namespace end before it comes up (an IPv4-only lab, `ipv6=False`)."""
+        if not self.ipv6:
+            Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
 
     def __exit__(self, *exc: object) -> None:
         self.teardown()
