@@ -105,12 +105,13 @@ def test_unchanged_subscription_loses_nothing_while_others_churn(tmp_path: Path)
             except BaseException as exc:           # surfaced below
                 errors.append(exc)
 
-        cap = lab.capture(1, seconds=12)
+        cap = lab.capture(1, seconds=180)             # a bound; stopped once the feed is sent
         threads = [threading.Thread(target=churn, args=(k,)) for k in (0, 1)]
         for th in threads:
             th.start()
         time.sleep(0.3)
         lab.send([frame] * sent, gap_s=0.001)         # about 3-4 s of feed while the others churn
+        cap.terminate()                               # it ends once the interface is quiet for 0.5 s
         time.sleep(0.3)
         stop.set()
         for th in threads:

@@ -288,12 +288,16 @@ def test_controller_restart_with_10k_subscriptions_loses_nothing_under_traffic(m
         m["add_order.order_ref_number"] = 50_000 + i
         values[50_000 + i] = m
         frames.append(build_packet(spec, [m], dst_mac=lab.broker_mac(), src_ip="10.77.0.1", dst_ip="10.77.0.2"))
-    caps = _captures(lab, 11.0)
+    caps = _captures(lab, 180)                           # a bound; stopped once the feed is sent
+    from camus.dataplane import runtime
+    before = runtime.stats(lab.broker)["packets"]        # what the classifier has seen
     sender = subprocess.Popen(["ip", "netns", "exec", lab.pub_ns, sys.executable, "-c", SENDER_SCRIPT, lab.pub_if,
                                "0.1"], stdin=subprocess.PIPE, text=True)
     sender.stdin.write(" ".join(f.hex() for f in frames))
     sender.stdin.close()
-    time.sleep(2.0)
+    deadline = time.monotonic() + 60                     # the feed under way (however slow its start)
+    while runtime.stats(lab.broker)["packets"] < before + 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
     ctl.send_signal(signal.SIGKILL)                          # the controller dies mid-feed
     ctl.wait()
     ctl = start()
@@ -301,9 +305,11 @@ def test_controller_restart_with_10k_subscriptions_loses_nothing_under_traffic(m
     assert c.status()["subscriptions"] == 10_000
     after = {d: s["applied"] for d, s in c.status()["devices"].items() if s["push_target"]}
     assert after == digests                                  # the same tables, not empty ones
-    sender.wait(timeout=30)
+    sender.wait(timeout=120)
+    for p in caps.values():
+        p.terminate()                                    # the feed is sent: each ends once quiet
     for h, p in caps.items():
-        refs = _received_refs(p, 20)
+        refs = _received_refs(p, 30)
         interp = PipelineInterpreter(compile_rules(spec, "\n".join(f"{f} : fwd(1)" for f in filters[h])).pipeline)
         want = {r for r, v in values.items() if interp.run(v).actions.ports}
         got = refs & set(values)                             # this feed's messages, nothing older

@@ -116,19 +116,31 @@ def lab_feed(spec, interp, seed: int, n_packets: int) -> tuple[list[bytes], dict
                      {1: [], 2: [], 3: [], 4: []}, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2")
 
 
+def send_and_capture(frames: list[bytes], ports: tuple[int, ...], cpu: int | None = None) -> dict[int, list[bytes]]:
+    """Send the frames from the publisher (on `cpu` if given); per port, what its capture got
+    (frames, or UDP payloads for ports 3 and 4). The captures run until the feed is sent and
+    their interfaces are quiet, however long the machine takes (bounded generously)."""
+    caps = {p: start_capture(p, 120.0) for p in ports}
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    subprocess.run(["ip", "netns", "exec", PUB_NS, *pin, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
+                   input=" ".join(f.hex() for f in frames), text=True, check=True)
+    for proc in caps.values():
+        proc.terminate()                  # each ends once its interface has been quiet for 0.5 s
+    got = {}
+    for p, proc in caps.items():
+        out, _ = proc.communicate(timeout=30)
+        got[p] = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
+    return got
+
+
 def publish_and_capture(spec, frames: list[bytes], cpu: int | None = None) -> dict[int, list[int]]:
     """Send the frames from the publisher (on `cpu` if given: the broker's receive runs there);
     per port, the order references its capture got (each interface copy checked: it decodes and
     its IP length was fixed after pruning)."""
-    caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
-    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
-    subprocess.run(["ip", "netns", "exec", PUB_NS, *pin, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
-                   input=" ".join(f.hex() for f in frames), text=True, check=True)
     got = {}
-    for p, proc in caps.items():
-        out, _ = proc.communicate(timeout=10)
+    for p, pkts in send_and_capture(frames, (*SUBS, 4), cpu).items():
         refs = []
-        for pkt in (bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])):
+        for pkt in pkts:
             if p in (3, 4):
                 refs += mold_order_refs(pkt)                      # a real UDP socket got it
             else:
@@ -359,14 +371,8 @@ def test_two_apps_on_one_interface_each_forward_by_their_own_ports_file(lab: Pat
     frames_b, _ = itch_feed(spec_b, PipelineInterpreter(b.pipeline), random.Random(6), 20, ["IBM", "GOOGL"], want_b,
                             first_ref=1_000_000, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2",
                             dst_port=26500)          # app b's order references apart from a's
-    caps = {p: start_capture(p, 3.0) for p in (*SUBS, 4)}
-    subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
-                   input=" ".join(f.hex() for f in frames + frames_b), text=True, check=True)
-    got = {}
-    for p, proc in caps.items():
-        out, _ = proc.communicate(timeout=10)
-        pkts = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
-        got[p] = [r for pkt in pkts for r in mold_order_refs(pkt if p in (3, 4) else pkt[14 + 20 + 8:])]
+    got = {p: [r for pkt in pkts for r in mold_order_refs(pkt if p in (3, 4) else pkt[14 + 20 + 8:])]
+           for p, pkts in send_and_capture(frames + frames_b, (*SUBS, 4)).items()}
     assert sorted(got[1]) == sorted(want[1] + want_b[1]) and want_b[1]
     for p in (2, 3, 4):
         assert sorted(got[p]) == sorted(want[p]), f"subscriber {p}"

@@ -4,7 +4,6 @@ sees a mix of the two programs' tables, counters carry over and nothing of the o
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,10 @@ from camus.dataplane.attachment import Attachment
 from camus.dataplane.bpfinfo import map_id
 from camus.dataplane.grow import our_tc_filters, staging_dir
 from camus.dataplane.installed import PIN_ROOT, load_installed
-from camus.dataplane.lab import SENDER_SCRIPT
 from camus.dataplane.maps import MapSet
 from camus.dataplane.program import DataplaneError
 from tests.conftest import APPS
-from tests.dataplane.test_lab_forwarding import BRK, PUB_NS, SUBS, start_capture, update_under_feed
+from tests.dataplane.test_lab_forwarding import BRK, SUBS, send_and_capture, update_under_feed
 from tests.dataplane import test_lab_forwarding as forwarding
 
 pytestmark = pytest.mark.netns
@@ -122,7 +120,6 @@ def test_a_grow_that_fails_before_the_swap_leaves_the_old_program_serving(lab: P
 def test_one_of_two_apps_grows_behind_the_dispatcher(lab: Path, tmp_path: Path, monkeypatch) -> None:
     """App `a` outgrows its program: the dispatcher's slot takes the grown one; app `b`, sharing
     the interface and subscriber 1's, is untouched and both deliver exactly after the swap."""
-    import json
     import random
 
     from camus.compiler.semantics.interpreter import PipelineInterpreter
@@ -154,14 +151,8 @@ def test_one_of_two_apps_grows_behind_the_dispatcher(lab: Path, tmp_path: Path, 
     frames_b, _ = itch_feed(spec_b, PipelineInterpreter(b.pipeline), random.Random(6), 20, ["IBM", "GOOGL"], want_b,
                             first_ref=1_000_000, dst_mac=brk_mac, src_ip="10.78.0.1", dst_ip="10.78.0.2",
                             dst_port=26500)
-    caps = {p: start_capture(p, 3.0) for p in (1, 2, 3)}
-    subprocess.run(["ip", "netns", "exec", PUB_NS, sys.executable, "-c", SENDER_SCRIPT, "cxl-pub", "0"],
-                   input=" ".join(f.hex() for f in frames + frames_b), text=True, check=True)
-    got = {}
-    for p, proc in caps.items():
-        out, _ = proc.communicate(timeout=10)
-        pkts = [bytes.fromhex(h) for h in json.loads(out.strip().splitlines()[-1])]
-        got[p] = [r for pkt in pkts for r in mold_order_refs(pkt if p == 3 else pkt[14 + 20 + 8:])]
+    got = {p: [r for pkt in pkts for r in mold_order_refs(pkt if p == 3 else pkt[14 + 20 + 8:])]
+           for p, pkts in send_and_capture(frames + frames_b, (1, 2, 3)).items()}
     assert sorted(got[1]) == sorted(want[1] + want_b[1]) and want[1] and want_b[1]
     assert sorted(got[2]) == sorted(want[2]) and want[2]
     assert sorted(got[3]) == sorted(want[3]) and want[3]             # the grown program's new rules
