@@ -33,7 +33,7 @@ from camus.compiler.compiled import Compiled
 from camus.compiler.structure.bv_layout import preferred_ports
 
 from . import fanout, netdev
-from .counting import counted_rules, leaf_ports, rule_lines_of, rule_totals, tables_key
+from .counting import compiled_key, counted_rules, leaf_ports, rule_lines_of, rule_totals
 from .dispatch import detach_apps, dispatch_record_path, remove_leftover_apps
 from .faults import GRACE_S, fault
 from .grow import grow
@@ -157,7 +157,7 @@ class Attachment:
                              str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                              {}, compiled.options.count_rules,
                              [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs, limits.bv_columns],
-                             tables_key(compiled.options, lines),
+                             compiled_key(compiled, lines),
                              list(bits) if bits is not None else None, app=app,
                              table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
                                              if getattr(limits, k) != getattr(EbpfLimits(), k)},
@@ -285,7 +285,7 @@ class Attachment:
         maps = MapSet.from_pins(inst.pins)
         try:
             lines = rule_lines_of(compiled)
-            key = tables_key(compiled.options, lines)
+            key = compiled_key(compiled, lines)
             # a refresh writes nothing, but only when the maps serve what the state file records:
             # another writer (the agent's live deltas, saved now and then) may have moved the root
             if key == inst.tables_key and inst.pending is None and maps.cfg(CFG_ROOT) == inst.root:

@@ -14,8 +14,7 @@ from .maps import MapSet
 
 def counted_rules(c: Compiled, contents: MapContents) -> tuple[list[str], dict[str, list[int]]]:
     """The text of each counted rule (CompileOptions.count_rules) and which leaves count it."""
-    texts = [rule_text(c, r) for r in c.rules[:c.options.count_rules]]
-    return texts, {str(s): list(r) for s, r in contents.leaf_rules.items()}
+    return rule_texts(c, c.options.count_rules), {str(s): list(r) for s, r in contents.leaf_rules.items()}
 
 
 def rule_totals(maps: MapSet, inst: "Installed") -> dict[int, int]:
@@ -40,22 +39,42 @@ def rule_counts(iface: str) -> list[tuple[str, int]]:
     return [(text, totals[i] + inst.rule_base.get(text, 0)) for i, text in enumerate(inst.counted)]
 
 
-def rule_text(c: Compiled, rule) -> str:
-    """A rule as its source line says it, comment stripped."""
-    return strip_comment(c.source.line_text(rule.offset))
+def rule_texts(c: Compiled, limit: int | None = None) -> list[str]:
+    """Each rule (the first `limit`) as its source says it, on one line: from where it starts to
+    where the next one does, comments stripped, its lines joined, its ';' dropped. A rule written
+    over several lines is all of its lines (its first alone named the same rule whatever the rest
+    said: an update that changed a later line reported "unchanged" and wrote nothing)."""
+    text, rules = c.source.text, c.rules
+    n = len(rules) if limit is None else min(limit, len(rules))
+    out = []
+    for i in range(n):
+        end = rules[i + 1].offset if i + 1 < len(rules) else len(text)
+        span = text[rules[i].offset:end]
+        if "\n" in span.rstrip("\n"):
+            span = " ".join(t for t in map(strip_comment, span.splitlines()) if t)
+        else:
+            span = strip_comment(span)
+        out.append(span.rstrip("; \t"))
+    return out
 
 
-def tables_key(options: object, lines: list[str]) -> str:
+def tables_key(options: object, lines: list[str], counted: list[str] | tuple[str, ...] = ()) -> str:
     """The live tables are a function of the rules (`lines`, rule_lines_of(c): comments and blank
-    lines do not count), the options and the spec, which attach fixes: the compiler is
-    deterministic (golden files), so an update with the same key would write the very entries
-    the live bank holds."""
-    text = "\n".join(lines) + "\0" + repr(options)
+    lines do not count), the options and the spec, which attach fixes, and, with per-rule
+    counters, of which rules are counted (the first `count_rules` in file order: a reordered
+    file counts others): the compiler is deterministic (golden files), so an update with the
+    same key would write the very entries the live bank holds."""
+    text = "\n".join(lines) + "\0" + repr(options) + "\0" + "\n".join(counted)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def rule_lines_of(c: Compiled) -> list[str]:
-    return sorted({rule_text(c, r) for r in c.rules} - {""}) if c.source.text else []
+    return sorted(set(rule_texts(c)) - {""}) if c.source.text else []
+
+
+def compiled_key(c: Compiled, lines: list[str]) -> str:
+    """tables_key of compiled rules whose rule_lines_of are `lines`."""
+    return tables_key(c.options, lines, rule_texts(c, c.options.count_rules) if c.source.text else [])
 
 
 def leaf_ports(contents: MapContents) -> list[tuple[int, ...]]:

@@ -443,6 +443,8 @@ def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceT
 
 def strip_comment(line: str) -> str:
     """A rule line without its comment: '#' outside a quoted string (topic filters hold '#')."""
+    if "#" not in line:
+        return line.strip()
     quoted = False
     for i, ch in enumerate(line):
         if ch == '"':

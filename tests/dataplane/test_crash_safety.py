@@ -253,3 +253,38 @@ def test_an_update_killed_at_random_times_then_back_and_forth(lab, tmp_path) -> 
         other = "a" if live != "a" else "c"
         _back_and_forth(tmp_path, frames, spec, other)
         live = other
+
+
+def test_an_update_of_a_later_line_of_a_rule_is_written_and_served(lab, tmp_path) -> None:  # noqa: F811
+    """A rule over two lines, its second changed: the update reported "unchanged" and wrote
+    nothing (the rule was known by its first line) while the file said another threshold."""
+    spec = load_spec(SPEC_PATH)
+    mac = bytes.fromhex(sh("cat", f"/sys/class/net/{BRK}/address").stdout.strip().replace(":", ""))
+    frame = build_packet(spec, [message_from_text(spec, "stock=GOOGL price=100")], dst_mac=mac,
+                         src_ip="10.77.0.1", dst_ip="10.77.0.2")
+    low, high = tmp_path / "low.txt", tmp_path / "high.txt"
+    low.write_text("stock == GOOGL and\n    price > 50 : fwd(1)\n")
+    high.write_text("stock == GOOGL and\n    price > 500 : fwd(1)\n")
+    runtime.attach(BRK, compile_rules(spec, low.read_text()), str(SPEC_PATH), str(low), "native")
+    assert received([frame]) == [True]
+    rep = runtime.update(BRK, compile_rules(spec, high.read_text()), str(high))
+    assert rep.written and rep.added == ["stock == GOOGL and price > 500 : fwd(1)"]
+    assert received([frame]) == [False]
+    assert state.load_installed(BRK).rule_lines == ["stock == GOOGL and price > 500 : fwd(1)"]
+
+
+def test_a_reordered_file_counts_its_own_first_rules(lab, tmp_path) -> None:  # noqa: F811
+    """With per-rule counters the first `count_rules` rules are counted: the same rules in
+    another order are other tables (it reported "unchanged" and kept counting the old ones)."""
+    from camus.compiler.compile import CompileOptions
+    from camus.dataplane import counting
+    spec = load_spec(SPEC_PATH)
+    opts = CompileOptions(count_rules=1)
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text("stock == GOOGL : fwd(1)\nstock == IBM : fwd(2)\n")
+    second.write_text("stock == IBM : fwd(2)\nstock == GOOGL : fwd(1)\n")
+    runtime.attach(BRK, compile_rules(spec, first.read_text(), options=opts), str(SPEC_PATH), str(first), "native")
+    assert [text for text, _ in counting.rule_counts(BRK)] == ["stock == GOOGL : fwd(1)"]
+    rep = runtime.update(BRK, compile_rules(spec, second.read_text(), options=opts), str(second))
+    assert rep.written
+    assert [text for text, _ in counting.rule_counts(BRK)] == ["stock == IBM : fwd(2)"]
