@@ -66,6 +66,21 @@ class UpdateReport:
     grown: bool = False              # the rules outgrew the program: a larger one replaced it (grow.py)
 
 
+def _holds(inst: Installed, maps: MapSet, key: str) -> bool:
+    """Whether the live tables are the ones rules with tables key `key` compile to. A refresh
+    writes nothing, but only when the maps serve what the state file records: another writer
+    (the agent's live deltas, saved now and then) may have moved the root."""
+    return key == inst.tables_key and inst.pending is None and maps.cfg(CFG_ROOT) == inst.root
+
+
+def _refreshed(inst: Installed, rules_path: str, t0: float) -> "UpdateReport":
+    """An update that found its rules live: the rules file recorded, nothing written."""
+    inst.rules = str(Path(rules_path).resolve())
+    save(inst)
+    n = len(inst.keys["desc"])
+    return UpdateReport([], [], n, n, time.perf_counter() - t0, written=False)
+
+
 class Attachment:
     """The unit `eth0` (or `eth0@app`). Constructing one touches nothing: the methods say
     whether it is attached (DataplaneError when not)."""
@@ -257,6 +272,25 @@ class Attachment:
         with unit_lock(self.unit, held=hold):
             return self._update(compiled, rules_path, limits, progress)
 
+    def already_live(self, key: str, rules_path: str) -> UpdateReport | None:
+        """The update to rules whose tables key (counting.parsed_key) is `key`, when the live tables
+        hold them already: nothing to write, so it is done (the rules file recorded) without
+        compiling them; None when they must be compiled and `update` run. Commands wait for each
+        other (and a held unit is refused) as for `update`."""
+        require_root()
+        load_installed(self.unit)
+        with unit_lock(self.unit):
+            inst = load_installed(self.unit)
+            t0 = time.perf_counter()
+            settle(inst)
+            maps = MapSet.from_pins(inst.pins)
+            try:
+                if not _holds(inst, maps, key):
+                    return None
+            finally:
+                maps.close()
+            return _refreshed(inst, rules_path, t0)
+
     def grow(self, compiled: Compiled, rules_path: str, progress: Progress = silent) -> UpdateReport:
         """Replace the program by one sized for `compiled` and serve its rules, make before break
         (dataplane/grow.py); `update` does this itself when the rules outgrow the program."""
@@ -286,13 +320,8 @@ class Attachment:
         try:
             lines = rule_lines_of(compiled)
             key = compiled_key(compiled, lines)
-            # a refresh writes nothing, but only when the maps serve what the state file records:
-            # another writer (the agent's live deltas, saved now and then) may have moved the root
-            if key == inst.tables_key and inst.pending is None and maps.cfg(CFG_ROOT) == inst.root:
-                inst.rules = str(Path(rules_path).resolve())
-                save(inst)
-                n = len(inst.keys["desc"])
-                return UpdateReport([], [], n, n, time.perf_counter() - t0, written=False)
+            if _holds(inst, maps, key):
+                return _refreshed(inst, rules_path, t0)
             new_bank = 1 - inst.bank
             try:     # capacity and port checks: before anything live is touched
                 contents = map_contents(compiled.pipeline, compiled.spec, limits or inst.limits(), bits, bank=new_bank)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from camus.compiler.backends.ebpf.contents import MapContents
-from camus.compiler.compile import Compiled
+from camus.compiler.compile import CompileOptions, Compiled
 from camus.compiler.language.rules_parser import strip_comment
 
 from .installed import Installed, load_installed
@@ -44,7 +44,11 @@ def rule_texts(c: Compiled, limit: int | None = None) -> list[str]:
     where the next one does, comments stripped, its lines joined, its ';' dropped. A rule written
     over several lines is all of its lines (its first alone named the same rule whatever the rest
     said: an update that changed a later line reported "unchanged" and wrote nothing)."""
-    text, rules = c.source.text, c.rules
+    return texts_of(c.source.text, c.rules, limit)
+
+
+def texts_of(text: str, rules: list, limit: int | None = None) -> list[str]:
+    """rule_texts of `rules` as parsed from `text` (offsets into it, in file order)."""
     n = len(rules) if limit is None else min(limit, len(rules))
     out = []
     for i in range(n):
@@ -75,6 +79,13 @@ def rule_lines_of(c: Compiled) -> list[str]:
 def compiled_key(c: Compiled, lines: list[str]) -> str:
     """tables_key of compiled rules whose rule_lines_of are `lines`."""
     return tables_key(c.options, lines, rule_texts(c, c.options.count_rules) if c.source.text else [])
+
+
+def parsed_key(text: str, rules: list, options: CompileOptions) -> str:
+    """compiled_key of `rules`, parsed from `text`, as compiling them with `options` would give:
+    the parse alone says whether the live tables already hold a rules file."""
+    texts = texts_of(text, rules) if text else []
+    return tables_key(options, sorted(set(texts) - {""}), texts[:options.count_rules])
 
 
 def leaf_ports(contents: MapContents) -> list[tuple[int, ...]]:

@@ -10,7 +10,7 @@ from .installed import Installed, UnitHold
 from .journal import recover_unit
 from .preflight import check_free
 
-__all__ = ["Attachment", "UpdateReport", "attach", "check_free", "detach", "live_root", "recover_unit",
+__all__ = ["Attachment", "UpdateReport", "already_live", "attach", "check_free", "detach", "live_root", "recover_unit",
            "set_bypass_pps", "stats", "update"]
 
 
@@ -26,6 +26,10 @@ def attach(iface: str, compiled: Compiled, spec_path: str, rules_path: str, mode
 def update(unit: str, compiled: Compiled, rules_path: str, limits: EbpfLimits | None = None,
            progress: Progress | None = None, hold: UnitHold | None = None) -> UpdateReport:
     return Attachment(unit).update(compiled, rules_path, limits, progress or silent, hold)
+
+
+def already_live(unit: str, key: str, rules_path: str) -> UpdateReport | None:
+    return Attachment(unit).already_live(key, rules_path)
 
 
 def detach(iface: str) -> str:

@@ -134,6 +134,29 @@ def test_update_json_says_what_changed(attached, tmp_path) -> None:
     assert again["written"] is False and again["added"] == again["removed"] == []
 
 
+def test_an_update_to_rules_already_live_compiles_nothing(attached, tmp_path, monkeypatch) -> None:
+    """Re-running an update with the rules the tables hold (a configuration tool does, every
+    run) is found from the file's parse alone: nothing compiled, nothing written, the file
+    recorded; a file that says anything else is compiled and written."""
+    from camus import cli_dataplane
+
+    def no_compile(*args, **kwargs):            # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("compiled rules the live tables already hold")
+
+    same = tmp_path / "same.txt"
+    same.write_text("# the same rules, laid out otherwise\n\n" + RULES.replace("\n", "   # note\n"))
+    monkeypatch.setattr(cli_dataplane, "compile_for", no_compile)
+    res = CliRunner().invoke(main, ["update", BRK, "--rules", str(same), "--json"], catch_exceptions=False)
+    assert res.exit_code == 0 and json.loads(res.stdout)["written"] is False, res.output
+    assert state.load_installed(BRK).rules == str(same.resolve())
+    monkeypatch.undo()
+    other = tmp_path / "other.txt"
+    other.write_text(RULES.replace("price > 50", "price > 60"))
+    doc = json.loads(CliRunner().invoke(main, ["update", BRK, "--rules", str(other), "--json"],
+                                        catch_exceptions=False).stdout)
+    assert doc["written"] is True and doc["added"] == ["stock == MSFT and price > 60 : fwd(2)"]
+
+
 def test_attach_json_describes_the_unit_as_status_does(tmp_path) -> None:
     rules = tmp_path / "rules.txt"
     rules.write_text(RULES)

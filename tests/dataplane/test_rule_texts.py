@@ -3,6 +3,8 @@ line, whatever its layout in the file. The key that decides "unchanged, nothing 
 of these texts, so a change anywhere in a rule, or in which rules are counted, changes it."""
 from __future__ import annotations
 
+import pytest
+
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
 from camus.dataplane.counting import compiled_key, rule_lines_of, rule_texts
@@ -49,3 +51,19 @@ def test_the_key_follows_which_rules_are_counted() -> None:
     assert _key(ab, 0) == _key(cb, 0)                # no counters: the order is nothing to the tables
     counted = rule_texts(compile_rules(SPEC, cb, options=CompileOptions(count_rules=2)), 2)
     assert counted == ["stock == C : fwd(3)", "stock == B : fwd(2)"]
+
+
+@pytest.mark.parametrize("count_rules", [0, 1, 64])
+@pytest.mark.parametrize("text", [
+    "stock == GOOGL : fwd(1)\nstock == MSFT and price > 50 : fwd(2)\n",
+    "# comments\n\nstock == GOOGL and\n   price > 5 : fwd(1)   # two lines\nstock == IBM : fwd(2); stock == A : drop\n",
+    "stock == GOOGL : fwd(1)\nstock == GOOGL : fwd(1)\nprice > 10 or shares < 3 : fwd(3)",
+])
+def test_a_parse_alone_gives_the_key_compiling_gives(text: str, count_rules: int) -> None:
+    """`camus-xdp update` with rules the tables hold finds so from the parse (no compile): the
+    parse's key must be the compiled rules' key, or it would compile every time (or worse, not)."""
+    from camus.compiler.language.rules_parser import parse_rules
+    from camus.dataplane.counting import parsed_key
+    opts = CompileOptions(count_rules=count_rules)
+    c = compile_rules(SPEC, text, options=opts)
+    assert parsed_key(text, parse_rules(text)[0], opts) == compiled_key(c, rule_lines_of(c))
