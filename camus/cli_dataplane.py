@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-
 from typing import TYPE_CHECKING, NoReturn
 
 import click
@@ -42,7 +41,8 @@ def compile_for(spec: str, rules: str, count_rules: int = COUNT_RULES, allow_emp
         if parsed is not None:
             from camus.compiler.compile import compile_parsed
             from camus.compiler.language.spec_parser import load_spec
-            c = compile_parsed(load_spec(spec), *parsed, CompileOptions(count_rules=count_rules), progress=progress)
+            c = compile_parsed(load_spec(spec), *parsed, CompileOptions(count_rules=count_rules),
+                               progress=progress if _big(rules) else None)
         else:
             c = compile_files(spec, rules, CompileOptions(count_rules=count_rules), progress=progress)
     except (CompileErrors, CompileError) as exc:
@@ -67,12 +67,23 @@ APP_OPTION = click.option("--app", "app", default=None, metavar="NAME",
                           help="On an interface serving several apps: which one.")
 
 
+def _big(rules: str) -> bool:
+    """A rules file large enough for progress on stderr (compile_files' threshold)."""
+    from camus.compiler.compile import PROGRESS_BYTES
+    try:
+        return os.path.getsize(rules) > PROGRESS_BYTES
+    except OSError:
+        return False
+
+
 def _parsed(rules: str) -> Parsed | None:
     """The rules file's parse_rules (rules, source), or None when it cannot be read or parsed
     (the whole compile then reports why, with positions)."""
     from camus.compiler.compile import no_cyclic_gc
     from camus.compiler.language.errors import read_source
     from camus.compiler.language.rules_parser import parse_rules
+    if _big(rules):
+        click.echo(f"{rules}: {os.path.getsize(rules) / 1e6:.0f} MB of rules; parsing", err=True)
     try:
         with no_cyclic_gc():                 # 100K rules: 0.7 s, and 2.6 s with the collector on
             return parse_rules(read_source(rules, "rules"), rules)
