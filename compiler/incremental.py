@@ -159,13 +159,13 @@ class IncrementalCompiler:
                 rule_lines.append(ln)
                 starts.append(pos + len(raw) - len(raw.lstrip()))
             pos += len(raw)
-        unknown = sum(1 for ln in rule_lines if ln not in self.lines)
-        if unknown > 64 and unknown * 2 > len(rule_lines):
-            self._seed(text, source, rule_lines, starts)  # a cold start: the whole file at once
-        parts = [self._line(ln) for ln in rule_lines]
-        if any(p is None for p in parts):
-            return compile_rules(self.spec, text, source, self.options)   # errors, state, multi-line rules
-        with no_cyclic_gc():
+        with no_cyclic_gc():      # the parses too: 100K rules' trees, 2.6 s with the collector on, 0.7 off
+            unknown = sum(1 for ln in rule_lines if ln not in self.lines)
+            if unknown > 64 and unknown * 2 > len(rule_lines):
+                self._seed(text, source, rule_lines, starts)  # a cold start: the whole file at once
+            parts = [self._line(ln) for ln in rule_lines]
+            if any(p is None for p in parts):
+                return compile_rules(self.spec, text, source, self.options)   # errors, state, multi-line rules
             if self._live_path(parts):                                    # type: ignore[arg-type]
                 return self._live_compile(text, source, rule_lines, starts, parts)   # type: ignore[arg-type]
             return self._assemble(text, source, rule_lines, starts, parts)   # type: ignore[arg-type]
@@ -266,14 +266,14 @@ class IncrementalCompiler:
         for ln, n in taken.items():
             if len(self.live_slots.get(ln, ())) < n:
                 raise KeyError(f"not a live rule: {ln!r}")
-        for ln in added:
-            if self._line(ln) is None:
-                compile_rules(self.spec, ln + "\n", "<change>", self.options)   # raises with the position
-                raise NotLive(f"{ln!r} takes the whole compile (state functions or several rules)")
-        if not self._diagram_chosen(len(self.live_slots) + len(added), lambda: [
-                self.lines[ln] for ln in [*self.live_slots, *added]]):   # type: ignore[misc]
-            raise NotLive("the bit-vector stage serves this rule set: compile the whole text")
-        with no_cyclic_gc():
+        with no_cyclic_gc():          # the parses too (a take-over parses every installed line)
+            for ln in added:
+                if self._line(ln) is None:
+                    compile_rules(self.spec, ln + "\n", "<change>", self.options)   # raises with the position
+                    raise NotLive(f"{ln!r} takes the whole compile (state functions or several rules)")
+            if not self._diagram_chosen(len(self.live_slots) + len(added), lambda: [
+                    self.lines[ln] for ln in [*self.live_slots, *added]]):   # type: ignore[misc]
+                raise NotLive("the bit-vector stage serves this rule set: compile the whole text")
             return self._change(added, removed)
 
     def _change(self, added: list[str], removed: list[str]) -> int:
