@@ -74,11 +74,15 @@ def test_status_and_stats_json_carry_their_fields(attached) -> None:
     assert unit["held_by"] is None
     from camus.compiler.compile import CompileOptions
     from camus.dataplane.live import LiveClassifier
-    with LiveClassifier(BRK, CompileOptions(), holder="a test's live classifier"):   # as a host agent does
+    with LiveClassifier(BRK, CompileOptions(), holder="a test's live classifier") as lc:   # as a host agent does
         doc = json.loads(CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).stdout)
         assert next(u for u in doc["units"] if u["unit"] == BRK)["held_by"] == "a test's live classifier"
         text = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
-        assert "held for live changes by a test's live classifier" in text, text
+        assert "held for live changes by a test's live classifier" in text and "lag" not in text, text
+        lc.apply(["stock == AAPL : fwd(1)"], [])                   # a delta, not saved yet: the record lags
+        text = CliRunner().invoke(main, ["status"], catch_exceptions=False).output
+        assert "a test's live classifier has changed the tables since it last saved" in text, text
+        assert "warning: the maps serve" not in text, text
         refused = CliRunner().invoke(main, ["detach", BRK])
         assert refused.exit_code == 1 and "held for live changes" in refused.output, refused.output
 
