@@ -363,3 +363,27 @@ def test_compile_json_summary_carries_the_resource_report(tmp_path) -> None:
     p4 = json.loads(CliRunner().invoke(cli_main, ["compile", spec, rules, "--target", "p4", "--json"],
                                        catch_exceptions=False).stdout)
     assert p4["target"] == "p4" and p4["arch"] == "v1model"
+
+
+def test_one_shot_commands_run_without_the_cyclic_collector_and_give_it_back(monkeypatch) -> None:
+    """`check`, `compile`, `update` ... read a rule set once and end: the collector walking
+    their live objects again and again was 1.4 s of a 5.3 s update at 100K rules. It is off
+    while they run and on again after (in-process callers keep theirs); other commands keep it."""
+    import gc
+    from camus import cli
+    seen = []
+    real = cli.compile_files
+
+    def watched(*args, **kwargs):            # noqa: ANN002, ANN003, ANN202
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "compile_files", watched)
+    try:
+        res = CliRunner().invoke(main, ["check", str(APPS / "itch" / "itch.p4"), str(APPS / "itch" / "rules.txt")])
+        assert res.exit_code == 0, res.output
+        assert seen == [False] and gc.isenabled()
+        assert CliRunner().invoke(main, ["apps"]).exit_code == 0 and gc.isenabled()
+    finally:
+        gc.unfreeze()                        # what the command froze goes back under the collector
+        gc.enable()
