@@ -134,6 +134,7 @@ def _address_in(ns: str, ifname: str | None, ip: str | None, gateway: str | None
             n.route("add", dst="0.0.0.0/0", gateway=gateway)
 
 
+IPV6 = Path("/proc/sys/net/ipv6")
 LAB_OWNERS = STATE_ROOT / "labs"         # PREFIX -> the pid of the process whose lab it is
 
 
@@ -236,14 +237,14 @@ class Lab:
     def _namespace(self, ns: str) -> None:
         from pyroute2 import netns
         netns.create(ns)
-        if not self.ipv6:     # before the veth's end moves in: interfaces made later take `default`
+        if not self.ipv6 and IPV6.exists():   # before the veth's end moves in: later interfaces take `default`
             sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1")
         _address_in(ns, "lo", None)                      # loopback up: local clients in the namespace
 
     def _quiet(self, ifname: str) -> None:
         """IPv6 off on a root-namespace end before it comes up (an IPv4-only lab, `ipv6=False`)."""
-        if not self.ipv6:
-            Path(f"/proc/sys/net/ipv6/conf/{ifname}/disable_ipv6").write_text("1")
+        if not self.ipv6 and IPV6.exists():            # (a kernel booted without IPv6 has none to quiet)
+            (IPV6 / "conf" / ifname / "disable_ipv6").write_text("1")
 
     def __exit__(self, *exc: object) -> None:
         self.teardown()
