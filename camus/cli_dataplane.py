@@ -333,7 +333,7 @@ def status(as_json: bool) -> None:
             click.echo(f"  warning: the maps serve root state {live}, not the recorded "
                        f"{inst.root} (a host agent's changes since its last save, or a crash): the next "
                        "`update` rewrites the tables whole")
-        elif live is not None and live != inst.root:
+        elif live is not None and live != inst.root and holder:
             click.echo(f"  {holder} has changed the tables since it last saved this record (about once a "
                        f"minute under changes, and when it stops): the rule count and root above lag "
                        f"(live root state {live})")

@@ -90,7 +90,7 @@ def compile_parsed(spec: Spec, rules: list[Rule], src: SourceText, options: Comp
     """compile_rules of rules already parsed (parse_rules: `rules` and their `src`), for a caller
     that parsed them for a reason of its own (100K rules take most of a second to parse)."""
     with no_cyclic_gc():
-        return _compile_parsed(spec, rules, src, options or CompileOptions(), None, progress, {"parse": 0.0})
+        return _compile_parsed(spec, rules, src, options or CompileOptions(), None, progress, {})   # (parsed elsewhere)
 
 
 def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,

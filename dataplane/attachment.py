@@ -172,7 +172,7 @@ class Attachment:
                              str(Path(ports_path).resolve()) if ports_path else None, clsact, counted, leaf_rules,
                              {}, compiled.options.count_rules,
                              [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs, limits.bv_columns],
-                             compiled_key(compiled, lines),
+                             compiled_key(compiled),
                              list(bits) if bits is not None else None, app=app,
                              table_capacity={k: getattr(limits, k) for k in TABLE_CAPACITY
                                              if getattr(limits, k) != getattr(EbpfLimits(), k)},
@@ -319,7 +319,7 @@ class Attachment:
         maps = MapSet.from_pins(inst.pins)
         try:
             lines = rule_lines_of(compiled)
-            key = compiled_key(compiled, lines)
+            key = compiled_key(compiled)
             if _holds(inst, maps, key):
                 return _refreshed(inst, rules_path, t0)
             new_bank = 1 - inst.bank

@@ -6,6 +6,7 @@ import hashlib
 
 from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.compile import CompileOptions, Compiled
+from camus.compiler.language.rules_ast import Rule
 from camus.compiler.language.rules_parser import strip_comment
 
 from .installed import Installed, load_installed
@@ -47,7 +48,7 @@ def rule_texts(c: Compiled, limit: int | None = None) -> list[str]:
     return texts_of(c.source.text, c.rules, limit)
 
 
-def texts_of(text: str, rules: list, limit: int | None = None) -> list[str]:
+def texts_of(text: str, rules: list[Rule], limit: int | None = None) -> list[str]:
     """rule_texts of `rules` as parsed from `text` (offsets into it, in file order)."""
     n = len(rules) if limit is None else min(limit, len(rules))
     out = []
@@ -76,16 +77,16 @@ def rule_lines_of(c: Compiled) -> list[str]:
     return sorted(set(rule_texts(c)) - {""}) if c.source.text else []
 
 
-def compiled_key(c: Compiled, lines: list[str]) -> str:
-    """tables_key of compiled rules whose rule_lines_of are `lines`."""
-    return tables_key(c.options, lines, rule_texts(c, c.options.count_rules) if c.source.text else [])
-
-
-def parsed_key(text: str, rules: list, options: CompileOptions) -> str:
-    """compiled_key of `rules`, parsed from `text`, as compiling them with `options` would give:
-    the parse alone says whether the live tables already hold a rules file."""
+def parsed_key(text: str, rules: list[Rule], options: CompileOptions) -> str:
+    """The tables key of `rules`, parsed from `text`, compiled with `options`: the parse alone
+    says whether the live tables already hold a rules file."""
     texts = texts_of(text, rules) if text else []
     return tables_key(options, sorted(set(texts) - {""}), texts[:options.count_rules])
+
+
+def compiled_key(c: Compiled) -> str:
+    """The tables key of compiled rules (the same function of their parse)."""
+    return parsed_key(c.source.text, c.rules, c.options)
 
 
 def leaf_ports(contents: MapContents) -> list[tuple[int, ...]]:

@@ -229,7 +229,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
                         "counted": counted, "leaf_rules": leaf_rules,
                         "bv_capacity": [limits.bv_words, limits.max_bv_bitmaps, limits.max_bv_segs, limits.bv_columns],
                         "table_capacity": {k: getattr(limits, k) for k in set(inst.table_capacity) | _grown(limits)},
-                        "generation": generation, "tables_key": compiled_key(compiled, lines)}
+                        "generation": generation, "tables_key": compiled_key(compiled)}
         save(inst)
         fault("grow:journaled")
         _swap_xdp(inst, prog, app_id)
@@ -265,7 +265,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
         setattr(inst, key, p[key])
     inst.rule_base = {text: carried[text] for text in counted if text in carried}
     inst.stats_base = base
-    inst.tables_key = compiled_key(compiled, lines)
+    inst.tables_key = compiled_key(compiled)
     inst.pending = None
     save(inst)
     return contents

@@ -7,7 +7,7 @@ import pytest
 
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.language.spec_parser import load_spec
-from camus.dataplane.counting import compiled_key, rule_lines_of, rule_texts
+from camus.dataplane.counting import compiled_key, rule_texts
 from tests.conftest import APPS
 
 SPEC = load_spec(APPS / "itch" / "itch.p4")
@@ -19,7 +19,7 @@ def _texts(text: str, count_rules: int = 0) -> list[str]:
 
 def _key(text: str, count_rules: int = 0) -> str:
     c = compile_rules(SPEC, text, options=CompileOptions(count_rules=count_rules))
-    return compiled_key(c, rule_lines_of(c))
+    return compiled_key(c)
 
 
 def test_a_rule_over_several_lines_is_all_of_its_lines() -> None:
@@ -66,4 +66,4 @@ def test_a_parse_alone_gives_the_key_compiling_gives(text: str, count_rules: int
     from camus.dataplane.counting import parsed_key
     opts = CompileOptions(count_rules=count_rules)
     c = compile_rules(SPEC, text, options=opts)
-    assert parsed_key(text, parse_rules(text)[0], opts) == compiled_key(c, rule_lines_of(c))
+    assert parsed_key(text, parse_rules(text)[0], opts) == compiled_key(c)
