@@ -6,7 +6,7 @@ import click
 from camus.compiler.ir.resources import resource_report
 from camus.dataplane.program import DataplaneError
 
-from camus.cli_dataplane import ALLOW_EMPTY, COUNT_RULES, MODES, compile_for, fail
+from camus.cli_dataplane import ALLOW_EMPTY, COUNT_RULES, MODES, compile_for, fail, prime_live
 
 
 def _app_files(value: str) -> tuple[str, str, str, str | None]:
@@ -144,6 +144,8 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
     try:
         inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect,
                               fanout_mode=fanout_mode, progress=lambda m: click.echo(m, err=True))
+        prime_live(iface, c, rules)
+        inst = runtime.Attachment(iface).installed        # the live path's tables, when it took them
     except DataplaneError as exc:
         fail(exc)
     if as_json:

@@ -104,6 +104,42 @@ def _already_live(unit: str, rules: str, count_rules: int, parsed: Parsed | None
     return runtime.already_live(unit, parsed_key(src.text, found, CompileOptions(count_rules=count_rules)), rules)
 
 
+def _live_from_parse(unit: str, rules: str, parsed: Parsed, progress) -> UpdateReport | None:
+    """The update through the live path from the file's parse (a file with rules over several
+    lines; or no saved live state, which a whole write through the live path leaves for the next
+    update); None when the whole path must serve it. Raises live_state.BadRules for a rule that
+    does not compile."""
+    from camus.dataplane import installed as state, live_state
+    from camus.dataplane.counting import texts_of
+    found, src = parsed
+    texts = texts_of(src.text, found)
+    per_line = live_state.line_texts(src.text) == texts
+    if state.live_state_path(unit).exists():
+        rep = live_state.update(unit, rules, texts, per_line)
+        if rep is not None:
+            return rep
+    if not state.load_installed(unit).live_path:
+        return None
+    return live_state.rebuild(unit, rules, texts, per_line, progress)
+
+
+def prime_live(unit: str, c, rules: str) -> None:
+    """After `attach` wrote the rules: when they take the live path, write them through it once
+    more, leaving its state for the next update (a delta then, not a whole compile)."""
+    from camus.compiler.incremental import takes_live_path
+    from camus.dataplane import live_state
+    from camus.dataplane.counting import rule_texts
+    if not takes_live_path(c) or not c.rules:
+        return
+    texts = rule_texts(c)
+    try:
+        live_state.rebuild(unit, rules, texts, live_state.line_texts(c.source.text) == texts,
+                           progress=lambda m: click.echo(m, err=True))
+    except DataplaneError as exc:       # the attachment serves; only the next update is slower
+        click.echo(f"{unit}: warning: no live state for later updates ({exc}); they take the whole path",
+                   err=True)
+
+
 @click.command()
 @click.argument("iface")
 @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False))
@@ -115,27 +151,37 @@ def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: 
 
     Rules that outgrow the program attach sized (its maps, with room to spare) get a larger
     program, swapped in without a gap in filtering; counters carry over."""
-    from camus.dataplane import installed as state, runtime
+    from camus.dataplane import installed as state, live_state, runtime
     iface = _unit(iface, app)
+    progress = lambda m: click.echo(m, err=True)      # noqa: E731
     try:
         inst = state.load_installed(iface)
-        parsed = _parsed(rules)
-        rep = _already_live(iface, rules, inst.count_rules, parsed)
+        rep = live_state.update(iface, rules)            # a delta, the file diffed by its lines
         if rep is None:
-            c = compile_for(inst.spec, rules, inst.count_rules, allow_empty, parsed)
-            rep = runtime.update(iface, c, rules, progress=lambda m: click.echo(m, err=True))
+            parsed = _parsed(rules)
+            rep = _already_live(iface, rules, inst.count_rules, parsed)
+            if rep is None and parsed is not None and parsed[0]:
+                try:
+                    rep = _live_from_parse(iface, rules, parsed, progress)
+                except live_state.BadRules:
+                    pass                                  # the whole compile says where, below
+            if rep is None:
+                c = compile_for(inst.spec, rules, inst.count_rules, allow_empty, parsed)
+                rep = runtime.update(iface, c, rules, progress=progress)
     except DataplaneError as exc:
         fail(exc)
     if as_json:
         import json as jsonlib
         click.echo(jsonlib.dumps({"schema": 1, "unit": iface, "written": rep.written, "grown": rep.grown,
+                                  "path": rep.path,
                                   "ms": round(rep.seconds * 1000, 1), "added": rep.added, "removed": rep.removed,
                                   "old_entries": rep.old_entries, "new_entries": rep.new_entries}))
         return
     if not rep.written:
         click.echo(f"{iface} unchanged: these rules compile to the tables already live; nothing written")
         return
-    click.echo(f"updated {iface} in {rep.seconds * 1000:.0f} ms: +{len(rep.added)} -{len(rep.removed)} rules; "
+    how = {"delta": " as a delta", "live": " (whole set; later updates are deltas)"}.get(rep.path, "")
+    click.echo(f"updated {iface}{how} in {rep.seconds * 1000:.0f} ms: +{len(rep.added)} -{len(rep.removed)} rules; "
                f"states {rep.old_entries} -> {rep.new_entries}")
     if rep.grown:
         click.echo("  the rules outgrew the program: a larger one took over (no gap in filtering)")

@@ -53,9 +53,46 @@ def rule_lines(text: str) -> list[str]:
     return [ln for ln in (raw.strip() for raw in text.splitlines()) if ln and not ln.startswith("#")]
 
 
+# A counted rule (CompileOptions.count_rules: the first N rules of a file get their own counters)
+# is a line of its own in the live diagram: its text and its place among the counted rules, after
+# a newline (no rule text holds one), so its leaves say which counter they feed.
+COUNTED_SEP = "\n"
+
+
+def counted_line(text: str, index: int) -> str:
+    """The live line of `text` counted as rule `index`."""
+    return f"{text}{COUNTED_SEP}{index}"
+
+
+def split_line(line: str) -> tuple[str, int | None]:
+    """A live line's rule text and counted index (None: not counted)."""
+    text, sep, index = line.rpartition(COUNTED_SEP)
+    return (text, int(index)) if sep else (line, None)
+
+
+def live_items(texts: list[str], count_rules: int) -> set[str]:
+    """The live lines of a file whose rules (in file order) are `texts`: the first `count_rules`
+    counted, the others as they are (a rule repeated later is served by its counted copy)."""
+    counted = texts[:count_rules]
+    items = {counted_line(t, i) for i, t in enumerate(counted)}
+    seen = set(counted)
+    items.update(t for t in texts[count_rules:] if t not in seen)
+    items.discard("")
+    return items
+
+
 def line_changes(old: Counter[str], new: Counter[str]) -> tuple[list[str], list[str]]:
     """Lines added and removed from `old` to `new` (repeats counted)."""
     return list((new - old).elements()), list((old - new).elements())
+
+
+def takes_live_path(c: Compiled) -> bool:
+    """Whether rules compiled as `c` are ones the live path serves (the diagram with the spec's
+    field order, no state functions, no topic levels matched by labels): a command may then
+    write them through it, and leave its live state for the next update's delta."""
+    o = c.options
+    return (c.pipeline.bitvector is None and not c.lowered.state_vars and not c.spec.topics
+            and o.alpha <= 1 and o.order == "spec" and o.strategy in ("bdd", "auto"))
 
 
 class NotLive(Exception):
@@ -86,6 +123,13 @@ class IncrementalCompiler:
     # an unsubscribe undone or a client's filter re-subscribed, is not parsed again) up to
     # `_dead_bound()` of them, so the cache follows the live set, not every line ever seen
     _dead: dict[str, None] = field(default_factory=dict)
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (a CLI update's saved live state, dataplane/live_state.py) without the parse
+        cache: three quarters of the bytes, and a line is parsed again when it is needed."""
+        state = dict(self.__dict__)
+        state["lines"], state["_dead"] = {}, {}
+        return state
 
     def __post_init__(self) -> None:
         self._rng = random.Random(0xC4A05)
@@ -118,6 +162,14 @@ class IncrementalCompiler:
         if text in self.lines:
             return self.lines[text]
         got: _Line | None = None
+        base, index = split_line(text)
+        if index is not None:                                # a counted rule: its leaves say so
+            part = self._line(base)
+            if part is not None:
+                tag = ("rule", index)
+                got = _Line(part.rule, part.lowered, [(t, atoms | {tag}) for t, atoms in part.terms])
+            self.lines[text] = got
+            return got
         try:
             rules, src = parse_rules(text, "<line>")
             if len(rules) == 1:
@@ -172,8 +224,10 @@ class IncrementalCompiler:
 
     # -- the live path --------------------------------------------------------------------
     def _live_options(self) -> bool:
-        """The live diagram serves the spec's field order with the diagram strategy (or auto)."""
-        return self._simple() and self.options.order == "spec" and self.options.strategy in ("bdd", "auto")
+        """The live diagram serves the spec's field order with the diagram strategy (or auto);
+        with per-rule counters the caller names the counted rules (`counted_line`)."""
+        o = self.options
+        return o.alpha <= 1 and o.order == "spec" and o.strategy in ("bdd", "auto")
 
     def _live_path(self, parts: list[_Line]) -> bool:
         """`_live_options`; with auto, the diagram must be the choice: weighed on the whole set
@@ -208,7 +262,7 @@ class IncrementalCompiler:
         self.generation += 1
         for ln, n in held.items():
             for _ in range(n):
-                self._add(ln, self.lines[ln])      # type: ignore[arg-type]
+                self._add(ln, self._line(ln))      # type: ignore[arg-type]  # (a restored compiler keeps no parses)
 
     def _add(self, ln: str, part: _Line) -> None:
         assert self.live is not None
@@ -272,7 +326,7 @@ class IncrementalCompiler:
                     compile_rules(self.spec, ln + "\n", "<change>", self.options)   # raises with the position
                     raise NotLive(f"{ln!r} takes the whole compile (state functions or several rules)")
             if not self._diagram_chosen(len(self.live_slots) + len(added), lambda: [
-                    self.lines[ln] for ln in [*self.live_slots, *added]]):   # type: ignore[misc]
+                    self._line(ln) for ln in [*self.live_slots, *added]]):   # type: ignore[misc]
                 raise NotLive("the bit-vector stage serves this rule set: compile the whole text")
             return self._change(added, removed)
 
@@ -293,7 +347,7 @@ class IncrementalCompiler:
             for ln in reversed(added):            # undo, so the live lines are the old ones
                 self._remove(ln)
             for ln in removed:
-                self._add(ln, self.lines[ln])      # type: ignore[arg-type]
+                self._add(ln, self._line(ln))      # type: ignore[arg-type]
             self.live = None                       # its builder is full: start afresh next time
             raise CompileErrors([CompileError(
                 f"the decision diagram grew past {self.options.max_nodes} nodes ({exc.args[0]})",

@@ -30,6 +30,7 @@ from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf.tables import fitted_contents, map_contents
 from camus.compiler.backends.ebpf.contents import CapacityError, MapContents
 from camus.compiler.compiled import Compiled
+from camus.compiler.incremental import takes_live_path
 from camus.compiler.structure.bv_layout import preferred_ports
 
 from . import fanout, netdev
@@ -37,8 +38,8 @@ from .counting import compiled_key, counted_rules, leaf_ports, rule_lines_of, ru
 from .dispatch import detach_apps, dispatch_record_path, remove_leftover_apps
 from .faults import GRACE_S, fault
 from .grow import grow
-from .installed import (TABLE_CAPACITY, Installed, UnitHold, attachment_dir, contents_from_keys, keys_of,
-                        load_installed, pin_dir, save, state_path, unit_lock, unit_name, valid_iface)
+from .installed import (TABLE_CAPACITY, Installed, UnitHold, attachment_dir, contents_from_keys, forget_live_state,
+                        keys_of, load_installed, pin_dir, save, state_path, unit_lock, unit_name, valid_iface)
 from .journal import recover_unit, settle
 from .maps import CFG_BYPASS_PPS, CFG_REDIRECT, CFG_ROOT, CFG_TC, MapSet
 from .netlink import XDP_FLAGS, add_tc, attach_xdp, del_clsact, interface_exists, remove_ours_by_name, remove_xdp
@@ -64,6 +65,10 @@ class UpdateReport:
     seconds: float
     written: bool = True             # False: the same tables were live, nothing was written
     grown: bool = False              # the rules outgrew the program: a larger one replaced it (grow.py)
+    # how the tables were written: "delta" (the changed states, in the live bank: live_state.py),
+    # "live" (a whole set through the live path, leaving its state for the next delta), "compile"
+    # (a whole compile into the other bank)
+    path: str = "compile"
 
 
 def _holds(inst: Installed, maps: MapSet, key: str) -> bool:
@@ -178,7 +183,7 @@ class Attachment:
                                              if getattr(limits, k) != getattr(EbpfLimits(), k)},
                              fanout=fan.describe(list(bits)) if specs and bits else "",
                              fan_entries=[list(e) for e in fan.ports], fan_min_group=fan.min_group,
-                             rps=rps_off, attached_at=round(time.time(), 1))
+                             rps=rps_off, attached_at=round(time.time(), 1), live_path=takes_live_path(compiled))
             fault("attach:pinned")
             save(inst)
             return cls(unit)
@@ -306,6 +311,7 @@ class Attachment:
         old_lines, old_n = inst.rule_lines, len(inst.keys["desc"])
         progress(f"{self.unit}: building a larger XDP program for these rules, beside the serving one "
                  "(BCC compiles it: seconds)")
+        forget_live_state(inst.unit)
         contents = grow(inst, compiled, rules_path, self._bits(inst))
         return UpdateReport(sorted(set(inst.rule_lines) - set(old_lines)), sorted(set(old_lines) - set(inst.rule_lines)),
                             old_n, len(contents.desc), time.perf_counter() - t0, grown=True)
@@ -334,9 +340,11 @@ class Attachment:
             except BackendError as exc:
                 raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
             counted, leaf_rules = counted_rules(compiled, contents)
+            inst.live_path = takes_live_path(compiled)
             inst.pending = {"bank": new_bank, "root": contents.root, "keys": keys_of(contents),
                             "rules": str(Path(rules_path).resolve()), "rule_lines": lines,
                             "counted": counted, "leaf_rules": leaf_rules, "tables_key": key}
+            forget_live_state(inst.unit)          # what a command's live path saved describes the old set
             save(inst)
             fault("update:journaled")
             maps.clear_leaf_hits(sorted(contents.leaf))
@@ -364,21 +372,7 @@ class Attachment:
 
     @staticmethod
     def _sync_fan_groups(inst: Installed, maps: MapSet, contents: MapContents) -> None:
-        """The new rule set's port sets get their broadcast groups; the old ones' go (fanout.py)."""
-        if not inst.fan_entries:
-            return
-        fd = maps.lib.bpf_obj_get(str(inst.pins / "prog_fan").encode())
-        if fd < 0:
-            return                                # attached before groups existed: the devmap of all serves
-        try:
-            plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), 0, (), inst.fan_min_group)
-            fanout.sync_groups(maps, fd, plan, fanout.group_sets(leaf_ports(contents), plan))
-        except OSError as exc:
-            # Groups only save copies: without one a packet goes by the devmap of all or by TC. An
-            # update from another network namespace (an edge broker's) cannot name the interfaces.
-            log.warning("%s: broadcast groups not updated (%s); packets without one go by TC", inst.unit, exc)
-        finally:
-            os.close(fd)
+        sync_fan_groups(inst, maps, leaf_ports(contents))
 
 
     def stats(self) -> dict[str, int]:
@@ -404,3 +398,21 @@ class Attachment:
             maps.cfg(CFG_BYPASS_PPS, pps)
         finally:
             maps.close()
+
+
+def sync_fan_groups(inst: Installed, maps: MapSet, port_sets: list[tuple[int, ...]]) -> None:
+    """The new rule set's port sets get their broadcast groups; the old ones' go (fanout.py)."""
+    if not inst.fan_entries:
+        return
+    fd = maps.lib.bpf_obj_get(str(inst.pins / "prog_fan").encode())
+    if fd < 0:
+        return                                # attached before groups existed: the devmap of all serves
+    try:
+        plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), 0, (), inst.fan_min_group)
+        fanout.sync_groups(maps, fd, plan, fanout.group_sets(port_sets, plan))
+    except OSError as exc:
+        # Groups only save copies: without one a packet goes by the devmap of all or by TC. An
+        # update from another network namespace (an edge broker's) cannot name the interfaces.
+        log.warning("%s: broadcast groups not updated (%s); packets without one go by TC", inst.unit, exc)
+    finally:
+        os.close(fd)

@@ -30,6 +30,7 @@ from camus.compiler.backends.ebpf.tables import fitted_contents
 from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import Compiled
+from camus.compiler.incremental import takes_live_path
 
 from . import fanout
 from .counting import compiled_key, counted_rules, leaf_ports, rule_lines_of, rule_totals
@@ -266,6 +267,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
     inst.rule_base = {text: carried[text] for text in counted if text in carried}
     inst.stats_base = base
     inst.tables_key = compiled_key(compiled)
+    inst.live_path = takes_live_path(compiled)
     inst.pending = None
     save(inst)
     return contents

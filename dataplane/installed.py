@@ -64,6 +64,8 @@ class Installed:
     rps: dict[str, str] = field(default_factory=dict)   # rx queue -> the RPS mask attach turned off
                                                         # (dataplane/netdev.py), written back at detach
     attached_at: float = 0.0         # when attach finished (seconds since the epoch; 0: before it was kept)
+    live_path: bool = False          # the rules last written take the live path (incremental.takes_live_path):
+                                     # an update without saved live parts builds them (live_state.py)
 
     @property
     def unit(self) -> str:
@@ -245,6 +247,17 @@ def contents_from_keys(keys: dict[str, list]) -> MapContents:
     c.labels = {(var, bytes.fromhex(level)): 0 for var, level in keys.get("labels", [])}
     c.label_bank, c.label_words = keys.get("label_bank", 0), keys.get("label_words", 0)
     return c
+
+
+def live_state_path(unit: str) -> Path:
+    """Where a command leaves its live classifier's parts for the next update (live_state.py)."""
+    return attachment_dir(unit) / "live.pickle"
+
+
+def forget_live_state(unit: str) -> None:
+    """Any write but a command's live path makes the saved live parts describe other tables:
+    gone before that write's first map change (the next update then takes the whole path)."""
+    live_state_path(unit).unlink(missing_ok=True)
 
 
 def load_installed(unit: str) -> Installed:

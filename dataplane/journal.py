@@ -7,7 +7,7 @@ says whether the interrupted update got as far as its flip."""
 from __future__ import annotations
 
 from .grow import recover_grow
-from .installed import Installed, contents_from_keys, load_installed, save, unit_lock
+from .installed import Installed, contents_from_keys, forget_live_state, load_installed, save, unit_lock
 from .maps import CFG_ROOT, MapSet
 
 
@@ -19,7 +19,9 @@ def finish_or_undo(inst: Installed, maps: MapSet) -> str:
     if not p:
         return ""
     live = maps.cfg(CFG_ROOT)
-    if live == p["root"]:
+    if p.get("kind") == "delta":
+        note = _finish_or_undo_delta(inst, maps, p, live == p["root"])
+    elif live == p["root"]:
         maps.remove(contents_from_keys(inst.keys))
         inst.bank, inst.root, inst.keys = p["bank"], p["root"], p["keys"]
         inst.rules, inst.rule_lines = p["rules"], p["rule_lines"]
@@ -34,6 +36,27 @@ def finish_or_undo(inst: Installed, maps: MapSet) -> str:
     inst.pending = None
     save(inst)
     return note
+
+
+def _finish_or_undo_delta(inst: Installed, maps: MapSet, p: dict, flipped: bool) -> str:
+    """A delta written into the live bank (live_state.py): flipped -> the states it retired are
+    cleared and its record adopted; not flipped -> the states it wrote are cleared (no packet
+    reached them; their ids are free in the saved layout, which still describes what serves)."""
+    if not flipped:
+        maps.remove(contents_from_keys(p["wrote"]))
+        return f"{inst.iface}: undid an interrupted update (the old tables kept serving)"
+    maps.remove(contents_from_keys(p["retired"]))
+    forget_live_state(inst.unit)
+    keys = inst.keys
+    for name in ("desc", "leaf", "xslots"):
+        keys[name] = sorted((set(keys[name]) - set(p["retired"][name])) | set(p["wrote"][name]))
+    gone = {tuple(k) for k in p["retired"]["lpm"]}
+    keys["lpm"] = sorted([list(k) for k in {tuple(k) for k in keys["lpm"]} - gone | {tuple(k) for k in p["wrote"]["lpm"]}])
+    inst.root, inst.rules = p["root"], p["rules"]
+    inst.rule_lines = sorted((set(inst.rule_lines) - set(p["removed_lines"])) | set(p["added_lines"]))
+    inst.counted, inst.leaf_rules, inst.rule_base = p["counted"], p["leaf_rules"], p["rule_base"]
+    inst.tables_key = p["tables_key"]
+    return f"{inst.iface}: finished an interrupted update (its tables were live)"
 
 
 def recover_unit(unit: str) -> str:

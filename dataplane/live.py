@@ -11,8 +11,12 @@ reused once a grace period has passed (at a later change, or `close`).
 Taking over an attachment, and any change the live bank cannot hold (its space used up, a table
 kind the delta cannot keep, node ids renumbered after the compiler started afresh), writes the
 whole set into the other bank instead, flips to it and clears the old bank: the atomic update of
-`runtime.update`, which also compacts. What cannot take this path at all (state functions,
-per-rule counters, topic fields matched by labels) raises and stays with `camus-xdp update`.
+`runtime.update`, which also compacts. What cannot take this path at all (state functions, topic
+fields matched by labels) raises and stays with `camus-xdp update`.
+
+Per-rule counters (attach --count-rules) take it too: a counted rule is a live line of its own
+(incremental.counted_line), so its leaves name it; a removed leaf's hits are added to its rules'
+carried totals before its id serves another state, and a new leaf starts from zero.
 
 While a `LiveClassifier` holds an interface it owns its tables: the state file
 (/run/camus/IFACE.json) is brought up to date on whole writes, at most every SAVE_S seconds after
@@ -25,23 +29,26 @@ import ctypes
 import os
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from camus.compiler.backends.ebpf.delta import EbpfLayout, Held, MapDelta
+from camus.compiler.ir.pipeline import ActionSet
 from camus.compiler.backends.ebpf.contents import PORT_WORDS, STATE_FINAL, STATE_MASK, CapacityError, Desc
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import CompileOptions
 from camus.compiler.heap import HeapKeeper
-from camus.compiler.incremental import IncrementalCompiler, NotLive
+from camus.compiler.incremental import IncrementalCompiler, NotLive, live_items, split_line
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.structure.live_tables import LiveTables, NeedsFullWrite
 from camus.compiler.structure.slicing import sort_ports
 
-from .counting import tables_key
+from .counting import rule_totals, tables_key
 from .faults import GRACE_S
-from .installed import UnitHold, contents_from_keys, hold_unit, load_installed, save
+from .installed import (Installed, UnitHold, contents_from_keys, forget_live_state, hold_unit, load_installed,
+                        save)
 from .journal import finish_or_undo
 from .maps import CFG_ROOT, SLOT_BYTES, Bound, Leaf, MapSet, RNode, RSub, lpm_key, bypass_value
 from .maps import Desc as CDesc
@@ -114,6 +121,25 @@ def clear_states(maps: MapSet, held: list[Held]) -> None:
             maps.delete("lpm", lpm_key(plen, s, v))
 
 
+class OneShotHeap(HeapKeeper):
+    """A command's: its process ends in a moment, so the collector is never given the diagram."""
+
+    def tick(self) -> None:
+        pass
+
+    def settle(self) -> None:
+        pass
+
+
+def held_keys(held: list[Held], bank: int) -> dict[str, Any]:
+    """The map keys of states (installed.keys_of's form: what `MapSet.remove` takes out)."""
+    return {"desc": sorted(h.sid for h in held if h.tests), "leaf": sorted(h.sid for h in held if not h.tests),
+            "xslots": sorted(i for h in held for region, off, size in h.storage if region == "xslots"
+                             for i in range(off, off + size)),
+            "lpm": sorted(list(k) for h in held for k in h.lpm), "updates": [], "labels": [],
+            "label_bank": bank, "label_words": 0}
+
+
 @dataclass
 class LiveReport:
     added: int
@@ -125,6 +151,10 @@ class LiveReport:
 
 
 class LiveClassifier:
+    # Told of each write's plan before its first map write (dataplane/live_state.py journals it):
+    # (the writes, the layout and tables after them, whether it is a whole set in the other bank).
+    journal: Callable[[MapDelta, EbpfLayout, LiveTables, bool], None] | None = None
+
     def __init__(self, iface: str, options: CompileOptions | None = None,
                  compiler: IncrementalCompiler | None = None, holder: str = "",
                  hold: UnitHold | None = None) -> None:
@@ -146,7 +176,21 @@ class LiveClassifier:
                 self.hold.release()
             raise
 
-    def _take_over(self, options: CompileOptions | None, compiler: IncrementalCompiler | None) -> None:
+    @classmethod
+    def for_command(cls, inst: Installed) -> "LiveClassifier":
+        """One without a hold of its own, for a command that holds the unit's lock and sets its
+        parts itself (dataplane/live_state.py: `take_over` with a rules file's lines, or the
+        parts saved by the last command)."""
+        require_root()
+        self = cls.__new__(cls)
+        self.iface, self.inst, self._own_hold, self.hold = inst.unit, inst, False, None   # type: ignore[assignment]
+        self.heap = OneShotHeap()
+        return self
+
+    def _take_over(self, options: CompileOptions | None, compiler: IncrementalCompiler | None,
+                   items: set[str] | None = None) -> None:
+        """Build the installed rules (or the live lines `items`: a command's new rules file) and
+        write them as a whole set into the other bank."""
         iface = self.iface
         self.inst = load_installed(iface)          # as it is now that the unit is ours
         spec = load_spec(self.inst.spec)
@@ -154,8 +198,13 @@ class LiveClassifier:
             raise DataplaneError(f"{iface}: topic and DNS name levels are matched by labels; "
                                  "their changes go through `camus-xdp update`")
         options = options or CompileOptions(count_rules=self.inst.count_rules)
+        counted = self.inst.counted[:options.count_rules]
+        installed = live_items(counted + self.inst.rule_lines, len(counted)) if items is None else items
+        if items is not None:
+            counted = [t for t, i in sorted((split_line(ln) for ln in items if split_line(ln)[1] is not None),
+                                            key=lambda p: p[1])]
         holds = (compiler is not None and compiler.options == options and compiler.live is not None
-                 and set(compiler.live_lines()) == set(self.inst.rule_lines))
+                 and set(compiler.live_lines()) == installed)
         self.compiler: IncrementalCompiler = (compiler if holds and compiler is not None
                                               else IncrementalCompiler(spec, options))
         self.limits = self.inst.limits()
@@ -167,7 +216,12 @@ class LiveClassifier:
         self.layout: EbpfLayout | None = None
         self.generation = -1
         self._saved = 0.0
-        self.heap = HeapKeeper()                 # no full collections of the live diagram under churn
+        if self.hold is not None:                # (a command's process ends: nothing to keep collectable)
+            self.heap = HeapKeeper()             # no full collections of the live diagram under churn
+            forget_live_state(self.inst.unit)    # deltas of its own from here: a command's saved parts go stale
+        self.base = dict(self.inst.rule_base)    # counted rules' totals carried from retired leaves
+        self.counting: dict[int, tuple[str, ...]] = {}   # leaf id -> texts of the counted rules it feeds
+        self.counted_at = dict(enumerate(counted))       # counted index -> rule text
         self.maps = MapSet.from_pins(self.inst.pins)
         try:
             finish_or_undo(self.inst, self.maps)
@@ -175,12 +229,12 @@ class LiveClassifier:
                 assert self.compiler.live is not None
                 root = self.compiler.live.root
             else:
-                root = self.compiler.change(list(self.inst.rule_lines), [])     # the installed rules
+                root = self.compiler.change(sorted(installed), [])     # the installed rules
             self._whole(root)
-        except (NotLive, CompileErrors, CompileError, CapacityError, BackendError) as exc:
+        except (NotLive, CompileErrors, CompileError, CapacityError, BackendError, KeyError) as exc:
             self.maps.close()             # (nothing written: a take-over plans before it writes)
             raise DataplaneError(f"{iface}: the installed rules do not take the delta path ({exc}); "
-                                 "use `camus-xdp update`") from None
+                                 "use `camus-xdp update`") from exc
         except BaseException:
             self.maps.close()
             raise
@@ -192,8 +246,9 @@ class LiveClassifier:
         raises DataplaneError and the old tables keep serving."""
         assert self.layout is not None
         t0 = time.perf_counter()
-        clear_states(self.maps, self.layout.reclaim())
+        self.retire(self.layout.reclaim())
         root = self.compiler.change(added, removed)
+        self.note_counted(added, removed)
         t1 = time.perf_counter()
         try:
             writes, whole = self._write(root)
@@ -228,6 +283,9 @@ class LiveClassifier:
                 if self.fixed_ports and not isinstance(exc, CapacityError):
                     raise                                    # no whole write names that port either
                 return self._whole(root), True
+            self.count_new(delta.leaves, self.layout)
+            if self.journal is not None:
+                self.journal(md, self.layout, self.tables, False)
             write_delta(self.maps, md, self.layout.descs)
             return md.writes(), False
         return self._whole(root), True
@@ -242,11 +300,15 @@ class LiveClassifier:
             ports = list(sort_ports({p for a in delta.leaves.values() for p in a.ports}))
         layout = EbpfLayout(self.limits, 1 - old_bank, ports, self.compiler.spec)
         md = layout.plan(delta, self.widths)
+        self.count_new(delta.leaves, layout)
+        if self.journal is not None:
+            self.journal(md, layout, tables, True)
         write_delta(self.maps, md, layout.descs)
         time.sleep(GRACE_S)
         if self.layout is not None:
-            clear_states(self.maps, self.layout.holding() + self.layout.reclaim(everything=True))
+            self.retire(self.layout.holding() + self.layout.reclaim(everything=True))
         else:
+            self.carry_installed()
             self.maps.remove(contents_from_keys(self.inst.keys))
         self.tables, self.layout, self.ports = tables, layout, ports
         self.generation = self.compiler.generation
@@ -254,21 +316,78 @@ class LiveClassifier:
         self.heap.settle()                        # a new set is built: freeze it
         return md.writes()
 
+    # -- per-rule counters ---------------------------------------------------------------------
+    def note_counted(self, added: list[str], removed: list[str]) -> None:
+        """Which text each counted index names, after a change of live lines."""
+        for ln in removed:
+            text, index = split_line(ln)
+            if index is not None and self.counted_at.get(index) == text:
+                del self.counted_at[index]
+        for ln in added:
+            text, index = split_line(ln)
+            if index is not None:
+                self.counted_at[index] = text
+
+    def count_new(self, leaves: dict[int, ActionSet], layout: EbpfLayout) -> None:
+        """New leaves that count rules: which texts they feed, and hit counters from zero (their ids
+        may have served other leaves)."""
+        fresh = []
+        for n, a in leaves.items():
+            if a.rules:
+                sid = layout.held[n].sid
+                self.counting[sid] = tuple(self.counted_at[i] for i in a.rules if i in self.counted_at)
+                fresh.append(sid)
+        if fresh:
+            self.maps.clear_leaf_hits(fresh)
+
+    def retire(self, held: list[Held]) -> None:
+        """Take out states no packet reaches any more (clear_states), their counted hits first
+        added to their rules' carried totals."""
+        counting = [h.sid for h in held if not h.tests and h.sid in self.counting]
+        if counting:
+            hits = self.maps.leaf_hits(counting)
+            for sid in counting:
+                for text in self.counting.pop(sid):
+                    self.base[text] = self.base.get(text, 0) + hits[sid]
+        clear_states(self.maps, held)
+
+    def carry_installed(self) -> None:
+        """A whole write over tables `camus-xdp attach`/`update` wrote: their counted rules'
+        totals (by the state file) become carried totals."""
+        if self.inst.counted:
+            totals = rule_totals(self.maps, self.inst)
+            for i, text in enumerate(self.inst.counted):
+                self.base[text] = self.base.get(text, 0) + totals[i]
+
+    def counted_record(self, tables: LiveTables, layout: EbpfLayout
+                       ) -> tuple[list[str], dict[str, list[int]], dict[str, int]]:
+        """The state file's counted rules, live leaf -> counted rules, and carried totals."""
+        counted = [self.counted_at[i] for i in sorted(self.counted_at)]
+        held = layout.held
+        leaf_rules = {str(held[n].sid): list(a.rules) for n, a in tables.leaf_actions.items() if a.rules}
+        live = set(counted)
+        return counted, leaf_rules, {t: n for t, n in self.base.items() if t in live}
+
     # -- the state file -----------------------------------------------------------------------
-    def keys_of(self) -> dict[str, list]:
+    def keys_of(self) -> dict[str, Any]:
         assert self.layout is not None
-        held = self.layout.holding()
-        return {"desc": sorted(h.sid for h in held if h.tests), "leaf": sorted(h.sid for h in held if not h.tests),
-                "xslots": sorted(i for h in held for region, off, size in h.storage if region == "xslots"
-                                 for i in range(off, off + size)),
-                "lpm": sorted(list(k) for h in held for k in h.lpm), "updates": [], "labels": [],
-                "label_bank": self.layout.bank, "label_words": 0}
+        return held_keys(self.layout.holding(), self.layout.bank)
+
+    def rule_lines(self) -> list[str]:
+        """The live rules' texts (the state file's rule lines)."""
+        return sorted({split_line(ln)[0] for ln in self.compiler.live_slots})
 
     def save(self) -> None:
-        assert self.layout is not None
-        lines = sorted(self.compiler.live_slots)
+        assert self.layout is not None and self.tables is not None
+        lines = self.rule_lines()
+        counted, leaf_rules, base = self.counted_record(self.tables, self.layout)
+        key = tables_key(self.compiler.options, lines, counted)
+        if not self.compiler.options.count_rules:    # (an agent's: it counts no rule) the totals so far stay
+            counted = self.inst.counted
+            base = {t: n for t, n in self.base.items() if t in set(counted)}
         self.inst.bank, self.inst.root, self.inst.keys = self.layout.bank, self.layout.root, self.keys_of()
-        self.inst.rule_lines, self.inst.tables_key = lines, tables_key(self.compiler.options, lines)
+        self.inst.counted, self.inst.leaf_rules, self.inst.rule_base = counted, leaf_rules, base
+        self.inst.rule_lines, self.inst.tables_key = lines, key
         self.inst.pending = None
         save(self.inst)
         self._saved = time.monotonic()
@@ -277,7 +396,7 @@ class LiveClassifier:
         """Clear what waits in quarantine, save the state file, release the maps."""
         if self.layout is not None and self.maps.fds:
             time.sleep(GRACE_S)
-            clear_states(self.maps, self.layout.reclaim(everything=True))
+            self.retire(self.layout.reclaim(everything=True))
             self.save()
         self.maps.close()
         if self._own_hold:

@@ -1,0 +1,297 @@
+"""`camus-xdp update` as a delta: the live classifier a command leaves behind for the next one.
+
+A host agent keeps its live classifier (dataplane/live.py) in memory, so a changed subscription
+costs it milliseconds. A command has no memory: to change one rule of 100K it would build the
+decision diagram of all of them again (seconds). So every command that writes an attachment's
+tables through the live path (`attach`, `update`) leaves the classifier's parts (incremental
+compiler, live tables, bank layout) in the unit's folder, with what they were built from (this
+code, the spec, the options) and what they serve (bank, root, tables key). The next `update`
+loads them, checks all of that against the state file and the live root, and applies the rules
+file's changed lines as a delta through the agent's own path: the delta is journaled in the
+state file before its first map write (journal.py finishes or undoes it after a crash), the root
+moves in one write, and the states no packet reaches any more are cleared after the grace
+period.
+
+The saved parts are a cache, never the truth: whatever does not check out (another writer moved
+the root, the spec or the code changed, the file is unreadable) takes the whole path, which
+saves them again. A file with one rule per line (the common case, and what configuration tools
+write) is diffed by its lines without parsing it; other files are parsed first.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from camus.compiler.backends.ebpf.delta import CALLS, EbpfLayout, Held, MapDelta
+from camus.compiler.compile import CompileOptions, no_cyclic_gc
+from camus.compiler.incremental import NotLive, live_items, split_line
+from camus.compiler.language.errors import CompileError, CompileErrors, read_source
+from camus.compiler.language.rules_parser import strip_comment
+from camus.compiler.structure.live_tables import LiveTables
+
+from .attachment import UpdateReport, sync_fan_groups
+from .faults import GRACE_S, fault
+from .installed import Installed, forget_live_state, live_state_path, load_installed, save, unit_lock
+from .counting import tables_key
+from .journal import settle
+from .live import LiveClassifier, held_keys
+from .maps import CFG_ROOT, MapSet
+from .program import DataplaneError, require_root
+
+log = logging.getLogger("camus.dataplane")
+
+FORMAT = 1
+PARTS = ("compiler", "tables", "layout", "ports", "fixed_ports", "widths", "limits", "generation",
+         "counting", "counted_at")
+_CODE = Path(__file__).resolve().parent.parent / "compiler"
+
+
+def line_texts(text: str) -> list[str]:
+    """The rule text of each rule line of a file that has one rule per line (blank lines and
+    comment lines skipped): what counting.texts_of gives for such a file, without parsing it."""
+    out = []
+    for raw in text.splitlines():
+        t = strip_comment(raw).rstrip("; \t")
+        if t:
+            out.append(t)
+    return out
+
+
+_stamp: str | None = None
+
+
+def code_stamp() -> str:
+    """The compiler's code: saved parts are objects of its classes, and meant for its node ids."""
+    global _stamp
+    if _stamp is None:
+        h = hashlib.sha256(str(FORMAT).encode())
+        for f in sorted(_CODE.rglob("*.py")):
+            h.update(f.read_bytes())
+        h.update(Path(__file__).with_name("live.py").read_bytes())
+        _stamp = h.hexdigest()
+    return _stamp
+
+
+def _spec_sha(spec_path: str) -> str:
+    try:
+        return hashlib.sha256(Path(spec_path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+class BadRules(Exception):
+    """A changed rule does not compile: the whole compile reports it, with its position in the file."""
+
+
+@dataclass
+class Saved:
+    stamp: str
+    spec_sha: str
+    options: CompileOptions
+    bank: int
+    root: int
+    tables_key: str
+    per_line: bool             # the rules file had one rule per line: the next one may be diffed by lines
+    parts: dict[str, Any]
+
+
+def save_parts(lc: LiveClassifier, per_line: bool) -> None:
+    """Leave `lc`'s parts for the next command (after the state file is saved: they must agree)."""
+    inst = lc.inst
+    assert lc.layout is not None
+    saved = Saved(code_stamp(), _spec_sha(inst.spec), lc.compiler.options, inst.bank, inst.root,
+                  inst.tables_key, per_line, {name: getattr(lc, name) for name in PARTS})
+    path = live_state_path(inst.unit)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with no_cyclic_gc():
+        tmp.write_bytes(pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL))
+    tmp.replace(path)
+
+
+def _load(inst: Installed, maps: MapSet) -> Saved | None:
+    """The saved parts, when they are this code's and describe exactly what serves now."""
+    path = live_state_path(inst.unit)
+    try:
+        with no_cyclic_gc():
+            saved = pickle.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except Exception as exc:            # an older layout of the classes, a truncated file: rebuilt
+        log.info("%s: saved live state unusable (%s); the whole path runs", inst.unit, exc)
+        return None
+    if not (isinstance(saved, Saved) and saved.stamp == code_stamp() and saved.spec_sha == _spec_sha(inst.spec)
+            and saved.options == CompileOptions(count_rules=inst.count_rules)
+            and (saved.bank, saved.root, saved.tables_key) == (inst.bank, inst.root, inst.tables_key)
+            and maps.cfg(CFG_ROOT) == inst.root):
+        return None
+    return saved
+
+
+def _read(rules_path: str) -> str | None:
+    try:
+        return read_source(rules_path, "rules")
+    except (CompileError, CompileErrors):
+        return None                     # the whole path says why, with the position
+
+
+def update(unit: str, rules_path: str, texts: list[str] | None = None, per_line: bool = True) -> UpdateReport | None:
+    """Apply the rules file as a delta to what the last command left live; None when this path
+    does not serve it (no saved parts that check out, a line that does not compile alone, no
+    room in the live bank): the whole path then runs, and reports errors with their positions.
+    `texts`: the file's rule texts in file order when the caller parsed it (`per_line`: whether
+    it has one rule per line); without them the file is read and split by lines, which needs
+    the last file to have had one rule per line too."""
+    require_root()
+    inst = load_installed(unit)
+    if not live_state_path(unit).exists():
+        return None
+    t0 = time.perf_counter()
+    given = texts is not None
+    with unit_lock(unit):
+        inst = load_installed(unit)
+        settle(inst)
+        maps = MapSet.from_pins(inst.pins)
+        try:
+            saved = _load(inst, maps)
+            if saved is None:
+                return None
+            if texts is None:
+                if not saved.per_line:
+                    return None
+                text = _read(rules_path)
+                if text is None:
+                    return None
+                texts = line_texts(text)
+            if not texts:
+                return None                      # an empty set: the whole path refuses it unless asked
+            lc = LiveClassifier.for_command(inst)
+            lc.__dict__.update(saved.parts)
+            lc.maps, lc.base, lc._saved = maps, dict(inst.rule_base), time.monotonic()
+            return _apply(lc, rules_path, live_items(texts, inst.count_rules), per_line, t0, parsed=given)
+        finally:
+            maps.close()
+
+
+def _apply(lc: LiveClassifier, rules_path: str, items: set[str], per_line: bool, t0: float,
+           parsed: bool) -> UpdateReport | None:
+    """The delta from the live lines to `items`. A line that does not compile raises BadRules when
+    the texts came from a parse (a real error), and gives None when they came from splitting the
+    file by lines (perhaps a piece of a rule written over several: the caller parses the file)."""
+    inst = lc.inst
+    old = set(lc.compiler.live_slots)
+    old_lines, old_n = set(inst.rule_lines), len(inst.keys["desc"])
+    rules = str(Path(rules_path).resolve())
+    if items == old:
+        inst.rules = rules
+        save(inst)
+        return UpdateReport([], [], old_n, old_n, time.perf_counter() - t0, False, path="delta")
+    added, removed = sorted(items - old), sorted(old - items)
+    inst.rules = rules
+    lc.journal = _journal(lc, rules, added, removed)
+    try:
+        lc.apply(added, removed)       # a line that does not compile alone, no room: nothing written
+    except (CompileError, CompileErrors) as exc:
+        if parsed:
+            raise BadRules(str(exc)) from exc
+        return None
+    except (KeyError, NotLive, DataplaneError) as exc:
+        log.info("%s: the change does not take the live path (%s)", inst.unit, exc)
+        return None
+    fault("update:flipped")
+    _finish(lc, rules, per_line)
+    lines = set(inst.rule_lines)
+    return UpdateReport(sorted(lines - old_lines), sorted(old_lines - lines), old_n, len(inst.keys["desc"]),
+                        time.perf_counter() - t0, True, path="delta")
+
+
+def _finish(lc: LiveClassifier, rules: str, per_line: bool) -> None:
+    """After the flip: the retired states cleared once in-flight packets are done, the state file
+    saved (the journal closed), the broadcast groups and the saved parts brought along."""
+    assert lc.layout is not None
+    time.sleep(GRACE_S)
+    lc.retire(lc.layout.reclaim(everything=True))
+    lc.inst.rules = rules
+    lc.save()
+    fault("update:cleaned")
+    sync_fan_groups(lc.inst, lc.maps, [tuple(p for p in h.ports if p is not CALLS)
+                                       for h in lc.layout.holding() if not h.tests])
+    save_parts(lc, per_line)
+
+
+def _wrote(md: MapDelta, bank: int) -> dict[str, Any]:
+    return {"desc": sorted(md.desc), "leaf": sorted(md.leaf), "xslots": sorted(md.xslots),
+            "lpm": sorted(list(k) for k in md.lpm), "updates": [], "labels": [], "label_bank": bank, "label_words": 0}
+
+
+def _journal(lc: LiveClassifier, rules: str, added: list[str], removed: list[str]):
+    """The intent journal of this command's write (journal.finish_or_undo reads it): a whole set
+    in the other bank as `update` journals one; a delta as what it writes, what it retires and
+    how the rule lines change."""
+    def journal(md: MapDelta, layout: EbpfLayout, tables: LiveTables, whole: bool) -> None:
+        inst = lc.inst
+        counted, leaf_rules, base = lc.counted_record(tables, layout)
+        lines = lc.rule_lines()
+        key = tables_key(lc.compiler.options, lines, counted)
+        if whole:
+            forget_live_state(inst.unit)      # what was saved describes the set this write replaces
+            inst.pending = {"bank": layout.bank, "root": md.root, "keys": held_keys(layout.holding(), layout.bank),
+                            "rules": rules, "rule_lines": lines, "counted": counted, "leaf_rules": leaf_rules,
+                            "tables_key": key}
+        else:
+            retired: list[Held] = [h for _, hs in layout.quarantine for h in hs]
+            before = set(inst.rule_lines)
+            now = {split_line(ln)[0] for ln in added} | {split_line(ln)[0] for ln in removed}
+            inst.pending = {"kind": "delta", "bank": layout.bank, "root": md.root, "wrote": _wrote(md, layout.bank),
+                            "retired": held_keys(retired, layout.bank), "rules": rules,
+                            "added_lines": sorted(t for t in now if t in set(lines) and t not in before),
+                            "removed_lines": sorted(t for t in now if t in before and t not in set(lines)),
+                            "counted": counted, "leaf_rules": leaf_rules, "rule_base": base, "tables_key": key}
+        save(inst)
+        fault("update:journaled")
+    return journal
+
+
+def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progress: Any = None) -> UpdateReport | None:
+    """Write the rules as a whole set into the other bank through the live path (what `attach`
+    and an update without usable saved parts do), and save the parts for the next update. None
+    when the rules do not take the live path (the bit-vector stage serves them, state functions,
+    topic fields) or do not fit: the whole path then runs."""
+    require_root()
+    load_installed(unit)
+    t0 = time.perf_counter()
+    with unit_lock(unit):
+        inst = load_installed(unit)
+        settle(inst)
+        old_lines, old_n = set(inst.rule_lines), len(inst.keys["desc"])
+        rules = str(Path(rules_path).resolve())
+        items = live_items(texts, inst.count_rules)
+        if progress is not None and len(items) > 20_000:
+            progress(f"{unit}: building the live diagram of {len(items)} rules (the next updates are deltas)")
+        lc = LiveClassifier.for_command(inst)
+        lc.journal = _journal(lc, rules, sorted(items), [])
+        inst.rules = rules
+        try:
+            lc._take_over(None, None, items)
+        except DataplaneError as exc:       # nothing written: the whole path serves these rules
+            log.info("%s: %s", unit, exc)
+            if isinstance(exc.__cause__, NotLive):        # not for this path (the bit-vector stage): not again
+                inst = load_installed(unit)
+                inst.live_path = False
+                save(inst)
+            return None
+        try:
+            lc.inst.live_path = True
+            fault("update:flipped")
+            _finish(lc, rules, per_line)
+        finally:
+            lc.maps.close()
+    inst = lc.inst                     # (the take-over read the state file afresh)
+    lines = set(inst.rule_lines)
+    return UpdateReport(sorted(lines - old_lines), sorted(old_lines - lines), old_n, len(inst.keys["desc"]),
+                        time.perf_counter() - t0, True, path="live")

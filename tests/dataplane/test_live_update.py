@@ -1,0 +1,241 @@
+"""`camus-xdp update` as a delta (root, kernel): after `attach`, each update of the rules file
+writes only the states its changed lines touch, through the host agent's live path, and the
+kernel then serves what the reference interpreter says for the whole file; counted rules keep
+their counts; a crash at any step leaves the old or the new set serving and the next command
+finishes or undoes it; a write by anyone else makes the next update rebuild, never trust stale
+state."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from camus.cli import main
+from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.compile import CompileOptions, compile_files, compile_rules
+from camus.compiler.language.rules_parser import parse_rules
+from camus.compiler.language.spec_parser import load_spec
+from camus.compiler.semantics.interpreter import PipelineInterpreter
+from camus.compiler.structure.slicing import sort_ports
+from camus.dataplane import installed as state
+from camus.dataplane import runtime
+from camus.dataplane.counting import parsed_key, rule_counts, texts_of
+from camus.dataplane.maps import CFG_RECORD, MapSet
+from camus.dataplane.testrun import libbpf, test_run
+from tests.conftest import APPS, veth_pair
+
+pytestmark = pytest.mark.bpf
+SPEC_PATH = APPS / "itch" / "itch.p4"
+IF_A, IF_B = "cxlu-a", "cxlu-b"
+SYMBOLS = [f"S{i:02d}" for i in range(24)]
+PORTS = 6
+
+
+class Result(ctypes.Structure):         # bpf/camus_xdp.h struct camus_result
+    _fields_ = [("state", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("ports", ctypes.c_uint64 * 4)]
+
+
+def _rules(rng: random.Random, n: int) -> list[str]:
+    body = [f"stock == {rng.choice(SYMBOLS)} and price > {rng.randrange(1000)} : fwd({1 + rng.randrange(PORTS)})"
+            for _ in range(n)]
+    return body + [f"stock == ANCHOR{p} : fwd({p})" for p in range(1, PORTS + 1)]   # every port stays in use
+
+
+def _messages(rng: random.Random, n: int = 240) -> list[str]:
+    return [f"stock={rng.choice(SYMBOLS + ['ANCHOR1', 'NONE'])} price={rng.randrange(1100)}" for _ in range(n)]
+
+
+def served(msgs: list[str]) -> list[tuple[str, ...]]:
+    """The ports the attached program gives each message, run by the kernel on the pinned program
+    (BPF_PROG_TEST_RUN, results recorded), named in the rules' port order."""
+    spec = load_spec(SPEC_PATH)
+    inst = state.load_installed(IF_A)
+    names = sort_ports({str(p) for p in range(1, PORTS + 1)})
+    fd = libbpf().bpf_obj_get(str(inst.pins / "prog_xdp").encode())
+    maps = MapSet.from_pins(inst.pins)
+    out: list[tuple[str, ...]] = []
+    try:
+        maps.cfg(CFG_RECORD, 1)
+        for k in range(0, len(msgs), 8):
+            chunk = msgs[k:k + 8]
+            test_run(fd, build_packet(spec, [message_from_text(spec, m) for m in chunk],
+                                      src_ip="10.9.0.1", dst_ip="10.9.0.2"))
+            for i in range(len(chunk)):
+                r = Result()
+                assert maps.lookup("results", ctypes.c_uint32(i), r)
+                bits = [w * 64 + b for w in range(4) for b in range(64) if r.ports[w] >> b & 1]
+                out.append(tuple(sorted(names[b] for b in bits)))
+        maps.cfg(CFG_RECORD, 0)
+    finally:
+        maps.close()
+        os.close(fd)
+    return out
+
+
+def wanted(text: str, msgs: list[str]) -> list[tuple[str, ...]]:
+    spec = load_spec(SPEC_PATH)
+    ip = PipelineInterpreter(compile_rules(spec, text, options=CompileOptions(count_rules=64)).pipeline)
+    return [tuple(sorted(str(p) for p in ip.run(message_from_text(spec, m)).actions.ports)) for m in msgs]
+
+
+def cli(*args: str) -> dict:
+    res = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout) if "--json" in args else {}
+
+
+def update(path: Path, text: str) -> dict:
+    path.write_text(text)
+    return cli("update", IF_A, "--rules", str(path), "--json")
+
+
+def check_record(text: str) -> None:
+    """The state file says what serves in the terms the whole path uses: its key is the file's
+    (a refresh is found from the parse alone), its counted rules the file's first 64."""
+    rules, src = parse_rules(text, "<t>")
+    inst = state.load_installed(IF_A)
+    assert inst.tables_key == parsed_key(text, rules, CompileOptions(count_rules=64))
+    assert inst.counted == texts_of(text, rules)[:64]
+
+
+@pytest.fixture
+def attached(tmp_path):
+    with veth_pair(IF_A, IF_B):
+        try:
+            rng = random.Random(7)
+            lines = _rules(rng, 150)
+            path = tmp_path / "rules.txt"
+            path.write_text("\n".join(lines) + "\n")
+            cli("attach", IF_A, "--spec", str(SPEC_PATH), "--rules", str(path), "--mode", "generic")
+            assert state.live_state_path(IF_A).exists()
+            yield path, lines, rng
+        finally:
+            if state.state_path(IF_A).exists():
+                runtime.detach(IF_A)
+
+
+def test_updates_are_deltas_that_serve_the_whole_file(attached) -> None:
+    path, lines, rng = attached
+    msgs = _messages(rng)
+    assert served(msgs) == wanted(path.read_text(), msgs)
+    edits = [
+        lambda ls: ls.__setitem__(100, f"stock == {SYMBOLS[3]} and price > 5 : fwd(2)"),      # below the window
+        lambda ls: ls.__setitem__(10, f"stock == {SYMBOLS[4]} and price > 900 : fwd(5)"),     # a counted rule
+        lambda ls: ls.insert(0, f"stock == {SYMBOLS[5]} and price > 1 : fwd(6)"),             # the window moves
+        lambda ls: ls.pop(30),
+        lambda ls: ls.insert(40, ls[2]),                                                       # a repeat
+        lambda ls: ls.__setitem__(60, ls[60] + "   # why we want it"),                         # a comment only
+        lambda ls: ls.insert(70, "") or ls.insert(71, "# a comment line"),
+        lambda ls: ls.__setitem__(slice(5, 7), [ls[6], ls[5]]),                                # two swapped
+    ]
+    for edit in edits:
+        edit(lines)
+        text = "\n".join(lines) + "\n"
+        doc = update(path, text)
+        assert doc["path"] == "delta", doc
+        assert served(msgs) == wanted(text, msgs)
+        check_record(text)
+    doc = update(path, text)                                       # the same file: nothing written
+    assert not doc["written"] and doc["path"] == "delta"
+    # a rule over two lines: the file is parsed, and it is still a delta
+    lines[20] = lines[20].replace(" and ", " and\n    ")
+    text = "\n".join(lines) + "\n"
+    doc = update(path, text)
+    assert doc["written"] is False                                 # the same rules, written otherwise
+    lines[21] = f"stock == {SYMBOLS[9]} and price > 77 : fwd(3)"
+    text = "\n".join(lines) + "\n"
+    assert update(path, text)["path"] == "delta"
+    assert served(msgs) == wanted(text, msgs)
+    check_record(text)
+
+
+def test_a_bad_line_changes_nothing_and_is_named(attached) -> None:
+    path, lines, rng = attached
+    msgs = _messages(rng)
+    before = served(msgs)
+    path.write_text("\n".join(lines[:50] + ["stock == GOOGL and prize > 5 : fwd(1)"] + lines[50:]) + "\n")
+    res = CliRunner().invoke(main, ["update", IF_A, "--rules", str(path)])
+    assert res.exit_code == 1 and f"{path}:51:" in res.output, res.output
+    assert served(msgs) == before
+    lines[3] = f"stock == {SYMBOLS[1]} and price > 3 : fwd(4)"
+    assert update(path, "\n".join(lines) + "\n")["path"] == "delta"
+
+
+def test_counted_rules_keep_their_counts_across_deltas(attached) -> None:
+    path, lines, rng = attached
+    target = "stock == ANCHOR1 : fwd(1)"
+    lines.remove(target)
+    lines.insert(5, target)                                         # counted: the 6th rule
+    update(path, "\n".join(lines) + "\n")
+    served(["stock=ANCHOR1 price=1"] * 7)
+    assert dict(rule_counts(IF_A))[target] == 7
+    lines.insert(0, f"stock == {SYMBOLS[0]} and price > 999 : fwd(1)")   # its index moves: new leaves
+    lines[30] = f"stock == {SYMBOLS[2]} and price > 998 : fwd(2)"
+    assert update(path, "\n".join(lines) + "\n")["path"] == "delta"
+    assert dict(rule_counts(IF_A))[target] == 7
+    served(["stock=ANCHOR1 price=1"] * 3)
+    assert dict(rule_counts(IF_A))[target] == 10
+
+
+def test_a_write_by_another_path_makes_the_next_update_rebuild(attached) -> None:
+    path, lines, rng = attached
+    msgs = _messages(rng)
+    other = path.with_name("other.txt")
+    other.write_text("\n".join(lines[:80]) + "\n")
+    runtime.update(IF_A, compile_files(str(SPEC_PATH), str(other), CompileOptions(count_rules=64)), str(other))
+    assert not state.live_state_path(IF_A).exists()
+    lines[1] = f"stock == {SYMBOLS[7]} and price > 7 : fwd(1)"
+    text = "\n".join(lines) + "\n"
+    assert update(path, text)["path"] == "live"
+    assert served(msgs) == wanted(text, msgs)
+    lines[2] = f"stock == {SYMBOLS[8]} and price > 8 : fwd(2)"
+    text = "\n".join(lines) + "\n"
+    assert update(path, text)["path"] == "delta"
+    assert served(msgs) == wanted(text, msgs)
+
+
+@pytest.mark.parametrize("step", ["update:journaled", "update:flipped", "update:cleaned"])
+def test_a_delta_killed_at_every_step_serves_one_whole_set(attached, step: str) -> None:
+    path, lines, rng = attached
+    msgs = _messages(rng)
+    old_text = path.read_text()
+    for k in (3, 90, 120):
+        lines[k] = f"stock == {SYMBOLS[k % 24]} and price > {k} : fwd({1 + k % PORTS})"
+    new_text = "\n".join(lines) + "\n"
+    path.write_text(new_text)
+    done = subprocess.run([sys.executable, "-c", "from camus.cli import main; main()", "update", IF_A,
+                           "--rules", str(path)], env={**os.environ, "CAMUS_FAULT": step},
+                          capture_output=True, text=True)
+    assert done.returncode == -9, done.stderr[-2000:]
+    now = served(msgs)
+    assert now in (wanted(old_text, msgs), wanted(new_text, msgs))        # never a mix
+    cli("status")                                                         # finishes or undoes it
+    inst = state.load_installed(IF_A)
+    assert inst.pending is None
+    maps = MapSet.from_pins(inst.pins)
+    try:
+        held = _descriptors(maps, inst)
+    finally:
+        maps.close()
+    assert held == set(inst.keys["desc"])                                 # no garbage, nothing missing
+    lines[4] = f"stock == {SYMBOLS[4]} and price > 44 : fwd(2)"
+    text = "\n".join(lines) + "\n"
+    update(path, text)
+    assert served(msgs) == wanted(text, msgs)
+    check_record(text)
+
+
+def _descriptors(maps: MapSet, inst: state.Installed) -> set[int]:
+    """State ids of the live bank that hold a descriptor."""
+    from camus.dataplane.maps import Desc
+    half = inst.limits().max_states // 2
+    lo = inst.bank * half
+    d = Desc()
+    return {s for s in range(max(lo, 1), lo + half) if maps.lookup("desc", ctypes.c_uint32(s), d) and d.kind}
