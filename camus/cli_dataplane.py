@@ -155,9 +155,9 @@ def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: 
     iface = _unit(iface, app)
     progress = lambda m: click.echo(m, err=True)      # noqa: E731
     try:
-        inst = state.load_installed(iface)
         rep = live_state.update(iface, rules)            # a delta, the file diffed by its lines
         if rep is None:
+            inst = state.load_installed(iface)
             parsed = _parsed(rules)
             rep = _already_live(iface, rules, inst.count_rules, parsed)
             if rep is None and parsed is not None and parsed[0]:

@@ -254,10 +254,16 @@ def live_state_path(unit: str) -> Path:
     return attachment_dir(unit) / "live.pickle"
 
 
+def live_log_path(unit: str) -> Path:
+    """The deltas a command wrote after those parts were saved (live_state.py)."""
+    return attachment_dir(unit) / "live.log"
+
+
 def forget_live_state(unit: str) -> None:
     """Any write but a command's live path makes the saved live parts describe other tables:
     gone before that write's first map change (the next update then takes the whole path)."""
     live_state_path(unit).unlink(missing_ok=True)
+    live_log_path(unit).unlink(missing_ok=True)
 
 
 def load_installed(unit: str) -> Installed:

@@ -25,6 +25,7 @@ bank, which the next whole write into that bank overwrites.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import os
 import time
@@ -254,6 +255,7 @@ class LiveClassifier:
             writes, whole = self._write(root)
         except (CapacityError, BackendError) as exc:
             self.compiler.change(removed, added)              # undo: the live lines are the old ones
+            self.note_counted(removed, added)
             raise DataplaneError(f"update rejected, the old tables keep serving: {exc}") from exc
         report = LiveReport(len(added), len(removed), writes, (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3,
                             whole)
@@ -262,6 +264,24 @@ class LiveClassifier:
         if not whole:                             # a whole write has swept already
             self.heap.tick()
         return report
+
+    def replay(self, added: list[str], removed: list[str]) -> int:
+        """What `apply` of a change that was written as a delta (then its retired states cleared,
+        as a command does) did to the live tables and the layout, without the maps: a command's
+        saved parts brought up to the changes logged after them (live_state.py). Returns the
+        root state it leads to; raises NeedsFullWrite, CapacityError, BackendError or NotLive
+        when the change would not be a delta now (the log then does not describe these parts)."""
+        assert self.tables is not None and self.layout is not None
+        root = self.compiler.change(added, removed)
+        self.note_counted(added, removed)
+        if self.generation != self.compiler.generation:
+            raise NeedsFullWrite("the diagram started afresh")
+        delta = self.tables.move(root)
+        md = self.layout.plan(delta, self.widths)
+        self._counting(delta.leaves, self.layout)
+        for h in self.layout.reclaim(everything=True):
+            self.counting.pop(h.sid, None)
+        return md.root
 
     def _write(self, root: int) -> tuple[int, bool]:
         """Move the maps to `root`: as a delta in the live bank when it can take it, else as a
@@ -331,14 +351,19 @@ class LiveClassifier:
     def count_new(self, leaves: dict[int, ActionSet], layout: EbpfLayout) -> None:
         """New leaves that count rules: which texts they feed, and hit counters from zero (their ids
         may have served other leaves)."""
+        fresh = self._counting(leaves, layout)
+        if fresh:
+            self.maps.clear_leaf_hits(fresh)
+
+    def _counting(self, leaves: dict[int, ActionSet], layout: EbpfLayout) -> list[int]:
+        """Note which texts new leaves count; their ids."""
         fresh = []
         for n, a in leaves.items():
             if a.rules:
                 sid = layout.held[n].sid
                 self.counting[sid] = tuple(self.counted_at[i] for i in a.rules if i in self.counted_at)
                 fresh.append(sid)
-        if fresh:
-            self.maps.clear_leaf_hits(fresh)
+        return fresh
 
     def retire(self, held: list[Held]) -> None:
         """Take out states no packet reaches any more (clear_states), their counted hits first
@@ -377,9 +402,27 @@ class LiveClassifier:
         """The live rules' texts (the state file's rule lines)."""
         return sorted({split_line(ln)[0] for ln in self.compiler.live_slots})
 
-    def save(self) -> None:
+    def rule_lines_after(self, before: list[str], added: list[str], removed: list[str]) -> list[str]:
+        """rule_lines() after a change of live lines from rule lines `before` (sorted): found by
+        the change, not by sorting every live text again (100K: 80 ms of a CLI update)."""
+        counted = set(self.counted_at.values())
+        live = self.compiler.live_slots
+        lines = list(before)
+        for text in {split_line(ln)[0] for ln in removed}:
+            if text not in live and text not in counted:          # no other live line serves it
+                i = bisect.bisect_left(lines, text)
+                if i < len(lines) and lines[i] == text:
+                    del lines[i]
+        for text in {split_line(ln)[0] for ln in added}:
+            i = bisect.bisect_left(lines, text)
+            if i == len(lines) or lines[i] != text:
+                lines.insert(i, text)
+        return lines
+
+    def save(self, lines: list[str] | None = None) -> None:
+        """The state file brought up to date (`lines`: rule_lines(), when the caller has them)."""
         assert self.layout is not None and self.tables is not None
-        lines = self.rule_lines()
+        lines = self.rule_lines() if lines is None else lines
         counted, leaf_rules, base = self.counted_record(self.tables, self.layout)
         key = tables_key(self.compiler.options, lines, counted)
         if not self.compiler.options.count_rules:    # (an agent's: it counts no rule) the totals so far stay

@@ -370,7 +370,7 @@ def test_one_shot_commands_run_without_the_cyclic_collector_and_give_it_back(mon
     their live objects again and again was 1.4 s of a 5.3 s update at 100K rules. It is off
     while they run and on again after (in-process callers keep theirs); other commands keep it."""
     import gc
-    from camus import cli
+    from camus import cli_compile as cli
     seen = []
     real = cli.compile_files
 
@@ -387,3 +387,22 @@ def test_one_shot_commands_run_without_the_cyclic_collector_and_give_it_back(mon
     finally:
         gc.unfreeze()                        # what the command froze goes back under the collector
         gc.enable()
+
+
+def test_every_command_is_found_by_name_without_importing_the_others() -> None:
+    """The group imports a command's module only when the command runs: its table must name
+    every command of every module, and nothing else."""
+    import importlib
+    import subprocess
+    import sys
+    from camus.cli import COMMAND_MODULES
+    found = {}
+    for module in set(COMMAND_MODULES.values()):
+        for command in importlib.import_module(f"camus.{module}").COMMANDS:
+            found[command.name] = module
+    assert found == COMMAND_MODULES
+    done = subprocess.run([sys.executable, "-c", "import sys; from camus.cli import main; "
+                           "sys.argv = ['camus-xdp', 'update', '--help']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+                           "print(sorted(m for m in sys.modules if m.split('.')[0] in ('networkx', 'grpc')))"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip().endswith("[]"), done.stdout[-500:]

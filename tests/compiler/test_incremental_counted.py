@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.incremental import IncrementalCompiler, counted_line, live_items, split_line
 from camus.compiler.language.rules_parser import parse_rules
-from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.logic.lowering import Lowered
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.structure.slicing import slice_pipeline

@@ -239,3 +239,35 @@ def _descriptors(maps: MapSet, inst: state.Installed) -> set[int]:
     lo = inst.bank * half
     d = Desc()
     return {s for s in range(max(lo, 1), lo + half) if maps.lookup("desc", ctypes.c_uint32(s), d) and d.kind}
+
+
+def test_logged_deltas_replay_and_a_bad_log_is_not_trusted(attached, monkeypatch) -> None:
+    """Deltas are logged after the saved parts (saved afresh every LOG_MAX); the next update
+    replays them. A log that does not lead to what serves (torn, edited) makes it rebuild."""
+    from camus.dataplane import live_state
+    path, lines, rng = attached
+    msgs = _messages(rng)
+    monkeypatch.setattr(live_state, "LOG_MAX", 3)
+    log = state.live_log_path(IF_A)
+    sizes = []
+    for k in range(7):
+        lines[k * 7] = f"stock == {SYMBOLS[k]} and price > {100 + k} : fwd({1 + k % PORTS})"
+        assert update(path, "\n".join(lines) + "\n")["path"] == "delta"
+        sizes.append(len(log.read_text().splitlines()) if log.exists() else 0)
+    assert sizes == [1, 2, 3, 0, 1, 2, 3]                   # saved afresh after three logged deltas
+    text = "\n".join(lines) + "\n"
+    assert served(msgs) == wanted(text, msgs)
+    records = log.read_text().splitlines()
+    log.write_text("\n".join(records[:-1] + [records[-1][:-5]]) + "\n")      # torn
+    lines[3] = f"stock == {SYMBOLS[3]} and price > 33 : fwd(3)"
+    text = "\n".join(lines) + "\n"
+    assert update(path, text)["path"] == "live"
+    assert served(msgs) == wanted(text, msgs)
+    lines[4] = f"stock == {SYMBOLS[4]} and price > 34 : fwd(4)"
+    text = "\n".join(lines) + "\n"
+    assert update(path, text)["path"] == "delta"
+    log.write_text(log.read_text().replace('"root": ', '"root": 1'))          # leads elsewhere
+    lines[5] = f"stock == {SYMBOLS[5]} and price > 35 : fwd(5)"
+    text = "\n".join(lines) + "\n"
+    assert update(path, text)["path"] == "live"
+    assert served(msgs) == wanted(text, msgs)
