@@ -198,6 +198,21 @@ class IncrementalCompiler:
             if got is not None:
                 self.lines[ln] = got
 
+    def seed_rules(self, texts: list[str], rules: list[Rule], src: SourceText) -> None:
+        """Fill the line cache from a parse of a whole file the caller has already (`texts`: each
+        rule's text, as the live lines name it: counting.texts_of): its rules are not parsed
+        again one line at a time. A rule this cannot lower is left to `_line`, which reports it."""
+        with no_cyclic_gc():
+            for text, rule in zip(texts, rules):
+                if text in self.lines:
+                    continue
+                try:
+                    got = self._lower(Rule(rule.filter, rule.actions, 0, 0), src)
+                except (CompileError, CompileErrors, DnfTooLarge):
+                    continue
+                if got is not None:
+                    self.lines[text] = got
+
     def compile(self, text: str, source: str = "<rules>") -> Compiled:
         """`compile_rules(spec, text, source, options)`, reusing the work of earlier calls."""
         self.incremental_last = False

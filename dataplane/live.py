@@ -206,7 +206,9 @@ class LiveClassifier:
                                             key=lambda p: p[1])]
         holds = (compiler is not None and compiler.options == options and compiler.live is not None
                  and set(compiler.live_lines()) == installed)
-        self.compiler: IncrementalCompiler = (compiler if holds and compiler is not None
+        fresh = (compiler is not None and compiler.live is None and compiler.options == options
+                 and compiler.spec.query_fields == spec.query_fields)     # a new one, its parses seeded
+        self.compiler: IncrementalCompiler = (compiler if (holds or fresh) and compiler is not None
                                               else IncrementalCompiler(spec, options))
         self.limits = self.inst.limits()
         bits = self.inst.port_bits if self.inst.port_bits is not None else port_specs(self.inst.ports)[0]

@@ -30,7 +30,10 @@ from typing import Any
 
 from camus.compiler.backends.ebpf.delta import CALLS, EbpfLayout, Held, MapDelta
 from camus.compiler.compile import CompileOptions, no_cyclic_gc
-from camus.compiler.incremental import NotLive, live_items, split_line
+from camus.compiler.incremental import IncrementalCompiler, NotLive, live_items, split_line
+from camus.compiler.language.rules_ast import Rule
+from camus.compiler.language.rules_parser import SourceText
+from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.language.errors import CompileError, CompileErrors, read_source
 from camus.compiler.language.rules_parser import strip_comment
 from camus.compiler.structure.live_tables import LiveTables
@@ -313,11 +316,13 @@ class Journal:
         fault("update:journaled")
 
 
-def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progress: Any = None) -> UpdateReport | None:
+def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progress: Any = None,
+            parsed: tuple[list[Rule], SourceText] | None = None) -> UpdateReport | None:
     """Write the rules as a whole set into the other bank through the live path (what `attach`
     and an update without usable saved parts do), and save the parts for the next update. None
     when the rules do not take the live path (the bit-vector stage serves them, state functions,
-    topic fields) or do not fit: the whole path then runs."""
+    topic fields) or do not fit: the whole path then runs. `parsed`: the file's parse, whose rules
+    are then not parsed again line by line."""
     require_root()
     load_installed(unit)
     t0 = time.perf_counter()
@@ -332,8 +337,12 @@ def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progre
         lc = LiveClassifier.for_command(inst)
         journal = lc.journal = Journal(lc, rules, sorted(items), [])
         inst.rules = rules
+        seeded = None
+        if parsed is not None:
+            seeded = IncrementalCompiler(load_spec(inst.spec), CompileOptions(count_rules=inst.count_rules))
+            seeded.seed_rules(texts, parsed[0], parsed[1])
         try:
-            lc._take_over(None, None, items)
+            lc._take_over(None, seeded, items)
         except DataplaneError as exc:       # nothing written: the whole path serves these rules
             log.info("%s: %s", unit, exc)
             if isinstance(exc.__cause__, NotLive):        # not for this path (the bit-vector stage): not again

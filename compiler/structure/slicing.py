@@ -40,9 +40,26 @@ def actions_of_atoms(atoms: Collection[tuple[Any, ...]]) -> ActionSet:
 
 def leaf_action(atoms: Collection[tuple[Any, ...]]) -> ActionSet:
     """A leaf's actions before multicast groups are numbered: `actions_of_atoms` plus the state
-    variables it updates and the counted rules it matched."""
-    return replace(actions_of_atoms(atoms), updates=tuple(sorted(a[1] for a in atoms if a[0] == "update")),
-                   rules=tuple(sorted(a[1] for a in atoms if a[0] == "rule")))
+    variables it updates and the counted rules it matched. One pass over the atoms: a leaf of
+    100K ITCH rules holds up to a port atom per subscriber host, and there are 16K leaves."""
+    ports: list[Any] = []
+    calls: list[tuple[Any, Any]] = []
+    updates: list[int] = []
+    rules: list[int] = []
+    drop = False
+    for a in atoms:
+        kind = a[0]
+        if kind == "fwd":
+            ports.append(a[1])
+        elif kind == "rule":
+            rules.append(a[1])
+        elif kind == "update":
+            updates.append(a[1])
+        elif kind == "call":
+            calls.append((a[1], a[2]))
+        elif kind == "drop":
+            drop = True
+    return ActionSet(sort_ports(ports), None, drop, tuple(sorted(calls)), tuple(sorted(updates)), tuple(sorted(rules)))
 
 
 def default_action(atoms: frozenset[tuple[Any, ...]]) -> ActionSet | None:
