@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from camus.cli import main
-from camus.compiler.codec.packets import build_packet, message_from_text
+from camus.compiler.codec.packets import message_from_text
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules
 from camus.compiler.language.rules_parser import parse_rules
 from camus.compiler.language.spec_parser import load_spec
@@ -27,8 +27,8 @@ from camus.compiler.structure.slicing import sort_ports
 from camus.dataplane import installed as state
 from camus.dataplane import runtime
 from camus.dataplane.counting import parsed_key, rule_counts, texts_of
-from camus.dataplane.maps import CFG_RECORD, MapSet
-from camus.dataplane.testrun import libbpf, test_run
+from camus.dataplane.maps import MapSet
+from camus.dataplane.pinned_run import port_bits_of
 from tests.conftest import APPS, veth_pair
 
 pytestmark = pytest.mark.bpf
@@ -36,10 +36,6 @@ SPEC_PATH = APPS / "itch" / "itch.p4"
 IF_A, IF_B = "cxlu-a", "cxlu-b"
 SYMBOLS = [f"S{i:02d}" for i in range(24)]
 PORTS = 6
-
-
-class Result(ctypes.Structure):         # bpf/camus_xdp.h struct camus_result
-    _fields_ = [("state", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("ports", ctypes.c_uint64 * 4)]
 
 
 def _rules(rng: random.Random, n: int) -> list[str]:
@@ -53,30 +49,10 @@ def _messages(rng: random.Random, n: int = 240) -> list[str]:
 
 
 def served(msgs: list[str]) -> list[tuple[str, ...]]:
-    """The ports the attached program gives each message, run by the kernel on the pinned program
-    (BPF_PROG_TEST_RUN, results recorded), named in the rules' port order."""
-    spec = load_spec(SPEC_PATH)
-    inst = state.load_installed(IF_A)
+    """The ports the attached program gives each message (the kernel runs it: pinned_run), named
+    in the rules' port order."""
     names = sort_ports({str(p) for p in range(1, PORTS + 1)})
-    fd = libbpf().bpf_obj_get(str(inst.pins / "prog_xdp").encode())
-    maps = MapSet.from_pins(inst.pins)
-    out: list[tuple[str, ...]] = []
-    try:
-        maps.cfg(CFG_RECORD, 1)
-        for k in range(0, len(msgs), 8):
-            chunk = msgs[k:k + 8]
-            test_run(fd, build_packet(spec, [message_from_text(spec, m) for m in chunk],
-                                      src_ip="10.9.0.1", dst_ip="10.9.0.2"))
-            for i in range(len(chunk)):
-                r = Result()
-                assert maps.lookup("results", ctypes.c_uint32(i), r)
-                bits = [w * 64 + b for w in range(4) for b in range(64) if r.ports[w] >> b & 1]
-                out.append(tuple(sorted(names[b] for b in bits)))
-        maps.cfg(CFG_RECORD, 0)
-    finally:
-        maps.close()
-        os.close(fd)
-    return out
+    return [tuple(sorted(names[b] for b in bits)) for bits in port_bits_of(IF_A, load_spec(SPEC_PATH), msgs)]
 
 
 def wanted(text: str, msgs: list[str]) -> list[tuple[str, ...]]:
