@@ -74,9 +74,9 @@ def live_items(texts: list[str], count_rules: int) -> set[str]:
     """The live lines of a file whose rules (in file order) are `texts`: the first `count_rules`
     counted, the others as they are (a rule repeated later is served by its counted copy)."""
     counted = texts[:count_rules]
-    items = {counted_line(t, i) for i, t in enumerate(counted)}
-    seen = set(counted)
-    items.update(t for t in texts[count_rules:] if t not in seen)
+    items = set(texts[count_rules:])                  # (set operations: 100K texts in milliseconds)
+    items.difference_update(counted)
+    items.update(counted_line(t, i) for i, t in enumerate(counted))
     items.discard("")
     return items
 

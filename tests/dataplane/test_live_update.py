@@ -224,6 +224,7 @@ def test_logged_deltas_replay_and_a_bad_log_is_not_trusted(attached, monkeypatch
     path, lines, rng = attached
     msgs = _messages(rng)
     monkeypatch.setattr(live_state, "LOG_MAX", 3)
+    monkeypatch.setattr(live_state, "REPLAY_BUDGET_S", 60.0)        # (the count decides here, not the clock)
     log = state.live_log_path(IF_A)
     sizes = []
     for k in range(7):
