@@ -46,6 +46,8 @@ def _attach_apps(iface: str, entries: list[tuple[str, str, str, str | None]], mo
         keys = ", ".join(apps.dispatch_keys(app.compiled.spec).values())
         click.echo(f"  {app.name}: {keys}; {len(app.compiled.rules)} rules, "
                    f"{resource_report(app.compiled.pipeline)['entries']} table entries; pinned at {inst.pins}")
+    for app, inst in zip(todo, done):
+        prime_live(inst.unit, app.compiled, app.rules_path)
     for inst in done:
         _say_rps(iface, inst.rps)
 

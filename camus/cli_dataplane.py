@@ -168,6 +168,8 @@ def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: 
             if rep is None:
                 c = compile_for(inst.spec, rules, inst.count_rules, allow_empty, parsed)
                 rep = runtime.update(iface, c, rules, progress=progress)
+                if rep.grown:                        # a new program: the live state for it, once
+                    prime_live(iface, c, rules)
     except DataplaneError as exc:
         fail(exc)
     if as_json:
@@ -389,6 +391,11 @@ def status(as_json: bool) -> None:
                    + (f", port columns {4 * lim.bv_columns} words" if lim.bv_columns else ""))
         if inst.fanout:
             click.echo(f"  copies: {inst.fanout}")
+        from camus.dataplane.report import next_update
+        click.echo("  next update: " + {
+            "delta": "a delta (the changed lines' states only; the live state is saved)",
+            "live": "a whole set through the live path, which leaves the state for deltas after it",
+            "compile": "a whole compile (these rules do not take the live path)"}[next_update(inst)])
     if as_json:
         click.echo(jsonlib.dumps({"schema": report.SCHEMA, "units": units_doc, "dispatchers": shared_doc}, indent=1))
 

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from .bpfinfo import ProgInfo, obj_info
-from .installed import Installed
+from .installed import Installed, live_state_path
 from .maps import STAT_NAMES
 
 SCHEMA = 1
@@ -80,8 +80,17 @@ def unit_status(inst: Installed, live_root: int | None, interface_up: bool, held
         "capacity": {"states_per_bank": lim.max_states // 2, "bitvector_terms": 64 * lim.bv_words,
                      "bitmaps_per_bank": lim.max_bv_bitmaps // 2, "segments": lim.max_bv_segs,
                      "port_column_words": 4 * lim.bv_columns},
-        "fanout": inst.fanout or None,
+        "fanout": inst.fanout or None, "next_update": next_update(inst),
     }
+
+
+def next_update(inst: Installed) -> str:
+    """How the next `camus-xdp update` writes the tables: "delta" (a command left the live
+    state: only the changed lines' states), "live" (a whole set through the live path, which then
+    leaves it), "compile" (a whole compile: the bit-vector stage, state functions, topic levels)."""
+    if live_state_path(inst.unit).exists():
+        return "delta"
+    return "live" if inst.live_path else "compile"
 
 
 def grouped(counters: dict[str, int]) -> dict[str, dict[str, int]]:

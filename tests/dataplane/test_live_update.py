@@ -72,6 +72,16 @@ def update(path: Path, text: str) -> dict:
     return cli("update", IF_A, "--rules", str(path), "--json")
 
 
+def change_line(path: Path, lines: list[str], k: int, msgs: list[str]) -> str:
+    """Line k of the file changed and `update` run; the kernel then serves the new file. Returns
+    how the update wrote the tables."""
+    lines[k] = f"stock == {SYMBOLS[k % 24]} and price > {30 + k} : fwd({1 + k % PORTS})"
+    text = "\n".join(lines) + "\n"
+    how = update(path, text)["path"]
+    assert served(msgs) == wanted(text, msgs)
+    return how
+
+
 def check_record(text: str) -> None:
     """The state file says what serves in the terms the whole path uses: its key is the file's
     (a refresh is found from the parse alone), its counted rules the file's first 64."""
@@ -91,6 +101,7 @@ def attached(tmp_path):
             path.write_text("\n".join(lines) + "\n")
             cli("attach", IF_A, "--spec", str(SPEC_PATH), "--rules", str(path), "--mode", "generic")
             assert state.live_state_path(IF_A).exists()
+            assert _next_update() == "delta"
             yield path, lines, rng
         finally:
             if state.state_path(IF_A).exists():
@@ -166,15 +177,9 @@ def test_a_write_by_another_path_makes_the_next_update_rebuild(attached) -> None
     other = path.with_name("other.txt")
     other.write_text("\n".join(lines[:80]) + "\n")
     runtime.update(IF_A, compile_files(str(SPEC_PATH), str(other), CompileOptions(count_rules=64)), str(other))
-    assert not state.live_state_path(IF_A).exists()
-    lines[1] = f"stock == {SYMBOLS[7]} and price > 7 : fwd(1)"
-    text = "\n".join(lines) + "\n"
-    assert update(path, text)["path"] == "live"
-    assert served(msgs) == wanted(text, msgs)
-    lines[2] = f"stock == {SYMBOLS[8]} and price > 8 : fwd(2)"
-    text = "\n".join(lines) + "\n"
-    assert update(path, text)["path"] == "delta"
-    assert served(msgs) == wanted(text, msgs)
+    assert not state.live_state_path(IF_A).exists() and _next_update() == "live"
+    assert change_line(path, lines, 1, msgs) == "live"
+    assert change_line(path, lines, 2, msgs) == "delta"
 
 
 @pytest.mark.parametrize("step", ["update:journaled", "update:flipped", "update:cleaned"])
@@ -208,6 +213,11 @@ def test_a_delta_killed_at_every_step_serves_one_whole_set(attached, step: str) 
     check_record(text)
 
 
+def _next_update() -> str:
+    doc = json.loads(CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).stdout)
+    return next(u for u in doc["units"] if u["unit"] == IF_A)["next_update"]
+
+
 def _descriptors(maps: MapSet, inst: state.Installed) -> set[int]:
     """State ids of the live bank that hold a descriptor."""
     from camus.dataplane.maps import Desc
@@ -236,15 +246,7 @@ def test_logged_deltas_replay_and_a_bad_log_is_not_trusted(attached, monkeypatch
     assert served(msgs) == wanted(text, msgs)
     records = log.read_text().splitlines()
     log.write_text("\n".join(records[:-1] + [records[-1][:-5]]) + "\n")      # torn
-    lines[3] = f"stock == {SYMBOLS[3]} and price > 33 : fwd(3)"
-    text = "\n".join(lines) + "\n"
-    assert update(path, text)["path"] == "live"
-    assert served(msgs) == wanted(text, msgs)
-    lines[4] = f"stock == {SYMBOLS[4]} and price > 34 : fwd(4)"
-    text = "\n".join(lines) + "\n"
-    assert update(path, text)["path"] == "delta"
+    assert change_line(path, lines, 3, msgs) == "live"
+    assert change_line(path, lines, 4, msgs) == "delta"
     log.write_text(log.read_text().replace('"root": ', '"root": 1'))          # leads elsewhere
-    lines[5] = f"stock == {SYMBOLS[5]} and price > 35 : fwd(5)"
-    text = "\n".join(lines) + "\n"
-    assert update(path, text)["path"] == "live"
-    assert served(msgs) == wanted(text, msgs)
+    assert change_line(path, lines, 5, msgs) == "live"
