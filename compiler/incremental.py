@@ -115,7 +115,7 @@ class IncrementalCompiler:
     builder: DiagramBuilder | None = None
     incremental_last: bool = False                   # did the last compile take the fast path?
     live: LiveDiagram | None = None                  # the live path's diagram (its own builder)
-    live_slots: dict[str, list[list[int]]] = field(default_factory=dict)   # line -> per occurrence, its term slots
+    live_slots: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)   # line -> per occurrence, its term slots
     generation: int = 0                              # bumped when the live diagram starts afresh (node ids change)
     _live_ok: bool | None = None                     # auto strategy: the diagram chosen, at `_decided_at` rules
     _decided_at: int = 0
@@ -282,9 +282,11 @@ class IncrementalCompiler:
     def _add(self, ln: str, part: _Line) -> None:
         assert self.live is not None
         self._dead.pop(ln, None)
-        occ = self.live_slots.setdefault(ln, [])
-        o = len(occ)
-        occ.append([self.live.add(term, atoms, self._key(ln, o, k)) for k, (term, atoms) in enumerate(part.terms)])
+        # each term a content key of its own (the live diagram keeps it with the term's slot, so
+        # nothing else need remember it: 100K lines' keys were a fifth of a saved live state)
+        rand = self._rng.getrandbits
+        self.live_slots.setdefault(ln, []).append(
+            tuple(self.live.add(term, atoms, rand(128)) for term, atoms in part.terms))
 
     def _key(self, ln: str, occurrence: int, k: int) -> int:
         """The content key of a line's k-th term (a repeated line's terms are terms of their own)."""
@@ -303,11 +305,8 @@ class IncrementalCompiler:
     def _remove(self, ln: str) -> None:
         assert self.live is not None
         occ = self.live_slots[ln]
-        slots = occ.pop()
-        for t in slots:
+        for t in occ.pop():
             self.live.remove(t)
-        for k in range(len(slots)):          # the occurrence's term keys go with it
-            self.keys.pop((ln, len(occ), k), None)
         if not occ:
             del self.live_slots[ln]
             self._dead[ln] = None
