@@ -56,6 +56,19 @@ def normalise_atoms(atoms: frozenset[Atom]) -> frozenset[Atom]:
     return atoms
 
 
+def _by_level(cons: Term, level_of: dict[int, int], levels: int) -> tuple[tuple[Any, ...], int]:
+    """A term's interval set per level of the order (None: unconstrained there), and its last
+    constrained level (-1: none). A tuple, not a dict: indexed directly in the build's inner
+    loops, and a live diagram of 100K rules keeps one per term (a saved live state loads them)."""
+    by_level: list[Any] = [None] * levels
+    last = -1
+    for v, iset in cons.items():
+        lv = level_of[v]
+        by_level[lv] = iset
+        last = max(last, lv)
+    return tuple(by_level), last
+
+
 class DiagramBuilder:
     """Hash-consing store of nodes; `build` turns DNF terms into a root node id."""
 
@@ -162,13 +175,13 @@ class DiagramBuilder:
         afresh."""
         level_of = {v: i for i, v in enumerate(order)}
         self._order = order
-        self._cons: list[dict[int, tuple[Any, ...]]] = []
+        self._cons: list[tuple[Any, ...]] = []
         self._last: list[int] = []
         self._atoms: list[frozenset[Atom]] = []
         for cons, atoms in terms:
-            by_level = {level_of[v]: iset for v, iset in cons.items()}
+            by_level, last = _by_level(cons, level_of, len(order))
             self._cons.append(by_level)
-            self._last.append(max(by_level) if by_level else -1)
+            self._last.append(last)
             self._atoms.append(atoms)
         if keys is None or tuple(order) != self._memo_order:
             self._memo = {}                           # memo keys mean other terms now
@@ -198,8 +211,7 @@ class DiagramBuilder:
 
     def add_term(self, cons: Term, atoms: frozenset[Atom], key: int) -> int:
         """Store one term under its content key; returns its slot."""
-        by_level = {self._level_of[v]: iset for v, iset in cons.items()}
-        last = max(by_level) if by_level else -1
+        by_level, last = _by_level(cons, self._level_of, len(self._order))
         if self._free:
             t = self._free.pop()
             self._cons[t], self._last[t], self._atoms[t], self._keys[t] = by_level, last, atoms, key
@@ -212,12 +224,13 @@ class DiagramBuilder:
         return t
 
     def remove_term(self, t: int) -> None:
-        self._cons[t], self._last[t], self._atoms[t], self._keys[t] = {}, -1, frozenset(), 0
+        self._cons[t], self._last[t], self._atoms[t], self._keys[t] = (), -1, frozenset(), 0
         self._free.append(t)
 
     def term_top(self, t: int) -> Any:
         """A stored term's interval set at the top level (None: unconstrained there)."""
-        return self._cons[t].get(0)
+        c = self._cons[t]
+        return c[0] if c else None
 
     def term_key(self, t: int) -> int:
         return self._keys[t]
@@ -252,7 +265,7 @@ class DiagramBuilder:
             if self._last[t] >= level:
                 c = cons[t]
                 for lv in range(level, nxt):
-                    if lv in c:
+                    if c[lv] is not None:
                         nxt = lv
                         break
                 if self._last[t] > deepest:
@@ -278,7 +291,7 @@ class DiagramBuilder:
         uncon_key = 0
         uncon: list[int] = []
         for t in alive:
-            iset = cons[t].get(level)
+            iset = cons[t][level]
             if iset is None:
                 uncon.append(t)
                 uncon_key ^= keys[t]
