@@ -213,6 +213,24 @@ class IncrementalCompiler:
                 if got is not None:
                     self.lines[text] = got
 
+    def seed_compiled(self, texts: list[str], c: Compiled) -> None:
+        """Fill the line cache from a whole compile of the same spec (`texts`: each of its rules'
+        text, in order): its rules are neither parsed nor lowered again, only put in disjunctive
+        form (a command that attached them and now builds the live state)."""
+        if c.lowered.state_vars or len(c.lowered.rules) != len(texts):
+            self.seed_rules(texts, c.rules, c.source)
+            return
+        with no_cyclic_gc():
+            for text, rule, low in zip(texts, c.rules, c.lowered.rules):
+                if text in self.lines:
+                    continue
+                try:
+                    terms = to_dnf(low.formula, self._widths, self.options.dnf_limit)
+                except DnfTooLarge:
+                    continue
+                self.lines[text] = _Line(Rule(rule.filter, rule.actions, 0, 0),
+                                         LoweredRule(0, low.formula, low.atoms, 0), [(t, low.atoms) for t in terms])
+
     def compile(self, text: str, source: str = "<rules>") -> Compiled:
         """`compile_rules(spec, text, source, options)`, reusing the work of earlier calls."""
         self.incremental_last = False

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from camus.compiler.backends.ebpf.delta import CALLS, EbpfLayout, Held, MapDelta
-from camus.compiler.compile import CompileOptions, no_cyclic_gc
+from camus.compiler.compile import CompileOptions, Compiled, no_cyclic_gc
 from camus.compiler.incremental import IncrementalCompiler, NotLive, live_items, split_line
 from camus.compiler.language.rules_ast import Rule
 from camus.compiler.language.rules_parser import SourceText
@@ -334,12 +334,13 @@ class Journal:
 
 
 def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progress: Any = None,
-            parsed: tuple[list[Rule], SourceText] | None = None) -> UpdateReport | None:
+            parsed: tuple[list[Rule], SourceText] | None = None, compiled: Compiled | None = None
+            ) -> UpdateReport | None:
     """Write the rules as a whole set into the other bank through the live path (what `attach`
     and an update without usable saved parts do), and save the parts for the next update. None
     when the rules do not take the live path (the bit-vector stage serves them, state functions,
     topic fields) or do not fit: the whole path then runs. `parsed`: the file's parse, whose rules
-    are then not parsed again line by line."""
+    are then not parsed again line by line; `compiled`: its whole compile (not lowered again)."""
     require_root()
     load_installed(unit)
     t0 = time.perf_counter()
@@ -355,9 +356,12 @@ def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progre
         journal = lc.journal = Journal(lc, rules, sorted(items), [])
         inst.rules = rules
         seeded = None
-        if parsed is not None:
+        if parsed is not None or compiled is not None:
             seeded = IncrementalCompiler(load_spec(inst.spec), CompileOptions(count_rules=inst.count_rules))
-            seeded.seed_rules(texts, parsed[0], parsed[1])
+            if compiled is not None:
+                seeded.seed_compiled(texts, compiled)
+            elif parsed is not None:
+                seeded.seed_rules(texts, parsed[0], parsed[1])
         try:
             lc._take_over(None, seeded, items)
         except DataplaneError as exc:       # nothing written: the whole path serves these rules

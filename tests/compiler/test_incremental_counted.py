@@ -87,3 +87,26 @@ def test_line_texts_are_the_parsed_texts_of_a_file_with_one_rule_per_line(lines:
     text = "\n".join(lines) + "\n"
     rules, _ = parse_rules(text, "<t>")
     assert line_texts(text) == texts_of(text, rules)
+
+
+def test_a_compiler_seeded_from_a_whole_compile_or_a_parse_builds_the_same() -> None:
+    """What `attach` hands the live path (its compile) and what an update hands it (its parse)
+    fill the line cache without parsing or lowering again; the diagram is the same."""
+    rng = random.Random(3)
+    texts = list(dict.fromkeys(_line(rng.randrange(10_000)) for _ in range(30)))
+    text = "".join(f"{t}\n" for t in texts)
+    opts = CompileOptions(count_rules=COUNT, strategy="bdd")
+    c = compile_rules(SIENA, text, options=opts)
+    msgs = _messages(11)
+    served = []
+    for seed in ("compiled", "parsed", None):
+        inc = IncrementalCompiler(SIENA, opts)
+        if seed == "compiled":
+            inc.seed_compiled(texts, c)
+        elif seed == "parsed":
+            inc.seed_rules(texts, c.rules, c.source)
+        if seed:
+            assert set(inc.lines) == set(texts)
+        root = inc.change(sorted(live_items(texts, COUNT)), [])
+        served.append(_served(_live_pipeline(inc, root), msgs))
+    assert served[0] == served[1] == served[2] == _served(c.pipeline, msgs)
