@@ -220,6 +220,8 @@ class IncrementalCompiler:
         if c.lowered.state_vars or len(c.lowered.rules) != len(texts):
             self.seed_rules(texts, c.rules, c.source)
             return
+        if self.options.strategy == "auto" and c.pipeline.bitvector is None:
+            self._live_ok, self._decided_at = True, len(texts)     # its cost model chose the diagram
         with no_cyclic_gc():
             for text, rule, low in zip(texts, c.rules, c.lowered.rules):
                 if text in self.lines:
