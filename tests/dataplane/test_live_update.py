@@ -250,3 +250,40 @@ def test_logged_deltas_replay_and_a_bad_log_is_not_trusted(attached, monkeypatch
     assert change_line(path, lines, 4, msgs) == "delta"
     log.write_text(log.read_text().replace('"root": ', '"root": 1'))          # leads elsewhere
     assert change_line(path, lines, 5, msgs) == "live"
+
+
+def test_deltas_killed_at_random_times_then_back_and_forth(attached) -> None:
+    """20 CLI updates (deltas) killed at a random moment of their run (its length measured here):
+    after each the kernel serves the old file or the new one, never a mix; `status` finishes or
+    undoes what was journaled, the live bank holds exactly what the state file records; the next
+    update serves its file."""
+    import time
+    path, lines, rng = attached
+    msgs = _messages(rng, 120)
+    cmd = [sys.executable, "-c", "from camus.cli import main; main()", "update", IF_A, "--rules", str(path)]
+    t0 = time.monotonic()
+    change_line(path, lines, 7, msgs)
+    whole = time.monotonic() - t0
+    for i in range(20):
+        old_text = path.read_text()
+        for k in (rng.randrange(150), rng.randrange(150)):
+            lines[k] = f"stock == {rng.choice(SYMBOLS)} and price > {rng.randrange(1000)} : fwd({1 + rng.randrange(PORTS)})"
+        new_text = "\n".join(lines) + "\n"
+        path.write_text(new_text)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 1.0) * whole)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        proc.wait()
+        assert served(msgs) in (wanted(old_text, msgs), wanted(new_text, msgs)), i     # never a mix
+        cli("status")
+        inst = state.load_installed(IF_A)
+        assert inst.pending is None
+        maps = MapSet.from_pins(inst.pins)
+        try:
+            assert _descriptors(maps, inst) == set(inst.keys["desc"]), i
+        finally:
+            maps.close()
+        assert change_line(path, lines, 1 + i, msgs) in ("delta", "live")
+        check_record(path.read_text())
