@@ -135,7 +135,7 @@ def prime_live(unit: str, c, rules: str) -> None:
     try:
         live_state.rebuild(unit, rules, texts, live_state.line_texts(c.source.text) == texts,
                            progress=lambda m: click.echo(m, err=True), compiled=c)
-    except DataplaneError as exc:       # the attachment serves; only the next update is slower
+    except (DataplaneError, OSError) as exc:       # the attachment serves; only the next update is slower
         click.echo(f"{unit}: warning: no live state for later updates ({exc}); they take the whole path",
                    err=True)
 

@@ -370,7 +370,9 @@ def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progre
             lc._take_over(None, seeded, items)
         except DataplaneError as exc:       # nothing written: the whole path serves these rules
             log.info("%s: %s", unit, exc)
-            if isinstance(exc.__cause__, NotLive):        # not for this path (the bit-vector stage): not again
+            # not for this path (the bit-vector stage, no room in this program's banks): not again
+            # until a whole write says otherwise (a grow); a rule with an error is the file's fault
+            if not isinstance(exc.__cause__, (CompileError, CompileErrors)):
                 inst = load_installed(unit)
                 inst.live_path = False
                 save(inst)
