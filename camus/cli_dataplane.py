@@ -149,6 +149,9 @@ def prime_live(unit: str, c, rules: str) -> None:
 def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: bool) -> None:
     """Replace the rules on IFACE (or its app NAME) atomically (no reload); prints what changed.
 
+    Only what the file's changed lines change is written (a delta: the states they touch, then
+    one root write), from the live state `attach` and each update leave in /run/camus; without it
+    (another writer, a crash, a new release) the whole set is written once and it is saved again.
     Rules that outgrow the program attach sized (its maps, with room to spare) get a larger
     program, swapped in without a gap in filtering; counters carry over."""
     from camus.dataplane import installed as state, live_state, runtime
