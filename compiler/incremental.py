@@ -86,13 +86,18 @@ def line_changes(old: Counter[str], new: Counter[str]) -> tuple[list[str], list[
     return list((new - old).elements()), list((old - new).elements())
 
 
+def live_options(o: CompileOptions) -> bool:
+    """Options the live diagram serves: the spec's field order, the diagram strategy (or auto),
+    no alpha widening; per-rule counters the caller names (`counted_line`)."""
+    return o.alpha <= 1 and o.order == "spec" and o.strategy in ("bdd", "auto")
+
+
 def takes_live_path(c: Compiled) -> bool:
-    """Whether rules compiled as `c` are ones the live path serves (the diagram with the spec's
-    field order, no state functions, no topic levels matched by labels): a command may then
-    write them through it, and leave its live state for the next update's delta."""
-    o = c.options
-    return (c.pipeline.bitvector is None and not c.lowered.state_vars and not c.spec.topics
-            and o.alpha <= 1 and o.order == "spec" and o.strategy in ("bdd", "auto"))
+    """Whether rules compiled as `c` are ones the live path serves (its options, the diagram
+    chosen, no state functions, no topic levels matched by labels): a command may then write
+    them through it, and leave its live state for the next update's delta."""
+    return (live_options(c.options) and c.pipeline.bitvector is None and not c.lowered.state_vars
+            and not c.spec.topics)
 
 
 class NotLive(Exception):
@@ -179,29 +184,21 @@ class IncrementalCompiler:
         self.lines[text] = got
         return got
 
-    def _seed(self, text: str, source: str, rule_lines: list[str], starts: list[int]) -> None:
+    def _seed(self, text: str, source: str, rule_lines: list[str]) -> None:
         """Fill the line cache from one parse of the whole file (a line at a time costs twice
         as much); only where the file is one rule per line, else the lines are left to `_line`."""
         try:
             rules, src = parse_rules(text, source)
         except (CompileError, CompileErrors):
             return
-        if len(rules) != len(rule_lines):
-            return
-        for ln, start, rule in zip(rule_lines, starts, rules):
-            if ln in self.lines:
-                continue
-            try:          # offsets within the line, as `_line` keeps them
-                got = self._lower(Rule(rule.filter, rule.actions, rule.offset - start, 0), src)
-            except (CompileError, CompileErrors, DnfTooLarge):
-                continue                                     # `_line` decides, alone
-            if got is not None:
-                self.lines[ln] = got
+        if len(rules) == len(rule_lines):
+            self.seed_rules(rule_lines, rules, src)
 
     def seed_rules(self, texts: list[str], rules: list[Rule], src: SourceText) -> None:
         """Fill the line cache from a parse of a whole file the caller has already (`texts`: each
         rule's text, as the live lines name it: counting.texts_of): its rules are not parsed
-        again one line at a time. A rule this cannot lower is left to `_line`, which reports it."""
+        again one line at a time. A rule this cannot lower is left to `_line`, which reports it.
+        Each text starts where its rule does: offsets within it are 0-based, as `_line` keeps them."""
         with no_cyclic_gc():
             for text, rule in zip(texts, rules):
                 if text in self.lines:
@@ -249,7 +246,7 @@ class IncrementalCompiler:
         with no_cyclic_gc():      # the parses too: 100K rules' trees, 2.6 s with the collector on, 0.7 off
             unknown = sum(1 for ln in rule_lines if ln not in self.lines)
             if unknown > 64 and unknown * 2 > len(rule_lines):
-                self._seed(text, source, rule_lines, starts)  # a cold start: the whole file at once
+                self._seed(text, source, rule_lines)  # a cold start: the whole file at once
             parts = [self._line(ln) for ln in rule_lines]
             if any(p is None for p in parts):
                 return compile_rules(self.spec, text, source, self.options)   # errors, state, multi-line rules
@@ -259,10 +256,7 @@ class IncrementalCompiler:
 
     # -- the live path --------------------------------------------------------------------
     def _live_options(self) -> bool:
-        """The live diagram serves the spec's field order with the diagram strategy (or auto);
-        with per-rule counters the caller names the counted rules (`counted_line`)."""
-        o = self.options
-        return o.alpha <= 1 and o.order == "spec" and o.strategy in ("bdd", "auto")
+        return live_options(self.options)
 
     def _live_path(self, parts: list[_Line]) -> bool:
         """`_live_options`; with auto, the diagram must be the choice: weighed on the whole set

@@ -28,7 +28,7 @@ from camus.compiler.backends.ebpf.bitvector import sized_limits
 from camus.compiler.backends.ebpf.program import EbpfLimits
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf.tables import fitted_contents, map_contents
-from camus.compiler.backends.ebpf.contents import CapacityError, MapContents
+from camus.compiler.backends.ebpf.contents import CapacityError
 from camus.compiler.compiled import Compiled
 from camus.compiler.incremental import takes_live_path
 from camus.compiler.structure.bv_layout import preferred_ports
@@ -354,7 +354,7 @@ class Attachment:
             old = rule_totals(maps, inst)         # the old tables are quiet now: their final counts
             carried = {text: old[i] + inst.rule_base.get(text, 0) for i, text in enumerate(inst.counted)}
             maps.remove(contents_from_keys(inst.keys))
-            self._sync_fan_groups(inst, maps, contents)
+            sync_fan_groups(inst, maps, leaf_ports(contents))
             fault("update:cleaned")
         finally:
             maps.close()
@@ -368,11 +368,6 @@ class Attachment:
         inst.pending = None
         save(inst)
         return report
-
-
-    @staticmethod
-    def _sync_fan_groups(inst: Installed, maps: MapSet, contents: MapContents) -> None:
-        sync_fan_groups(inst, maps, leaf_ports(contents))
 
 
     def stats(self) -> dict[str, int]:

@@ -132,13 +132,24 @@ class OneShotHeap(HeapKeeper):
         pass
 
 
+def sorted_has(lines: list[str], text: str) -> bool:
+    """Whether sorted `lines` holds `text` (by bisection)."""
+    i = bisect.bisect_left(lines, text)
+    return i < len(lines) and lines[i] == text
+
+
+def map_keys(desc: Iterable[int], leaf: Iterable[int], xslots: Iterable[int], lpm: Iterable[Any],
+             bank: int) -> dict[str, Any]:
+    """Map keys in installed.keys_of's form (what `MapSet.remove` takes out) of a live-path set."""
+    return {"desc": sorted(desc), "leaf": sorted(leaf), "xslots": sorted(xslots), "lpm": sorted(list(k) for k in lpm),
+            "updates": [], "labels": [], "label_bank": bank, "label_words": 0}
+
+
 def held_keys(held: list[Held], bank: int) -> dict[str, Any]:
-    """The map keys of states (installed.keys_of's form: what `MapSet.remove` takes out)."""
-    return {"desc": sorted(h.sid for h in held if h.tests), "leaf": sorted(h.sid for h in held if not h.tests),
-            "xslots": sorted(i for h in held for region, off, size in h.storage if region == "xslots"
-                             for i in range(off, off + size)),
-            "lpm": sorted(list(k) for h in held for k in h.lpm), "updates": [], "labels": [],
-            "label_bank": bank, "label_words": 0}
+    """The map keys of states as the layout holds them."""
+    return map_keys((h.sid for h in held if h.tests), (h.sid for h in held if not h.tests),
+                    (i for h in held for region, off, size in h.storage if region == "xslots"
+                     for i in range(off, off + size)), (k for h in held for k in h.lpm), bank)
 
 
 @dataclass
@@ -201,9 +212,9 @@ class LiveClassifier:
         options = options or CompileOptions(count_rules=self.inst.count_rules)
         counted = self.inst.counted[:options.count_rules]
         installed = live_items(counted + self.inst.rule_lines, len(counted)) if items is None else items
-        if items is not None:
-            counted = [t for t, i in sorted((split_line(ln) for ln in items if split_line(ln)[1] is not None),
-                                            key=lambda p: p[1])]
+        if items is not None:                      # the counted rules, in their order
+            tagged = sorted((i, t) for t, i in map(split_line, items) if i is not None)
+            counted = [t for _, t in tagged]
         holds = (compiler is not None and compiler.options == options and compiler.live is not None
                  and set(compiler.live_lines()) == installed)
         fresh = (compiler is not None and compiler.live is None and compiler.options == options
@@ -386,14 +397,18 @@ class LiveClassifier:
             for i, text in enumerate(self.inst.counted):
                 self.base[text] = self.base.get(text, 0) + totals[i]
 
-    def counted_record(self, tables: LiveTables, layout: EbpfLayout
-                       ) -> tuple[list[str], dict[str, list[int]], dict[str, int]]:
-        """The state file's counted rules, live leaf -> counted rules, and carried totals."""
+    def record(self, tables: LiveTables, layout: EbpfLayout, lines: list[str]
+               ) -> tuple[list[str], dict[str, list[int]], dict[str, int], str]:
+        """What the state file says of the tables `tables` placed by `layout` with rule lines
+        `lines`: the counted rules, live leaf -> counted rules, carried totals, the tables key."""
         counted = [self.counted_at[i] for i in sorted(self.counted_at)]
         held = layout.held
         leaf_rules = {str(held[n].sid): list(a.rules) for n, a in tables.leaf_actions.items() if a.rules}
+        key = tables_key(self.compiler.options, lines, counted)
+        if not self.compiler.options.count_rules:    # (an agent's: it counts no rule) the totals so far stay
+            counted = self.inst.counted
         live = set(counted)
-        return counted, leaf_rules, {t: n for t, n in self.base.items() if t in live}
+        return counted, leaf_rules, {t: n for t, n in self.base.items() if t in live}, key
 
     # -- the state file -----------------------------------------------------------------------
     def keys_of(self) -> dict[str, Any]:
@@ -411,25 +426,18 @@ class LiveClassifier:
         live = self.compiler.live_slots
         lines = list(before)
         for text in {split_line(ln)[0] for ln in removed}:
-            if text not in live and text not in counted:          # no other live line serves it
-                i = bisect.bisect_left(lines, text)
-                if i < len(lines) and lines[i] == text:
-                    del lines[i]
+            if text not in live and text not in counted and sorted_has(lines, text):   # no other line serves it
+                del lines[bisect.bisect_left(lines, text)]
         for text in {split_line(ln)[0] for ln in added}:
-            i = bisect.bisect_left(lines, text)
-            if i == len(lines) or lines[i] != text:
-                lines.insert(i, text)
+            if not sorted_has(lines, text):
+                bisect.insort(lines, text)
         return lines
 
     def save(self, lines: list[str] | None = None) -> None:
         """The state file brought up to date (`lines`: rule_lines(), when the caller has them)."""
         assert self.layout is not None and self.tables is not None
         lines = self.rule_lines() if lines is None else lines
-        counted, leaf_rules, base = self.counted_record(self.tables, self.layout)
-        key = tables_key(self.compiler.options, lines, counted)
-        if not self.compiler.options.count_rules:    # (an agent's: it counts no rule) the totals so far stay
-            counted = self.inst.counted
-            base = {t: n for t, n in self.base.items() if t in set(counted)}
+        counted, leaf_rules, base, key = self.record(self.tables, self.layout, lines)
         self.inst.bank, self.inst.root, self.inst.keys = self.layout.bank, self.layout.root, self.keys_of()
         self.inst.counted, self.inst.leaf_rules, self.inst.rule_base = counted, leaf_rules, base
         self.inst.rule_lines, self.inst.tables_key = lines, key

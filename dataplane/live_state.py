@@ -24,7 +24,6 @@ first. The files are root's, in root's folder, like the state file: nothing else
 """
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import logging
@@ -47,9 +46,8 @@ from .attachment import UpdateReport, sync_fan_groups
 from .faults import GRACE_S, fault
 from .installed import (Installed, forget_live_state, live_log_path, live_state_path, load_installed, save,
                         unit_lock)
-from .counting import tables_key
 from .journal import settle
-from .live import LiveClassifier, held_keys
+from .live import LiveClassifier, held_keys, map_keys, sorted_has
 from .maps import CFG_ROOT, MapSet
 from .program import DataplaneError, require_root
 
@@ -262,19 +260,9 @@ def _apply(lc: LiveClassifier, rules_path: str, items: set[str], per_line: bool,
     _finish(lc, rules, per_line, journal.lines,
             log=(added, removed) if not report.whole and may_log else None)
     new_lines = lc.inst.rule_lines
-    return UpdateReport(_not_in(sorted({split_line(a)[0] for a in added}), old_lines),
-                        _not_in(sorted({split_line(r)[0] for r in removed}), new_lines),
+    return UpdateReport(sorted({t for t, _ in map(split_line, added) if not sorted_has(old_lines, t)}),
+                        sorted({t for t, _ in map(split_line, removed) if not sorted_has(new_lines, t)}),
                         old_n, len(inst.keys["desc"]), time.perf_counter() - t0, True, path="delta")
-
-
-def _not_in(texts: list[str], lines: list[str]) -> list[str]:
-    """The texts that sorted `lines` does not hold."""
-    out = []
-    for t in texts:
-        i = bisect.bisect_left(lines, t)
-        if i == len(lines) or lines[i] != t:
-            out.append(t)
-    return out
 
 
 def _finish(lc: LiveClassifier, rules: str, per_line: bool, lines: list[str] | None,
@@ -298,11 +286,6 @@ def _finish(lc: LiveClassifier, rules: str, per_line: bool, lines: list[str] | N
         save_parts(lc, per_line)
 
 
-def _wrote(md: MapDelta, bank: int) -> dict[str, Any]:
-    return {"desc": sorted(md.desc), "leaf": sorted(md.leaf), "xslots": sorted(md.xslots),
-            "lpm": sorted(list(k) for k in md.lpm), "updates": [], "labels": [], "label_bank": bank, "label_words": 0}
-
-
 class Journal:
     """The intent journal of this command's write (journal.finish_or_undo reads it): a whole set
     in the other bank as `update` journals one; a delta as what it writes, what it retires and
@@ -315,10 +298,9 @@ class Journal:
     def __call__(self, md: MapDelta, layout: EbpfLayout, tables: LiveTables, whole: bool) -> None:
         lc, rules, added, removed = self.lc, self.rules, self.added, self.removed
         inst = lc.inst
-        counted, leaf_rules, base = lc.counted_record(tables, layout)
         lines = self.lines = (lc.rule_lines() if whole else
                               lc.rule_lines_after(inst.rule_lines, self.added, self.removed))
-        key = tables_key(lc.compiler.options, lines, counted)
+        counted, leaf_rules, base, key = lc.record(tables, layout, lines)
         if whole:
             forget_live_state(inst.unit)      # what was saved describes the set this write replaces
             inst.pending = {"bank": layout.bank, "root": md.root, "keys": held_keys(layout.holding(), layout.bank),
@@ -328,7 +310,8 @@ class Journal:
             retired: list[Held] = [h for _, hs in layout.quarantine for h in hs]
             before, after = set(inst.rule_lines), set(lines)
             now = {split_line(ln)[0] for ln in added} | {split_line(ln)[0] for ln in removed}
-            inst.pending = {"kind": "delta", "bank": layout.bank, "root": md.root, "wrote": _wrote(md, layout.bank),
+            wrote = map_keys(md.desc, md.leaf, md.xslots, md.lpm, layout.bank)
+            inst.pending = {"kind": "delta", "bank": layout.bank, "root": md.root, "wrote": wrote,
                             "retired": held_keys(retired, layout.bank), "rules": rules,
                             "added_lines": sorted(t for t in now if t in after and t not in before),
                             "removed_lines": sorted(t for t in now if t in before and t not in after),

@@ -34,13 +34,13 @@ def sort_ports(ports: Collection[Any]) -> tuple[Any, ...]:
 
 def actions_of_atoms(atoms: Collection[tuple[Any, ...]]) -> ActionSet:
     """Ports, drop and custom calls of a set of action atoms (no multicast group)."""
-    return ActionSet(sort_ports([a[1] for a in atoms if a[0] == "fwd"]), None, ("drop",) in atoms,
-                     tuple(sorted((a[1], a[2]) for a in atoms if a[0] == "call")))
+    a = leaf_action(atoms)
+    return replace(a, updates=(), rules=()) if a.updates or a.rules else a
 
 
 def leaf_action(atoms: Collection[tuple[Any, ...]]) -> ActionSet:
-    """A leaf's actions before multicast groups are numbered: `actions_of_atoms` plus the state
-    variables it updates and the counted rules it matched. One pass over the atoms: a leaf of
+    """A leaf's actions before multicast groups are numbered: ports, drop and custom calls, the
+    state variables it updates and the counted rules it matched. One pass over the atoms: a leaf of
     100K ITCH rules holds up to a port atom per subscriber host, and there are 16K leaves."""
     ports: list[Any] = []
     calls: list[tuple[Any, Any]] = []
