@@ -27,7 +27,7 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 
 from camus.compiler.backends.emit import BackendError
-from camus.compiler.backends.p4.entries import P4Entry, P4Tables
+from camus.compiler.backends.p4.entries import P4Entry, P4Tables, schema_tables
 from camus.compiler.backends.p4.runtime import (DELETE, INSERT, MODIFY, Names, entry_from_message, p4info_message,
                                                 p4runtime_pb2, p4runtime_pb2_grpc)
 from camus.compiler.backends.p4.schema import p4_schema
@@ -100,7 +100,7 @@ class P4RuntimeSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
         """What the switch holds, as the entry interpreter runs it."""
         assert self.spec is not None
         schema = p4_schema(self.spec)
-        out = P4Tables(order=[t.name for t in schema.tables if t.name != "t_root"], widths=schema.key_widths())
+        out = schema_tables(schema)
         out.entries = [e for _, e in self.entries.values() if e.table != "ipv4_lpm"]
         for _, (table, action, params) in self.defaults.values():
             if table == "t_root":

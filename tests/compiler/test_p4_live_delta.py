@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from camus.bench.workloads import itch_messages, itch_rules, symbols
 from camus.compiler.backends.p4.delta import apply, plan
-from camus.compiler.backends.p4.entries import P4Tables, p4_tables
+from camus.compiler.backends.p4.entries import P4Tables, p4_tables, schema_tables
 from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.backends.p4.live_delta import LiveHeld, live_plan
 from camus.compiler.backends.p4.schema import p4_schema
@@ -34,7 +34,7 @@ def _run(t: P4Tables, m: dict) -> tuple:
 
 def _empty(spec: Spec) -> P4Tables:
     schema = p4_schema(spec)
-    return P4Tables(order=[t.name for t in schema.tables if t.name != "t_root"], widths=schema.key_widths())
+    return schema_tables(schema)
 
 
 def _entries(t: P4Tables) -> set:

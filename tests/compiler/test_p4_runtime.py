@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from camus.compiler.backends.base import TargetOptions
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4.delta import apply, plan
-from camus.compiler.backends.p4.entries import P4Tables, p4_tables
+from camus.compiler.backends.p4.entries import P4Tables, p4_tables, schema_tables
 from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.backends.p4.runtime import (DELETE, INSERT, MODIFY, Names, encode, p4info_message,  # the
                                                 p4info_pb2, p4runtime_pb2, tables_from_entities,  # protobufs
@@ -136,7 +136,7 @@ def test_a_delta_never_classifies_by_a_mix_of_old_and_new(data) -> None:
     spec = parse_spec(spec_def.text(), "random.p4")
     msgs = data.draw(messages(spec_def), label="messages")
     schema = p4_schema(spec)                        # a switch running the program, no entries yet
-    switch = P4Tables(order=[t.name for t in schema.tables if t.name != "t_root"], widths=schema.key_widths())
+    switch = schema_tables(schema)
     for k in range(3):                              # fresh switch, then two changes
         rules = data.draw(rule_files(spec_def), label=f"rules{k}")
         c = compile_rules(spec, rules, options=SWITCH)

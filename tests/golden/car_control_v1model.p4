@@ -37,6 +37,15 @@ control Camus(inout headers hdr, inout camus_meta_t camus,
         default_action = set_state(0);   // replaced with the rule set's root state
         size = 1;
     }
+    table t_car_lat_exact {
+        key = {
+            camus.state : exact @name("meta.state");
+            hdr.car.lat : exact @name("car.lat");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_car_lat {
         key = {
             camus.state : exact @name("meta.state");
@@ -52,6 +61,15 @@ control Camus(inout headers hdr, inout camus_meta_t camus,
         default_action = NoAction();
         size = 65536;
     }
+    table t_car_long_exact {
+        key = {
+            camus.state : exact @name("meta.state");
+            hdr.car.long : exact @name("car.long");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_car_long {
         key = {
             camus.state : exact @name("meta.state");
@@ -65,6 +83,15 @@ control Camus(inout headers hdr, inout camus_meta_t camus,
         key = { camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_car_speed_exact {
+        key = {
+            camus.state : exact @name("meta.state");
+            hdr.car.speed : exact @name("car.speed");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_car_speed {
@@ -112,14 +139,20 @@ control Camus(inout headers hdr, inout camus_meta_t camus,
 
     apply {
         t_root.apply();      // the root state, set by the control plane
-        if (!t_car_lat.apply().hit) {
-            t_car_lat_any.apply();
+        if (!t_car_lat_exact.apply().hit) {
+            if (!t_car_lat.apply().hit) {
+                t_car_lat_any.apply();
+            }
         }
-        if (!t_car_long.apply().hit) {
-            t_car_long_any.apply();
+        if (!t_car_long_exact.apply().hit) {
+            if (!t_car_long.apply().hit) {
+                t_car_long_any.apply();
+            }
         }
-        if (!t_car_speed.apply().hit) {
-            t_car_speed_any.apply();
+        if (!t_car_speed_exact.apply().hit) {
+            if (!t_car_speed.apply().hit) {
+                t_car_speed_any.apply();
+            }
         }
         if (!t_standard_metadata_ingress_port.apply().hit) {
             t_standard_metadata_ingress_port_any.apply();

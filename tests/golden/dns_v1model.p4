@@ -343,6 +343,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = set_state(0);   // replaced with the rule set's root state
         size = 1;
     }
+    table t_dns_qname_depth_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus_dns_qname.depth : exact @name("dns.qname/depth");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_dns_qname_depth {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -473,8 +482,10 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         if (meta.camus.feed == 1) {
             if (meta.camus.classify == 1) {
                 t_root.apply();      // the root state, set by the control plane
-                if (!t_dns_qname_depth.apply().hit) {
-                    t_dns_qname_depth_any.apply();
+                if (!t_dns_qname_depth_exact.apply().hit) {
+                    if (!t_dns_qname_depth.apply().hit) {
+                        t_dns_qname_depth_any.apply();
+                    }
                 }
                 if (!t_dns_qname_0.apply().hit) {
                     t_dns_qname_0_any.apply();

@@ -182,6 +182,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = NoAction();
         size = 65536;
     }
+    table t_int_report_hop_latency_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.int_report.hop_latency : exact @name("int_report.hop_latency");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_int_report_hop_latency {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -195,6 +204,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         key = { meta.camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_int_report_queue_occupancy_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.int_report.queue_occupancy : exact @name("int_report.queue_occupancy");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_int_report_queue_occupancy {
@@ -246,11 +264,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
             if (!t_int_report_switch_id.apply().hit) {
                 t_int_report_switch_id_any.apply();
             }
-            if (!t_int_report_hop_latency.apply().hit) {
-                t_int_report_hop_latency_any.apply();
+            if (!t_int_report_hop_latency_exact.apply().hit) {
+                if (!t_int_report_hop_latency.apply().hit) {
+                    t_int_report_hop_latency_any.apply();
+                }
             }
-            if (!t_int_report_queue_occupancy.apply().hit) {
-                t_int_report_queue_occupancy_any.apply();
+            if (!t_int_report_queue_occupancy_exact.apply().hit) {
+                if (!t_int_report_queue_occupancy.apply().hit) {
+                    t_int_report_queue_occupancy_any.apply();
+                }
             }
             t_int_report_flow_dst.apply();
             t_leaf.apply();

@@ -211,6 +211,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = set_state(0);   // replaced with the rule set's root state
         size = 1;
     }
+    table t_add_order_stock_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.add_order.stock : exact @name("add_order.stock");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_add_order_stock {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -226,6 +235,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = NoAction();
         size = 65536;
     }
+    table t_add_order_price_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.add_order.price : exact @name("add_order.price");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_add_order_price {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -239,6 +257,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         key = { meta.camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_add_order_shares_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.add_order.shares : exact @name("add_order.shares");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_add_order_shares {
@@ -292,14 +319,20 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         if (meta.camus.feed == 1) {
             if (meta.camus.classify == 1) {
                 t_root.apply();      // the root state, set by the control plane
-                if (!t_add_order_stock.apply().hit) {
-                    t_add_order_stock_any.apply();
+                if (!t_add_order_stock_exact.apply().hit) {
+                    if (!t_add_order_stock.apply().hit) {
+                        t_add_order_stock_any.apply();
+                    }
                 }
-                if (!t_add_order_price.apply().hit) {
-                    t_add_order_price_any.apply();
+                if (!t_add_order_price_exact.apply().hit) {
+                    if (!t_add_order_price.apply().hit) {
+                        t_add_order_price_any.apply();
+                    }
                 }
-                if (!t_add_order_shares.apply().hit) {
-                    t_add_order_shares_any.apply();
+                if (!t_add_order_shares_exact.apply().hit) {
+                    if (!t_add_order_shares.apply().hit) {
+                        t_add_order_shares_any.apply();
+                    }
                 }
                 if (!t_add_order_buy_sell_indicator.apply().hit) {
                     t_add_order_buy_sell_indicator_any.apply();

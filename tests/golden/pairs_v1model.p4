@@ -302,6 +302,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = set_state(0);   // replaced with the rule set's root state
         size = 1;
     }
+    table t_attrs_sensor_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus_attrs.sensor : exact @name("attrs.sensor");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_attrs_sensor {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -315,6 +324,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         key = { meta.camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_attrs_kind_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus_attrs.kind : exact @name("attrs.kind");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_attrs_kind {
@@ -332,6 +350,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = NoAction();
         size = 65536;
     }
+    table t_attrs_temperature_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus_attrs.temperature : exact @name("attrs.temperature");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_attrs_temperature {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -345,6 +372,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         key = { meta.camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_attrs_humidity_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus_attrs.humidity : exact @name("attrs.humidity");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_attrs_humidity {
@@ -362,6 +398,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = NoAction();
         size = 65536;
     }
+    table t_attrs_alarm_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus_attrs.alarm : exact @name("attrs.alarm");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_attrs_alarm {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -375,6 +420,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         key = { meta.camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_attrs_zone_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus_attrs.zone : exact @name("attrs.zone");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_attrs_zone {
@@ -412,23 +466,35 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         }
         if (meta.camus.classify == 1) {
             t_root.apply();      // the root state, set by the control plane
-            if (!t_attrs_sensor.apply().hit) {
-                t_attrs_sensor_any.apply();
+            if (!t_attrs_sensor_exact.apply().hit) {
+                if (!t_attrs_sensor.apply().hit) {
+                    t_attrs_sensor_any.apply();
+                }
             }
-            if (!t_attrs_kind.apply().hit) {
-                t_attrs_kind_any.apply();
+            if (!t_attrs_kind_exact.apply().hit) {
+                if (!t_attrs_kind.apply().hit) {
+                    t_attrs_kind_any.apply();
+                }
             }
-            if (!t_attrs_temperature.apply().hit) {
-                t_attrs_temperature_any.apply();
+            if (!t_attrs_temperature_exact.apply().hit) {
+                if (!t_attrs_temperature.apply().hit) {
+                    t_attrs_temperature_any.apply();
+                }
             }
-            if (!t_attrs_humidity.apply().hit) {
-                t_attrs_humidity_any.apply();
+            if (!t_attrs_humidity_exact.apply().hit) {
+                if (!t_attrs_humidity.apply().hit) {
+                    t_attrs_humidity_any.apply();
+                }
             }
-            if (!t_attrs_alarm.apply().hit) {
-                t_attrs_alarm_any.apply();
+            if (!t_attrs_alarm_exact.apply().hit) {
+                if (!t_attrs_alarm.apply().hit) {
+                    t_attrs_alarm_any.apply();
+                }
             }
-            if (!t_attrs_zone.apply().hit) {
-                t_attrs_zone_any.apply();
+            if (!t_attrs_zone_exact.apply().hit) {
+                if (!t_attrs_zone.apply().hit) {
+                    t_attrs_zone_any.apply();
+                }
             }
             t_leaf.apply();
             t_leaf_calls.apply();

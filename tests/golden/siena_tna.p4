@@ -164,6 +164,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = set_state(0);   // replaced with the rule set's root state
         size = 1;
     }
+    table t_event_a0_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.event.a0 : exact @name("event.a0");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_event_a0 {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -177,6 +186,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         key = { meta.camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_event_a1_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.event.a1 : exact @name("event.a1");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_event_a1 {
@@ -194,6 +212,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = NoAction();
         size = 65536;
     }
+    table t_event_a3_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.event.a3 : exact @name("event.a3");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_event_a3 {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -207,6 +234,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         key = { meta.camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_event_a4_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.event.a4 : exact @name("event.a4");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_event_a4 {
@@ -224,6 +260,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = NoAction();
         size = 65536;
     }
+    table t_event_a2_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.event.a2 : exact @name("event.a2");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_event_a2 {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -237,6 +282,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         key = { meta.camus.state : exact @name("meta.state"); }
         actions = { set_state; NoAction; }
         default_action = NoAction();
+        size = 65536;
+    }
+    table t_event_a5_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.event.a5 : exact @name("event.a5");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
         size = 65536;
     }
     table t_event_a5 {
@@ -276,23 +330,35 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         }
         if (meta.camus.classify == 1) {
             t_root.apply();      // the root state, set by the control plane
-            if (!t_event_a0.apply().hit) {
-                t_event_a0_any.apply();
+            if (!t_event_a0_exact.apply().hit) {
+                if (!t_event_a0.apply().hit) {
+                    t_event_a0_any.apply();
+                }
             }
-            if (!t_event_a1.apply().hit) {
-                t_event_a1_any.apply();
+            if (!t_event_a1_exact.apply().hit) {
+                if (!t_event_a1.apply().hit) {
+                    t_event_a1_any.apply();
+                }
             }
-            if (!t_event_a3.apply().hit) {
-                t_event_a3_any.apply();
+            if (!t_event_a3_exact.apply().hit) {
+                if (!t_event_a3.apply().hit) {
+                    t_event_a3_any.apply();
+                }
             }
-            if (!t_event_a4.apply().hit) {
-                t_event_a4_any.apply();
+            if (!t_event_a4_exact.apply().hit) {
+                if (!t_event_a4.apply().hit) {
+                    t_event_a4_any.apply();
+                }
             }
-            if (!t_event_a2.apply().hit) {
-                t_event_a2_any.apply();
+            if (!t_event_a2_exact.apply().hit) {
+                if (!t_event_a2.apply().hit) {
+                    t_event_a2_any.apply();
+                }
             }
-            if (!t_event_a5.apply().hit) {
-                t_event_a5_any.apply();
+            if (!t_event_a5_exact.apply().hit) {
+                if (!t_event_a5.apply().hit) {
+                    t_event_a5_any.apply();
+                }
             }
             t_leaf.apply();
             t_leaf_calls.apply();

@@ -332,6 +332,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = set_state(0);   // replaced with the rule set's root state
         size = 1;
     }
+    table t_note_topic_depth_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            meta.camus_note_topic.depth : exact @name("note.topic/depth");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_note_topic_depth {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -452,6 +461,15 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         default_action = NoAction();
         size = 65536;
     }
+    table t_note_value_exact {
+        key = {
+            meta.camus.state : exact @name("meta.state");
+            hdr.note.value : exact @name("note.value");
+        }
+        actions = { set_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests for equality
+        size = 65536;
+    }
     table t_note_value {
         key = {
             meta.camus.state : exact @name("meta.state");
@@ -486,8 +504,10 @@ control CamusIngress(inout headers hdr, inout metadata meta,
         if (meta.camus.feed == 1) {
             if (meta.camus.classify == 1) {
                 t_root.apply();      // the root state, set by the control plane
-                if (!t_note_topic_depth.apply().hit) {
-                    t_note_topic_depth_any.apply();
+                if (!t_note_topic_depth_exact.apply().hit) {
+                    if (!t_note_topic_depth.apply().hit) {
+                        t_note_topic_depth_any.apply();
+                    }
                 }
                 if (!t_note_topic_sys.apply().hit) {
                     t_note_topic_sys_any.apply();
@@ -510,8 +530,10 @@ control CamusIngress(inout headers hdr, inout metadata meta,
                 if (!t_note_topic_5.apply().hit) {
                     t_note_topic_5_any.apply();
                 }
-                if (!t_note_value.apply().hit) {
-                    t_note_value_any.apply();
+                if (!t_note_value_exact.apply().hit) {
+                    if (!t_note_value.apply().hit) {
+                        t_note_value_any.apply();
+                    }
                 }
                 t_leaf.apply();
                 t_leaf_calls.apply();

@@ -10,13 +10,14 @@ from ...semantics.explain import Engine
 from ...semantics.interpreter import Step
 from ...ir.pipeline import ActionSet
 from ..base import Artefacts, Backend, BackendError, OverBudget, TargetOptions
-from .budget import Budget, over_budget, render_resources, switch_resources
+from .budget import Budget, over_budget, render_resources, schema_stages, switch_resources
 from .entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
 from .interp import EntryInterpreter
 from .program import check_whole_program, program_text
 from .control import control_text
 from .runtime import Names, p4info_message, text, updates, write_request
-from .schema import P4Options, p4_schema
+from .schema import P4Options, P4Schema, p4_schema
+from .tofino import TOFINO2
 
 
 class P4Engine:
@@ -35,6 +36,20 @@ class P4Engine:
         path = [Step(table, before, 0, after, what) for table, before, after, what in v.trace
                 if what != "miss" or before != after]
         return ActionSet(v.ports, group, v.drop, calls), path
+
+
+def check_stages(schema: P4Schema, budget: Budget, query_fields: int) -> None:
+    """A Tofino program whose dependent tables need more stages than the pipe has is refused
+    with what to change (no fitting of entries changes the program's stages); bmv2 (v1model)
+    runs any number, so there the count is only reported."""
+    at = schema_stages(schema)
+    need = 1 + max(at.values(), default=0)
+    if schema.arch == "tna" and need > budget.stages:
+        raise BackendError(f"the switch program needs {need} dependent stages (t_root, one per query field, the "
+                           f"leaf), the pipe has {budget.stages}: each field's tables match the state the field "
+                           f"before wrote. Declare at most {budget.stages - 2} query fields in the spec "
+                           f"({query_fields} now), or give a budget file with `device: tofino2` "
+                           f"({TOFINO2.stages} stages)")
 
 
 class P4Backend(Backend):
@@ -58,16 +73,18 @@ class P4Backend(Backend):
             whole = str(exc)
         control = control_text(c.spec, p4opts)
         check_program_fit(c.pipeline, c.spec, options.arch)
+        schema = p4_schema(c.spec, p4opts)
+        check_stages(schema, budget, len(c.spec.query_fields))
         # the replication engine first, from the IR alone: before group ids overflow 16 bits, and
         # before the entries are built for nothing (the fitting driver tries again)
-        over = over_budget({"multicast_groups": len(c.pipeline.groups),
+        over = over_budget({"multicast_groups": len(c.pipeline.groups), "multicast_nodes": len(c.pipeline.groups),
                             "group_members": sum(map(len, c.pipeline.groups.values()))}, budget)
         if over:
             raise OverBudget(over)
         program = program_text(c.spec, p4opts) if whole is None else None
         tables = p4_tables(c.pipeline, c.spec)
-        check_entries(tables, p4_schema(c.spec, p4opts))
-        report = switch_resources(tables)
+        check_entries(tables, schema)
+        report = switch_resources(tables, schema)
         over = over_budget(report, budget)
         if over:
             raise OverBudget(over)

@@ -1,27 +1,15 @@
-"""Switch resources of a set of entries, against a budget (default: a Tofino-like pipe).
+"""Switch resources of a set of entries, against a budget (default: one Tofino-1 pipe).
 
-The model counts what decides whether entries fit a match-action pipeline:
-  * exact tables live in SRAM: one word per entry per 128 bits of key + action data;
-  * range keys become ternary rows (prefix expansion of every range) and LPM keys ternary
-    rows, in TCAM blocks 44 bits wide: a row of a wider key spans several blocks;
-  * multicast groups and their members in the replication engine.
-The default budget is one Tofino-1 pipe: 12 stages x 80 SRAM blocks x 1,024 words, 12 stages x
-24 TCAM blocks x 512 rows, 64K multicast groups. Figures are estimates (no compiler placement
-here): they say early, before anything is written, that a rule set will not fit.
-
-Where the figures come from (public material; Intel publishes no per-stage capacities):
-  * 12 match-action stages per pipe, 80 SRAM and 24 TCAM blocks per stage, TCAM blocks of 512
-    44-bit rows: the Tofino-1 figures the research literature on switch table placement uses
-    (the RMT design it descends from had 106 SRAM blocks of 1K x 112 bits and 16 TCAM blocks of
-    2K x 40 bits over 32 stages: Bosshart et al., SIGCOMM 2013);
-  * SRAM blocks of 1,024 words of 128 bits: the P4.org forum's answer on Tofino SRAM blocks
-    ("Questions on SRAM Block Usage in Tofino2": each block holds 1024 128-bit words, so an
-    exact table takes at least 1,024 entries' room);
-  * multicast group ids are 16 bits in the Tofino Native Architecture's public specification
-    (MulticastGroupId_t), so at most 65,535 groups; the member budget (2^20) is ours: the
-    replication engine's node memory is not public.
-The Camus paper's Table I gives shares of "the switch" without its capacities, so its
-percentages and ours differ by that denominator too (bench/p4_resources.py --table1).
+Every capacity and cost comes from compiler/backends/p4/tofino.py, where each figure stands next
+to its public source; this module adds them up per table, in the program's own terms:
+  * exact tables (and t_<f>_exact, t_<f>_any, t_leaf) in SRAM, entries packed into 128-bit words;
+  * range, LPM and ternary tables in TCAM: rows (a range expands to several, Tofino's range
+    encoding), blocks side by side for a wide key, and their action data in SRAM;
+  * multicast groups and the replication engine's nodes (a node carries a port bitmap);
+  * stages: the chain of dependent tables the program applies (from the schema).
+Figures are estimates (no compiler placement here): they say early, before anything is written,
+that a rule set will not fit. The Camus paper's Table I gives shares of "the switch" without
+its capacities: bench/p4_resources.py --table1 sets ours beside them.
 """
 from __future__ import annotations
 
@@ -29,63 +17,122 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ...logic.intervals import to_prefixes
 from .entries import P4Tables
+from .schema import ANSWER_DNS, BASE_ACTIONS, ILA_REWRITE, SVAR_KEY, P4Schema
+from .tofino import (DEVICES, MULTICAST_GROUP_IDS, TOFINO1, StageTable, exact_words, range_rows, replication,
+                     stages, tcam_blocks_wide, ternary_action_words)
 
-SRAM_WORD_BITS = 128
-TCAM_BLOCK_BITS = 44
-ACTION_BITS = 32          # action data per entry (the next state, a group or a port)
+_PARAM_BITS = {a.name: sum(b for _, b in a.params) for a in (*BASE_ACTIONS, ANSWER_DNS, ILA_REWRITE)}
+
+
+def action_bits(action: str) -> int:
+    """Action data of one entry: its parameters' bits (window actions: a 32-bit index, every(n)
+    with its 64-bit modulus)."""
+    if action in _PARAM_BITS:
+        return _PARAM_BITS[action]
+    return 96 if action.endswith("_every") else 32
 
 
 @dataclass(frozen=True)
 class Budget:
-    sram_words: int = 12 * 80 * 1024
-    tcam_block_rows: int = 12 * 24 * 512
-    multicast_groups: int = 65535
-    group_members: int = 1 << 20
+    """What one pipe offers; a YAML budget file may set any field, or `device: tofino2`."""
+    sram_words: int = TOFINO1.sram_words
+    tcam_block_rows: int = TOFINO1.tcam_block_rows
+    multicast_groups: int = MULTICAST_GROUP_IDS
+    multicast_nodes: int = 0          # 0: no limit (the node memory's size is not public)
+    group_members: int = 0            # per-port copies; 0: no limit (a node's ports are a bitmap)
+    stages: int = TOFINO1.stages
 
     @classmethod
     def load(cls, path: str | Path) -> "Budget":
-        """A YAML (or JSON) mapping with any of the field names; the rest keep their defaults."""
+        """A YAML (or JSON) mapping with any of the field names (or `device: tofino|tofino2`,
+        whose capacities the other keys then adjust); the rest keep their defaults."""
         import yaml
         data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a budget is a mapping of names to numbers")
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known - {"device"})
         if unknown:
-            raise ValueError(f"{path}: unknown budget keys {unknown}; known: {sorted(known)}")
-        return cls(**{k: int(v) for k, v in data.items()})
+            raise ValueError(f"{path}: unknown budget keys {unknown}; known: {sorted(known | {'device'})}")
+        base: dict[str, int] = {}
+        if "device" in data:
+            d = DEVICES.get(str(data.pop("device")))
+            if d is None:
+                raise ValueError(f"{path}: device must be one of {sorted(DEVICES)}")
+            base = {"sram_words": d.sram_words, "tcam_block_rows": d.tcam_block_rows, "stages": d.stages}
+        return cls(**{**base, **{k: int(v) for k, v in data.items()}})
 
 
-def _words(bits: int, width: int) -> int:
-    return -(-bits // width)
+def schema_stages(schema: P4Schema) -> dict[str, int]:
+    """The stage of each table the program applies (tofino.stages): keys read, meta.state written by
+    set_state, the loaded aggregate written by load actions; a fallback runs on its owner's miss."""
+    guards = schema.guards()
+    chain = []
+    for t in schema.tables:
+        writes = set()
+        if "set_state" in t.actions:
+            writes.add("meta.state")
+        if any(a.startswith("load_") for a in t.actions):
+            writes.add(SVAR_KEY)
+        chain.append(StageTable(t.name, frozenset(k.name for k in t.keys), frozenset(writes), guards.get(t.name)))
+    return stages(chain)
 
 
-def switch_resources(tables: P4Tables) -> dict[str, Any]:
-    """Per table: entries, SRAM words or TCAM rows/block-rows; totals; groups."""
-    per: dict[str, dict[str, int]] = {}
+def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[str, Any]:
+    """Per table: kind, entries, SRAM words, TCAM rows and block-rows; totals; the replication
+    engine; with the schema, the stages its tables take."""
+    per: dict[str, dict[str, Any]] = {}
+    exact: dict[str, list[int]] = {}                  # table -> [entries, key bits, action bits]
+    tcam_action: dict[str, list[int]] = {}            # table -> [rows, action bits]
     for e in tables.entries:
         key_bits = sum(tables.widths.get(m.field, 32) for m in e.matches)
-        row = per.setdefault(e.table, {"entries": 0, "sram_words": 0, "tcam_rows": 0, "tcam_block_rows": 0})
+        row = per.setdefault(e.table, {"kind": "exact", "entries": 0, "sram_words": 0, "tcam_rows": 0,
+                                       "tcam_block_rows": 0})
         row["entries"] += 1
+        abits = action_bits(e.action)
         if all(m.kind == "exact" for m in e.matches):
-            row["sram_words"] += _words(key_bits + ACTION_BITS, SRAM_WORD_BITS)
+            x = exact.setdefault(e.table, [0, key_bits, 0])
+            x[0] += 1
+            x[2] = max(x[2], abits)
             continue
-        rows = 1
+        rows, range_bits = 1, 0
         for m in e.matches:
             if m.kind == "range":
-                rows *= len(to_prefixes(m.value, m.arg, tables.widths[m.field]))
+                w = tables.widths.get(m.field, 32)
+                rows *= range_rows(m.value, m.arg, w)
+                range_bits += w
+        row["kind"] = next(m.kind for m in e.matches if m.kind != "exact")
         row["tcam_rows"] += rows
-        row["tcam_block_rows"] += rows * _words(key_bits, TCAM_BLOCK_BITS)
-        row["sram_words"] += rows * _words(ACTION_BITS, SRAM_WORD_BITS)     # action data
+        row["tcam_block_rows"] += rows * tcam_blocks_wide(key_bits, range_bits)
+        t = tcam_action.setdefault(e.table, [0, 0])
+        t[0] += rows
+        t[1] = max(t[1], abits)
+    for name, (n, kbits, abits) in exact.items():
+        per[name]["sram_words"] += exact_words(n, kbits, abits)
+    for name, (rows, abits) in tcam_action.items():
+        per[name]["sram_words"] += ternary_action_words(rows, abits)
+    if schema is not None:
+        for t in schema.tables:                                   # the program's declared kinds
+            if t.name in per:
+                per[t.name]["kind"] = "/".join(k.match for k in t.keys[1:]) or "exact"
     totals = {k: sum(r[k] for r in per.values()) for k in ("entries", "sram_words", "tcam_rows", "tcam_block_rows")}
-    return {"tables": per, **totals, "multicast_groups": len(tables.groups),
-            "group_members": sum(len(g) for g in tables.groups.values())}
+    report: dict[str, Any] = {"tables": per, **totals, **replication(tables.groups.values())}
+    report["group_members"] = report["multicast_copies"]
+    if schema is not None:
+        at = schema_stages(schema)
+        report["stages"] = 1 + max(at.values(), default=0)
+        report["table_stages"] = at
+    return report
 
 
 def over_budget(report: dict[str, Any], budget: Budget) -> list[str]:
-    """What exceeds the budget, one line each (empty: it fits)."""
+    """What exceeds the budget, one line each (empty: it fits). Stages are the program's, not
+    the entries': the back end checks them itself (schema_stages)."""
     out = []
     for name, limit in asdict(budget).items():
+        if name == "stages" or limit <= 0 and name in ("multicast_nodes", "group_members"):
+            continue
         used = report.get(name, 0)
         if used > limit:
             out.append(f"{name.replace('_', ' ')}: {used:,} needed, budget {limit:,}")
@@ -93,16 +140,19 @@ def over_budget(report: dict[str, Any], budget: Budget) -> list[str]:
 
 
 def render_resources(report: dict[str, Any], budget: Budget, order: list[str]) -> str:
-    lines = ["  switch tables:                      entries  SRAM words  TCAM rows  (x44-bit blocks)"]
+    lines = ["  switch tables:                      kind     entries  SRAM words  TCAM rows  (x44-bit blocks)"]
     for name in order:
         r = report["tables"].get(name)
         if r:
-            lines.append(f"    {name:<34} {r['entries']:>7} {r['sram_words']:>11} {r['tcam_rows']:>10} "
+            lines.append(f"    {name:<34} {r['kind']:<7} {r['entries']:>8} {r['sram_words']:>11} {r['tcam_rows']:>10} "
                          f"{r['tcam_block_rows']:>10}")
     b = asdict(budget)
-    lines.append(f"    {'total':<34} {report['entries']:>7} {report['sram_words']:>11} {report['tcam_rows']:>10} "
+    lines.append(f"    {'total':<34} {'':<7} {report['entries']:>8} {report['sram_words']:>11} {report['tcam_rows']:>10} "
                  f"{report['tcam_block_rows']:>10}")
     lines.append(f"    budget: SRAM {report['sram_words'] / b['sram_words']:.1%}, "
                  f"TCAM {report['tcam_block_rows'] / b['tcam_block_rows']:.1%}, "
-                 f"multicast groups {report['multicast_groups']:,}/{b['multicast_groups']:,}")
+                 f"multicast groups {report['multicast_groups']:,}/{b['multicast_groups']:,} "
+                 f"({report['multicast_nodes']:,} nodes, {report['multicast_copies']:,} port copies)")
+    if "stages" in report:
+        lines.append(f"    stages: {report['stages']} dependent of the pipe's {b['stages']}")
     return "\n".join(lines)

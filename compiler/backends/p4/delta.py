@@ -193,7 +193,7 @@ def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None
                       groups={group_id[g]: ps for g, ps in new.groups.items()}, order=list(new.order),
                       widths=dict(new.widths), calls={call_id[c]: x for c, x in new.calls.items()},
                       updates=dict(new.updates), loads=dict(new.loads), windows=dict(new.windows),
-                      defaults=defaults)
+                      defaults=defaults, guards=dict(new.guards))
     target_sig = None
     if new_sig is not None:
         target_sig = _Signatures(target)          # a signature does not depend on ids: carried over

@@ -20,7 +20,7 @@ from ..ebpf.custom import dns_answer, ila_locator
 from .layout import dns_topic
 from .ila import ila_rewrites
 from .layout import refuse_topics
-from .schema import (ANSWER_DNS, DEFAULT_CALL_ID, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
+from .schema import (ANSWER_DNS, DEFAULT_CALL_ID, EXACT_SUFFIX, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
                         UPDATE_SLOTS, P4Schema, action_params, key_kind, load_action, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24
@@ -67,12 +67,20 @@ class P4Tables:
     windows: dict[str, int] = field(default_factory=dict)              # counter -> window (us)
     defaults: dict[str, tuple[str, tuple[Any, ...]]] = field(default_factory=dict)  # table -> its
                                                   # default action and parameters (query_default_action)
+    guards: dict[str, str] = field(default_factory=dict)   # table -> the table whose miss it runs on
 
     def by_table(self) -> dict[str, list[P4Entry]]:
         out: dict[str, list[P4Entry]] = {t: [] for t in self.order}
         for e in self.entries:
             out.setdefault(e.table, []).append(e)
         return out
+
+
+def schema_tables(schema: P4Schema) -> P4Tables:
+    """Empty tables shaped as a program declares them: order, key widths, which table runs on
+    another's miss (what a switch that holds entries of this program executes)."""
+    return P4Tables(order=[t.name for t in schema.tables if t.name != "t_root"], widths=schema.key_widths(),
+                    guards=schema.guards())
 
 
 def declared_kind(spec: Spec | None, t: FieldTable) -> str:
@@ -214,21 +222,29 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
                     out.entries.append(P4Entry(code_table, (Match(t.name, "range", m[1], m[2]),), "set_code",
                                                (code,), priority=1))
             key = f"{t.name}#code"
+        kind = declared_kind(spec, t) if t.compression is None else t.kind
+        # a range key's single values go to t_<f>_exact (SRAM), tried first; t_<f> on its miss
+        split = kind == "range" and t.compression is None and spec is not None
+        eq_name = table_name(t, EXACT_SUFFIX) if split else name
+        if split:
+            out.order.append(eq_name)
+            out.guards[name] = eq_name
         out.order.append(name)
         out.widths[key] = t.key_width
         out.widths["meta.state"] = STATE_KEY_BITS
-        kind = declared_kind(spec, t) if t.compression is None else t.kind
         entries = t.entries
         if kind == "exact" and t.kind == "range":
             entries = exact_from_intervals(t)        # the IR merged equalities into intervals
-        if t.kind == "exact" or kind == "exact":       # the state's default when the exact key misses
+        if kind != "lpm":                              # the state's default when the key misses
             out.order.append(table_name(t, "_any"))
+            out.guards[table_name(t, "_any")] = name
         for e in entries:
             st = Match("meta.state", "exact", e.state)
             if e.match[0] == "any":
                 out.entries.append(P4Entry(table_name(t, "_any"), (st,), "set_state", (e.next,)))
-            elif kind == "exact" and e.match[0] == "exact":
-                out.entries.append(P4Entry(name, (st, Match(key, "exact", e.match[1])), "set_state", (e.next,)))
+            elif (kind == "exact" or split) and (e.match[0] == "exact" or (e.match[0] == "range"
+                                                                         and e.match[1] == e.match[2])):
+                out.entries.append(P4Entry(eq_name, (st, Match(key, "exact", e.match[1])), "set_state", (e.next,)))
             elif kind == "range" and e.match[0] == "exact":      # an exact value in a range key
                 out.entries.append(P4Entry(name, (st, Match(key, "range", e.match[1], e.match[1])), "set_state",
                                            (e.next,), priority=1))

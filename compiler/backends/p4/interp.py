@@ -4,7 +4,9 @@ the IR interpreter and the XDP data plane.
 Per message: meta.state starts at the root; tables apply in pipeline order. Exact keys must be
 equal; among matching range/ternary entries the highest P4Runtime priority wins (a tie is an
 error: the switch's choice would be undefined); among LPM entries the longest prefix wins. A
-miss runs the table's default action (no change, or the one the entries set). `t_<f>_any` applies only when `t_<f>` missed.
+miss runs the table's default action (no change, or the one the entries set). A guarded table
+(`P4Tables.guards`: t_<f> after t_<f>_exact, t_<f>_any after t_<f>) applies only when its guard
+was applied and missed.
 """
 from __future__ import annotations
 
@@ -104,7 +106,8 @@ class EntryInterpreter:
         answer: int | None = None
         locator: int | None = None
         for table in self.t.order:
-            if table.endswith("_any") and table[:-4] not in missed:
+            guard = self.t.guards.get(table)
+            if guard is not None and guard not in missed:
                 continue
             e = self._lookup(table, state, fields)
             before = state

@@ -280,12 +280,14 @@ def _declare(decl: Emitter, t: TableDecl) -> None:
         decl(f"size = {t.size};")
 
 
-def _apply(seq: Emitter, t: TableDecl) -> None:
-    if t.fallback:
-        with seq.block(f"if (!{t.name}.apply().hit)"):
-            seq(f"{t.fallback}.apply();")
-    else:
+def _apply(seq: Emitter, t: TableDecl, schema: P4Schema) -> None:
+    """Apply a table; its fallback (and the fallback's own) only on a miss."""
+    fallback = schema.table(t.fallback) if t.fallback else None
+    if fallback is None:
         seq(f"{t.name}.apply();")
+        return
+    with seq.block(f"if (!{t.name}.apply().hit)"):
+        _apply(seq, fallback, schema)
 
 
 def table_blocks(spec: Spec, schema: P4Schema) -> tuple[str, str]:
@@ -305,7 +307,7 @@ def table_blocks(spec: Spec, schema: P4Schema) -> tuple[str, str]:
             ila_action(decl)
         _declare(decl, t)
     for t in schema.apply_order():
-        _apply(seq, t)
+        _apply(seq, t, schema)
     return decl.text().rstrip("\n"), seq.text().rstrip("\n")
 
 

@@ -26,7 +26,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from ...language.spec import Spec
 from ..emit import BackendError
 from .delta import Change
-from .entries import Match, P4Entry, P4Tables
+from .entries import Match, P4Entry, P4Tables, schema_tables
 from .attrs import ethernet_of
 from .layout import ip_route, layout_of
 from .schema import P4Options, is_attrs, p4_schema, window_counters
@@ -384,7 +384,7 @@ def tables_from_entities(names: Names, spec: Spec, entities: Iterable[Msg]) -> P
     """What a switch holds (table entries, default entries, multicast groups), as our tables;
     table order and key widths from the spec's program."""
     schema = p4_schema(spec)
-    out = P4Tables(order=[t.name for t in schema.tables if t.name != "t_root"], widths=schema.key_widths())
+    out = schema_tables(schema)
     for ent in entities:
         which = ent.WhichOneof("entity")
         if which == "packet_replication_engine_entry":

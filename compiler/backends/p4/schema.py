@@ -9,7 +9,11 @@ on the spec only, like the program: one program serves every rule set.
 
 Table layout (`meta.state` carries the state id):
   t_root             no key; default action set_state(root) starts the walk
-  t_<field>          key (meta.state: exact, <field>: exact | range | lpm) -> set_state(next)
+  t_<field>_exact    a range field's equalities: key (meta.state: exact, <field>: exact) ->
+                     set_state(next), applied first: an entry that tests one value sits in SRAM
+  t_<field>          key (meta.state: exact, <field>: exact | range | lpm) -> set_state(next);
+                     for a range field, applied when t_<field>_exact misses: only what needs a
+                     range (an interval, a prefix) is in TCAM
   t_<field>_any      key (meta.state: exact) -> set_state(next), applied when t_<field> misses
                      (the per-state default of exact and range tables: SRAM instead of TCAM)
   t_update<k>        v1model with windows: key (meta.state) -> update_<counter>_<field>(index)
@@ -42,6 +46,7 @@ UPDATE_SLOTS = 4         # state variables one message may update (t_update0..3)
 SVAR_STAGES = 4          # state-variable tests one message may pass through (t_svar0..3)
 SVAR_KEY = "svar"        # the loaded aggregate, the key of the t_svar<i> tables
 SVAR_BITS = 64
+EXACT_SUFFIX = "_exact"   # t_<field>_exact: a range field's single-value tests, matched exactly (SRAM)
 ATTRS_META = "camus_attrs"   # metadata member with the attributes of a 0x9001 frame (p4_attrs)
 ARCHS = ("v1model", "tna")
 
@@ -93,6 +98,10 @@ class P4Schema:
         """Tables applied in sequence (a fallback is applied by its owner, on a miss)."""
         fallbacks = {t.fallback for t in self.tables if t.fallback}
         return [t for t in self.tables if t.name != "t_root" and t.name not in fallbacks]
+
+    def guards(self) -> dict[str, str]:
+        """Table -> the table whose miss it runs on (t_<f> after t_<f>_exact, t_<f>_any after t_<f>)."""
+        return {t.fallback: t.name for t in self.tables if t.fallback}
 
     def key_widths(self) -> dict[str, int]:
         return {k.name: k.bits for t in self.tables for k in t.keys}
@@ -240,6 +249,11 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
         kind = key_kind(q)
         base = f"t_{ident(q.path)}"
         any_name = f"{base}_any" if kind != "lpm" else None
+        if kind == "range":        # equalities first, in SRAM: Camus's "exact instead of range where possible"
+            tables.append(TableDecl(f"{base}{EXACT_SUFFIX}", (STATE, KeyDecl(q.path, field_expr(q, spec), q.width,
+                                                                             "exact")),
+                                    ("set_state", "NoAction"), opts.table_size,
+                                    "NoAction();   // not one of the values this state tests for equality", base))
         tables.append(TableDecl(base, (STATE, KeyDecl(q.path, field_expr(q, spec), q.width, kind)),
                                 ("set_state", "NoAction"), opts.table_size,
                                 "NoAction();   // a state this table does not test passes through", any_name))
