@@ -13,7 +13,7 @@ Table I's workloads (the paper, section VIII-F): ITCH, 100K `stock == S and pric
 (100 switches, 1,000 hop_latency ranges: here disjoint latency bands [1000 k, 1000 (k+1)) ns, each
 band to its collector port, the same bands on every switch); hICN, 1M unique content identifiers
 (here exact IPv6 names, each to one of 64 ports). Each is compiled exactly (alpha 1) and costed
-against the default budget (compiler/backends/p4/budget.py names its sources), then fitted as
+against the default budget (compiler/backends/p4/tofino.py names the source of each figure), then fitted as
 `compile --target p4` would.
 """
 from __future__ import annotations
@@ -71,6 +71,7 @@ def app_rows(apps: list[str]) -> dict[str, dict[str, int]]:
     """Each app's own rules through the switch back end (entries as P4Runtime would write them)."""
     from camus.compiler.backends.p4.budget import switch_resources
     from camus.compiler.backends.p4.entries import p4_tables
+    from camus.compiler.backends.p4.schema import p4_schema
     from camus.compiler.compile import compile_files
     from camus.data import apps_dir
     rows = {}
@@ -79,7 +80,7 @@ def app_rows(apps: list[str]) -> dict[str, dict[str, int]]:
         spec = next(p for p in sorted((apps_dir() / app).glob("*.p4")))
         c = compile_files(str(spec), str(apps_dir() / app / "rules.txt"))
         t = p4_tables(c.pipeline, c.spec)
-        r = switch_resources(t)
+        r = switch_resources(t, p4_schema(c.spec))
         used = [name for name in t.order if r["tables"].get(name)]
         row = {"tables": len(used), "entries": r["entries"], "tcam_rows": r["tcam_rows"],
                "sram_words": r["sram_words"], "state_vars": len(c.lowered.state_vars), "groups": len(t.groups)}
@@ -128,39 +129,45 @@ def table1_workloads(hicn: int) -> dict[str, tuple[str, list[str]]]:
 def table1(hicn: int) -> dict[str, dict]:
     """The paper's Table I rows: ours exact and fitted, its percentages beside them."""
     import time
-    from camus.compiler.backends.base import OverBudget, TargetOptions
+    from camus.compiler.backends.base import BackendError, OverBudget, TargetOptions
     from camus.compiler.backends.p4.budget import Budget, switch_resources
     from camus.compiler.backends.p4.entries import p4_tables
+    from camus.compiler.backends.p4.schema import P4Options, p4_schema
     from camus.compiler.backends.registry import backend
     from camus.compiler.compile import compile_rules, no_cyclic_gc
     from camus.compiler.fitting import build_fitted, describe
     from camus.compiler.language.spec_parser import parse_spec
     b = Budget()
     out: dict[str, dict] = {}
-    print(f"{'row':<6} {'filters':>9} {'entries':>8} {'SRAM':>7} {'TCAM':>7} {'groups':>7} {'members':>8}   "
-          f"{'paper SRAM/TCAM/groups':<24} fitted")
+    print(f"{'row':<6} {'filters':>9} {'entries':>8} {'SRAM':>7} {'TCAM':>7} {'groups':>7} {'stages':>6}   "
+          f"{'paper SRAM/TCAM/groups':<24} fitted (TNA)")
     for name, (spec_text, rules) in table1_workloads(hicn).items():
         t0 = time.perf_counter()
         with no_cyclic_gc():
             spec = parse_spec(spec_text)
             c = compile_rules(spec, "\n".join(rules) + "\n")
-            r = switch_resources(p4_tables(c.pipeline, c.spec))
+            r = switch_resources(p4_tables(c.pipeline, c.spec), p4_schema(c.spec, P4Options(arch="tna")))
             try:
-                fitted = describe(build_fitted(c, backend("p4"), TargetOptions()).compiled)
+                fitted = describe(build_fitted(c, backend("p4"), TargetOptions(arch="tna")).compiled)
             except OverBudget as exc:
                 fitted = f"does not fit: {exc.headline()}"
+            except BackendError as exc:
+                fitted = f"refused: {exc}"
         row = {"filters": len(rules), "entries": r["entries"], "sram_pct": 100 * r["sram_words"] / b.sram_words,
                "tcam_pct": 100 * r["tcam_block_rows"] / b.tcam_block_rows,
                "groups_pct": 100 * r["multicast_groups"] / b.multicast_groups,
-               "members_pct": 100 * r["group_members"] / b.group_members,
+               "multicast_nodes": r["multicast_nodes"], "multicast_copies": r["multicast_copies"],
+               "stages": r["stages"],
+               "tables": {k: v for k, v in r["tables"].items()},
                "paper": dict(zip(("sram_pct", "tcam_pct", "groups_pct"), PAPER_TABLE1[name])),
                "fitted": fitted, "seconds": round(time.perf_counter() - t0, 1)}
         out[name] = row
         p = PAPER_TABLE1[name]
         print(f"{name:<6} {len(rules):>9,} {r['entries']:>8,} {row['sram_pct']:>6.2f}% {row['tcam_pct']:>6.2f}% "
-              f"{row['groups_pct']:>6.2f}% {row['members_pct']:>7.1f}%   {p[0]:>5}% / {p[1]:>5}% / {p[2]:>4}%     {fitted}")
-    print("budget: one Tofino-1 pipe (compiler/backends/p4/budget.py: 12 stages x 80 SRAM blocks of 1,024 x 128 bits, "
-          "12 x 24 TCAM blocks of 512 x 44 bits, 65,535 groups, 2^20 members)")
+              f"{row['groups_pct']:>6.2f}% {r['stages']:>6}   {p[0]:>5}% / {p[1]:>5}% / {p[2]:>4}%     {fitted}",
+              flush=True)
+    print("budget: one Tofino-1 pipe (compiler/backends/p4/tofino.py, each figure with its source: 12 stages x 80 "
+          "SRAM RAMs of 1,024 x 128-bit words, 12 x 24 TCAMs of 512 x 44 bits, 65,535 multicast group ids)")
     return out
 
 

@@ -273,3 +273,21 @@ def test_switch_windows_count_like_the_ir() -> None:
         assert got.ports == tuple(want.ports), now
         delivered.update(got.ports)
     assert delivered == {1, 2, 3}           # every window-dependent rule fired at some point
+
+
+def test_tna_egress_prunes_by_precomputed_lengths_and_bfrt_sets_the_mirror_session() -> None:
+    """No runtime multiplication or counting chain in Tofino's egress: the parser states set the
+    count of later messages as constants and t_camus_prune holds each count's bytes to cut; the
+    bfrt script configures the recirculation mirror session the ingress uses."""
+    spec = load_spec(APPS / "itch" / "itch.p4")
+    text = program_text(spec, P4Options(arch="tna"))
+    egress = text[text.index("control CamusEgress("):text.index("control CamusEgressDeparser(")]
+    assert not re.search(r"\w \* \w", egress) and "parsed + 1" not in egress
+    per = spec.message_bytes + 2
+    entries = {(int(n), int(r)): int(cut) for n, r, cut in
+               re.findall(r"\((\d+), (\d+)\) : camus_prune\((\d+)\);", egress)}
+    assert entries == {(rest + 1, rest): rest * per for rest in range(P4Options().tna_max_rest + 1)}
+    assert [int(x) for x in re.findall(r"meta\.camus\.rest_parsed = (\d+);", text)].count(15) == 2  # both parsers
+    c = compile_files(*APP_FILES["itch"])
+    bfrt = bfrt_python(p4_tables(c.pipeline, c.spec))
+    assert "bfrt.mirror.cfg.entry_with_normal(sid=250," in bfrt and "CAMUS_RECIRC_SESSION = 250" in text

@@ -41,8 +41,10 @@ def test_p4info_and_write_request_parse_strictly_and_agree(app: str, arch: str) 
     assert info.pkg_info.arch == arch
     ids = [o.preamble.id for o in (*info.tables, *info.actions, *info.registers, *info.counters)]
     assert len(ids) == len(set(ids))
-    prefix = "pipe.CamusIngress." if arch == "tna" else "CamusIngress."
+    prefix = ("pipe.CamusIngress.", "pipe.CamusEgress.") if arch == "tna" else ("CamusIngress.",)
     assert all(t.preamble.id >> 24 == p4info_pb2.P4Ids.TABLE and t.preamble.name.startswith(prefix) for t in info.tables)
+    egress = [t for t in info.tables if "Egress" in t.preamble.name]      # TNA: the pruning table, constant
+    assert all(t.is_const_table and t.preamble.alias == "t_camus_prune" for t in egress)
     assert all(a.preamble.id >> 24 == p4info_pb2.P4Ids.ACTION for a in info.actions)
     tables = {t.preamble.id: t for t in info.tables}
     actions = {a.preamble.id: a for a in info.actions}

@@ -101,6 +101,7 @@ struct camus_meta_t {
     bit<1> classify;    // the message has the spec's length and type: run the tables
     bit<1> recirc;      // egress: the mirrored rest of a batch
     bit<16> call_id;    // custom action of the leaf (t_leaf_calls)
+    bit<8> rest_parsed; // later messages of the batch the parser extracted (a constant per state)
     MirrorId_t mirror_session;
 }
 
@@ -165,18 +166,129 @@ parser CamusIngressParser(packet_in packet, out headers hdr, out metadata meta,
     }
     state camus_classify {
         meta.camus.classify = 1;
+        meta.camus.rest_parsed = 0;      // Tofino's metadata starts undefined
         transition select(packet.lookahead<bit<16>>()) {
-            CAMUS_MSG_BYTES: parse_camus_rest;
+            CAMUS_MSG_BYTES: parse_camus_rest_0;
             default: accept;
         }
     }
-    state parse_camus_rest {
+    state parse_camus_rest_0 {
         // the rest of the batch as headers, so that egress can prune it
-        packet.extract(hdr.camus_rest.next);
+        packet.extract(hdr.camus_rest[0]);
+        meta.camus.rest_parsed = 1;
         transition select(packet.lookahead<bit<16>>()) {
-            CAMUS_MSG_BYTES: parse_camus_rest;
+            CAMUS_MSG_BYTES: parse_camus_rest_1;
             default: accept;
         }
+    }
+    state parse_camus_rest_1 {
+        packet.extract(hdr.camus_rest[1]);
+        meta.camus.rest_parsed = 2;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_2;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_2 {
+        packet.extract(hdr.camus_rest[2]);
+        meta.camus.rest_parsed = 3;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_3;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_3 {
+        packet.extract(hdr.camus_rest[3]);
+        meta.camus.rest_parsed = 4;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_4;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_4 {
+        packet.extract(hdr.camus_rest[4]);
+        meta.camus.rest_parsed = 5;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_5;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_5 {
+        packet.extract(hdr.camus_rest[5]);
+        meta.camus.rest_parsed = 6;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_6;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_6 {
+        packet.extract(hdr.camus_rest[6]);
+        meta.camus.rest_parsed = 7;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_7;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_7 {
+        packet.extract(hdr.camus_rest[7]);
+        meta.camus.rest_parsed = 8;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_8;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_8 {
+        packet.extract(hdr.camus_rest[8]);
+        meta.camus.rest_parsed = 9;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_9;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_9 {
+        packet.extract(hdr.camus_rest[9]);
+        meta.camus.rest_parsed = 10;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_10;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_10 {
+        packet.extract(hdr.camus_rest[10]);
+        meta.camus.rest_parsed = 11;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_11;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_11 {
+        packet.extract(hdr.camus_rest[11]);
+        meta.camus.rest_parsed = 12;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_12;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_12 {
+        packet.extract(hdr.camus_rest[12]);
+        meta.camus.rest_parsed = 13;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_13;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_13 {
+        packet.extract(hdr.camus_rest[13]);
+        meta.camus.rest_parsed = 14;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_14;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_14 {
+        packet.extract(hdr.camus_rest[14]);
+        meta.camus.rest_parsed = 15;
+        transition accept;
     }
 }
 
@@ -448,18 +560,129 @@ parser CamusEgressParser(packet_in packet, out headers hdr, out metadata meta,
     }
     state camus_classify {
         meta.camus.classify = 1;
+        meta.camus.rest_parsed = 0;      // Tofino's metadata starts undefined
         transition select(packet.lookahead<bit<16>>()) {
-            CAMUS_MSG_BYTES: parse_camus_rest;
+            CAMUS_MSG_BYTES: parse_camus_rest_0;
             default: accept;
         }
     }
-    state parse_camus_rest {
+    state parse_camus_rest_0 {
         // the rest of the batch as headers, so that egress can prune it
-        packet.extract(hdr.camus_rest.next);
+        packet.extract(hdr.camus_rest[0]);
+        meta.camus.rest_parsed = 1;
         transition select(packet.lookahead<bit<16>>()) {
-            CAMUS_MSG_BYTES: parse_camus_rest;
+            CAMUS_MSG_BYTES: parse_camus_rest_1;
             default: accept;
         }
+    }
+    state parse_camus_rest_1 {
+        packet.extract(hdr.camus_rest[1]);
+        meta.camus.rest_parsed = 2;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_2;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_2 {
+        packet.extract(hdr.camus_rest[2]);
+        meta.camus.rest_parsed = 3;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_3;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_3 {
+        packet.extract(hdr.camus_rest[3]);
+        meta.camus.rest_parsed = 4;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_4;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_4 {
+        packet.extract(hdr.camus_rest[4]);
+        meta.camus.rest_parsed = 5;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_5;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_5 {
+        packet.extract(hdr.camus_rest[5]);
+        meta.camus.rest_parsed = 6;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_6;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_6 {
+        packet.extract(hdr.camus_rest[6]);
+        meta.camus.rest_parsed = 7;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_7;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_7 {
+        packet.extract(hdr.camus_rest[7]);
+        meta.camus.rest_parsed = 8;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_8;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_8 {
+        packet.extract(hdr.camus_rest[8]);
+        meta.camus.rest_parsed = 9;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_9;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_9 {
+        packet.extract(hdr.camus_rest[9]);
+        meta.camus.rest_parsed = 10;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_10;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_10 {
+        packet.extract(hdr.camus_rest[10]);
+        meta.camus.rest_parsed = 11;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_11;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_11 {
+        packet.extract(hdr.camus_rest[11]);
+        meta.camus.rest_parsed = 12;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_12;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_12 {
+        packet.extract(hdr.camus_rest[12]);
+        meta.camus.rest_parsed = 13;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_13;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_13 {
+        packet.extract(hdr.camus_rest[13]);
+        meta.camus.rest_parsed = 14;
+        transition select(packet.lookahead<bit<16>>()) {
+            CAMUS_MSG_BYTES: parse_camus_rest_14;
+            default: accept;
+        }
+    }
+    state parse_camus_rest_14 {
+        packet.extract(hdr.camus_rest[14]);
+        meta.camus.rest_parsed = 15;
+        transition accept;
     }
 }
 
@@ -468,42 +691,7 @@ control CamusEgress(inout headers hdr, inout metadata meta,
                     in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                     inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                     inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
-    apply {
-        hdr.camus_bridge.setInvalid();
-        if (!hdr.moldudp64.isValid() || !hdr.camus_len.isValid()) { return; }
-        bit<16> gone = 38;
-        if (meta.camus.recirc == 1) {
-            // the mirrored rest of the batch: drop the classified message, leave the rest
-            hdr.camus_len.setInvalid();
-            hdr.add_order.setInvalid();
-            hdr.moldudp64.message_count = hdr.moldudp64.message_count - 1;
-            hdr.udp.length = hdr.udp.length - gone;
-            hdr.ipv4.total_len = hdr.ipv4.total_len - gone;
-            hdr.udp.checksum = 0;
-            return;
-        }
-        // a delivered copy: the classified message alone
-        bit<16> rest = hdr.moldudp64.message_count - 1;
-        bit<16> parsed = 0;
-        if (hdr.camus_rest[0].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[1].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[2].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[3].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[4].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[5].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[6].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[7].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[8].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[9].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[10].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[11].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[12].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[13].isValid()) { parsed = parsed + 1; }
-        if (hdr.camus_rest[14].isValid()) { parsed = parsed + 1; }
-        if (parsed != rest) {
-            eg_dprsr_md.drop_ctl = 1;    // a message of another size: cannot prune, never over-deliver
-            return;
-        }
+    action camus_prune(bit<16> cut) {
         hdr.camus_rest[0].setInvalid();
         hdr.camus_rest[1].setInvalid();
         hdr.camus_rest[2].setInvalid();
@@ -519,9 +707,58 @@ control CamusEgress(inout headers hdr, inout metadata meta,
         hdr.camus_rest[12].setInvalid();
         hdr.camus_rest[13].setInvalid();
         hdr.camus_rest[14].setInvalid();
-        hdr.udp.length = hdr.udp.length - rest * 38;
-        hdr.ipv4.total_len = hdr.ipv4.total_len - rest * 38;
+        hdr.udp.length = hdr.udp.length - cut;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - cut;
         hdr.moldudp64.message_count = 1;
+    }
+    action camus_unprunable() {
+        eg_dprsr_md.drop_ctl = 1;
+    }
+    table t_camus_prune {
+        key = {
+            hdr.moldudp64.message_count : exact @name("moldudp64.message_count");
+            meta.camus.rest_parsed : exact @name("meta.rest_parsed");
+        }
+        actions = { camus_prune; camus_unprunable; }
+        default_action = camus_unprunable();
+        size = 16;
+        const entries = {
+            (1, 0) : camus_prune(0);
+            (2, 1) : camus_prune(38);
+            (3, 2) : camus_prune(76);
+            (4, 3) : camus_prune(114);
+            (5, 4) : camus_prune(152);
+            (6, 5) : camus_prune(190);
+            (7, 6) : camus_prune(228);
+            (8, 7) : camus_prune(266);
+            (9, 8) : camus_prune(304);
+            (10, 9) : camus_prune(342);
+            (11, 10) : camus_prune(380);
+            (12, 11) : camus_prune(418);
+            (13, 12) : camus_prune(456);
+            (14, 13) : camus_prune(494);
+            (15, 14) : camus_prune(532);
+            (16, 15) : camus_prune(570);
+        }
+    }
+    apply {
+        hdr.camus_bridge.setInvalid();
+        if (!hdr.moldudp64.isValid() || !hdr.camus_len.isValid()) { return; }
+        bit<16> gone = 38;
+        if (meta.camus.recirc == 1) {
+            // the mirrored rest of the batch: drop the classified message, leave the rest
+            hdr.camus_len.setInvalid();
+            hdr.add_order.setInvalid();
+            hdr.moldudp64.message_count = hdr.moldudp64.message_count - 1;
+            hdr.udp.length = hdr.udp.length - gone;
+            hdr.ipv4.total_len = hdr.ipv4.total_len - gone;
+            hdr.udp.checksum = 0;
+            return;
+        }
+        // a delivered copy: the classified message alone. The lengths to cut are precomputed per
+        // count (no multiplier in Tofino's ALUs); a batch whose later messages the parser did not all
+        // take (another size) has no entry: dropped, never over-delivered
+        t_camus_prune.apply();
         hdr.udp.checksum = 0;    // optional over IPv4
     }
 }

@@ -79,6 +79,7 @@ struct camus_meta_t {
     bit<1> classify;    // the message has the spec's length and type: run the tables
     bit<1> recirc;      // egress: the mirrored rest of a batch
     bit<16> call_id;    // custom action of the leaf (t_leaf_calls)
+    bit<8> rest_parsed; // later messages of the batch the parser extracted (a constant per state)
     MirrorId_t mirror_session;
 }
 
@@ -438,6 +439,7 @@ control CamusEgress(inout headers hdr, inout metadata meta,
                     in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                     inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                     inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    // one message per packet: no pruning table
     apply {
         hdr.camus_bridge.setInvalid();
         // one message per packet: delivered copies need no pruning

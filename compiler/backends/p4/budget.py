@@ -113,9 +113,9 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
     for name, (rows, abits) in tcam_action.items():
         per[name]["sram_words"] += ternary_action_words(rows, abits)
     if schema is not None:
-        for t in schema.tables:                                   # the program's declared kinds
-            if t.name in per:
-                per[t.name]["kind"] = "/".join(k.match for k in t.keys[1:]) or "exact"
+        for decl in schema.tables:                                # the program's declared kinds
+            if decl.name in per:
+                per[decl.name]["kind"] = "/".join(k.match for k in decl.keys[1:]) or "exact"
     totals = {k: sum(r[k] for r in per.values()) for k in ("entries", "sram_words", "tcam_rows", "tcam_block_rows")}
     report: dict[str, Any] = {"tables": per, **totals, **replication(tables.groups.values())}
     report["group_members"] = report["multicast_copies"]

@@ -74,6 +74,15 @@ def v1model_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
             "EGRESS_APPLY": eg.text().rstrip("\n")}
 
 
+PRUNE_TABLE = "t_camus_prune"      # TNA egress: (message count, later messages parsed) -> bytes to cut
+
+
+def prune_table_keys(spec: Spec, lay: Layout) -> list[tuple[str, int, str]]:
+    """t_camus_prune's keys as P4Info names them: (name, bits, match kind)."""
+    f, n = _names(spec, lay)[:2]
+    return [(f"{f}.{n}", 16, "exact"), ("meta.rest_parsed", 8, "exact")]
+
+
 def tna_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
     f, n, ip, udp, ip_len, udp_len, udp_csum = _names(spec, lay)
     msg_bits = spec.message_bytes * 8
@@ -98,26 +107,39 @@ def tna_framed(spec: Spec, lay: Layout, opts: P4Options) -> dict[str, str]:
         eg("// the mirrored rest of the batch: drop the classified message, leave the rest")
         _drop_classified(eg, lay, _names(spec, lay), ["camus_len", msg_name(lay)])
         eg("return;")
-    eg("// a delivered copy: the classified message alone")
-    eg(f"bit<16> rest = hdr.{f}.{n} - 1;")
-    eg("bit<16> parsed = 0;")
-    for i in range(opts.tna_max_rest):
-        eg(f"if (hdr.camus_rest[{i}].isValid()) {{ parsed = parsed + 1; }}")
-    with eg.block("if (parsed != rest)"):
-        eg("eg_dprsr_md.drop_ctl = 1;    // a message of another size: cannot prune, never over-deliver")
-        eg("return;")
-    for i in range(opts.tna_max_rest):
-        eg(f"hdr.camus_rest[{i}].setInvalid();")
-    eg(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - rest * {spec.message_bytes + 2};")
-    eg(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - rest * {spec.message_bytes + 2};")
-    eg(f"hdr.{f}.{n} = 1;")
+    eg("// a delivered copy: the classified message alone. The lengths to cut are precomputed per")
+    eg("// count (no multiplier in Tofino's ALUs); a batch whose later messages the parser did not all")
+    eg("// take (another size) has no entry: dropped, never over-delivered")
+    eg("t_camus_prune.apply();")
     eg(f"hdr.{udp}.{udp_csum} = 0;    // optional over IPv4")
+    prune = Emitter()
+    prune.depth = 1
+    with prune.block("action camus_prune(bit<16> cut)"):
+        for i in range(opts.tna_max_rest):
+            prune(f"hdr.camus_rest[{i}].setInvalid();")
+        prune(f"hdr.{udp}.{udp_len} = hdr.{udp}.{udp_len} - cut;")
+        prune(f"hdr.{ip}.{ip_len} = hdr.{ip}.{ip_len} - cut;")
+        prune(f"hdr.{f}.{n} = 1;")
+    with prune.block("action camus_unprunable()"):
+        prune("eg_dprsr_md.drop_ctl = 1;")
+    with prune.block(f"table {PRUNE_TABLE}"):
+        with prune.block("key ="):
+            prune(f'hdr.{f}.{n} : exact @name("{f}.{n}");')
+            prune('meta.camus.rest_parsed : exact @name("meta.rest_parsed");')
+        prune("actions = { camus_prune; camus_unprunable; }")
+        prune("default_action = camus_unprunable();")
+        prune(f"size = {opts.tna_max_rest + 1};")
+        with prune.block("const entries ="):
+            prune("(1, 0) : camus_prune(0);")
+            for rest in range(1, opts.tna_max_rest + 1):
+                prune(f"({rest + 1}, {rest}) : camus_prune({rest * (spec.message_bytes + 2)});")
     return {"FRAMING_TYPES": types, "INGRESS_TAIL": tail.text().rstrip("\n"),
-            "EGRESS_APPLY": eg.text().rstrip("\n")}
+            "EGRESS_APPLY": eg.text().rstrip("\n"), "EGRESS_DECLS": prune.text().rstrip("\n")}
 
 
 def single_message() -> dict[str, str]:
     """One message per packet: nothing to recirculate or prune."""
     return {"FRAMING_TYPES": "// one message per packet: no batch framing",
             "INGRESS_TAIL": "        // one message per packet: nothing goes round again",
-            "EGRESS_APPLY": "        // one message per packet: delivered copies need no pruning"}
+            "EGRESS_APPLY": "        // one message per packet: delivered copies need no pruning",
+            "EGRESS_DECLS": "    // one message per packet: no pruning table"}

@@ -107,7 +107,8 @@ def _kind_select(spec: Spec, e: Emitter) -> None:
         e("transition camus_classify;")
 
 
-def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") -> str:
+def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress",
+                   rest_slots: int = P4Options.tna_max_rest) -> str:
     """Parser states; `side` egress (TNA) re-parses the packet after the bridge header."""
     e = Emitter()
     e.depth = 1
@@ -115,7 +116,7 @@ def _parser_states(spec: Spec, lay: Layout, arch: str, side: str = "ingress") ->
     _network_states(e, spec, lay)
     _framing_states(e, spec, lay, arch)
     _message_states(e, spec, lay, arch)
-    _classify_states(e, spec, lay, arch)
+    _classify_states(e, spec, lay, arch, rest_slots)
     return e.text().rstrip("\n")
 
 
@@ -238,7 +239,7 @@ def _message_states(e: Emitter, spec: Spec, lay: Layout, arch: str) -> None:
             _kind_select(spec, e)
 
 
-def _classify_states(e: Emitter, spec: Spec, lay: Layout, arch: str) -> None:
+def _classify_states(e: Emitter, spec: Spec, lay: Layout, arch: str, rest_slots: int) -> None:
     """Where classification starts: topics are split, Tofino reads the rest of a batch."""
     with e.block("state camus_classify"):
         if dns_topic(spec) is None:
@@ -249,20 +250,29 @@ def _classify_states(e: Emitter, spec: Spec, lay: Layout, arch: str) -> None:
             first, topic_lines = parser_states(spec, "accept")
             e(f"transition {first};")
         elif arch == "tna" and lay.framing is not None:
+            e("meta.camus.rest_parsed = 0;      // Tofino's metadata starts undefined")
             with e.block("transition select(packet.lookahead<bit<16>>())"):
-                e("CAMUS_MSG_BYTES: parse_camus_rest;")
+                e("CAMUS_MSG_BYTES: parse_camus_rest_0;")
                 e("default: accept;")
         else:
             e("transition accept;")
     if spec.topics:
         e.lines += topic_lines
     if arch == "tna" and lay.framing is not None:
-        with e.block("state parse_camus_rest"):
-            e("// the rest of the batch as headers, so that egress can prune it")
-            e("packet.extract(hdr.camus_rest.next);")
-            with e.block("transition select(packet.lookahead<bit<16>>())"):
-                e("CAMUS_MSG_BYTES: parse_camus_rest;")
-                e("default: accept;")
+        # unrolled, each state setting its own count: Tofino's parser assigns constants but has
+        # no adder for metadata, and egress then prunes by a table of precomputed lengths
+        for i in range(rest_slots):
+            with e.block(f"state parse_camus_rest_{i}"):
+                if i == 0:
+                    e("// the rest of the batch as headers, so that egress can prune it")
+                e(f"packet.extract(hdr.camus_rest[{i}]);")
+                e(f"meta.camus.rest_parsed = {i + 1};")
+                if i + 1 < rest_slots:
+                    with e.block("transition select(packet.lookahead<bit<16>>())"):
+                        e(f"CAMUS_MSG_BYTES: parse_camus_rest_{i + 1};")
+                        e("default: accept;")
+                else:
+                    e("transition accept;")
 
 
 def _declare(decl: Emitter, t: TableDecl) -> None:
@@ -414,8 +424,8 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
             ila_metadata_type() + "\n\n" if ila_rewrites(spec) else ""),
         "TOPIC_MEMBERS": ("\n" + metadata_members(spec) if spec.topics else "") + (
             f"\n    {ILA_META}_t {ILA_META};" if ila_rewrites(spec) else ""),
-        "PARSER_STATES": _parser_states(spec, lay, opts.arch),
-        "EGRESS_PARSER_STATES": _parser_states(spec, lay, opts.arch, "egress") if opts.arch == "tna" else "",
+        "PARSER_STATES": _parser_states(spec, lay, opts.arch, rest_slots=opts.tna_max_rest),
+        "EGRESS_PARSER_STATES": _parser_states(spec, lay, opts.arch, "egress", opts.tna_max_rest) if opts.arch == "tna" else "",
         "TABLES": decl,
         "APPLY": seq,
         "EMITS": _emits(spec, lay, opts.arch, opts),

@@ -28,6 +28,7 @@ from ..emit import BackendError
 from .delta import Change
 from .entries import Match, P4Entry, P4Tables, schema_tables
 from .attrs import ethernet_of
+from .framing import PRUNE_TABLE, prune_table_keys
 from .layout import ip_route, layout_of
 from .schema import P4Options, is_attrs, p4_schema, window_counters
 
@@ -109,6 +110,26 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
         for a in actions:
             t.action_refs.add(id=action_ids[a])
         t.size = size
+    if whole_program and opts.arch == "tna" and not is_attrs(spec):
+        lay = layout_of(spec, opts.arch)
+        if lay.framing is not None:                   # egress's pruning table: constant entries
+            egress = "pipe.CamusEgress"
+            ids = {}
+            for aname, params in (("camus_prune", (("cut", 16),)), ("camus_unprunable", ())):
+                a = info.actions.add()
+                a.preamble.id = ids[aname] = object_id(p4info_pb2.P4Ids.ACTION, f"{egress}.{aname}", taken)
+                a.preamble.name, a.preamble.alias = f"{egress}.{aname}", aname
+                for i, (pname, bits) in enumerate(params, start=1):
+                    a.params.add(id=i, name=pname, bitwidth=bits)
+            t = info.tables.add()
+            t.preamble.id = object_id(p4info_pb2.P4Ids.TABLE, f"{egress}.{PRUNE_TABLE}", taken)
+            t.preamble.name, t.preamble.alias = f"{egress}.{PRUNE_TABLE}", PRUNE_TABLE
+            for i, (kname, bits, match) in enumerate(prune_table_keys(spec, lay), start=1):
+                t.match_fields.add(id=i, name=kname, bitwidth=bits, match_type=MATCH_TYPES[match])
+            for aid in ids.values():
+                t.action_refs.add(id=aid)
+            t.is_const_table = True
+            t.size = opts.tna_max_rest + 1
     for c in window_counters(spec, opts.arch):        # the v1model window registers
         for part, bits in (("window", 32), ("count", 64), ("sum", 64)):
             r = info.registers.add()

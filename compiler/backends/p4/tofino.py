@@ -107,24 +107,28 @@ def ternary_action_words(rows: int, action_bits: int) -> int:
 
 # -- TCAM: ternary, LPM and range rows -------------------------------------------------------
 
-def range_rows(lo: int, hi: int, bits: int) -> int:
-    """TCAM rows of the range [lo, hi] over a `bits`-wide key ([range]): blocks of 16^k values
-    aligned on 16^k, the blocks of one level under one parent merged into one row. [0, max]: 1;
-    [5, 5]: 1; [0x10, 0x2f]: 1 (nibble 1 in {1, 2}); [15, 16]: 2; [1, 1000] over 32 bits: 5."""
-    if lo > hi:
-        return 0
+def range_row_blocks(lo: int, hi: int, bits: int) -> list[tuple[int, int, int]]:
+    """The TCAM rows of the range [lo, hi] over a `bits`-wide key ([range]), each as (first value,
+    block size 16^k, blocks): blocks of 16^k values aligned on 16^k, consecutive blocks under one
+    parent block merged into one row (one row matches any set of values of one nibble)."""
     top = (1 << bits) - 1
-    rows = 0
+    out = []
     while lo <= hi:
         size = 1
-        while size < top + 1 and lo % (size << RANGE_NIBBLE_BITS) == 0 \
-                and lo + (size << RANGE_NIBBLE_BITS) - 1 <= hi:
+        while size <= top and lo % (size << RANGE_NIBBLE_BITS) == 0 and lo + (size << RANGE_NIBBLE_BITS) - 1 <= hi:
             size <<= RANGE_NIBBLE_BITS
         parent = size << RANGE_NIBBLE_BITS
         end = min(hi, (lo // parent + 1) * parent - 1)
-        lo += ((end - lo + 1) // size) * size
-        rows += 1
-    return rows
+        count = (end - lo + 1) // size
+        out.append((lo, size, count))
+        lo += count * size
+    return out
+
+
+def range_rows(lo: int, hi: int, bits: int) -> int:
+    """How many TCAM rows [lo, hi] takes: [0, max]: 1; [5, 5]: 1; [0x10, 0x2f]: 1 (nibble 1 in
+    {1, 2}); [15, 16]: 2; [1, 1000] over 32 bits: 5 (binary prefixes: 15)."""
+    return len(range_row_blocks(lo, hi, bits))
 
 
 def tcam_blocks_wide(key_bits: int, range_bits: int) -> int:
