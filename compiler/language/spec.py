@@ -137,6 +137,8 @@ class Spec:
     default_atoms: frozenset[tuple[Any, ...]] = frozenset()
     actions: frozenset[str] = frozenset()    # custom actions the spec declares (query_action, P4 actions)
     actions_open: bool = False               # a Camus-style spec: any name may be the user's action
+    camus_control_file: str = ""             # the program includes the Camus control by this name
+                                             # (`#include "camus.p4"`, `Camus.apply(hdr, standard_metadata)`)
 
     @property
     def custom_actions(self) -> frozenset[str] | None:

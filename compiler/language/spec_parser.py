@@ -61,10 +61,22 @@ class _Tok:
 _INCLUDE = re.compile(r'#\s*include\s*(?:"([^"\n]+)"|<([^>\n]+)>)')
 
 
-def _include(directive: str, pos: Position, base: Path | None, chain: tuple[Path, ...]) -> list[_Tok]:
+_CAMUS_APPLY = re.compile(r"\bCamus\s*\.\s*apply\s*\(")
+
+
+def generated_include(name: str, text: str) -> bool:
+    """Whether a quoted include is the control block the Camus compiler generates for this very
+    program (`#include "camus.p4"`, then `Camus.apply(hdr, standard_metadata)`): a file we write,
+    not one to read."""
+    return "camus" in Path(name).name.lower() and _CAMUS_APPLY.search(text) is not None
+
+
+def _include(directive: str, pos: Position, base: Path | None, chain: tuple[Path, ...],
+             generated: list[str] | None = None) -> list[_Tok]:
     """The tokens of an `#include`d file next to the spec (its own positions in its errors).
-    A quoted file must exist; `<core.p4>`-style includes of the P4 system headers are skipped
-    when no such file is next to the spec (their declarations are the compiler's, not ours)."""
+    A quoted file must exist, unless `generated` collects it (the Camus control this program
+    applies, which the P4 back end writes); `<core.p4>`-style includes of the P4 system headers
+    are skipped when no such file is next to the spec (their declarations are the compiler's)."""
     m = _INCLUDE.match(directive)
     if m is None:
         return []
@@ -72,6 +84,9 @@ def _include(directive: str, pos: Position, base: Path | None, chain: tuple[Path
     target = (base / (name or system)).resolve() if base is not None else None
     if target is None or not target.is_file():
         if system:
+            return []
+        if generated is not None:
+            generated.append(name)
             return []
         where = f"next to {chain[-1].name}" if chain else "(the spec is not read from a file)"
         raise CompileError(f'#include "{name}": no such file {where}', pos,
@@ -82,14 +97,18 @@ def _include(directive: str, pos: Position, base: Path | None, chain: tuple[Path
     return _tokenize(read_source(target, "spec"), str(target), target.parent, (*chain, target))
 
 
-def _tokenize(text: str, source: str, base: Path | None = None, chain: tuple[Path, ...] = ()) -> list[_Tok]:
+def _tokenize(text: str, source: str, base: Path | None = None, chain: tuple[Path, ...] = (),
+              generated: list[str] | None = None) -> list[_Tok]:
     toks: list[_Tok] = []
     line, line_start = 1, 0
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup or "bad"
         pos = Position(source, line, m.start() - line_start + 1)
         if kind == "directive":
-            toks.extend(_include(m.group(), pos, base, chain))
+            inc = _INCLUDE.match(m.group())
+            wanted = generated if generated is not None and inc is not None and inc.group(1) \
+                and generated_include(inc.group(1), text) else None
+            toks.extend(_include(m.group(), pos, base, chain, wanted))
         elif kind in ("nl", "comment", "ws"):
             pass
         elif kind == "bad":
@@ -341,13 +360,16 @@ def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Sp
     try:
         path = Path(source)
         here = path.resolve() if path.is_file() else None      # includes resolve next to the spec's file
-        reader = _SpecReader(_tokenize(text, source, here.parent if here else None, (here,) if here else ()), source)
+        generated: list[str] = []
+        reader = _SpecReader(_tokenize(text, source, here.parent if here else None, (here,) if here else (),
+                                       generated), source)
         reader.parse()
     except CompileError as exc:        # a syntax error stops reading: report it alone
         raise CompileErrors([exc]) from None
     errors: list[CompileError] = []
     instances, stack = _instances(reader, errors, source)
     spec = Spec(name or Path(source).stem, instances, stack, [])
+    spec.camus_control_file = Path(generated[0]).name if generated else ""
     # custom actions a rule may name: a whole P4 program's own `action NAME(...)`s; a Camus-style
     # spec (pragmas only, no headers) names the actions of the user's own program, unseen here
     spec.actions = frozenset(_P4_ACTION.findall(text))

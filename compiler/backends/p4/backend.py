@@ -67,10 +67,15 @@ class P4Backend(Backend):
         # Camus's mode: a spec without the header stack a whole program parses (pragma-only
         # fields) gets the control block alone, for the user's own program; others get both.
         whole: str | None = None
-        try:
-            check_whole_program(c.spec, options.arch)
-        except BackendError as exc:
-            whole = str(exc)
+        compat = c.spec.camus_control_file          # the spec is a program that includes Camus's control
+        if compat:
+            whole = (f"the spec is your program: it includes {compat!r} (written here, as the Camus compiler "
+                     f"names it) and applies Camus.apply(hdr, standard_metadata)")
+        else:
+            try:
+                check_whole_program(c.spec, options.arch)
+            except BackendError as exc:
+                whole = str(exc)
         control = control_text(c.spec, p4opts)
         check_program_fit(c.pipeline, c.spec, options.arch)
         schema = p4_schema(c.spec, p4opts)
@@ -101,8 +106,12 @@ class P4Backend(Backend):
         }
         if program is not None:
             files["camus.p4"] = program
+        if compat:
+            files[compat] = control_text(c.spec, p4opts, camus_compat=True)
         summary = render_resources(report, budget, tables.order)
-        if program is None:
+        if compat:
+            summary += f"\n  {compat}: control Camus(hdr, standard_metadata) for your program; {whole}"
+        elif program is None:
             summary += (f"\n  control block only (camus_control.p4, to include in your program): no whole "
                         f"program because {whole}")
         return Artefacts(c, files, program if program is not None else control, summary)

@@ -23,8 +23,10 @@ from .layout import meta_name
 from .topics import metadata_type
 
 
-def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
-    """`camus_control.p4` for `spec` on `opts.arch` (deterministic)."""
+def control_text(spec: Spec, opts: P4Options = P4Options(), camus_compat: bool = False) -> str:
+    """`camus_control.p4` for `spec` on `opts.arch` (deterministic). `camus_compat` (v1model):
+    the file a program that includes the Camus compiler's output expects instead, `control
+    Camus(inout headers hdr, inout standard_metadata_t standard_metadata)` with its walk inside."""
     if opts.arch not in ARCHS:
         raise BackendError(f"unknown P4 architecture {opts.arch!r} (one of {', '.join(ARCHS)})")
     check_metadata_arch(spec, opts.arch)
@@ -47,7 +49,11 @@ def control_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         decl, seq = (x.replace(f"meta.{ATTRS_META}.", "camus.attrs.") for x in (decl, seq))
     seq = "\n".join(line[4:] for line in seq.splitlines())     # one block less deep than the program's
     headers = sorted({q.instance for q in spec.query_fields if q.role is not Role.METADATA})
-    slots = {"SPEC": spec.name, "TABLES": decl, "APPLY": seq,
+    if camus_compat:
+        if opts.arch != "v1model":
+            raise BackendError(f"{spec.camus_control_file!r} is the Camus compiler's v1model control "
+                               "(Camus.apply(hdr, standard_metadata)): use --arch v1model")
+    slots = {"SPEC": spec.name, "TABLES": decl, "APPLY": seq, "FILE": spec.camus_control_file,
              "VAR_TYPES": "".join(t + "\n\n" for t in types), "VAR_MEMBERS": "".join("\n" + m for m in members),
              "HEADERS": ", ".join(f"hdr.{h}" for h in headers) or "none: metadata only"}
-    return fill_template(f"camus_control_{opts.arch}.p4", slots)
+    return fill_template("camus_compat_v1model.p4" if camus_compat else f"camus_control_{opts.arch}.p4", slots)
