@@ -4,7 +4,8 @@ loopback) and the controller's target, at N ITCH subscriptions on one switch.
     python bench/p4rt_bench.py [-n 1000 -n 10000 -n 100000] [--changes 20]
 
 Per size: the first load (every entry), then `--changes` single-subscription changes (one added,
-then that one removed, alternately), each pushed as a make-before-break delta: updates written
+then that one removed, alternately; the added line is a new symbol's, then a new price threshold
+inside a symbol the switch already holds, in turn), each pushed as a make-before-break delta: updates written
 and wall time of the push (read back + plan + writes; the compile is not included: it is the
 same for every target). Rules are compiled as `compile --target p4` compiles them (fitted to the
 default switch budget). The last line is one JSON object with the figures.
@@ -57,7 +58,7 @@ def measure(n: int, changes: int, seed: int = 1) -> dict:
 
 
 def _measure(spec, port: int, n: int, changes: int, seed: int, procs: list) -> dict:
-    from camus.bench.workloads import itch_rules
+    from camus.bench.workloads import itch_rules, symbols
     from camus.compiler.compile import CompileOptions, compile_rules
     import hashlib
 
@@ -93,18 +94,28 @@ def _measure(spec, port: int, n: int, changes: int, seed: int, procs: list) -> d
     first = {"seconds": time.perf_counter() - t0, "updates": sum(target.last.values()),
              "entries": len(target.written.entries) if target.written is not None else 0}
     times, sizes = [], []
+    by_kind: dict[str, list[float]] = {"new symbol": [], "existing symbol": []}
+    existing = symbols(100)[0]
     for k in range(changes):
-        text = base + (f"stock == ZZ{k:02d} and price > {k + 1} : fwd(7)\n" if k % 2 == 0 else "")
+        # an added line, then its removal; every other addition is inside a symbol the switch
+        # already holds (a new threshold in its price chain), the others a symbol of its own
+        kind = "new symbol" if (k // 2) % 2 == 0 else "existing symbol"
+        line = (f"stock == ZZ{k:02d} and price > {k + 1} : fwd(7)\n" if kind == "new symbol" else
+                f"stock == {existing} and price > {501 + k} : fwd(7)\n")
+        text = base + (line if k % 2 == 0 else "")
         t = tables(text)
         t0 = time.perf_counter()
         target.push("sw", t)
         times.append(time.perf_counter() - t0)
+        by_kind[kind].append(times[-1])
         sizes.append(sum(target.last.values()))
     target.client.close()
     return {"subscriptions": n, "entries": first["entries"], "first_load_s": round(first["seconds"], 3),
             "first_load_updates": first["updates"], "delta_updates_median": statistics.median(sizes),
             "delta_updates_max": max(sizes), "delta_push_ms_p50": round(statistics.median(times) * 1e3, 1),
-            "delta_push_ms_max": round(max(times) * 1e3, 1)}
+            "delta_push_ms_max": round(max(times) * 1e3, 1),
+            "by_change": {k: {"p50_ms": round(statistics.median(v) * 1e3, 1), "max_ms": round(max(v) * 1e3, 1)}
+                          for k, v in by_kind.items() if v}}
 
 
 def main() -> int:

@@ -50,7 +50,8 @@ def _next_options(c: Compiled) -> Iterator[CompileOptions]:
     """The policies after the compile `c`, in the order they are tried."""
     opts = c.options
     if c.pipeline.cover is None:
-        yield from (dataclasses.replace(opts, alpha=a) for a in ALPHA_STEPS if a > opts.alpha)
+        if any(t.kind == "range" for t in c.pipeline.tables):      # else no constant to discretise:
+            yield from (dataclasses.replace(opts, alpha=a) for a in ALPHA_STEPS if a > opts.alpha)  # same tables
         if opts.strategy != "switch":
             return
         yield dataclasses.replace(opts, strategy="cover")

@@ -134,3 +134,19 @@ def test_budget_files_name_a_device_or_figures(tmp_path: Path) -> None:
         Budget.load(b)
     b.write_text("group_members: 5\n")                          # old files still load
     assert Budget.load(b).group_members == 5
+
+
+def test_fitting_tries_no_alpha_where_no_table_has_a_range(tmp_path: Path) -> None:
+    """Discretising constants cannot shrink tables of equalities on exact fields: an over-budget
+    set of them fails at once, instead of recompiling once per alpha step for the same tables."""
+    from camus.compiler.backends.base import OverBudget
+    from camus.compiler.fitting import build_fitted
+    spec = parse_spec("header m_t { bit<32> name; }\nstruct headers { m_t m; }\n@pragma query_field_exact(m.name)\n",
+                      "names.p4")
+    c = compile_rules(spec, "".join(f"name == {i} : fwd({1 + i % 4})\n" for i in range(200)))
+    budget = tmp_path / "b.yaml"
+    budget.write_text("sram_words: 10\n")
+    notes: list[str] = []
+    with pytest.raises(OverBudget, match="sram words"):
+        build_fitted(c, backend("p4"), TargetOptions(budget_file=str(budget), notice=notes.append))
+    assert not any("--alpha" in n for n in notes), notes
