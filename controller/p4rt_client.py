@@ -73,6 +73,7 @@ class P4RuntimeClient:
         self.requests: queue.Queue = queue.Queue()
         self.arbitration: queue.Queue = queue.Queue()
         self.broken = threading.Event()
+        self.ended = ""                  # how the switch ended the stream (its status), if it did
         self.primary = False
         self._names: Names | None = None
         self.must_be_primary = primary
@@ -96,8 +97,9 @@ class P4RuntimeClient:
                     self.arbitration.put(r.arbitration)
                 elif r.WhichOneof("update") == "error":
                     self.arbitration.put(r.error)
-        except grpc.RpcError:
-            pass
+        except grpc.RpcError as exc:      # 5.3: a refused arbitration ends the stream with a status
+            code = exc.code() if hasattr(exc, "code") else None
+            self.ended = f"{code.name if code else 'error'}: {exc.details() if hasattr(exc, 'details') else exc}"
         self.broken.set()
         self.arbitration.put(None)
 
@@ -112,13 +114,18 @@ class P4RuntimeClient:
             got = None
         if got is None:
             self.close()
-            raise P4RuntimeError(f"{self.address}: no arbitration answer (stream closed or timed out)")
+            raise P4RuntimeError(f"{self.address}: the switch refused the arbitration: {self.ended}" if self.ended
+                                 else f"{self.address}: no arbitration answer (stream closed or timed out)")
         if isinstance(got, p4runtime_pb2.StreamError):
             self.close()
             raise P4RuntimeError(f"{self.address}: {got.message}")
         if got.status.code != code_pb2.OK and self.must_be_primary:
             primary = (got.election_id.high << 64) | got.election_id.low
             self.close()
+            if got.status.code == code_pb2.NOT_FOUND:      # 5.4: no primary, ours is below the highest seen
+                raise P4RuntimeError(f"{self.address}: no primary for device {self.device_id}, and our election id "
+                                     f"{self.election[1]} is below the highest the switch has seen ({primary}): "
+                                     "use an election id at least that high to take over")
             raise P4RuntimeError(f"{self.address}: another controller is primary for device {self.device_id} "
                                  f"(election id {primary}; ours is {self.election[1]})")
 
@@ -176,8 +183,17 @@ class P4RuntimeClient:
         except grpc.RpcError as exc:
             raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
 
+    def read_entities(self, entities: list[Msg]) -> list[Msg]:
+        """What the switch holds that these filters select (P4Runtime 9.1.6 and 13.2: a table
+        entry with a full key reads that entry alone; table id 0 reads every table)."""
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id, entities=entities)
+        try:
+            return [e for r in self.stub.Read(req, timeout=self.timeout * 4) for e in r.entities]
+        except grpc.RpcError as exc:
+            raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
+
     def read_default(self, table: str) -> Msg | None:
-        """One table's default entry as the switch holds it (None: the program's own default)."""
+        """One table's default entry as the switch holds it (the program's own until written: 9.1.3)."""
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         req.entities.add().table_entry.CopyFrom(
             p4runtime_pb2.TableEntry(table_id=self.names().table(table).id, is_default_action=True))

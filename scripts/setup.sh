@@ -57,3 +57,21 @@ fi
 # (not fatal: without it camus-xdp picks the pure-Python runtime itself, only slower)
 (cd / && "$venv/bin/python" "$here/scripts/p4runtime_upb.py") ||
   echo "setup: P4Runtime protobufs stay on protobuf's pure-Python runtime (slower switch output)" >&2
+
+# Two P4Runtime clients written by others, each in its own venv (their protobuf pins differ from
+# ours and from each other): tests/controller/test_p4rt_conformance.py drives the software
+# switch with them. Not fatal here: the test says which one is missing and why.
+conformance="$here/.venv-conformance"
+for client in "p4runtime-shell==0.0.6" "finsy==0.30.0"; do
+  name="${client%%=*}"
+  dir="$conformance/$name"
+  if [ ! -f "$dir/.installed-$client" ]; then
+    echo "setup: installing $client into $dir (P4Runtime conformance test)"
+    rm -rf "$dir"
+    if /usr/bin/python3 -m venv "$dir" && "$dir/bin/python" -m pip install -q "$client" >/dev/null 2>&1; then
+      touch "$dir/.installed-$client"
+    else
+      echo "setup: could not install $client; its conformance test will be skipped" >&2
+    fi
+  fi
+done
