@@ -31,7 +31,7 @@ COMMAND_MODULES = {
     "detach": "cli_dataplane", "stats": "cli_dataplane", "status": "cli_dataplane", "metrics": "cli_dataplane",
     "bench": "cli_bench", "controller": "cli_controller", "agent": "cli_controller",
     "subscribe": "cli_subscribe", "unsubscribe": "cli_subscribe", "subscriptions": "cli_subscribe",
-    "edge": "cli_edge",
+    "edge": "cli_edge", "verify": "cli_verify",
 }
 
 

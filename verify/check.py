@@ -1,0 +1,221 @@
+"""The tables and the rules walked together over every field's whole domain.
+
+Level by level (the spec's query fields), the field's domain is cut where the table's
+transition for the current state or any still-undecided rule's condition on that field changes;
+on each piece every atom on the field is constantly true or false, so each rule's formula is
+partially evaluated (decided true, decided false, or a residual on later fields), and the walk
+goes on with the next state. States, accumulated actions and residual rules recur, so results
+are memoised. At the end of a path the table's outcome is compared with the rules': equal
+(exact targets), or a superset of ports (a switch cover, whose largest excess is reported).
+A path that differs is a counterexample: one value per field from its pieces.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .machines import Machine
+from .rules import FALSE, TRUE, Formula, Outcome, RuleSet, outcome_of
+
+
+@dataclass
+class Counterexample:
+    values: dict[str, int]                 # field path -> value
+    rules: Outcome
+    tables: Outcome
+    path: list[str]                        # the table steps that decided it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"message": self.values, "rules": self.rules.text(), "tables": self.tables.text(), "path": self.path}
+
+
+@dataclass
+class Result:
+    verdict: str                           # equal | covers | differs
+    regions: int = 0                       # leaf comparisons made (memoised paths)
+    max_extra_ports: int = 0               # covers: the most ports a message gets beyond the rules'
+    counterexample: Counterexample | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"verdict": self.verdict, "regions": self.regions}
+        if self.verdict == "covers":
+            out["max_extra_ports"] = self.max_extra_ports
+        if self.counterexample is not None:
+            out["counterexample"] = self.counterexample.to_json()
+        return out
+
+
+def _residual(f: Formula, level: int, lo: int) -> Formula:
+    """`f` with every atom on `level` decided for the piece starting at `lo` (the piece lies
+    wholly inside or outside each atom's intervals: the cuts include their bounds)."""
+    tag = f[0]
+    if tag == "atom":
+        if f[1] != level:
+            return f
+        return TRUE if any(a <= lo <= b for a, b in f[2]) else FALSE
+    if tag == "not":
+        r = _residual(f[1], level, lo)
+        return FALSE if r is TRUE else TRUE if r is FALSE else ("not", r)
+    if tag in ("and", "or"):
+        parts = []
+        for p in f[1]:
+            r = _residual(p, level, lo)
+            if (r is FALSE and tag == "and") or (r is TRUE and tag == "or"):
+                return r
+            if r is not TRUE and r is not FALSE:
+                parts.append(r)
+        if not parts:
+            return TRUE if tag == "and" else FALSE
+        return parts[0] if len(parts) == 1 else (tag, tuple(parts))
+    return f
+
+
+def _bounds(f: Formula, level: int, out: set[int]) -> bool:
+    """Add the cuts of `f`'s atoms on `level` to `out`; whether it has any."""
+    tag = f[0]
+    if tag == "atom":
+        if f[1] == level:
+            for a, b in f[2]:
+                out.update((a, b + 1))
+            return True
+        return False
+    if tag == "not":
+        return _bounds(f[1], level, out)
+    if tag in ("and", "or"):
+        hit = False
+        for p in f[1]:
+            hit = _bounds(p, level, out) or hit
+        return hit
+    return False
+
+
+class _Walk:
+    def __init__(self, rules: RuleSet, m: Machine, cover: bool) -> None:
+        self.rules, self.m, self.cover = rules, m, cover
+        self.memo: dict[Any, bool] = {}
+        self.result = Result("covers" if cover else "equal")
+        self.paths = [q.path for q in rules.fields]
+
+    def run(self) -> Result:
+        pending = tuple(sorted(((i, f) for i, f in enumerate(self.rules.formulas) if f is not FALSE),
+                               key=lambda x: x[0]))
+        acc = frozenset().union(*(self.rules.atoms[i] for i, f in pending if f is TRUE)) if pending else frozenset()
+        pending = tuple((i, f) for i, f in pending if f is not TRUE)
+        self._walk(0, self.m.root, acc, pending, [], [])
+        return self.result
+
+    def _walk(self, level: int, state: int, acc: frozenset[Any], pending: tuple[tuple[int, Formula], ...],
+              values: list[int], path: list[str]) -> bool:
+        """False once a counterexample is found (the walk stops)."""
+        key = (level, state, acc, pending)
+        if key in self.memo:
+            return self.memo[key]
+        if level == len(self.rules.fields):
+            ok = self._leaf(state, acc, values, path)
+            self.memo[key] = ok
+            return ok
+        pieces = self.m.step(level, state)
+        cuts = {0}
+        for lo, _, _, _ in pieces:
+            cuts.add(lo)
+        here = []                                 # residuals with atoms on this field
+        simple: list[tuple[int, int, int]] = []   # single-atom residuals: (cut, +1/-1, rule) events
+        later = []
+        for i, f in pending:
+            if f[0] == "atom" and f[1] == level:
+                for a, b in f[2]:
+                    cuts.update((a, b + 1))
+                    simple.append((a, 1, i))
+                    simple.append((b + 1, -1, i))
+            elif _bounds(f, level, cuts):
+                here.append((i, f))
+            else:
+                later.append((i, f))
+        simple.sort()
+        top = (1 << self.rules.fields[level].width) - 1
+        ordered = sorted(c for c in cuts if c <= top)
+        k = e = 0
+        counts: dict[Any, int] = {}               # action atom -> single-atom rules holding here that give it
+        atoms = self.rules.atoms
+        last: Any = None
+        later_t = tuple(later)
+        for j, lo in enumerate(ordered):
+            hi = ordered[j + 1] - 1 if j + 1 < len(ordered) else top
+            while e < len(simple) and simple[e][0] <= lo:
+                _, d, i = simple[e]
+                for a in atoms[i]:
+                    counts[a] = counts.get(a, 0) + d
+                e += 1
+            while pieces[k][1] < lo:
+                k += 1
+            nxt, what = pieces[k][2], pieces[k][3]
+            add: set[Any] = {a for a, c in counts.items() if c > 0}
+            still = later_t
+            if here:
+                more = []
+                for i, f in here:
+                    r = _residual(f, level, lo)
+                    if r is TRUE:
+                        add |= atoms[i]
+                    elif r is not FALSE:
+                        more.append((i, r))
+                if more:
+                    still = tuple(sorted(later + more, key=lambda x: x[0]))
+            now = acc | add if add else acc
+            step = (nxt, now, still)
+            if step == last:
+                continue                          # the piece before went the same way
+            last = step
+            if not self._walk(level + 1, nxt, now, still, values + [lo], path + [f"{self.paths[level]} in "
+                                                                          f"[{lo}, {hi}]: {what}"]):
+                self.memo[key] = False
+                return False
+        self.memo[key] = True
+        return True
+
+    def _leaf(self, state: int, acc: frozenset[Any], values: list[int], path: list[str]) -> bool:
+        self.result.regions += 1
+        want = outcome_of(acc)
+        if not (want.ports or want.drop or want.calls) and self.rules.default:
+            want = outcome_of(self.rules.default)
+        have = self.m.outcome(state)
+        if self.cover:
+            ok = bool(want.ports <= have.ports and want.calls <= have.calls)
+            if ok:
+                self.result.max_extra_ports = max(self.result.max_extra_ports, len(have.ports - want.ports))
+        else:
+            ok = want == have
+        if not ok:
+            self.result.verdict = "differs"
+            self.result.counterexample = Counterexample(dict(zip(self.paths, values)), want, have,
+                                                        path + [f"final state {state}: {have.text()}"])
+        return ok
+
+
+def _relevel(f: Formula, to: dict[int, int]) -> Formula:
+    tag = f[0]
+    if tag == "atom":
+        return ("atom", to[f[1]], f[2])
+    if tag == "not":
+        return ("not", _relevel(f[1], to))
+    if tag in ("and", "or"):
+        return (tag, tuple(_relevel(p, to) for p in f[1]))
+    return f
+
+
+def in_order(rules: RuleSet, paths: list[str]) -> RuleSet:
+    """The rules with their fields in the order the tables apply them."""
+    now = [q.path for q in rules.fields]
+    if now == paths:
+        return rules
+    to = {i: paths.index(p) for i, p in enumerate(now)}
+    by_path = {q.path: q for q in rules.fields}
+    return RuleSet(rules.spec, [by_path[p] for p in paths], [_relevel(f, to) for f in rules.formulas],
+                   rules.atoms, rules.texts, rules.default)
+
+
+def check(rules: RuleSet, machine: Machine, cover: bool = False) -> Result:
+    """Decide over every message whether `machine` gives what `rules` give (or, `cover`, at
+    least the rules' ports)."""
+    return _Walk(in_order(rules, machine.paths), machine, cover).run()

@@ -1,0 +1,238 @@
+"""Tables as machines the checker walks: per field, the state's transition as a piecewise
+function over the field's whole domain, read by the target's own match semantics; per final
+state, the outcome. Two readers: the Pipeline IR (its documented execution model) and P4
+entries (P4's: exact, then ranges by priority, then longest prefix; a guarded table runs on its
+guard's miss; a miss runs the table's default action).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from camus.compiler.ir.pipeline import Pipeline
+from camus.compiler.language.spec import Spec
+
+from .rules import Outcome, TableDefect, Undecidable
+
+Piece = tuple[int, int, int, str]          # lo, hi, next state, what decided it (for a path)
+
+
+def _pieces(points: dict[int, tuple[int, str]], ranges: list[tuple[int, int, int, int, str]],
+            prefixes: list[tuple[int, int, int, str]], fallback: tuple[int, str], width: int) -> list[Piece]:
+    """The transition over [0, 2^width - 1]: a point's entry, else the highest-priority range
+    (lo, hi, priority, next), else the longest prefix (value, length, next), else `fallback`."""
+    top = (1 << width) - 1
+    bounds = {0}
+    for v in points:
+        bounds.update((v, v + 1))
+    for lo, hi, *_ in ranges:
+        bounds.update((lo, hi + 1))
+    for value, plen, *_ in prefixes:
+        free = width - plen
+        lo = (value >> free) << free
+        bounds.update((lo, lo + (1 << free)))
+    cuts = sorted(b for b in bounds if b <= top)
+    out: list[Piece] = []
+    for i, lo in enumerate(cuts):
+        hi = (cuts[i + 1] - 1) if i + 1 < len(cuts) else top
+        if lo in points and lo == hi:
+            nxt, what = points[lo]
+        else:
+            hits = [(prio, nxt, what) for rlo, rhi, prio, nxt, what in ranges if rlo <= lo and hi <= rhi]
+            if len(hits) > 1 and sorted(h[0] for h in hits)[-1] == sorted(h[0] for h in hits)[-2]:
+                raise TableDefect(f"two range entries of one state match [{lo}, {hi}] with the same priority: "
+                                  "the switch's choice is undefined")
+            if hits:
+                _, nxt, what = max(hits)
+            else:
+                best = None
+                for value, plen, nxt, what in prefixes:
+                    free = width - plen
+                    if (lo >> free) == (value >> free) and (best is None or plen > best[0]):
+                        best = (plen, nxt, what)
+                nxt, what = (best[1], best[2]) if best else fallback
+        if out and out[-1][2] == nxt and out[-1][3] == what and out[-1][1] + 1 == lo:
+            out[-1] = (out[-1][0], hi, nxt, what)
+        else:
+            out.append((lo, hi, nxt, what))
+    return out
+
+
+@dataclass
+class Machine:
+    """root, per level per state the piecewise transition (absent: passes through), outcomes.
+    Level i is the field `paths[i]`: the order the tables apply in."""
+    paths: list[str]
+    widths: list[int]
+    root: int
+    steps: list[dict[int, list[Piece]]] = field(default_factory=list)
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    default: Outcome = Outcome()              # a final state with no outcome of its own
+
+    def step(self, level: int, state: int) -> list[Piece]:
+        got = self.steps[level].get(state)
+        return got if got is not None else [(0, (1 << self.widths[level]) - 1, state, "passes through")]
+
+    def outcome(self, state: int) -> Outcome:
+        o = self.outcomes.get(state)
+        return o if o is not None and (o.ports or o.drop or o.calls) else self.default
+
+
+def _outcome(ports: Any, drop: bool, calls: Any) -> Outcome:
+    return Outcome(frozenset(ports), drop, frozenset((n, tuple(a)) for n, a in calls))
+
+
+def ir_machine(spec: Spec, p: Pipeline) -> Machine:
+    """The Pipeline IR by its execution model: per field table, a state it holds follows its
+    entries (exact, ranges, longest prefix, `any`) and a value none matches goes to state 0; a
+    state it does not hold passes through; a final state's leaf gives the outcome."""
+    if p.bitvector is not None:
+        raise Undecidable("the bit-vector stage is not modelled by the checker (compile with --strategy bdd)")
+    if p.state_vars:
+        raise Undecidable("state variables are not modelled by the checker")
+    tested = [t.field for t in p.tables if t.field is not None]
+    order = list(dict.fromkeys(tested + [q.path for q in spec.query_fields]))     # the tables' order
+    level = {path: i for i, path in enumerate(order)}
+    width_of = {q.path: q.width for q in spec.query_fields}
+    widths = [width_of[path] for path in order]
+    m = Machine(order, widths, p.root, [{} for _ in widths])
+    for t in p.tables:
+        if t.compression is not None:
+            raise Undecidable(f"{t.name}: compressed fields are not modelled by the checker")
+        if t.field is None or t.field not in level:
+            raise Undecidable(f"table {t.name} tests no query field of the spec")
+        lv = level[t.field]
+        by_state: dict[int, tuple[dict, list, list, list]] = {s: ({}, [], [], []) for s in t.states}
+        for e in t.entries:
+            points, ranges, prefixes, anys = by_state.setdefault(e.state, ({}, [], [], []))
+            what = f"{t.name}: state {e.state} {e.match[0]} {e.match[1:]} -> {e.next}"
+            kind = e.match[0]
+            if kind == "exact":
+                points[e.match[1]] = (e.next, what)
+            elif kind == "range":
+                ranges.append((e.match[1], e.match[2], 1, e.next, what))
+            elif kind == "lpm":
+                prefixes.append((e.match[1], e.match[2], e.next, what))
+            elif kind == "any":
+                anys.append((e.next, what))
+            else:
+                raise Undecidable(f"{t.name}: match kind {kind} is not modelled by the checker")
+        for s, (points, ranges, prefixes, anys) in by_state.items():
+            fallback = anys[0] if anys else (0, f"{t.name}: state {s} misses -> 0")
+            m.steps[lv][s] = _pieces(points, ranges, prefixes, fallback, widths[lv])
+    for s, a in p.leaves.items():
+        m.outcomes[s] = _outcome(a.ports, a.drop, a.calls)
+    if p.default_action is not None:
+        d = p.default_action
+        m.default = _outcome(d.ports, d.drop, d.calls)
+    return m
+
+
+def _call(text: str) -> tuple[str, tuple[str, ...]]:
+    name, _, rest = text.partition("(")
+    args = rest[:-1] if rest.endswith(")") else rest
+    return name, tuple(a for a in args.split(",") if a)
+
+
+def p4_machine(spec: Spec, tables: Any, schema: Any) -> Machine:
+    """P4 entries (a P4Tables of what a switch holds) by P4's match semantics, the tables and
+    their keys as the program declares them (`schema`: its tables, keys, fallbacks)."""
+    level = {q.path: i for i, q in enumerate(spec.query_fields)}
+    widths = [q.width for q in spec.query_fields]
+    if tables.updates or tables.loads or any(t.name.startswith(("t_update", "t_svar")) and
+                                             any(e.table == t.name for e in tables.entries) for t in schema.tables):
+        raise Undecidable("window registers (state functions) are not modelled by the checker")
+    owner: dict[str, int] = {}                     # table -> level, from its declared field key
+    for t in schema.tables:
+        keys = [k.name for k in t.keys if k.name in level]
+        if keys:
+            owner[t.name] = level[keys[0]]
+    for t in schema.tables:                        # a fallback keyed on the state alone: its owner's
+        if t.fallback and t.name in owner:
+            owner.setdefault(t.fallback, owner[t.name])
+    chains: dict[int, list[str]] = {}
+    for t in schema.apply_order():
+        if t.name in owner:
+            chain, name = [], t.name
+            while name:
+                chain.append(name)
+                nxt = schema.table(name)
+                name = nxt.fallback if nxt is not None else None
+            chains[owner[t.name]] = chain
+    by_table: dict[str, dict[int, list[Any]]] = {}
+    for e in tables.entries:
+        st = next((mt.value for mt in e.matches if mt.field == "meta.state"), None)
+        if st is None:
+            raise Undecidable(f"{e.table}: an entry without a state key is not modelled by the checker")
+        by_table.setdefault(e.table, {}).setdefault(st, []).append(e)
+    m = Machine([q.path for q in spec.query_fields], widths, tables.root, [{} for _ in widths])
+    for lv, chain in chains.items():
+        states = {s for name in chain for s in by_table.get(name, {})}
+        for s in states:
+            m.steps[lv][s] = _chain_pieces(chain, by_table, s, widths[lv], tables.defaults)
+    leaves = by_table.get("t_leaf", {})
+    calls = by_table.get("t_leaf_calls", {})
+    for s in set(leaves) | set(calls):
+        ports: set[Any] = set()
+        drop = False
+        for e in leaves.get(s, []):
+            ports, drop = _leaf(e.action, e.params, tables, ports, drop)
+        call_set = [_call(x) for e in calls.get(s, []) for x in tables.calls.get(e.params[0], ())]
+        m.outcomes[s] = Outcome(frozenset(ports), drop, frozenset(call_set))
+    d = tables.defaults.get("t_leaf")
+    if d is not None:
+        ports, drop = _leaf(d[0], d[1], tables, set(), False)
+        call_set = [_call(x) for x in tables.calls.get(d[1][0], ())] if d[0] == "call" else []
+        m.default = Outcome(frozenset(ports), drop, frozenset(call_set))
+    return m
+
+
+def _leaf(action: str, params: tuple[Any, ...], tables: Any, ports: set[Any], drop: bool) -> tuple[set[Any], bool]:
+    if action == "set_mgid":
+        ports |= set(tables.groups.get(params[0], ()))
+    elif action == "set_port":
+        ports.add(params[0])
+    elif action == "drop_msg":
+        drop = True
+    return ports, drop
+
+
+def _chain_pieces(chain: list[str], by_table: dict[str, dict[int, list[Any]]], s: int, width: int,
+                  defaults: dict[str, Any]) -> list[Piece]:
+    """A field's tables for state `s`: the first applied first, each later one only on the
+    previous one's miss (a guarded table), so exact entries come before ranges, ranges before
+    prefixes, the state's `any` entry last, and a state no table holds passes through."""
+    points: dict[int, tuple[int, str]] = {}
+    ranges: list[tuple[int, int, int, int, str]] = []
+    prefixes: list[tuple[int, int, int, str]] = []
+    anys: list[tuple[int, str]] = []
+    rank = {"exact": 0, "range": 1, "lpm": 2, "any": 3}
+    seen = -1
+    for name in chain:
+        d = defaults.get(name)
+        if d is not None and d[0] != "NoAction":
+            raise Undecidable(f"{name}: a default action ({d[0]}) on a field table is not modelled by the checker")
+        for e in by_table.get(name, {}).get(s, []):
+            if e.action != "set_state":
+                raise Undecidable(f"{name}: action {e.action} on a field table is not modelled by the checker")
+            key = [mt for mt in e.matches if mt.field != "meta.state"]
+            kind = key[0].kind if key else "any"
+            if kind not in rank:
+                raise Undecidable(f"{name}: match kind {kind} is not modelled by the checker")
+            if rank[kind] < seen:
+                raise Undecidable(f"{name}: {kind} entries after a table of later precedence")
+            seen = rank[kind]
+            nxt = e.params[0]
+            what = f"{name}: state {s}" + "".join(
+                f" {k.field} {k.value}" + (f"..{k.arg} priority {e.priority}" if k.kind == "range" else
+                                           f"/{k.arg}" if k.kind == "lpm" else "") for k in key) + f" -> {nxt}"
+            if kind == "exact":
+                points[key[0].value] = (nxt, what)
+            elif kind == "range":
+                ranges.append((key[0].value, key[0].arg, e.priority, nxt, what))
+            elif kind == "lpm":
+                prefixes.append((key[0].value, key[0].arg, nxt, what))
+            else:
+                anys.append((nxt, what))
+    miss = anys[0] if anys else (s, f"{chain[0]}: state {s} matches no entry: passes through")
+    return _pieces(points, ranges, prefixes, miss, width)

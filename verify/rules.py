@@ -1,0 +1,167 @@
+"""The rules as formulas over field values, read from the language's syntax tree alone.
+
+A formula is a nested tuple: ("atom", level, intervals) | ("and", parts) | ("or", parts) |
+("not", part) | ("true",) | ("false",). `intervals` is a sorted tuple of disjoint (lo, hi)
+value ranges of the field at `level` (its position in the spec's query fields) where the
+relation holds. Constants are encoded here from the spec (numbers, strings padded with the
+spec's pad byte, IPv4/MAC literals); what this checker does not model (topics, state functions,
+fields wider than 64 bits, custom-action arguments as data) is refused as undecidable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from camus.compiler.language.actions import action_atoms
+from camus.compiler.language.rules_ast import And, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
+from camus.compiler.language.rules_parser import parse_rules
+from camus.compiler.language.spec import QueryField, Spec
+
+Formula = tuple[Any, ...]
+TRUE: Formula = ("true",)
+FALSE: Formula = ("false",)
+
+
+class Undecidable(Exception):
+    """This checker cannot decide the question (the reason says what it does not model)."""
+
+
+class TableDefect(Exception):
+    """The tables are ill-formed: a message's outcome is undefined (two entries of one state
+    match it with the same priority)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a message gets: ports, an explicit drop, custom actions."""
+    ports: frozenset[Any] = frozenset()
+    drop: bool = False
+    calls: frozenset[Any] = frozenset()
+
+    def text(self) -> str:
+        parts = [f"fwd({', '.join(str(p) for p in sorted(self.ports, key=str))})"] if self.ports else []
+        parts += ["drop"] if self.drop else []
+        parts += [f"{n}({', '.join(a)})" for n, a in sorted(self.calls)]
+        return ", ".join(parts) or "not delivered"
+
+
+def outcome_of(atoms: frozenset[Any]) -> Outcome:
+    """An explicit drop overrides forwarding; custom actions stay (the language's meaning)."""
+    drop = ("drop",) in atoms
+    ports = frozenset() if drop else frozenset(a[1] for a in atoms if a[0] == "fwd")
+    return Outcome(ports, drop, frozenset((a[1], tuple(a[2])) for a in atoms if a[0] == "call"))
+
+
+@dataclass
+class RuleSet:
+    spec: Spec
+    fields: list[QueryField]                  # in the spec's order: level i is fields[i]
+    formulas: list[Formula]                   # per rule
+    atoms: list[frozenset[Any]]               # per rule: its action atoms
+    texts: list[str]
+    default: frozenset[Any]                   # query_default_action's atoms
+
+    def decide(self, satisfied: frozenset[int]) -> Outcome:
+        atoms: frozenset[Any] = frozenset().union(*(self.atoms[i] for i in satisfied)) if satisfied else frozenset()
+        out = outcome_of(atoms)
+        if not (out.ports or out.drop or out.calls) and self.default:
+            return outcome_of(self.default)
+        return out
+
+
+def _norm(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(s for s in spans if s[0] <= s[1]):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def _encode(spec: Spec, q: QueryField, c: Const) -> int:
+    if c.kind in ("str", "word"):
+        if q.vtype != "string":
+            raise Undecidable(f"{q.path} holds numbers; a string constant {c.text} on it")
+        data = str(c.value).encode("latin-1", "replace")
+        n = q.width // 8
+        if len(data) > n:
+            raise Undecidable(f"string {c.text} is longer than {q.path}")
+        return int.from_bytes(data + bytes([spec.string_pad]) * (n - len(data)), "big")
+    if c.kind in ("int", "ipv4", "mac") and isinstance(c.value, int):
+        return c.value
+    raise Undecidable(f"constant {c.text} ({c.kind}) is not modelled by the checker")
+
+
+def _prefix(value: int, plen: int, width: int) -> tuple[int, int]:
+    free = width - plen
+    lo = (value >> free) << free
+    return lo, lo | ((1 << free) - 1)
+
+
+class _Reader:
+    def __init__(self, spec: Spec) -> None:
+        if spec.topics or spec.wide:
+            raise Undecidable("topic or wide (over 64-bit) fields are not modelled by the checker")
+        self.spec = spec
+        self.fields = list(spec.query_fields)
+        self.level = {q.path: i for i, q in enumerate(self.fields)}
+
+    def field(self, name: str) -> QueryField:
+        found = self.spec.fields_named(name)
+        if len(found) != 1:
+            raise Undecidable(f"field {name!r} names {len(found)} query fields")
+        return found[0]
+
+    def atom(self, rel: Rel) -> Formula:
+        if isinstance(rel.left, StateFn):
+            raise Undecidable("state functions (count/sum/avg/every) are not modelled by the checker")
+        q = self.field(rel.left.name)
+        top = (1 << q.width) - 1
+        c = rel.right
+        if rel.op == "prefix" or c.prefix_len is not None:
+            if c.kind in ("str", "word") and rel.op == "prefix":
+                data = str(c.value).encode("latin-1", "replace")
+                plen = 8 * len(data)
+                span = _prefix(int.from_bytes(data, "big") << (q.width - plen) if plen else 0, plen, q.width)
+            elif c.prefix_len is not None:
+                span = _prefix(_encode(self.spec, q, Const(c.kind, c.value, None, c.text, c.offset)), c.prefix_len,
+                               q.width)
+            else:
+                raise Undecidable(f"prefix {c.text} is not modelled by the checker")
+            spans = [span] if rel.op in ("==", "prefix") else [(0, span[0] - 1), (span[1] + 1, top)]
+        else:
+            v = _encode(self.spec, q, c)
+            spans = {"==": [(v, v)], "!=": [(0, v - 1), (v + 1, top)], "<": [(0, v - 1)], "<=": [(0, v)],
+                     ">": [(v + 1, top)], ">=": [(v, top)]}[rel.op]
+        return ("atom", self.level[q.path], _norm(spans))
+
+    def formula(self, f: Filter) -> Formula:
+        if isinstance(f, Rel):
+            return self.atom(f)
+        if isinstance(f, Not):
+            return ("not", self.formula(f.arg))
+        if isinstance(f, And):
+            return ("and", tuple(self.formula(a) for a in f.args))
+        if isinstance(f, Or):
+            return ("or", tuple(self.formula(a) for a in f.args))
+        if isinstance(f, TrueFilter):
+            return TRUE
+        raise Undecidable(f"filter {type(f).__name__} is not modelled by the checker")
+
+
+def read_rules(spec: Spec, text: str, source: str = "<rules>") -> RuleSet:
+    """Parse the rules (the language's parser) and read them into formulas and outcomes."""
+    rules, src = parse_rules(text, source)
+    reader = _Reader(spec)
+    formulas, atoms, texts = [], [], []
+    for r in rules:
+        formulas.append(reader.formula(r.filter))
+        atoms.append(action_atoms(r.actions, src, spec.custom_actions))
+        texts.append(_rule_text(text, r))
+    return RuleSet(spec, reader.fields, formulas, atoms, texts, frozenset(spec.default_atoms))
+
+
+def _rule_text(text: str, r: Rule) -> str:
+    end = text.find("\n", r.offset)
+    return text[r.offset:end if end >= 0 else len(text)].strip()

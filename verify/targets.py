@@ -1,0 +1,33 @@
+"""The tables of a compile's outputs, as the checker's machines: the IR, the P4 entries (built
+in-process, or read from a directory the P4 back end wrote: P4Runtime text with its P4Info)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from camus.compiler.language.spec import Spec
+
+from .machines import Machine, ir_machine, p4_machine
+from .rules import Undecidable
+
+
+def compiled_machine(c: Any, target: str) -> Machine:
+    """A compile's tables for `target` (ir | p4), as the back end produces them."""
+    if target == "ir":
+        return ir_machine(c.spec, c.pipeline)
+    from camus.compiler.backends.p4.entries import p4_tables
+    from camus.compiler.backends.p4.schema import p4_schema
+    return p4_machine(c.spec, p4_tables(c.pipeline, c.spec), p4_schema(c.spec))
+
+
+def written_p4_machine(spec: Spec, directory: Path) -> Machine:
+    """The P4 entries a compile wrote (entries.txtpb with p4info.txtpb), as a switch loads them."""
+    from camus.compiler.backends.p4.runtime import Names, p4info_pb2, p4runtime_pb2, tables_from_entities, text_format
+    from camus.compiler.backends.p4.schema import p4_schema
+    try:
+        info = text_format.Parse((directory / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
+        req = text_format.Parse((directory / "entries.txtpb").read_text(), p4runtime_pb2.WriteRequest())
+    except (OSError, text_format.ParseError) as exc:
+        raise Undecidable(f"cannot read the P4 entries in {directory}: {exc}") from None
+    tables = tables_from_entities(Names(info), spec, [u.entity for u in req.updates])
+    return p4_machine(spec, tables, p4_schema(spec))
