@@ -90,8 +90,8 @@ def verify(spec: str, rules: str, target: str, directory: str | None, as_json: b
             click.echo(f"    {step}")
         click.echo(f"  camus-xdp explain {spec} {rules} --message '{message}'")
     else:
-        what = ("a cover: every message gets at least what the rules give; at most "
-                f"{result.max_extra_ports} extra ports" if result.verdict == "covers" else "equal to the rules")
+        what = ("a cover: every message gets at least the ports each of its rules gives, and at most "
+                f"{result.max_ports} ports" if result.verdict == "covers" else "equal to the rules")
         click.echo(f"{target} tables {what}, for every message ({result.regions:,} regions, {seconds:.1f} s)")
     sys.exit(1 if result.verdict == "differs" else 0)
 
