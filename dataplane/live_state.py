@@ -245,7 +245,8 @@ def _apply(lc: LiveClassifier, rules_path: str, items: set[str], per_line: bool,
         save(inst)
         return UpdateReport([], [], old_n, old_n, time.perf_counter() - t0, False, path="delta")
     added, removed = sorted(items - old), sorted(old - items)
-    inst.rules = rules
+    # inst.rules names what serves: the new file only once its tables are live (_finish, or the
+    # journal's record when a crash is finished); a killed write is undone with the old name kept
     journal = lc.journal = Journal(lc, rules, added, removed)
     try:
         report = lc.apply(added, removed)     # a line that does not compile alone, no room: nothing written
@@ -340,8 +341,7 @@ def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progre
         if progress is not None and len(items) > 20_000:
             progress(f"{unit}: building the live diagram of {len(items)} rules (the next updates are deltas)")
         lc = LiveClassifier.for_command(inst)
-        journal = lc.journal = Journal(lc, rules, sorted(items), [])
-        inst.rules = rules
+        journal = lc.journal = Journal(lc, rules, sorted(items), [])      # inst.rules: set once live (_finish)
         seeded = None
         if parsed is not None or compiled is not None:
             seeded = IncrementalCompiler(load_spec(inst.spec), CompileOptions(count_rules=inst.count_rules))

@@ -213,6 +213,37 @@ def test_a_delta_killed_at_every_step_serves_one_whole_set(attached, step: str) 
     check_record(text)
 
 
+@pytest.mark.parametrize("how", ["delta", "live"])
+def test_status_names_the_rules_that_serve_after_undoing_a_killed_update(attached, tmp_path, how: str) -> None:
+    """An update of another file killed after it journals, before the flip: `status` undoes it
+    and then names the file and the rule count that serve (the old ones), in text and JSON.
+    ("live": the saved parts are gone, so the update rebuilds through the live path.)"""
+    path, lines, rng = attached
+    msgs = _messages(rng)
+    old_text = path.read_text()
+    other = tmp_path / "other.txt"
+    new_lines = list(lines)
+    for k in (3, 90, 120):
+        new_lines[k] = f"stock == {SYMBOLS[k % 24]} and price > {k} : fwd({1 + k % PORTS})"
+    new_lines.append(f"stock == {SYMBOLS[1]} and price > 7 : fwd(3)")
+    other.write_text("\n".join(new_lines) + "\n")
+    if how == "live":
+        state.forget_live_state(IF_A)
+    done = subprocess.run([sys.executable, "-c", "from camus.cli import main; main()", "update", IF_A,
+                           "--rules", str(other)], env={**os.environ, "CAMUS_FAULT": "update:journaled"},
+                          capture_output=True, text=True)
+    assert done.returncode == -9, done.stderr[-2000:]
+    res = CliRunner().invoke(main, ["status"], catch_exceptions=False)
+    assert "undid an interrupted update" in res.output, res.output
+    assert str(path.resolve()) in res.output and str(other.resolve()) not in res.output, res.output
+    doc = json.loads(CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).stdout)
+    unit = next(u for u in doc["units"] if u["unit"] == IF_A)
+    assert unit["rules_file"] == str(path.resolve()) and unit["rules"] == len(lines), unit
+    assert served(msgs) == wanted(old_text, msgs)
+    update(other, other.read_text())                                   # and the file is served when asked again
+    assert served(msgs) == wanted(other.read_text(), msgs)
+
+
 def _next_update() -> str:
     doc = json.loads(CliRunner().invoke(main, ["status", "--json"], catch_exceptions=False).stdout)
     return next(u for u in doc["units"] if u["unit"] == IF_A)["next_update"]
