@@ -79,11 +79,18 @@ def _norm(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+def _latin1(c: Const) -> bytes:
+    try:
+        return str(c.value).encode("latin-1")
+    except UnicodeEncodeError:
+        raise Undecidable(f"string {c.text} has a character outside Latin-1") from None
+
+
 def _encode(spec: Spec, q: QueryField, c: Const) -> int:
     if c.kind in ("str", "word"):
         if q.vtype != "string":
             raise Undecidable(f"{q.path} holds numbers; a string constant {c.text} on it")
-        data = str(c.value).encode("latin-1", "replace")
+        data = _latin1(c)
         n = q.width // 8
         if len(data) > n:
             raise Undecidable(f"string {c.text} is longer than {q.path}")
@@ -121,7 +128,7 @@ class _Reader:
         c = rel.right
         if rel.op == "prefix" or c.prefix_len is not None:
             if c.kind in ("str", "word") and rel.op == "prefix":
-                data = str(c.value).encode("latin-1", "replace")
+                data = _latin1(c)
                 plen = 8 * len(data)
                 span = _prefix(int.from_bytes(data, "big") << (q.width - plen) if plen else 0, plen, q.width)
             elif c.prefix_len is not None:

@@ -448,7 +448,11 @@ def _parse_value(spec: Spec, q: QueryField, raw: str) -> int:
                              f"character, or declare @pragma query_type({q.path}, string))")
         value = ord(raw)                    # a bare character, as ITCH's buy_sell_indicator=S
     if value is None:
-        data = raw.strip('"').encode("latin-1", "replace")
+        try:
+            data = raw.strip('"').encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError(f"{raw!r} has a character outside Latin-1: {q.path} holds one byte per character") \
+                from None
         nbytes = q.width // 8
         if len(data) > nbytes:
             raise ValueError(f"{raw!r} is longer than {q.path} ({nbytes} bytes)")

@@ -121,7 +121,7 @@ class _Lowerer:
                 raise self.src.error(f"{label} holds numbers, not strings", const.offset,
                                      "a number" if q is None else
                                      f"a number, or @pragma query_type({q.path}, string)")
-            data = str(value).encode("latin-1", "replace")
+            data = self.string_bytes(const)
             nbytes = width // 8
             if len(data) > nbytes:
                 raise self.src.error(f"string {const.text} is longer than {label} "
@@ -138,6 +138,18 @@ class _Lowerer:
                                  f"at most {(1 << width) - 1})", const.offset)
         return value
 
+    def string_bytes(self, const: Const) -> bytes:
+        """A string constant's bytes: one per character (Latin-1), as the message carries them.
+        A character outside Latin-1 has no one-byte form: refused, never turned into '?' (which
+        would make different strings equal)."""
+        try:
+            return str(const.value).encode("latin-1")
+        except UnicodeEncodeError as exc:
+            bad = str(const.value)[exc.start]
+            raise self.src.error(f"string {const.text} has a character outside Latin-1 ({bad!r}, U+{ord(bad):04X}): "
+                                 "string fields hold one byte per character", const.offset,
+                                 "characters U+0000..U+00FF only") from None
+
     def literal_set(self, rel: Rel, q: QueryField | None, width: int, kind: MatchKind,
                     label: str, negate: bool) -> IntervalSet:
         op, const = rel.op, rel.right
@@ -153,7 +165,7 @@ class _Lowerer:
                 if q is None or q.vtype != "string":
                     raise self.src.error(f"prefix needs a string or address field; {label} "
                                          "holds numbers", rel.offset)
-                data = str(const.value).encode("latin-1", "replace")
+                data = self.string_bytes(const)
                 if len(data) * 8 > width:
                     raise self.src.error(f"prefix {const.text} is longer than {label}", const.offset)
                 plen = len(data) * 8

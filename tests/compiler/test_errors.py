@@ -54,6 +54,8 @@ RULE_CASES = [
     ("stock == price : fwd(1)\n", "bare word 'price' is also a field name", 1, 10),
     ('price == "A" : fwd(1)\n', "quote.price holds numbers, not strings", 1, 10),
     ('stock == "ABCDEFGHI" : fwd(1)\n', "longer than quote.stock (8 bytes)", 1, 10),
+    ('stock == "\U0001F600\U0001F600" : fwd(1)\n', "has a character outside Latin-1", 1, 10),
+    ('price > 1 and stock != "\u20ac" : fwd(1)\n', "has a character outside Latin-1", 1, 24),
     ("venue == 10.0.0.1 : fwd(1)\n", "IPV4 constant on quote.venue", 1, 10),
     ("venue == 70000 : fwd(1)\n", "constant 70000 does not fit quote.venue (bit<16>", 1, 10),
     ("stock > 5 : fwd(1)\n", "exact-match field: only == and != apply", 1, 7),
@@ -178,3 +180,10 @@ def test_check_rules_refuses_exactly_what_compile_rules_refuses() -> None:
             with pytest.raises((CompileErrors, CompileError)) as checked:
                 check_rules(spec, text, "<f>")
             assert str(checked.value) == whole, text[:60]
+
+
+def test_a_message_string_outside_latin1_is_refused_not_turned_into_question_marks() -> None:
+    from camus.compiler.codec.packets import message_from_text
+    with pytest.raises(ValueError, match="outside Latin-1"):
+        message_from_text(spec, 'stock="\u20ac\u20ac"')
+    assert message_from_text(spec, 'stock="caf\u00e9"')["quote.stock"] != message_from_text(spec, 'stock="caf?"')["quote.stock"]
