@@ -145,7 +145,7 @@ def prime_live(unit: str, c, rules: str) -> None:
 @click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False))
 @APP_OPTION
 @ALLOW_EMPTY
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: what changed (schema in the README).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: what changed (schema in docs/hosts.md).")
 def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: bool) -> None:
     """Replace the rules on IFACE (or its app NAME) atomically (no reload); prints what changed.
 
@@ -237,7 +237,7 @@ def detach(iface: str) -> None:
 @click.option("--rules/--no-rules", "show_rules", default=True, show_default=True,
               help="Also list the counted rules and the messages each matched.")
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON object (with --watch: one per refresh, a line each); schema in the README.")
+              help="One JSON object (with --watch: one per refresh, a line each); schema in docs/hosts.md.")
 @APP_OPTION
 def stats(iface: str, watch: float, show_rules: bool, as_json: bool, app: str | None) -> None:
     """Packet, message, port and per-rule counters of IFACE's classifier.
@@ -324,7 +324,7 @@ def stats(iface: str, watch: float, show_rules: bool, as_json: bool, app: str | 
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: every unit; schema in the README.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: every unit; schema in docs/hosts.md.")
 def status(as_json: bool) -> None:
     """Interfaces with camus-xdp attached: rules, bank, the XDP program (id and tag, as
     `bpftool prog show` names it), when it was attached, capacity and how copies are made."""
