@@ -32,94 +32,12 @@ from ..codec.attrs import ATTRS_FRAMINGS, check_dictionary
 from .query_fields import VTYPES, add_query_field
 from .actions import default_action_atoms
 from .errors import CompileError, CompileErrors, Position, read_source
+from .spec_tokens import Tok, tokenize
 from .spec import (KNOWN_ROLES, MOLDUDP64, NO_FRAMING, Counter, Framing, HeaderField,
                    HeaderInstance, HeaderType, MatchKind, Role, Spec)
 
-_TOKEN = re.compile(r"""
-    (?P<ws>[ \t\r]+) | (?P<nl>\n) | (?P<comment>//[^\n]*|/\*.*?\*/) | (?P<directive>\#[^\n]*)
-  | (?P<pragma>@pragma\b[^\n]*)
-  | (?P<at>@[A-Za-z_]\w*)
-  | (?P<num>0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*(?:w\d+)?)
-  | (?P<str>"[^"\n]*")
-  | (?P<id>[A-Za-z_][\w.]*)
-  | (?P<punct>[{}()<>\[\];,=:*])
-  | (?P<op>[-+/%&|!~^?.'\\])      # P4 expressions in declarations the reader skips
-  | (?P<bad>.)
-""", re.VERBOSE | re.DOTALL)
-
 _KIND_PRAGMAS = {"query_field": MatchKind.AUTO, "query_field_exact": MatchKind.EXACT,
                  "query_field_range": MatchKind.RANGE, "query_field_lpm": MatchKind.LPM}
-
-
-@dataclass
-class _Tok:
-    kind: str
-    text: str
-    pos: Position
-
-
-_INCLUDE = re.compile(r'#\s*include\s*(?:"([^"\n]+)"|<([^>\n]+)>)')
-
-
-_CAMUS_APPLY = re.compile(r"\bCamus\s*\.\s*apply\s*\(")
-
-
-def generated_include(name: str, text: str) -> bool:
-    """Whether a quoted include is the control block the Camus compiler generates for this very
-    program (`#include "camus.p4"`, then `Camus.apply(hdr, standard_metadata)`): a file we write,
-    not one to read."""
-    return "camus" in Path(name).name.lower() and _CAMUS_APPLY.search(text) is not None
-
-
-def _include(directive: str, pos: Position, base: Path | None, chain: tuple[Path, ...],
-             generated: list[str] | None = None) -> list[_Tok]:
-    """The tokens of an `#include`d file next to the spec (its own positions in its errors).
-    A quoted file must exist, unless `generated` collects it (the Camus control this program
-    applies, which the P4 back end writes); `<core.p4>`-style includes of the P4 system headers
-    are skipped when no such file is next to the spec (their declarations are the compiler's)."""
-    m = _INCLUDE.match(directive)
-    if m is None:
-        return []
-    name, system = m.group(1), m.group(2)
-    target = (base / (name or system)).resolve() if base is not None else None
-    if target is None or not target.is_file():
-        if system:
-            return []
-        if generated is not None:
-            generated.append(name)
-            return []
-        where = f"next to {chain[-1].name}" if chain else "(the spec is not read from a file)"
-        raise CompileError(f'#include "{name}": no such file {where}', pos,
-                           "put the included file in the spec's folder, or paste its declarations into the spec")
-    if target in chain:
-        cycle = " -> ".join(p.name for p in (*chain[chain.index(target):], target))
-        raise CompileError(f"#include cycle: {cycle}", pos, "remove one of the #include lines")
-    return _tokenize(read_source(target, "spec"), str(target), target.parent, (*chain, target))
-
-
-def _tokenize(text: str, source: str, base: Path | None = None, chain: tuple[Path, ...] = (),
-              generated: list[str] | None = None) -> list[_Tok]:
-    toks: list[_Tok] = []
-    line, line_start = 1, 0
-    for m in _TOKEN.finditer(text):
-        kind = m.lastgroup or "bad"
-        pos = Position(source, line, m.start() - line_start + 1)
-        if kind == "directive":
-            inc = _INCLUDE.match(m.group())
-            wanted = generated if generated is not None and inc is not None and inc.group(1) \
-                and generated_include(inc.group(1), text) else None
-            toks.extend(_include(m.group(), pos, base, chain, wanted))
-        elif kind in ("nl", "comment", "ws"):
-            pass
-        elif kind == "bad":
-            raise CompileError(f"unexpected character {m.group()!r}", pos)
-        else:
-            toks.append(_Tok(kind, m.group(), pos))
-        nl = m.group().count("\n")
-        if nl:
-            line += nl
-            line_start = m.start() + m.group().rindex("\n") + 1
-    return toks
 
 
 def _int(text: str) -> int:
@@ -146,7 +64,7 @@ def _parse_pragma_text(text: str, pos: Position) -> _Pragma:
 
 
 class _SpecReader:
-    def __init__(self, toks: list[_Tok], source: str) -> None:
+    def __init__(self, toks: list[Tok], source: str) -> None:
         self.toks, self.i, self.source = toks, 0, source
         self.typedefs: dict[str, int] = {}
         self.headers: dict[str, HeaderType] = {}
@@ -154,10 +72,10 @@ class _SpecReader:
         self.pragmas: list[_Pragma] = []
         self.p14_instances: list[tuple[str, str, Position]] = []   # `header T inst;` (P4_14)
 
-    def peek(self) -> _Tok | None:
+    def peek(self) -> Tok | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
 
-    def next(self, expected: str = "more input") -> _Tok:
+    def next(self, expected: str = "more input") -> Tok:
         tok = self.peek()
         if tok is None:
             last = self.toks[-1].pos if self.toks else Position(self.source, 1, 1)
@@ -165,13 +83,13 @@ class _SpecReader:
         self.i += 1
         return tok
 
-    def expect(self, text: str) -> _Tok:
+    def expect(self, text: str) -> Tok:
         tok = self.next(f"'{text}'")
         if tok.text != text:
             raise CompileError(f"unexpected {tok.text!r}", tok.pos, f"'{text}'")
         return tok
 
-    def annotation(self, tok: _Tok) -> _Pragma:
+    def annotation(self, tok: Tok) -> _Pragma:
         args: list[str] = []
         nxt = self.peek()
         if nxt is not None and nxt.text == "(":
@@ -361,7 +279,7 @@ def parse_spec(text: str, source: str = "<spec>", name: str | None = None) -> Sp
         path = Path(source)
         here = path.resolve() if path.is_file() else None      # includes resolve next to the spec's file
         generated: list[str] = []
-        reader = _SpecReader(_tokenize(text, source, here.parent if here else None, (here,) if here else (),
+        reader = _SpecReader(tokenize(text, source, here.parent if here else None, (here,) if here else (),
                                        generated), source)
         reader.parse()
     except CompileError as exc:        # a syntax error stops reading: report it alone
