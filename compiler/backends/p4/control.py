@@ -49,10 +49,9 @@ def control_text(spec: Spec, opts: P4Options = P4Options(), camus_compat: bool =
         decl, seq = (x.replace(f"meta.{ATTRS_META}.", "camus.attrs.") for x in (decl, seq))
     seq = "\n".join(line[4:] for line in seq.splitlines())     # one block less deep than the program's
     headers = sorted({q.instance for q in spec.query_fields if q.role is not Role.METADATA})
-    if camus_compat:
-        if opts.arch != "v1model":
-            raise BackendError(f"{spec.camus_control_file!r} is the Camus compiler's v1model control "
-                               "(Camus.apply(hdr, standard_metadata)): use --arch v1model")
+    if camus_compat and opts.arch != "v1model":
+        raise BackendError(f"{spec.camus_control_file!r} is the Camus compiler's v1model control "
+                           "(Camus.apply(hdr, standard_metadata)): use --arch v1model")
     slots = {"SPEC": spec.name, "TABLES": decl, "APPLY": seq, "FILE": spec.camus_control_file,
              "VAR_TYPES": "".join(t + "\n\n" for t in types), "VAR_MEMBERS": "".join("\n" + m for m in members),
              "HEADERS": ", ".join(f"hdr.{h}" for h in headers) or "none: metadata only"}

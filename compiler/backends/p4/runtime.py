@@ -75,8 +75,8 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
     taken: set[int] = set()
     action_ids: dict[str, int] = {}
 
-    def action(name: str, params: Iterable[tuple[str, int]]) -> None:
-        full = name if name == "NoAction" else f"{prefix}.{name}"
+    def action(name: str, params: Iterable[tuple[str, int]], control: str = prefix) -> None:
+        full = name if name == "NoAction" else f"{control}.{name}"
         a = info.actions.add()
         a.preamble.id = action_ids[name] = object_id(p4info_pb2.P4Ids.ACTION, full, taken)
         a.preamble.name, a.preamble.alias = full, name
@@ -85,24 +85,32 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
 
     for decl in schema.actions.values():
         action(decl.name, decl.params)
-    tables = [(t.name, [(k.name, k.bits, k.match) for k in t.keys], t.actions, t.size) for t in schema.tables]
+    # (control, name, keys, actions, size, const)
+    tables = [(prefix, t.name, [(k.name, k.bits, k.match) for k in t.keys], t.actions, t.size, False)
+              for t in schema.tables]
     if whole_program and is_attrs(spec):      # attribute frames: other frames go by MAC (p4_attrs)
         eth, dst, _ = ethernet_of(spec)
         action("l2_forward", (("port", 9),))
         action("plain_drop", ())
-        tables.insert(0, ("l2_fwd", [(f"hdr.{eth}.{dst}", 48, "exact")],
-                          ("l2_forward", "plain_drop", "NoAction"), 1024))
+        tables.insert(0, (prefix, "l2_fwd", [(f"hdr.{eth}.{dst}", 48, "exact")],
+                          ("l2_forward", "plain_drop", "NoAction"), 1024, False))
     elif whole_program:
         lay = layout_of(spec, opts.arch)
         l3, dst, bits = ip_route(lay)
         route, forward = f"{l3}_lpm", f"{l3}_forward"
         action(forward, (("dst_mac", 48), ("port", 9)))
         action("plain_drop", ())
-        tables.insert(0, (route, [(f"hdr.{lay.ip.name}.{dst}", bits, "lpm")], (forward, "plain_drop", "NoAction"),
-                          1024))
-    for name, keys, actions, size in tables:
+        tables.insert(0, (prefix, route, [(f"hdr.{lay.ip.name}.{dst}", bits, "lpm")],
+                          (forward, "plain_drop", "NoAction"), 1024, False))
+        if opts.arch == "tna" and lay.framing is not None:       # egress's pruning table: constant entries
+            egress = "pipe.CamusEgress"
+            action("camus_prune", (("cut", 16),), egress)
+            action("camus_unprunable", (), egress)
+            tables.append((egress, PRUNE_TABLE, prune_table_keys(spec, lay), ("camus_prune", "camus_unprunable"),
+                           opts.tna_max_rest + 1, True))
+    for control, name, keys, actions, size, const in tables:
         t = info.tables.add()
-        full = f"{prefix}.{name}"
+        full = f"{control}.{name}"
         t.preamble.id = object_id(p4info_pb2.P4Ids.TABLE, full, taken)
         t.preamble.name, t.preamble.alias = full, name
         for i, (kname, bits, match) in enumerate(keys, start=1):
@@ -110,26 +118,7 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
         for a in actions:
             t.action_refs.add(id=action_ids[a])
         t.size = size
-    if whole_program and opts.arch == "tna" and not is_attrs(spec):
-        lay = layout_of(spec, opts.arch)
-        if lay.framing is not None:                   # egress's pruning table: constant entries
-            egress = "pipe.CamusEgress"
-            ids = {}
-            for aname, params in (("camus_prune", (("cut", 16),)), ("camus_unprunable", ())):
-                a = info.actions.add()
-                a.preamble.id = ids[aname] = object_id(p4info_pb2.P4Ids.ACTION, f"{egress}.{aname}", taken)
-                a.preamble.name, a.preamble.alias = f"{egress}.{aname}", aname
-                for i, (pname, bits) in enumerate(params, start=1):
-                    a.params.add(id=i, name=pname, bitwidth=bits)
-            t = info.tables.add()
-            t.preamble.id = object_id(p4info_pb2.P4Ids.TABLE, f"{egress}.{PRUNE_TABLE}", taken)
-            t.preamble.name, t.preamble.alias = f"{egress}.{PRUNE_TABLE}", PRUNE_TABLE
-            for i, (kname, bits, match) in enumerate(prune_table_keys(spec, lay), start=1):
-                t.match_fields.add(id=i, name=kname, bitwidth=bits, match_type=MATCH_TYPES[match])
-            for aid in ids.values():
-                t.action_refs.add(id=aid)
-            t.is_const_table = True
-            t.size = opts.tna_max_rest + 1
+        t.is_const_table = const
     for c in window_counters(spec, opts.arch):        # the v1model window registers
         for part, bits in (("window", 32), ("count", 64), ("sum", 64)):
             r = info.registers.add()
