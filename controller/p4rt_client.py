@@ -173,15 +173,12 @@ class P4RuntimeClient:
     # -- entries -----------------------------------------------------------------------------
     def read(self) -> list[Msg]:
         """Every table entry, every default entry of the subscription tables, every multicast group."""
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.add().table_entry.table_id = 0
-        for t in self.names().tables.values():
-            req.entities.add().table_entry.CopyFrom(p4runtime_pb2.TableEntry(table_id=t.id, is_default_action=True))
-        req.entities.add().packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
-        try:
-            return [e for r in self.stub.Read(req, timeout=self.timeout * 4) for e in r.entities]
-        except grpc.RpcError as exc:
-            raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
+        E, T = p4runtime_pb2.Entity, p4runtime_pb2.TableEntry
+        wanted = [E(table_entry=T(table_id=0))]
+        wanted += [E(table_entry=T(table_id=t.id, is_default_action=True)) for t in self.names().tables.values()]
+        wanted.append(E(packet_replication_engine_entry=p4runtime_pb2.PacketReplicationEngineEntry(
+            multicast_group_entry=p4runtime_pb2.MulticastGroupEntry(multicast_group_id=0))))
+        return self.read_entities(wanted)
 
     def read_entities(self, entities: list[Msg]) -> list[Msg]:
         """What the switch holds that these filters select (P4Runtime 9.1.6 and 13.2: a table
@@ -194,14 +191,9 @@ class P4RuntimeClient:
 
     def read_default(self, table: str) -> Msg | None:
         """One table's default entry as the switch holds it (the program's own until written: 9.1.3)."""
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.add().table_entry.CopyFrom(
-            p4runtime_pb2.TableEntry(table_id=self.names().table(table).id, is_default_action=True))
-        try:
-            got = [e.table_entry for r in self.stub.Read(req, timeout=self.timeout * 4) for e in r.entities]
-        except grpc.RpcError as exc:
-            raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
-        return got[0] if got else None
+        te = p4runtime_pb2.TableEntry(table_id=self.names().table(table).id, is_default_action=True)
+        got = self.read_entities([p4runtime_pb2.Entity(table_entry=te)])
+        return got[0].table_entry if got else None
 
     def read_counter(self, name: str) -> dict[int, int]:
         """A counter of the program, cell -> packets (`camus_delivered`: delivered copies per port)."""
@@ -209,13 +201,8 @@ class P4RuntimeClient:
         if got is None:
             raise P4RuntimeError(f"{self.address}: the switch's P4Info has no counter {name!r} "
                                  f"(it has {', '.join(sorted(self.names().counters)) or 'none'})")
-        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.add().counter_entry.counter_id = got[0]
-        try:
-            return {e.counter_entry.index.index: e.counter_entry.data.packet_count
-                    for r in self.stub.Read(req, timeout=self.timeout * 4) for e in r.entities}
-        except grpc.RpcError as exc:
-            raise P4RuntimeError(f"{self.address} Read: {_describe(exc)}") from None
+        cells = self.read_entities([p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry(counter_id=got[0]))])
+        return {e.counter_entry.index.index: e.counter_entry.data.packet_count for e in cells}
 
     def write(self, updates: list[Msg]) -> None:
         """Updates in order, CHUNK per RPC; the first refused chunk stops the rest."""
