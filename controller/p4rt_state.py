@@ -21,7 +21,8 @@ from google.rpc import code_pb2
 
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4.entries import P4Entry, P4Tables, schema_tables
-from camus.compiler.backends.p4.runtime import DELETE, INSERT, MODIFY, Names, entry_from_message
+from camus.compiler.backends.p4.runtime import (DELETE, INSERT, MODIFY, Names, action_message, entry_from_message,
+                                                p4runtime_pb2)
 from camus.compiler.backends.p4.schema import p4_schema
 from camus.compiler.language.spec import Spec
 
@@ -78,7 +79,6 @@ class SwitchState:
 
     def _program_default(self, tid: int, table: str, text: str) -> Msg:
         """The default entry the program declares (`set_state(0);   // ...`), as a TableEntry."""
-        from camus.compiler.backends.p4.runtime import p4runtime_pb2, action_message
         te = p4runtime_pb2.TableEntry(table_id=tid, is_default_action=True)
         m = _CALL.match(text)
         if m and m.group(1) != "NoAction":
