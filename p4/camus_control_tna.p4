@@ -11,7 +11,7 @@
 // to run (calls.json; 0: none). Entries: entries.bfrt.py / entries.p4rt.json.
 
 {{VAR_TYPES}}struct camus_meta_t {
-    bit<32> state;
+    bit<32> state;{{CODE_MEMBERS}}
     bit<1> deliver;
     bit<1> drop;
     bit<16> call_id;    // custom actions of the leaf (calls.json){{VAR_MEMBERS}}

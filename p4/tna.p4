@@ -36,7 +36,7 @@ struct headers {
 }
 
 struct camus_meta_t {
-    bit<32> state;
+    bit<32> state;{{CODE_MEMBERS}}
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
     bit<1> deliver;
     bit<1> drop;

@@ -27,7 +27,7 @@ struct headers {
 }
 
 struct camus_meta_t {
-    bit<32> state;
+    bit<32> state;{{CODE_MEMBERS}}
     @field_list(1)
     bit<8> passes;      // messages already classified (recirculations so far)
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)

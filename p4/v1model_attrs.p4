@@ -23,7 +23,7 @@ struct headers {
 }
 
 struct camus_meta_t {
-    bit<32> state;
+    bit<32> state;{{CODE_MEMBERS}}
     bit<1> feed;        // an attribute frame
     bit<1> deliver;
     bit<1> drop;

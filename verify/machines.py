@@ -143,10 +143,15 @@ def p4_machine(spec: Spec, tables: Any, schema: Any) -> Machine:
                                              any(e.table == t.name for e in tables.entries) for t in schema.tables):
         raise Undecidable("window registers (state functions) are not modelled by the checker")
     owner: dict[str, int] = {}                     # table -> level, from its declared field key
+    codes = getattr(schema, "codes", {})
+    code_keys = {c.key.name: level[c.field] for c in codes.values()}   # (state, code) tables: the field's
     for t in schema.tables:
-        keys = [k.name for k in t.keys if k.name in level]
+        if t.name in codes:
+            continue                               # read with the field's tables (_decode)
+        keys = [level[k.name] if k.name in level else code_keys[k.name] for k in t.keys
+                if k.name in level or k.name in code_keys]
         if keys:
-            owner[t.name] = level[keys[0]]
+            owner[t.name] = keys[0]
     for t in schema.tables:                        # a fallback keyed on the state alone: its owner's
         if t.fallback and t.name in owner:
             owner.setdefault(t.fallback, owner[t.name])
@@ -165,6 +170,8 @@ def p4_machine(spec: Spec, tables: Any, schema: Any) -> Machine:
         if st is None:
             raise Undecidable(f"{e.table}: an entry without a state key is not modelled by the checker")
         by_table.setdefault(e.table, {}).setdefault(st, []).append(e)
+    for code_table, decl in codes.items():
+        _decode(code_table, decl, by_table, tables, widths[level[decl.field]], chains.get(level[decl.field], []))
     m = Machine([q.path for q in spec.query_fields], widths, tables.root, [{} for _ in widths])
     for lv, chain in chains.items():
         states = {s for name in chain for s in by_table.get(name, {})}
@@ -185,6 +192,57 @@ def p4_machine(spec: Spec, tables: Any, schema: Any) -> Machine:
         call_set = [_call(x) for x in tables.calls.get(d[1][0], ())] if d[0] == "call" else []
         m.default = Outcome(frozenset(ports), drop, frozenset(call_set))
     return m
+
+
+@dataclass(frozen=True)
+class _RangeEntry:
+    """A (state, code) entry read back as a range of raw values (what _chain_pieces takes)."""
+    table: str
+    matches: tuple[Any, ...]
+    action: str
+    params: tuple[Any, ...]
+    priority: int
+
+
+@dataclass(frozen=True)
+class _Key:
+    field: str
+    kind: str
+    value: int
+    arg: int
+
+
+def _decode(code_table: str, decl: Any, by_table: dict[str, dict[int, list[Any]]], tables: Any, width: int,
+            chain: list[str]) -> None:
+    """A field with a lower-resolution domain: the root's code table (raw value -> code, ranges by
+    priority, code 0 where none matches: the program's default) composed with the field's
+    (state, code) entries, so the field's tables read as ranges of raw values like any other's."""
+    d = tables.defaults.get(code_table)
+    if d is not None and (d[0] != decl.action or tuple(d[1]) != (0,)):
+        raise Undecidable(f"{code_table}: a default action other than code 0 is not modelled by the checker")
+    coded = by_table.pop(code_table, {})
+    if set(coded) - {tables.root}:
+        raise TableDefect(f"{code_table}: entries under states {sorted(set(coded) - {tables.root})[:5]}, which "
+                          f"are not the root {tables.root}: the switch never applies them")
+    ranges = []
+    for e in coded.get(tables.root, []):
+        key = next(mt for mt in e.matches if mt.field != "meta.state")
+        ranges.append((key.value, key.arg, e.priority, int(e.params[0]), f"{code_table}: {key.value}..{key.arg}"))
+    pieces = _pieces({}, ranges, [], (0, f"{code_table}: default code 0"), width)
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for lo, hi, code, _ in pieces:
+        spans.setdefault(code, []).append((lo, hi))
+    for name in chain:
+        for s, es in by_table.get(name, {}).items():
+            out: list[Any] = []
+            for e in es:
+                key = [mt for mt in e.matches if mt.field == decl.key.name]
+                if not key:
+                    out.append(e)
+                    continue
+                for lo, hi in spans.get(key[0].value, []):      # a code no value has: never hit
+                    out.append(_RangeEntry(e.table, (_Key(decl.field, "range", lo, hi),), e.action, e.params, 1))
+            by_table[name][s] = out
 
 
 def _leaf(action: str, params: tuple[Any, ...], tables: Any, ports: set[Any], drop: bool) -> tuple[set[Any], bool]:

@@ -92,6 +92,9 @@ class QueryField:
     # A word of a field wider than 64 bits (compiler/language/wide_fields.py): the field's path;
     # part is "hi" or "lo", offset and width are the word's own.
     whole: str = ""
+    # query_field_domain(h.f, bits): a switch matches this range field through a table that maps
+    # its values to codes of `bits` bits (Camus's lower-resolution domain); 0: the raw value
+    domain_bits: int = 0
 
     @property
     def path(self) -> str:

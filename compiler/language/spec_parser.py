@@ -11,6 +11,9 @@ Pragmas:
   query_field(h.f[, width])      match kind chosen from the rules (exact if only equality)
   query_field_exact(h.f)         exact match      query_field_range(h.f)   range match
   query_field_lpm(h.f)           longest-prefix match
+  query_field_domain(h.f, bits)  switches match this range field through a shared value -> code
+                                 table (TCAM), then (state, code) exactly (SRAM): Camus's
+                                 lower-resolution domain, for fields with few distinct boundaries
   query_counter(name, window_us, size)   tumbling window for count/sum/avg/every (0: never resets)
   udp_port(p[, p...])            UDP destination port(s) of the feed (default: any)
   message_framing(moldudp64|none)        batching (default: moldudp64 if a mold header exists)
@@ -336,6 +339,26 @@ def _instances(reader: _SpecReader, errors: list[CompileError],
     return instances, stack
 
 
+MAX_DOMAIN_BITS = 16
+
+
+def _set_domain(spec: Spec, args: list[str], pos: Position) -> None:
+    usage = "@pragma query_field_domain(header.field, bits)"
+    if len(args) != 2:
+        raise CompileError("query_field_domain takes a query field and a code width", pos, usage)
+    q = spec.query_field(args[0])
+    if q is None:
+        raise CompileError(f"{args[0]} is not a query field (declare it first)", pos, usage)
+    bits = _int(args[1])
+    if q.kind not in (MatchKind.AUTO, MatchKind.RANGE) or q.vtype != "int":
+        raise CompileError(f"{q.path}: a lower-resolution domain is for integer range fields "
+                           f"(query_field or query_field_range)", pos)
+    if not 1 <= bits <= min(MAX_DOMAIN_BITS, q.width - 1):
+        raise CompileError(f"{q.path}: a domain of 1..{min(MAX_DOMAIN_BITS, q.width - 1)} bits "
+                           f"(the field is {q.width} bits), not {bits}", pos)
+    spec.query_fields[spec.query_fields.index(q)] = replace(q, domain_bits=bits)
+
+
 def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) -> None:
     framing: Framing | None = None
     topic_levels: dict[str, int] = {}
@@ -388,6 +411,8 @@ def _apply_pragmas(spec: Spec, reader: _SpecReader, errors: list[CompileError]) 
                 if q is None:
                     raise CompileError(f"{p.args[0]} is not a query field (declare it first)", p.pos)
                 spec.query_fields[spec.query_fields.index(q)] = replace(q, vtype=p.args[1])
+            elif p.name == "query_field_domain":
+                _set_domain(spec, p.args, p.pos)
             elif p.name == "query_default_action":
                 if spec.default_action:
                     raise CompileError("query_default_action given twice", p.pos)

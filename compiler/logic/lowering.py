@@ -181,6 +181,8 @@ class _Lowerer:
                 if op not in ("==", "!="):
                     raise self.src.error("a prefix only goes with ==, != or prefix", rel.offset)
                 spans = [self.prefix_span(const, q, width, label)]
+                if op == "!=":                          # outside the prefix
+                    negate = not negate
             else:
                 v = self.encode(const, q, width, label)
                 spans = {"==": [(v, v)], "!=": [(0, v - 1), (v + 1, top)], "<": [(0, v - 1)],

@@ -75,6 +75,8 @@ def schema_stages(schema: P4Schema) -> dict[str, int]:
             writes.add("meta.state")
         if any(a.startswith("load_") for a in t.actions):
             writes.add(SVAR_KEY)
+        if t.name in schema.codes:
+            writes.add(schema.codes[t.name].key.name)
         chain.append(StageTable(t.name, frozenset(k.name for k in t.keys), frozenset(writes), guards.get(t.name)))
     return stages(chain)
 
@@ -90,7 +92,7 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
         row = per.setdefault(e.table, {"kind": "exact", "entries": 0, "sram_words": 0, "tcam_rows": 0,
                                        "tcam_block_rows": 0})
         row["entries"] += 1
-        abits = action_bits(e.action)
+        abits = tables.widths.get(tables.codes[e.table], 32) if e.table in tables.codes else action_bits(e.action)
         if all(m.kind == "exact" for m in e.matches):
             x = exact.setdefault(e.table, [0, key_bits, 0])
             x[0] += 1
@@ -115,7 +117,7 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
     if schema is not None:
         for decl in schema.tables:                                # the program's declared kinds
             if decl.name in per:
-                per[decl.name]["kind"] = "/".join(k.match for k in decl.keys[1:]) or "exact"
+                per[decl.name]["kind"] = "/".join(k.match for k in decl.keys if k.name != "meta.state") or "exact"
     totals = {k: sum(r[k] for r in per.values()) for k in ("entries", "sram_words", "tcam_rows", "tcam_block_rows")}
     report: dict[str, Any] = {"tables": per, **totals, **replication(tables.groups.values())}
     report["group_members"] = report["multicast_copies"]

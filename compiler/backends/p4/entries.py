@@ -2,26 +2,31 @@
 
 The tables are the ones `p4_schema` declares (the program declares the same ones); every entry
 is checked against that declaration (`check_entries`) before anything is written. One more
-kind exists only for the entry interpreter: t_<field>_code, compressed fields' raw value ->
-code (the program refuses compression, `check_program_fit`).
+kind exists only for the entry interpreter: t_<field>_code over an IR compiled with --compress,
+compressed fields' raw value -> code (the program refuses that compression, `check_program_fit`);
+a field the spec gives a lower-resolution domain (query_field_domain) has a t_<field>_code the
+program declares, and its codes are chosen here, from the rule set's boundaries (`domain_tables`).
 Range entries carry a priority; P4Runtime says higher wins, simple_switch_CLI says lower wins:
 `Entry.priority` follows P4Runtime and `cli_priority` converts.
 """
 from __future__ import annotations
 
+import bisect
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...ir.pipeline import Entry, FieldTable, Pipeline, ident
 from ...language.spec import Spec
+from ..base import OverBudget
 from ..emit import BackendError
 from ..ebpf.custom import dns_answer, ila_locator
 from .layout import dns_topic
 from .ila import ila_rewrites
 from .layout import refuse_topics
-from .schema import (ANSWER_DNS, DEFAULT_CALL_ID, EXACT_SUFFIX, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
-                        UPDATE_SLOTS, P4Schema, action_params, key_kind, load_action, update_action, window_shift)
+from .schema import (ANSWER_DNS, CODE_SUFFIX, DEFAULT_CALL_ID, CodeDecl, code_decl,
+                     EXACT_SUFFIX, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
+                     UPDATE_SLOTS, P4Schema, action_params, key_kind, load_action, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24
 RECIRC_SESSION = 250     # the program's clone/mirror session for the rest of a batch
@@ -69,6 +74,7 @@ class P4Tables:
     defaults: dict[str, tuple[str, tuple[Any, ...]]] = field(default_factory=dict)  # table -> its
                                                   # default action and parameters (query_default_action)
     guards: dict[str, str] = field(default_factory=dict)   # table -> the table whose miss it runs on
+    codes: dict[str, str] = field(default_factory=dict)    # t_<f>_code -> the code key its action sets
 
     def by_table(self) -> dict[str, list[P4Entry]]:
         out: dict[str, list[P4Entry]] = {t: [] for t in self.order}
@@ -81,7 +87,7 @@ def schema_tables(schema: P4Schema) -> P4Tables:
     """Empty tables shaped as a program declares them: order, key widths, which table runs on
     another's miss (what a switch that holds entries of this program executes)."""
     return P4Tables(order=[t.name for t in schema.tables if t.name != "t_root"], widths=schema.key_widths(),
-                    guards=schema.guards())
+                    guards=schema.guards(), codes={name: c.key.name for name, c in schema.codes.items()})
 
 
 def declared_kind(spec: Spec | None, t: FieldTable) -> str:
@@ -204,6 +210,41 @@ def exact_from_intervals(t: FieldTable) -> list[Entry]:
     return out
 
 
+def domain_tables(t: FieldTable, code: CodeDecl, root: int) -> tuple[list[P4Entry], list[Entry]]:
+    """A range field with a lower-resolution domain (query_field_domain): the code table's entries
+    (each interval between two consecutive boundaries of the rule set, over all states, is one
+    code; values below the lowest boundary are code 0, the table's default), keyed by the root
+    state (a push inserts its codes under its new root, the flip of t_root selects them, the old
+    root's go with the old states: make-before-break as for every other table), and the field's
+    entries over codes, as exact entries plus one `any` per state (exact_from_intervals): the
+    TCAM holds one row set per boundary, the (state, code) entries sit in SRAM. More boundaries
+    than codes: OverBudget (the fitting driver then discretises the constants)."""
+    top = (1 << t.field_width) - 1
+    bounds = {0}
+    for e in t.entries:
+        if e.match[0] == "any":
+            continue
+        lo, hi = (e.match[1], e.match[2]) if e.match[0] == "range" else (e.match[1], e.match[1])
+        bounds.add(lo)
+        if hi < top:
+            bounds.add(hi + 1)
+    cuts = sorted(bounds)
+    if len(cuts) > 1 << code.key.bits:
+        raise OverBudget([f"{t.name}: {len(cuts):,} intervals between the rules' boundaries, its domain "
+                          f"has {1 << code.key.bits:,} codes (query_field_domain({t.name}, {code.key.bits}))"])
+    table, st = "t_" + ident(t.name) + CODE_SUFFIX, Match("meta.state", "exact", root)
+    coded = [P4Entry(table, (st, Match(t.name, "range", lo, cuts[i + 1] - 1 if i + 1 < len(cuts) else top)),
+                     code.action, (i,), priority=1) for i, lo in enumerate(cuts) if i]
+
+    def code_of(v: int) -> int:
+        return bisect.bisect_right(cuts, v) - 1
+    over_codes = replace(t, field_width=code.key.bits, kind="range", entries=[
+        e if e.match[0] == "any" else
+        Entry(e.state, ("range", code_of(e.match[1]), code_of(e.match[2] if e.match[0] == "range" else e.match[1])),
+              e.next) for e in t.entries])
+    return coded, exact_from_intervals(over_codes)
+
+
 def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     out = P4Tables(root=p.root, groups=dict(p.groups))
     layout = _state_layout(p, spec) if (spec is not None and p.state_vars) else None
@@ -212,6 +253,10 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
             continue                                   # placed below, in the switch's stages
         name = table_name(t)
         key = t.name
+        q = spec.query_field(t.field) if spec is not None and t.field is not None else None
+        if q is not None and q.domain_bits and t.compression is None:
+            _domain_field(t, code_decl(q), out)
+            continue
         if t.compression is not None:
             code_table = table_name(t, "_code")
             out.order.append(code_table)
@@ -223,6 +268,7 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
                     out.entries.append(P4Entry(code_table, (Match(t.name, "range", m[1], m[2]),), "set_code",
                                                (code,), priority=1))
             key = f"{t.name}#code"
+            out.codes[code_table] = key
         kind = declared_kind(spec, t) if t.compression is None else t.kind
         # a range key's single values go to t_<f>_exact (SRAM), tried first; t_<f> on its miss
         split = kind == "range" and t.compression is None and spec is not None
@@ -303,6 +349,28 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     if any(e.table == "t_leaf_calls" for e in out.entries):
         out.order.append("t_leaf_calls")
     return out
+
+
+def _domain_field(t: FieldTable, code: CodeDecl, out: P4Tables) -> None:
+    """t_<f>_code (first in the order), t_<f> over (state, code) and t_<f>_any, for a field with
+    a domain."""
+    name, code_table, any_table = table_name(t), table_name(t, CODE_SUFFIX), table_name(t, "_any")
+    coded, entries = domain_tables(t, code, out.root)
+    out.order.insert(0, code_table)
+    out.order += [name, any_table]
+    out.guards[any_table] = name
+    out.codes[code_table] = code.key.name
+    out.widths[t.name] = t.field_width
+    out.widths[code.key.name] = code.key.bits
+    out.widths["meta.state"] = STATE_KEY_BITS
+    out.defaults[code_table] = (code.action, (0,))
+    out.entries += coded
+    for e in entries:
+        st = Match("meta.state", "exact", e.state)
+        if e.match[0] == "any":
+            out.entries.append(P4Entry(any_table, (st,), "set_state", (e.next,)))
+        else:
+            out.entries.append(P4Entry(name, (st, Match(code.key.name, "exact", e.match[1])), "set_state", (e.next,)))
 
 
 def _state_entries(p: Pipeline, spec: Spec, layout: StateLayout, out: P4Tables) -> None:

@@ -95,9 +95,8 @@ class EntryInterpreter:
         state = self.t.root
         fields = dict(values)
         fields.setdefault(SVAR_KEY, 0)
-        for key, _ in self.t.widths.items():
-            if key.endswith("#code"):
-                fields[key] = 0                        # the default action of a _code table
+        for key in self.t.codes.values():
+            fields[key] = 0                            # the default action of a _code table
         trace: list[tuple[str, int, int, str]] = []
         missed: set[str] = set()
         ports: tuple[Any, ...] = ()
@@ -121,9 +120,8 @@ class EntryInterpreter:
             if e.action == "set_state":
                 state = e.params[0]
             trace.append((table, before, state, f"{e.action}({', '.join(map(str, e.params))})"))
-            if e.action == "set_code":
-                key = next(m.field for m in e.matches)
-                fields[f"{key}#code"] = e.params[0]
+            if table in self.t.codes:                  # t_<f>_code: the value's code, for t_<f>
+                fields[self.t.codes[table]] = e.params[0]
             elif e.action == "set_mgid":
                 ports = tuple(self.t.groups[e.params[0]])
             elif e.action == "set_port":

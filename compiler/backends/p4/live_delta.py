@@ -13,7 +13,8 @@ few hundred entries planned from a few hundred states.
 
 It applies when the pipeline has the shape the map was made for: the same builder, the same
 tables in the same order with the same match kinds and widths, the same default action, and
-nothing whose entries are not per state (compressed fields, state variables, custom actions).
+nothing whose entries are not per state (compressed fields, lower-resolution domains, state
+variables, custom actions).
 Otherwise the caller plans the whole set (delta.plan) and makes the map again from that plan
 (`LiveHeld.from_plan`).
 """
@@ -35,6 +36,8 @@ def _shape(c: Compiled, spec: Spec) -> tuple[Any, ...] | None:
     """What must not change for the map to stay valid (None: never valid for this pipeline)."""
     p = c.pipeline
     if p.state_vars or p.bitvector is not None or any(t.compression is not None for t in p.tables):
+        return None
+    if any(q.domain_bits for q in spec.query_fields):     # the root's codes are not per state
         return None
     d = p.default_action
     if d is not None and d.calls:

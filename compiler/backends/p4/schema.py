@@ -16,6 +16,12 @@ Table layout (`meta.state` carries the state id):
                      range (an interval, a prefix) is in TCAM
   t_<field>_any      key (meta.state: exact) -> set_state(next), applied when t_<field> misses
                      (the per-state default of exact and range tables: SRAM instead of TCAM)
+  t_<field>_code     a field with query_field_domain(f, bits), applied first: key (meta.state:
+                     exact, <field>: range) -> set_<field>_code(code), entries under the root
+                     state only (TCAM: one row set per boundary of the rule set, not per state;
+                     keyed by the root so that a push brings its own codes and flips to them
+                     with the root); t_<field> then keys (meta.state: exact, meta.<field>_code:
+                     exact) (SRAM), with no t_<field>_exact: Camus's lower-resolution domain
   t_update<k>        v1model with windows: key (meta.state) -> update_<counter>_<field>(index)
                      | update_<counter>_every(index, modulus): every(n)'s count, kept modulo n
   t_svar<i>_load     key (meta.state) -> load_<counter>_<fn>(index): the aggregate into meta
@@ -86,10 +92,29 @@ class TableDecl:
 
 
 @dataclass(frozen=True)
+class CodeDecl:
+    """A lower-resolution domain (query_field_domain): the code table's action and the metadata
+    key it writes, which the field's table matches."""
+    field: str          # the query field's path
+    action: str         # set_<field>_code
+    key: KeyDecl        # meta.<field>_code: exact
+
+
+CODE_SUFFIX = "_code"
+
+
+def code_decl(q: QueryField) -> CodeDecl:
+    name = ident(q.path)
+    return CodeDecl(q.path, f"set_{name}{CODE_SUFFIX}",
+                    KeyDecl(f"meta.{name}{CODE_SUFFIX}", f"meta.camus.{name}{CODE_SUFFIX}", q.domain_bits, "exact"))
+
+
+@dataclass(frozen=True)
 class P4Schema:
     arch: str
     tables: tuple[TableDecl, ...]                 # in pipeline order
     actions: dict[str, ActionDecl] = field(default_factory=dict)
+    codes: dict[str, "CodeDecl"] = field(default_factory=dict)   # t_<f>_code -> what it sets
 
     def table(self, name: str) -> TableDecl | None:
         return next((t for t in self.tables if t.name == name), None)
@@ -104,7 +129,9 @@ class P4Schema:
         return {t.fallback: t.name for t in self.tables if t.fallback}
 
     def key_widths(self) -> dict[str, int]:
-        return {k.name: k.bits for t in self.tables for k in t.keys}
+        widths = {k.name: k.bits for t in self.tables for k in t.keys}
+        widths.update({c.key.name: c.key.bits for c in self.codes.values()})
+        return widths
 
 
 # intrinsic metadata instance -> the architecture whose ingress control receives it
@@ -217,7 +244,9 @@ def action_params(action: str) -> tuple[str, ...]:
         return ("index", "modulus")
     if action.startswith(("update_", "load_")):
         return ("index",)
-    return {"set_code": ("code",)}.get(action, ())
+    if action == "set_code" or action.endswith(CODE_SUFFIX) and action.startswith("set_"):
+        return ("code",)
+    return ()
 
 
 DEFAULT_CALL_ID = 1     # the call id of query_default_action's custom actions (calls.json)
@@ -241,14 +270,32 @@ def leaf_default(spec: Spec) -> str:
     return f"NoAction();{note}: its multicast group is set with the entries"
 
 
+def code_members(schema: P4Schema) -> str:
+    """The camus_meta_t members the code tables write (the CODE_MEMBERS slot of the templates)."""
+    return "".join(f"\n    bit<{c.key.bits}> {c.key.expr.rpartition('.')[2]};   // {c.field} as a code "
+                   f"(query_field_domain)" for c in schema.codes.values())
+
+
 def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
     actions = {a.name: a for a in BASE_ACTIONS}
     tables = [TableDecl("t_root", (), ("set_state",), 1,
                         "set_state(0);   // replaced with the rule set's root state")]
+    codes: dict[str, CodeDecl] = {}
     for q in spec.query_fields:
         kind = key_kind(q)
         base = f"t_{ident(q.path)}"
         any_name = f"{base}_any" if kind != "lpm" else None
+        if q.domain_bits:          # value -> code for all states (TCAM), then (state, code) in SRAM
+            code = codes[base + CODE_SUFFIX] = code_decl(q)
+            actions[code.action] = ActionDecl(code.action, (("code", q.domain_bits),))
+            # before every field table, while meta.state is still the root
+            tables.insert(1, TableDecl(base + CODE_SUFFIX, (STATE, KeyDecl(q.path, field_expr(q, spec), q.width, "range")),
+                                       (code.action,), opts.table_size,
+                                       f"{code.action}(0);   // below the lowest boundary (Tofino's metadata starts undefined)"))
+            tables.append(TableDecl(base, (STATE, code.key), ("set_state", "NoAction"), opts.table_size,
+                                    "NoAction();   // a state this table does not test passes through", any_name))
+            tables.append(TableDecl(f"{any_name}", (STATE,), ("set_state", "NoAction"), opts.table_size))
+            continue
         if kind == "range":        # equalities first, in SRAM: Camus's "exact instead of range where possible"
             tables.append(TableDecl(f"{base}{EXACT_SUFFIX}", (STATE, KeyDecl(q.path, field_expr(q, spec), q.width,
                                                                              "exact")),
@@ -286,4 +333,4 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
         actions[ILA_REWRITE.name] = ILA_REWRITE
         call_actions = ("call", ILA_REWRITE.name, "NoAction")
     tables.append(TableDecl("t_leaf_calls", (STATE,), call_actions, opts.leaf_size))
-    return P4Schema(opts.arch, tuple(tables), actions)
+    return P4Schema(opts.arch, tuple(tables), actions, codes)
