@@ -14,7 +14,9 @@ Table I's workloads (the paper, section VIII-F): ITCH, 100K `stock == S and pric
 band to its collector port, the same bands on every switch); hICN, 1M unique content identifiers
 (here exact IPv6 names, each to one of 64 ports). Each is compiled exactly (alpha 1) and costed
 against the default budget (compiler/backends/p4/tofino.py names the source of each figure), then fitted as
-`compile --target p4` would.
+`compile --target p4 --arch tna --state-bits B` would. The ITCH spec takes Camus's lower-resolution
+domain for the price (`query_field_domain(add_order.price, 12)`: the paper's third TCAM technique);
+B is the narrowest of 16, 24 and 32 bits that holds the row's state ids (a column of the table).
 """
 from __future__ import annotations
 
@@ -135,7 +137,7 @@ def table1(hicn: int) -> dict[str, dict]:
     import time
     from camus.compiler.backends.base import BackendError, OverBudget, TargetOptions
     from camus.compiler.backends.p4.budget import Budget, over_budget, switch_resources
-    from camus.compiler.backends.p4.entries import p4_tables
+    from camus.compiler.backends.p4.entries import p4_tables, state_id_bits
     from camus.compiler.backends.p4.schema import P4Options, p4_schema
     from camus.compiler.backends.registry import backend
     from camus.compiler.compile import compile_rules, no_cyclic_gc
@@ -143,18 +145,23 @@ def table1(hicn: int) -> dict[str, dict]:
     from camus.compiler.language.spec_parser import parse_spec
     b = Budget()
     out: dict[str, dict] = {}
-    print(f"{'row':<6} {'filters':>9} {'entries':>8} {'SRAM':>7} {'TCAM':>7} {'groups':>7} {'stages':>6}   "
+    print(f"{'row':<6} {'filters':>9} {'entries':>8} {'ids':>4} {'SRAM':>7} {'TCAM':>7} {'groups':>7} {'stages':>6}   "
           f"{'paper SRAM/TCAM/groups':<24} fitted (TNA)")
     for name, (spec_text, rules) in table1_workloads(hicn).items():
         t0 = time.perf_counter()
         with no_cyclic_gc():
             spec = parse_spec(spec_text)
             c = compile_rules(spec, "\n".join(rules) + "\n")
-            r = switch_resources(p4_tables(c.pipeline, c.spec), p4_schema(c.spec, P4Options(arch="tna")))
+            tables = p4_tables(c.pipeline, c.spec)
+            bits = next(n for n in (16, 24, 32) if state_id_bits(tables) <= n)
+            schema = p4_schema(c.spec, P4Options(arch="tna", state_bits=bits))
+            tables.widths.update(schema.key_widths())
+            r = switch_resources(tables, schema)
+            del tables
             over = over_budget(r, b)          # the entries are gone by now: only a row over budget
             try:                              # is built again, by the fitting driver
-                fitted = describe(build_fitted(c, backend("p4"), TargetOptions(arch="tna")).compiled) if over \
-                    else "exact"
+                fitted = describe(build_fitted(c, backend("p4"), TargetOptions(arch="tna", state_bits=bits)).compiled) \
+                    if over else "exact"
             except OverBudget as exc:
                 fitted = f"does not fit: {exc.headline()}"
             except BackendError as exc:
@@ -163,13 +170,13 @@ def table1(hicn: int) -> dict[str, dict]:
                "tcam_pct": 100 * r["tcam_block_rows"] / b.tcam_block_rows,
                "groups_pct": 100 * r["multicast_groups"] / b.multicast_groups,
                "multicast_nodes": r["multicast_nodes"], "multicast_copies": r["multicast_copies"],
-               "stages": r["stages"],
+               "stages": r["stages"], "state_bits": bits,
                "tables": {k: v for k, v in r["tables"].items()},
                "paper": dict(zip(("sram_pct", "tcam_pct", "groups_pct"), PAPER_TABLE1[name])),
                "fitted": fitted, "seconds": round(time.perf_counter() - t0, 1)}
         out[name] = row
         p = PAPER_TABLE1[name]
-        print(f"{name:<6} {len(rules):>9,} {r['entries']:>8,} {row['sram_pct']:>6.2f}% {row['tcam_pct']:>6.2f}% "
+        print(f"{name:<6} {len(rules):>9,} {r['entries']:>8,} {bits:>4} {row['sram_pct']:>6.2f}% {row['tcam_pct']:>6.2f}% "
               f"{row['groups_pct']:>6.2f}% {r['stages']:>6}   {p[0]:>5}% / {p[1]:>5}% / {p[2]:>4}%     {fitted}",
               flush=True)
     print("budget: one Tofino-1 pipe (compiler/backends/p4/tofino.py, each figure with its source: 12 stages x 80 "

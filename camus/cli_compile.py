@@ -71,6 +71,10 @@ def _compile(spec: str, rules: str, order: str, alpha: int, compress_max: int, s
 @click.option("--budget", "budget_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="P4: switch resource budget (YAML: sram_words, tcam_block_rows, multicast_groups, "
                    "group_members); default: one Tofino-1 pipe.")
+@click.option("--state-bits", type=click.IntRange(8, 32), default=32, show_default=True,
+              help="P4: width of the state ids (meta.state) in the program; 16 packs three (state, code) or "
+                   "two (state, 32-bit value) exact entries to a 128-bit RAM word instead of one. The rule "
+                   "set's ids must fit (16 bits: 65,535 states), or it is fitted like any budget.")
 @click.option("--exact", is_flag=True,
               help="P4: refuse rather than approximate when the entries exceed the budget (by default the "
                    "compile fits them: coarser numeric constants, alpha 2, 5, 10, 20, ..., until they fit; "
@@ -81,7 +85,7 @@ def _compile(spec: str, rules: str, order: str, alpha: int, compress_max: int, s
 @click.option("--fit-alpha", is_flag=True, hidden=True, help="Kept for old scripts: fitting is the default now.")
 @_options
 def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None, arch: str,
-            budget_file: str | None, exact: bool, fit: bool, as_json: bool, fit_alpha: bool, order: str,
+            budget_file: str | None, state_bits: int, exact: bool, fit: bool, as_json: bool, fit_alpha: bool, order: str,
             alpha: int, compress_max: int, strategy: str) -> None:
     """Compile RULES against the message-format SPEC into staged tables.
 
@@ -108,7 +112,8 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
         if target == "p4" and written_for == "tna":
             click.echo("note: the spec reads Tofino's ig_intr_md: compiling for tna (--arch v1model to override)",
                        err=True)
-    options = TargetOptions(arch=arch, budget_file=budget_file, notice=lambda m: click.echo(m, err=True))
+    options = TargetOptions(arch=arch, budget_file=budget_file, state_bits=state_bits,
+                            notice=lambda m: click.echo(m, err=True))
     try:
         fitted = build_fitted(c, backend(target), options, fit=not exact)
     except BackendError as exc:

@@ -11,7 +11,7 @@
 // to run (calls.json; 0: none). Entries: entries.bfrt.py / entries.p4rt.json.
 
 {{VAR_TYPES}}struct camus_meta_t {
-    bit<32> state;{{CODE_MEMBERS}}
+    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}
     bit<1> deliver;
     bit<1> drop;
     bit<16> call_id;    // custom actions of the leaf (calls.json){{VAR_MEMBERS}}
@@ -20,7 +20,7 @@
 control Camus(inout headers hdr, inout camus_meta_t camus,
               in ingress_intrinsic_metadata_t ig_intr_md,
               inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
-    action set_state(bit<32> next) { camus.state = next; }
+    action set_state(bit<{{STATE_BITS}}> next) { camus.state = next; }
     action set_mgid(MulticastGroupId_t mgid) {
         ig_tm_md.mcast_grp_a = mgid;
         camus.deliver = 1;

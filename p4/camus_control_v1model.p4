@@ -11,7 +11,7 @@
 // (calls.json; 0: none). Entries: entries.cli / entries.p4rt.json, as for the whole program.
 
 {{VAR_TYPES}}struct camus_meta_t {
-    bit<32> state;{{CODE_MEMBERS}}
+    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}
     bit<1> deliver;
     bit<1> drop;
     bit<16> call_id;    // custom actions of the leaf (calls.json)
@@ -20,7 +20,7 @@
 
 control Camus(inout headers hdr, inout camus_meta_t camus,
               inout standard_metadata_t standard_metadata) {
-    action set_state(bit<32> next) { camus.state = next; }
+    action set_state(bit<{{STATE_BITS}}> next) { camus.state = next; }
     action set_mgid(bit<16> mgid) {
         standard_metadata.mcast_grp = mgid;
         camus.deliver = 1;

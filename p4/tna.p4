@@ -36,7 +36,7 @@ struct headers {
 }
 
 struct camus_meta_t {
-    bit<32> state;{{CODE_MEMBERS}}
+    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
     bit<1> deliver;
     bit<1> drop;
@@ -63,7 +63,7 @@ control CamusIngress(inout headers hdr, inout metadata meta,
                      inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) camus_oversize;
 
-    action set_state(bit<32> next) { meta.camus.state = next; }
+    action set_state(bit<{{STATE_BITS}}> next) { meta.camus.state = next; }
     action set_mgid(MulticastGroupId_t mgid) {
         ig_tm_md.mcast_grp_a = mgid;
         meta.camus.deliver = 1;

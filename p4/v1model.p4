@@ -27,7 +27,7 @@ struct headers {
 }
 
 struct camus_meta_t {
-    bit<32> state;{{CODE_MEMBERS}}
+    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}
     @field_list(1)
     bit<8> passes;      // messages already classified (recirculations so far)
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
@@ -54,7 +54,7 @@ control CamusVerifyChecksum(inout headers hdr, inout metadata meta) {
 
 control CamusIngress(inout headers hdr, inout metadata meta,
                      inout standard_metadata_t standard_metadata) {
-    action set_state(bit<32> next) { meta.camus.state = next; }
+    action set_state(bit<{{STATE_BITS}}> next) { meta.camus.state = next; }
     action set_mgid(bit<16> mgid) {
         standard_metadata.mcast_grp = mgid;
         meta.camus.deliver = 1;

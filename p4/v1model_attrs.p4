@@ -23,7 +23,7 @@ struct headers {
 }
 
 struct camus_meta_t {
-    bit<32> state;{{CODE_MEMBERS}}
+    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}
     bit<1> feed;        // an attribute frame
     bit<1> deliver;
     bit<1> drop;
@@ -51,7 +51,7 @@ control CamusVerifyChecksum(inout headers hdr, inout metadata meta) {
 
 control CamusIngress(inout headers hdr, inout metadata meta,
                      inout standard_metadata_t standard_metadata) {
-    action set_state(bit<32> next) { meta.camus.state = next; }
+    action set_state(bit<{{STATE_BITS}}> next) { meta.camus.state = next; }
     action set_mgid(bit<16> mgid) {
         standard_metadata.mcast_grp = mgid;
         meta.camus.deliver = 1;

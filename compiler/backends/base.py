@@ -27,6 +27,7 @@ class TargetOptions:
     """Target-specific choices (each back end reads the ones it knows)."""
     arch: str = "v1model"                   # P4: v1model (bmv2) | tna (Tofino)
     budget_file: str | None = None          # P4: switch resource budget (YAML)
+    state_bits: int = 32                    # P4: width of meta.state (state ids) in the program
     notice: Callable[[str], None] = field(default=_quiet, compare=False)   # progress for the user
 
 

@@ -149,3 +149,23 @@ def test_a_bad_domain_is_refused_at_its_position(pragma: str, says: str) -> None
     with pytest.raises(CompileErrors) as exc:
         parse_spec(text, "itch.p4")
     assert says in str(exc.value) and f":{text.count(chr(10))}:" in str(exc.value)
+
+
+def test_narrow_state_ids_pack_more_entries_a_word_and_too_many_states_are_fitted() -> None:
+    from camus.compiler.backends.base import TargetOptions
+    from camus.compiler.backends.registry import backend
+    from camus.compiler.fitting import build_fitted
+    spec, c = _itch()
+    wide = backend("p4").build(c, TargetOptions(arch="tna"))
+    narrow = backend("p4").build(c, TargetOptions(arch="tna", state_bits=16))
+    words = {k: __import__("json").loads(a.files["switch_resources.json"])["tables"]["t_add_order_price"]["sram_words"]
+             for k, a in (("wide", wide), ("narrow", narrow))}
+    assert words["narrow"] * 3 <= words["wide"] + 2            # 38-bit entries: three to a 128-bit word
+    assert "bit<16> state;" in narrow.files["camus.p4"] and "set_state(bit<16> next)" in narrow.files["camus.p4"]
+    assert "bitwidth: 16" in narrow.files["p4info.txtpb"]
+    c = compile_rules(spec, "\n".join(itch_rules(500, 1, n_symbols=10, n_hosts=200)) + "\n")   # ids: 9 bits
+    with pytest.raises(OverBudget, match="state ids"):
+        backend("p4").build(c, TargetOptions(state_bits=8))
+    notes: list[str] = []
+    fitted = build_fitted(c, backend("p4"), TargetOptions(state_bits=8, notice=notes.append))
+    assert any("state ids" in n for n in notes) and "set_state(bit<8> next)" in fitted.artefacts.files["camus.p4"]

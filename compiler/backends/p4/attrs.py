@@ -162,7 +162,7 @@ def _parser(eth: str, etype: str, attrs: list[Attribute], pairs: bool) -> str:
 
 
 def attrs_program_text(spec: Spec, opts: P4Options, tables: tuple[str, str], header_types: str,
-                       code_members: str = "") -> str:
+                       meta: dict[str, str]) -> str:
     """The whole v1model program for an attribute-frame spec; `tables` are the declarations and
     the apply sequence (p4_program._tables), `header_types` the spec's Ethernet header type."""
     check_attrs_layout(spec, opts.arch)
@@ -174,7 +174,7 @@ def attrs_program_text(spec: Spec, opts: P4Options, tables: tuple[str, str], hea
                 "a 32-bit presence mask, then the present values in id order.")
     slots = {
         "SPEC": spec.name,
-        "CODE_MEMBERS": code_members,
+        **meta,
         "ENCODING": encoding,
         "HEADER_TYPES": header_types,
         "ATTR_TYPES": _types(attrs, pairs),

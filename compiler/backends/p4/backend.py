@@ -11,7 +11,7 @@ from ...semantics.interpreter import Step
 from ...ir.pipeline import ActionSet
 from ..base import Artefacts, Backend, BackendError, OverBudget, TargetOptions
 from .budget import Budget, over_budget, render_resources, schema_stages, switch_resources
-from .entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
+from .entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli, state_id_bits
 from .interp import EntryInterpreter
 from .program import check_whole_program, program_text
 from .control import control_text
@@ -63,7 +63,7 @@ class P4Backend(Backend):
             budget = Budget.load(options.budget_file) if options.budget_file else Budget()
         except (ValueError, TypeError, OSError) as exc:
             raise BackendError(str(exc)) from None
-        p4opts = P4Options(arch=options.arch)
+        p4opts = P4Options(arch=options.arch, state_bits=options.state_bits)
         # Camus's mode: a spec without the header stack a whole program parses (pragma-only
         # fields) gets the control block alone, for the user's own program; others get both.
         whole: str | None = None
@@ -88,6 +88,11 @@ class P4Backend(Backend):
             raise OverBudget(over)
         program = program_text(c.spec, p4opts) if whole is None else None
         tables = p4_tables(c.pipeline, c.spec)
+        tables.widths.update(schema.key_widths())          # the program's widths (meta.state: --state-bits)
+        ids = state_id_bits(tables)
+        if ids > schema.state_bits:          # fewer states (coarser constants, a cover) may fit
+            raise OverBudget([f"state ids: {ids} bits needed, the program's meta.state has {schema.state_bits} "
+                              f"(--state-bits)"])
         check_entries(tables, schema)
         report = switch_resources(tables, schema)
         over = over_budget(report, budget)

@@ -92,7 +92,8 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
         row = per.setdefault(e.table, {"kind": "exact", "entries": 0, "sram_words": 0, "tcam_rows": 0,
                                        "tcam_block_rows": 0})
         row["entries"] += 1
-        abits = tables.widths.get(tables.codes[e.table], 32) if e.table in tables.codes else action_bits(e.action)
+        abits = (tables.widths.get(tables.codes[e.table], 32) if e.table in tables.codes else
+                 tables.widths.get("meta.state", 32) if e.action == "set_state" else action_bits(e.action))
         if all(m.kind == "exact" for m in e.matches):
             x = exact.setdefault(e.table, [0, key_bits, 0])
             x[0] += 1

@@ -15,7 +15,7 @@ from ...language.spec import Role, Spec
 from ..emit import BackendError, fill_template
 from .program import table_blocks
 from .attrs import attrs_meta_type
-from .schema import ATTRS_META, ARCHS, P4Options, check_metadata_arch, code_members, is_attrs, p4_schema
+from .schema import ATTRS_META, ARCHS, P4Options, check_metadata_arch, is_attrs, meta_slots, p4_schema
 from .ila import META as ILA_META
 from .ila import ila_rewrites
 from .ila import metadata_type as ila_metadata_type
@@ -53,7 +53,7 @@ def control_text(spec: Spec, opts: P4Options = P4Options(), camus_compat: bool =
     if camus_compat and opts.arch != "v1model":
         raise BackendError(f"{spec.camus_control_file!r} is the Camus compiler's v1model control "
                            "(Camus.apply(hdr, standard_metadata)): use --arch v1model")
-    slots = {"SPEC": spec.name, "CODE_MEMBERS": code_members(schema), "TABLES": decl, "APPLY": seq,
+    slots = {"SPEC": spec.name, **meta_slots(schema), "TABLES": decl, "APPLY": seq,
              "FILE": spec.camus_control_file,
              "VAR_TYPES": "".join(t + "\n\n" for t in types), "VAR_MEMBERS": "".join("\n" + m for m in members),
              "HEADERS": ", ".join(f"hdr.{h}" for h in headers) or "none: metadata only"}

@@ -245,6 +245,17 @@ def domain_tables(t: FieldTable, code: CodeDecl, root: int) -> tuple[list[P4Entr
     return coded, exact_from_intervals(over_codes)
 
 
+def state_id_bits(t: P4Tables) -> int:
+    """Bits the largest state id the entries name takes (the program's meta.state must hold it)."""
+    top = t.root
+    for e in t.entries:
+        if e.matches and e.matches[0].field == "meta.state":
+            top = max(top, e.matches[0].value)
+        if e.action == "set_state":
+            top = max(top, int(e.params[0]))
+    return top.bit_length()
+
+
 def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     out = P4Tables(root=p.root, groups=dict(p.groups))
     layout = _state_layout(p, spec) if (spec is not None and p.state_vars) else None
@@ -523,5 +534,5 @@ def check_entries(tables: P4Tables, schema: P4Schema) -> None:
         if len(vals) != len(decl) or any(not isinstance(v, int) or not 0 <= v < (1 << bits)
                                           for v, (_, bits) in zip(vals, decl)):
             raise BackendError(f"{table}: default {act}{vals} does not fit its parameters {decl}")
-    if not 0 <= tables.root < (1 << STATE_KEY_BITS):
-        raise BackendError(f"root state {tables.root} does not fit meta.state")
+    if not 0 <= tables.root < (1 << schema.state_bits):
+        raise BackendError(f"root state {tables.root} does not fit meta.state ({schema.state_bits} bits)")

@@ -27,7 +27,7 @@ from .ila import metadata_type as ila_metadata_type
 from .ila import rewrite_action as ila_action
 from .layout import Layout, field_name, field_slice, ip_route, layout_of
 from .topics import metadata_members, metadata_types, parser_states
-from .schema import (ARCHS, SVAR_KEY, code_members, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
+from .schema import (ARCHS, SVAR_KEY, meta_slots, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
                         counted_paths, load_action, p4_schema, update_action, updatable_fields, window_counters,
                         window_shift)
 
@@ -416,13 +416,13 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
     check_metadata_arch(spec, opts.arch)
     if is_attrs(spec):
         schema = p4_schema(spec, opts)
-        return attrs_program_text(spec, opts, table_blocks(spec, schema), _header_types(spec), code_members(schema))
+        return attrs_program_text(spec, opts, table_blocks(spec, schema), _header_types(spec), meta_slots(schema))
     lay = layout_of(spec, opts.arch)
     schema = p4_schema(spec, opts)
     decl, seq = table_blocks(spec, schema)
     slots = {
         "SPEC": spec.name,
-        "CODE_MEMBERS": code_members(schema),
+        **meta_slots(schema),
         "CONSTANTS": _constants(spec, lay),
         "HEADER_TYPES": _header_types(spec, whole=True),
         "HEADER_MEMBERS": _members(spec, lay, opts.arch, opts),

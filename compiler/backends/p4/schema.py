@@ -61,6 +61,9 @@ ARCHS = ("v1model", "tna")
 class P4Options:
     arch: str = "v1model"
     table_size: int = 65536        # `size` of each field table (the budget decides what fits)
+    state_bits: int = STATE_KEY_BITS   # meta.state and set_state's parameter: a narrower id packs
+                                   # more exact entries to a RAM word (16 bits: 3 (state, code)
+                                   # entries a word, not 1); the rule set's ids must fit
     leaf_size: int = 65536
     tna_max_rest: int = 15         # TNA: messages after the first that egress can prune (parsed)
     skip_bytes: int = 1472         # v1model: the most bytes a message carries past its header (a
@@ -115,6 +118,7 @@ class P4Schema:
     tables: tuple[TableDecl, ...]                 # in pipeline order
     actions: dict[str, ActionDecl] = field(default_factory=dict)
     codes: dict[str, "CodeDecl"] = field(default_factory=dict)   # t_<f>_code -> what it sets
+    state_bits: int = STATE_KEY_BITS
 
     def table(self, name: str) -> TableDecl | None:
         return next((t for t in self.tables if t.name == name), None)
@@ -270,14 +274,27 @@ def leaf_default(spec: Spec) -> str:
     return f"NoAction();{note}: its multicast group is set with the entries"
 
 
-def code_members(schema: P4Schema) -> str:
-    """The camus_meta_t members the code tables write (the CODE_MEMBERS slot of the templates)."""
-    return "".join(f"\n    bit<{c.key.bits}> {c.key.expr.rpartition('.')[2]};   // {c.field} as a code "
-                   f"(query_field_domain)" for c in schema.codes.values())
+MIN_STATE_BITS = 8
+
+
+def meta_slots(schema: P4Schema) -> dict[str, str]:
+    """The templates' camus_meta_t slots: the state id's width (STATE_BITS) and the members the
+    code tables write (CODE_MEMBERS)."""
+    return {"STATE_BITS": str(schema.state_bits),
+            "CODE_MEMBERS": "".join(f"\n    bit<{c.key.bits}> {c.key.expr.rpartition('.')[2]};   // {c.field} as a "
+                                    f"code (query_field_domain)" for c in schema.codes.values())}
+
+
+def state_key(bits: int) -> KeyDecl:
+    return KeyDecl(STATE.name, STATE.expr, bits, "exact")
 
 
 def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
+    if not MIN_STATE_BITS <= opts.state_bits <= STATE_KEY_BITS:
+        raise BackendError(f"state ids of {opts.state_bits} bits: the program takes {MIN_STATE_BITS}..{STATE_KEY_BITS}")
+    state = state_key(opts.state_bits)
     actions = {a.name: a for a in BASE_ACTIONS}
+    actions["set_state"] = ActionDecl("set_state", (("next", opts.state_bits),))
     tables = [TableDecl("t_root", (), ("set_state",), 1,
                         "set_state(0);   // replaced with the rule set's root state")]
     codes: dict[str, CodeDecl] = {}
@@ -289,23 +306,23 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
             code = codes[base + CODE_SUFFIX] = code_decl(q)
             actions[code.action] = ActionDecl(code.action, (("code", q.domain_bits),))
             # before every field table, while meta.state is still the root
-            tables.insert(1, TableDecl(base + CODE_SUFFIX, (STATE, KeyDecl(q.path, field_expr(q, spec), q.width, "range")),
+            tables.insert(1, TableDecl(base + CODE_SUFFIX, (state, KeyDecl(q.path, field_expr(q, spec), q.width, "range")),
                                        (code.action,), opts.table_size,
                                        f"{code.action}(0);   // below the lowest boundary (Tofino's metadata starts undefined)"))
-            tables.append(TableDecl(base, (STATE, code.key), ("set_state", "NoAction"), opts.table_size,
+            tables.append(TableDecl(base, (state, code.key), ("set_state", "NoAction"), opts.table_size,
                                     "NoAction();   // a state this table does not test passes through", any_name))
-            tables.append(TableDecl(f"{any_name}", (STATE,), ("set_state", "NoAction"), opts.table_size))
+            tables.append(TableDecl(f"{any_name}", (state,), ("set_state", "NoAction"), opts.table_size))
             continue
         if kind == "range":        # equalities first, in SRAM: Camus's "exact instead of range where possible"
-            tables.append(TableDecl(f"{base}{EXACT_SUFFIX}", (STATE, KeyDecl(q.path, field_expr(q, spec), q.width,
+            tables.append(TableDecl(f"{base}{EXACT_SUFFIX}", (state, KeyDecl(q.path, field_expr(q, spec), q.width,
                                                                              "exact")),
                                     ("set_state", "NoAction"), opts.table_size,
                                     "NoAction();   // not one of the values this state tests for equality", base))
-        tables.append(TableDecl(base, (STATE, KeyDecl(q.path, field_expr(q, spec), q.width, kind)),
+        tables.append(TableDecl(base, (state, KeyDecl(q.path, field_expr(q, spec), q.width, kind)),
                                 ("set_state", "NoAction"), opts.table_size,
                                 "NoAction();   // a state this table does not test passes through", any_name))
         if any_name:
-            tables.append(TableDecl(any_name, (STATE,), ("set_state", "NoAction"), opts.table_size))
+            tables.append(TableDecl(any_name, (state,), ("set_state", "NoAction"), opts.table_size))
     counters = window_counters(spec, opts.arch)
     if counters:
         updates = [update_action(c.name, path) for c in counters for path in counted_paths(spec)]
@@ -316,15 +333,15 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
                 actions[name] = ActionDecl(name, (("index", 32), ("modulus", 64)) if name.endswith("_every")
                                            else (("index", 32),))
         for k in range(UPDATE_SLOTS):
-            tables.append(TableDecl(f"t_update{k}", (STATE,), (*updates, "NoAction"), opts.table_size))
+            tables.append(TableDecl(f"t_update{k}", (state,), (*updates, "NoAction"), opts.table_size))
         svar = KeyDecl(SVAR_KEY, f"meta.camus.{SVAR_KEY}", SVAR_BITS, "range")
         for i in range(SVAR_STAGES):
-            tables.append(TableDecl(f"t_svar{i}_load", (STATE,), (*loads, "NoAction"), opts.table_size))
-            tables.append(TableDecl(f"t_svar{i}", (STATE, svar), ("set_state", "NoAction"), opts.table_size))
+            tables.append(TableDecl(f"t_svar{i}_load", (state,), (*loads, "NoAction"), opts.table_size))
+            tables.append(TableDecl(f"t_svar{i}", (state, svar), ("set_state", "NoAction"), opts.table_size))
     leaf_actions: tuple[str, ...] = ("set_mgid", "set_port", "drop_msg", "NoAction")
     if any(a[0] == "call" for a in spec.default_atoms):
         leaf_actions = (*leaf_actions[:-1], "call", "NoAction")
-    tables.append(TableDecl("t_leaf", (STATE,), leaf_actions, opts.leaf_size, leaf_default(spec)))
+    tables.append(TableDecl("t_leaf", (state,), leaf_actions, opts.leaf_size, leaf_default(spec)))
     call_actions: tuple[str, ...] = ("call", "NoAction")
     if dns_topic(spec) is not None:                                 # answerDNS(a.b.c.d): p4_dns
         actions[ANSWER_DNS.name] = ANSWER_DNS
@@ -332,5 +349,5 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
     elif ila_rewrites(spec):                                        # ila(L::): p4_ila
         actions[ILA_REWRITE.name] = ILA_REWRITE
         call_actions = ("call", ILA_REWRITE.name, "NoAction")
-    tables.append(TableDecl("t_leaf_calls", (STATE,), call_actions, opts.leaf_size))
-    return P4Schema(opts.arch, tuple(tables), actions, codes)
+    tables.append(TableDecl("t_leaf_calls", (state,), call_actions, opts.leaf_size))
+    return P4Schema(opts.arch, tuple(tables), actions, codes, opts.state_bits)
