@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     "compile": "cli_compile", "check": "cli_compile", "explain": "cli_compile", "apps": "cli_compile",
     "demo": "cli_compile", "attach": "cli_attach", "update": "cli_dataplane", "overload": "cli_dataplane",
     "detach": "cli_dataplane", "stats": "cli_dataplane", "status": "cli_dataplane", "metrics": "cli_dataplane",
+    "install-units": "cli_dataplane",
     "bench": "cli_bench", "controller": "cli_controller", "agent": "cli_controller",
     "subscribe": "cli_subscribe", "unsubscribe": "cli_subscribe", "subscriptions": "cli_subscribe",
     "edge": "cli_edge", "verify": "cli_verify",

@@ -411,11 +411,12 @@ def status(as_json: bool) -> None:
 def metrics(listen: str, log_level: str) -> None:
     """Serve Prometheus metrics of every attached interface until stopped.
 
-    Each scrape reads the pinned maps: camus_xdp_packets_total and camus_xdp_messages_total
-    (the classifier's counters, by unit and counter), camus_xdp_port_copies_total,
-    camus_xdp_rule_messages_total (counted rules), camus_xdp_interface_receive_total (the
-    kernel's receive counters: drops before XDP ran) and camus_xdp_unit_info (the XDP program's
-    id and tag). Needs root (the maps are root's).
+    Each scrape reads the pinned maps: one counter per classifier counter by unit
+    (camus_xdp_packets_total, camus_xdp_messages_total, camus_xdp_no_match_packets_total, ...),
+    camus_xdp_port_copies_total, camus_xdp_rule_messages_total (counted rules by id;
+    camus_xdp_rule_info has their text), camus_xdp_interface_rx_dropped_total and the other
+    receive counters (drops before XDP ran) and camus_xdp_unit_info (the XDP program's id and
+    tag). Only /metrics answers (404 elsewhere). Needs root (the maps are root's).
 
     \b
       sudo camus-xdp metrics --listen :9435 &
@@ -423,14 +424,13 @@ def metrics(listen: str, log_level: str) -> None:
     """
     import logging
     import threading
-    from prometheus_client import start_http_server
     from camus.dataplane import metrics as exporter
     from camus.dataplane.program import require_root
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         require_root()
         host, port = exporter.parse_listen(listen)
-        server, thread = start_http_server(port, addr=host, registry=exporter.registry())
+        server, thread = exporter.serve(host, port)
     except (DataplaneError, ValueError) as exc:
         fail(exc)
     except OSError as exc:
@@ -443,4 +443,34 @@ def metrics(listen: str, log_level: str) -> None:
         server.shutdown()
 
 
-COMMANDS: list[click.Command] = [update, overload, detach, stats, status, metrics]
+
+
+@click.command("install-units")
+@click.option("--dir", "unit_dir", type=click.Path(file_okay=False), default="/etc/systemd/system", show_default=True,
+              help="Where systemd reads units from.")
+@click.option("--command", "command", type=click.Path(dir_okay=False), default=None,
+              help="The camus-xdp executable the units run (default: this installation's).")
+def install_units(unit_dir: str, command: str | None) -> None:
+    """Write the systemd units for this host: camus-xdp@IFACE attaches IFACE at boot from
+    /etc/camus-xdp/config.yaml (and detaches it on stop), camus-xdp-metrics serves the Prometheus
+    exporter. ExecStart names this installation's camus-xdp; the units are checked with
+    `systemd-analyze verify` before anything in DIR changes (nothing is written if they fail).
+
+    \b
+      sudo camus-xdp install-units
+      sudo systemctl daemon-reload
+      sudo systemctl enable --now camus-xdp@eth0 camus-xdp-metrics
+    """
+    from pathlib import Path
+    from camus.dataplane import units
+    try:
+        exe = Path(command).absolute() if command else units.this_command()
+        written = units.install_units(exe, Path(unit_dir))
+    except (DataplaneError, OSError) as exc:
+        fail(exc)
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo("next: systemctl daemon-reload; systemctl enable --now camus-xdp@IFACE camus-xdp-metrics")
+
+
+COMMANDS: list[click.Command] = [update, overload, detach, stats, status, metrics, install_units]

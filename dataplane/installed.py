@@ -129,10 +129,47 @@ def attachment_dir(unit: str) -> Path:
 LOCK_POLL_S = 0.05      # how often a command waiting for a unit looks at who holds it
 
 
+def _lock_path(unit: str) -> Path:
+    return STATE_ROOT / "locks" / valid_unit(unit)
+
+
 def _lock_file(unit: str) -> int:
     folder = STATE_ROOT / "locks"
     folder.mkdir(parents=True, exist_ok=True)
-    return os.open(folder / valid_unit(unit), os.O_RDWR | os.O_CREAT, 0o600)
+    return os.open(_lock_path(unit), os.O_RDWR | os.O_CREAT, 0o600)
+
+
+def _acquire(unit: str, wait: bool) -> int | None:
+    """The unit's lock file, opened and locked (None: `wait` is off and another process holds
+    it). A holder removes the file as it lets go (nothing stays under the lock folder); one that
+    opened the file before that and locked it after holds a file no longer at the path, so it
+    opens the path again: two processes never hold two different files of one unit."""
+    path = _lock_path(unit)
+    while True:
+        fd = _lock_file(unit)
+        try:
+            if not _take(fd, unit, wait):
+                os.close(fd)
+                return None
+            try:
+                current = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                current = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if current:
+            return fd
+        os.close(fd)
+
+
+def _release(unit: str, fd: int) -> None:
+    """Remove the lock file while still holding it, then let go (a waiter on it opens anew)."""
+    try:
+        os.unlink(_lock_path(unit))
+    except FileNotFoundError:
+        pass
+    os.close(fd)
 
 
 def _held_by(fd: int) -> str:
@@ -177,11 +214,14 @@ def unit_lock(unit: str, wait: bool = True, held: UnitHold | None = None) -> Ite
     if held is not None and held.unit == unit and held.fd >= 0:
         yield True
         return
-    fd = _lock_file(unit)
+    fd = _acquire(unit, wait)
+    if fd is None:
+        yield False
+        return
     try:
-        yield _take(fd, unit, wait)
+        yield True
     finally:
-        os.close(fd)
+        _release(unit, fd)
 
 
 @dataclass
@@ -196,29 +236,29 @@ class UnitHold:
     def release(self) -> None:
         if self.fd >= 0:
             os.ftruncate(self.fd, 0)              # the note first: a waiter then sees a command
-            os.close(self.fd)
+            _release(self.unit, self.fd)
             self.fd = -1
 
 
 def hold_unit(unit: str, who: str) -> UnitHold:
     """Take the unit's lock until `release()` (a killed holder releases it), after any command
     holding it; DataplaneError when another long-lived holder has it."""
-    fd = _lock_file(unit)
+    fd = _acquire(unit, wait=True)
+    assert fd is not None                        # waiting: a lock or an error
     try:
-        _take(fd, unit, wait=True)
         os.pwrite(fd, who.encode() + b"\n", 0)
     except BaseException:
-        os.close(fd)
+        _release(unit, fd)
         raise
     return UnitHold(unit, who, fd)
 
 
 def unit_holder(unit: str) -> str:
     """Who holds the unit for live changes now ("" when nobody does)."""
-    path = STATE_ROOT / "locks" / valid_unit(unit)
-    if not path.exists():
+    try:
+        fd = os.open(_lock_path(unit), os.O_RDONLY)
+    except FileNotFoundError:
         return ""
-    fd = os.open(path, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

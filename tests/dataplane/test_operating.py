@@ -104,11 +104,17 @@ def _samples(text: str) -> dict[tuple[str, tuple], float]:
 def test_metrics_serve_the_counters_and_move_with_traffic(attached) -> None:
     feed(attached, 2)
     first = _samples(generate_latest(metrics.registry()).decode())
-    key = ("camus_xdp_packets_total", (("counter", "packets"), ("unit", BRK)))
+    key = ("camus_xdp_packets_total", (("unit", BRK),))
     assert first[key] == runtime.stats(BRK)["packets"]
-    assert first[("camus_xdp_messages_total", (("counter", "messages"), ("unit", BRK)))] >= 4
+    assert first[("camus_xdp_messages_total", (("unit", BRK),))] >= 4
+    assert first[("camus_xdp_no_match_packets_total", (("unit", BRK),))] >= 0
     assert first[("camus_xdp_rules", (("unit", BRK),))] == 2
-    assert ("camus_xdp_interface_receive_total", (("counter", "rx_packets"), ("iface", BRK))) in first
+    assert ("camus_xdp_interface_rx_packets_total", (("iface", BRK),)) in first
+    # no total beside its parts under one label: every family's labels are what it is split by
+    assert not any(dict(labels).get("counter") for _, labels in first)
+    texts = {dict(lb)["rule"]: dict(lb)["text"] for name, lb in first if name == "camus_xdp_rule_info"}
+    counted = {dict(lb)["rule"] for name, lb in first if name == "camus_xdp_rule_messages_total"}
+    assert counted and counted == set(texts) and set(texts.values()) <= set(RULES.splitlines())
     info = [k for k in first if k[0] == "camus_xdp_unit_info" and ("unit", BRK) in k[1]]
     assert info and dict(info[0][1])["prog_tag"]
     after = feed(attached, 5)

@@ -1,8 +1,8 @@
 """A unit held for live changes (a host agent's live classifier) is never rewritten beside it:
 commands that would are refused at once, naming the holder, instead of writing whole tables
 the holder's next delta would be written against; commands still wait for each other; a killed
-holder's note means nothing (the kernel released its lock). No root: the lock folder is moved
-into a temporary one."""
+holder's note means nothing (the kernel released its lock); a holder removes the lock file as
+it lets go, and no two ever hold one unit. No root: the lock folder is moved into a temporary one."""
 from __future__ import annotations
 
 import os
@@ -85,4 +85,60 @@ def test_a_killed_holders_note_does_not_hold_the_unit(tmp_path) -> None:
     assert state.unit_holder("veth7") == ""
     with state.unit_lock("veth7") as got:          # taken, and the stale note cleared
         assert got is True
-    assert (tmp_path / "locks" / "veth7").read_text() == ""
+        assert (tmp_path / "locks" / "veth7").read_text() == ""
+    assert not (tmp_path / "locks" / "veth7").exists()     # and the file gone with the next holder
+
+
+def test_no_lock_file_stays_and_holders_never_overlap() -> None:
+    """A holder removes the lock file as it lets go; a process that opened the old file and
+    locked it after reopens the path: never two holders at once, nothing left behind."""
+    inside, overlaps, errors = [0], [0], []
+
+    def command() -> None:
+        try:
+            for _ in range(30):
+                with state.unit_lock("veth7"):
+                    inside[0] += 1
+                    if inside[0] > 1:
+                        overlaps[0] += 1
+                    inside[0] -= 1
+        except Exception as exc:           # noqa: BLE001  (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=command) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and overlaps[0] == 0
+    hold = state.hold_unit("veth7", "agent")
+    hold.release()
+    with state.unit_lock("veth8"):
+        pass
+    assert not any((state.STATE_ROOT / "locks").iterdir())
+
+
+def test_a_waiter_that_locks_a_removed_file_opens_the_path_again(monkeypatch) -> None:
+    """The race the removal opens, made to happen: a process opened the lock file, the holder
+    removed it and let go, then the process locked the file it had (no longer at the path). It
+    must not count as holding the unit: another process would then take a new file at the path."""
+    stale = state._lock_file("veth7")              # opened while somebody held the unit...
+    with state.unit_lock("veth7"):                  # ...who then removed the file and let go
+        pass
+    real = state._lock_file
+    handed = []
+
+    def first_the_stale_one(unit: str) -> int:
+        if not handed:
+            handed.append(stale)
+            return stale
+        return real(unit)
+
+    monkeypatch.setattr(state, "_lock_file", first_the_stale_one)
+    hold = state.hold_unit("veth7", "agent")
+    try:
+        assert handed and state.unit_holder("veth7") == "agent"
+        with state.unit_lock("veth7", wait=False) as got:
+            assert got is False                     # the unit is held: one holder, at the path
+    finally:
+        hold.release()
