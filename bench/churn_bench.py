@@ -48,7 +48,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "apps" / "itch" / "itch.p4"
-IFACE, PEER = "cxch0", "cxch1"                           # the XDP host's interface (--target xdp)
+RUN = f"cx{os.getpid() % 100000}"                       # interfaces named per run: two runs never clash
+IFACE, PEER = f"{RUN}h0", f"{RUN}h1"                     # the XDP host's interface (--target xdp)
 sys.path.insert(0, str(ROOT / "bench"))
 from delta_bench import KernelCheck  # noqa: E402   the attached program, asked through the kernel
 from p4rt_bench import SERVER, _port  # noqa: E402   the P4Runtime switch process, a free port
@@ -121,7 +122,7 @@ def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, 
 
 def _veths(down: bool = False) -> None:
     """The XDP host's interface (the agent attaches to it) and one veth per subscriber port."""
-    for a, b in [(IFACE, PEER)] + [(f"cxcp{i}", f"cxcq{i}") for i in (1, 2, 3)]:
+    for a, b in [(IFACE, PEER)] + [(f"{RUN}p{i}", f"{RUN}q{i}") for i in (1, 2, 3)]:
         subprocess.run(["ip", "link", "del", a], capture_output=True)
         if not down:
             subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
@@ -141,7 +142,7 @@ def _device(target: str, tmp: Path, procs: list, pki: dict | None = None) -> tup
     _veths()
     agent = f"127.0.0.1:{_port()}"
     (tmp / "agent.token").write_text("agent-tok\n")
-    (tmp / "ports.yaml").write_text("".join(f"{i}: {{iface: cxcp{i}}}\n" for i in (1, 2, 3)))
+    (tmp / "ports.yaml").write_text("".join(f"{i}: {{iface: {RUN}p{i}}}\n" for i in (1, 2, 3)))
     tls = ["--tls-cert", pki["agent"].cert, "--tls-key", pki["agent"].key, "--tls-ca", pki["agent"].ca] if pki else []
     procs.append(subprocess.Popen([str(Path(sys.executable).parent / "camus-xdp"), "agent", IFACE, "--spec", str(SPEC),
                                    "--ports", str(tmp / "ports.yaml"), "--listen", agent,
