@@ -4,6 +4,19 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$here/.venv"
+# One line per step here; what the tools say goes to the log (pip's warnings are hundreds of
+# lines a newcomer cannot tell from trouble). A failing step ends set-up with its log's tail.
+log="$here/.setup.log"
+: >"$log"
+step() {
+  local what="$1"; shift
+  echo "setup: $what"
+  if ! "$@" >>"$log" 2>&1; then
+    echo "setup: failed: $what (the last lines of $log follow)" >&2
+    tail -n 25 "$log" >&2
+    exit 1
+  fi
+}
 
 # Debian packages: BCC (python3-bpfcc, never PyPI's unrelated "bcc"), clang, headers for BCC,
 # xdp-tools, trafgen (netsniff-ng), tshark for MoldUDP64 decoding, venv support.
@@ -21,9 +34,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: need root to install: ${missing[*]}" >&2; exit 1
   fi
-  echo "setup: installing Debian packages: ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  step "updating the Debian package lists" apt-get update -qq
+  step "installing Debian packages: ${missing[*]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
 # BCC finds kernel headers through /lib/modules/$(uname -r)/{build,source}. This kernel is
@@ -42,20 +54,19 @@ fi
 
 # The venv sees Debian's site-packages so that `import bcc` finds python3-bpfcc.
 if [ ! -x "$venv/bin/python" ]; then
-  echo "setup: creating venv at $venv"
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  step "creating the venv at $venv" /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
 stamp="$venv/.camus-installed"
 if [ ! -f "$stamp" ] || [ "$here/pyproject.toml" -nt "$stamp" ]; then
-  echo "setup: installing camus-xdp (editable) with test and benchmark dependencies (PySpark: a few minutes)"
-  "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$venv/bin/python" -m pip install -q -e "$here[test,bench]"
+  step "upgrading pip" "$venv/bin/python" -m pip install -q --upgrade pip
+  step "installing camus-xdp (editable) with test and benchmark dependencies (PySpark: a few minutes)" \
+    "$venv/bin/python" -m pip install -q -e "$here[test,bench]"
   touch "$stamp"
 fi
 # P4Runtime's protobufs in today's generated form, so protobuf's compiled runtime loads them
 # (scripts/p4runtime_upb.py; 10K switch entries: seconds instead of tens of seconds)
 # (not fatal: without it camus-xdp picks the pure-Python runtime itself, only slower)
-(cd / && "$venv/bin/python" "$here/scripts/p4runtime_upb.py") ||
+(cd / && "$venv/bin/python" "$here/scripts/p4runtime_upb.py" >>"$log" 2>&1) ||
   echo "setup: P4Runtime protobufs stay on protobuf's pure-Python runtime (slower switch output)" >&2
 
 # Two P4Runtime clients written by others, each in its own venv (their protobuf pins differ from
