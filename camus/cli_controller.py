@@ -184,6 +184,7 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
     from pathlib import Path
     from aiohttp import web
     from camus.compiler.compile import CompileOptions
+    from camus.controller import http_limits
     from camus.compiler.language.errors import CompileErrors
     from camus.compiler.language.spec_parser import load_spec
     from camus.controller.core import Controller
@@ -255,7 +256,7 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
                + (" (client certificates required)" if tls_client_auth else ""), err=True)
     web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None,
                 access_log=web.access_logger if access_log else None, ssl_context=ssl_context,
-                loop=new_event_loop())
+                loop=new_event_loop(), **http_limits.server_options())
 
 
 @click.command()
@@ -289,6 +290,7 @@ def agent(iface, spec, ports_path, listen, token_file, mode, tls_cert, tls_key, 
     """
     from aiohttp import web
     _logging(log_level)
+    from camus.controller import http_limits
     from camus.controller.agent import Agent, make_agent_app
     from camus.controller.tls import TlsError, TlsFiles, server_context
     host, port = _listen(listen)
@@ -316,7 +318,7 @@ def agent(iface, spec, ports_path, listen, token_file, mode, tls_cert, tls_key, 
                + (f" (tables only from {controller_name!r}'s certificate)" if tls_ca else ""), err=True)
     web.run_app(make_agent_app(a, frozenset({controller_name}) if tls_ca else frozenset()), host=host, port=port,
                 print=None, access_log=web.access_logger if access_log else None, ssl_context=ssl_context,
-                loop=new_event_loop())
+                loop=new_event_loop(), **http_limits.server_options())
 
 
 COMMANDS: list[click.Command] = [controller, agent]

@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from . import http_limits
+
 from .tls import peer_names
 
 
@@ -231,7 +233,8 @@ def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset())
         agent.close()
 
     # a whole rule set is one request body: 1M subscriptions are tens of MB (aiohttp's default: 1 MB)
-    app = web.Application(client_max_size=MAX_BODY)
+    http_limits.quiet_client_errors()
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[http_limits.body_in_time])
     app.add_routes([web.post("/v1/tables", tables), web.post("/v1/changes", changes),
                     web.get("/v1/status", status)])
     app.on_cleanup.append(cleanup)

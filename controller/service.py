@@ -28,6 +28,8 @@ import time
 
 from aiohttp import web
 
+from . import http_limits
+
 from .commits import Commits
 from .compile_worker import CompileProcess
 from .core import Controller, SubscriptionError
@@ -124,7 +126,7 @@ def _unstored(exc: StoreError) -> web.Response:
 
 async def _body(request: web.Request) -> dict:
     try:
-        raw = await request.read() if request.can_read_body else b""
+        raw = await request.read() if request.body_exists else b""      # (read once already: body_in_time)
         data = json.loads(raw.decode("utf-8")) if raw.strip() else {}
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise web.HTTPBadRequest(text=json.dumps({"error": "body is not JSON (UTF-8)"}),
@@ -353,7 +355,8 @@ async def _stop(app: web.Application) -> None:
 def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default_ttl: float = 30.0,
              compile_process: bool = False) -> web.Application:
     """`compile_process`: compile in a worker process (the CLI's choice), else in a thread."""
-    app = web.Application(middlewares=[_timed])
+    http_limits.quiet_client_errors()
+    app = web.Application(middlewares=[http_limits.body_in_time, _timed])
     app[CHANGE_TIMES] = collections.deque(maxlen=TIMED)
     app[COMMITS] = None
     app[SUMMARY] = [float("-inf"), {"changes": 0}]

@@ -345,3 +345,52 @@ def test_a_change_the_database_refuses_is_a_503_and_leaves_nothing(tmp_path) -> 
             assert r.status == 201
     asyncio.run(go())
     assert [f for (f,) in other.execute("SELECT filter FROM subscriptions")] == ["stock == GOOGL"]
+
+
+def _raw(port: int, data: bytes, wait_s: float = 60) -> tuple[bytes, float]:
+    """Send `data` and read until the server closes: what it answered and how long that took."""
+    import socket
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as s:
+        s.sendall(data)
+        got = b""
+        while chunk := s.recv(4096):
+            got += chunk
+    return got, time.monotonic() - t0
+
+
+def test_half_requests_and_slow_bodies_are_cut_and_bad_headers_log_one_line(monkeypatch, caplog) -> None:
+    import logging
+
+    from camus.controller import http_limits
+    monkeypatch.setattr(http_limits, "HEADER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(http_limits, "BODY_TIMEOUT_S", 1.0)
+    ctl = _controller()
+
+    async def go() -> None:
+        server = TestServer(make_app(ctl, TOKENS))
+        await server.start_server(**http_limits.server_options())        # as run_app is given them
+        try:
+            port = server.port
+            assert port is not None
+            loop = asyncio.get_running_loop()
+            # headers never finished: closed after the header timeout, nothing answered
+            got, took = await loop.run_in_executor(None, _raw, port, b"GET /v1/status HTTP/1.1\r\nHost: x\r\n")
+            assert got == b"" and took < 30
+            # a body that never arrives: 408
+            got, took = await loop.run_in_executor(None, _raw, port, (
+                b"POST /v1/subscriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-a\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"filter\""))
+            assert got.startswith(b"HTTP/1.1 408") and took < 30, got[:200]
+            # a header line over the limit: 400, logged as one line, no traceback, not an error
+            with caplog.at_level(logging.INFO, logger="aiohttp.server"):
+                got, _ = await loop.run_in_executor(None, _raw, port, (
+                    b"GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n"))
+            assert got.startswith(b"HTTP/1.0 400") or got.startswith(b"HTTP/1.1 400"), got[:200]
+            mine = [r for r in caplog.records if r.name == "aiohttp.server"]
+            assert mine and all(r.levelno < logging.WARNING and not r.exc_info for r in mine)
+            assert any("400" in r.getMessage() for r in mine)
+        finally:
+            await server.close()
+
+    asyncio.run(go())
