@@ -34,7 +34,7 @@ from .bpf_cpu import BpfStats, broker_seconds
 from .brokers import TOPIC_BROKERS, Broker, available, make_broker, system_cpu_seconds
 from .cbuild import binary
 from .feeds import FeedConfig, add_order, itch_feed, message_seq_ts, parse_mold, rules_for, write_frames
-from camus.dataplane.lab import FEED_PORT, Lab, free_net, pass_through, run_lab_prefix
+from camus.lab.namespaces import FEED_PORT, Lab, free_net, pass_through, run_lab_prefix
 
 SPEC = Path(__file__).resolve().parent.parent / "apps" / "itch" / "itch.p4"
 MASK48 = (1 << 48) - 1

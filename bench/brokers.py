@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from .cbuild import binary
-from camus.dataplane.lab import FEED_PORT, Lab
+from camus.lab.namespaces import FEED_PORT, Lab
 
 BROKERS = ("xdp", "py", "c", "mosquitto", "nats", "redis")
 TOPIC_BROKERS = {"mosquitto": ("mqtt", 18830), "nats": ("nats", 42220), "redis": ("redis", 63790)}

@@ -108,7 +108,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp",
             trace: Path | None = None, soak: bool = False, tls: bool = False, push_interval: float | None = None) -> dict:
-    from camus.dataplane.lab import processes
+    from camus.lab.namespaces import processes
     try:
         with processes() as procs:                       # the device, then the controller
             return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls, push_interval)

@@ -57,7 +57,7 @@ def _check(path: Path, rng: random.Random, syms: list[str]) -> int:
     from camus.compiler.language.spec_parser import load_spec
     from camus.compiler.semantics.interpreter import PipelineInterpreter
     from camus.compiler.structure.slicing import sort_ports
-    from camus.dataplane.pinned_run import port_bits_of
+    from camus.lab.pinned_run import port_bits_of
     spec = load_spec(SPEC)
     c = compile_files(str(SPEC), str(path), CompileOptions(count_rules=64))
     ip = PipelineInterpreter(c.pipeline)

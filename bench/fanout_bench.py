@@ -59,7 +59,7 @@ def measure(n: int, ms: list[int], repeat: int, rounds: int, endpoints: bool = T
     from camus.dataplane import fanout, runtime
     from camus.dataplane.installed import pin_dir
     from camus.dataplane.maps import MapSet
-    from camus.dataplane.lab import Lab, run_lab_prefix
+    from camus.lab.namespaces import Lab, run_lab_prefix
     from camus.dataplane.testrun import libbpf, live_frames
 
     ks = sorted({1, max(1, n // 4), max(1, n // 2), n})

@@ -64,7 +64,7 @@ def measure(n: int, packets: int) -> list[dict]:
     from camus.compiler.language.spec_parser import load_spec
     from camus.data import apps_dir
     from camus.dataplane import runtime
-    from camus.dataplane.lab import Lab, run_lab_prefix
+    from camus.lab.namespaces import Lab, run_lab_prefix
     spec_path = apps_dir() / "itch" / "itch.p4"
     spec = load_spec(spec_path)
     rules = f"stock == GOOGL : fwd({', '.join(str(p) for p in range(1, n + 1))})\n"

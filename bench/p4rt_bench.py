@@ -47,7 +47,7 @@ def _port() -> int:
 
 
 def measure(n: int, changes: int, seed: int = 1) -> dict:
-    from camus.dataplane.lab import processes
+    from camus.lab.namespaces import processes
     from camus.compiler.language.spec_parser import load_spec
 
     spec = load_spec(SPEC)

@@ -55,7 +55,7 @@ from camus.bench.bench_run import SPEC, BenchConfig, Runner       # noqa: E402
 from camus.bench.bpf_cpu import BpfStats, run_times               # noqa: E402
 from camus.bench.brokers import Broker, make_broker               # noqa: E402
 from camus.bench.sinks import Sinks                               # noqa: E402
-from camus.dataplane.lab import Lab, pass_through                 # noqa: E402
+from camus.lab.namespaces import Lab, pass_through                 # noqa: E402
 
 LOSS_MAX = 0.001
 KEEPUP_MS = 10.0

@@ -30,7 +30,7 @@ from camus.bench.topic_clients import parse, publish_paced
 from camus.bench.workloads import topic_filters, topic_name
 from camus.compiler.language.topics import matches
 from camus.bench.brokers import TOPIC_BROKERS, make_broker
-from camus.dataplane.lab import Lab, netns_popen, sh
+from camus.lab.namespaces import Lab, netns_popen, sh
 
 HERE = Path(__file__).resolve().parent
 SPEC = HERE.parent / "apps" / "topics" / "topics.p4"

@@ -90,7 +90,7 @@ def forward_rate(spec, count: int, redirect: bool) -> dict[str, float]:
     """Packets/s delivered to one subscriber namespace (its interface's rx counter), with the
     copies made by TC (clone_redirect) or, with `redirect`, sent straight from XDP."""
     import tempfile
-    from camus.dataplane.lab import Lab
+    from camus.lab.namespaces import Lab
     from camus.compiler.compile import compile_rules
     from camus.dataplane import runtime
     compiled = compile_rules(spec, "true : fwd(1)\n")

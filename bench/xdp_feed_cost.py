@@ -76,7 +76,7 @@ def main() -> int:
     from camus.compiler.backends.ebpf.tables import map_contents
     from camus.compiler.compile import compile_rules
     from camus.compiler.language.spec_parser import load_spec
-    from camus.dataplane.lab import sh
+    from camus.lab.namespaces import sh
     from camus.dataplane.maps import CFG_TC
     from camus.dataplane.program import DataplaneError, XdpProgram, require_root
 

@@ -15,7 +15,7 @@ which the kernel transmits from IFACE as if it had arrived there and been bounce
 no skb, no copy from user space per frame: one core sends millions of frames a second. Pacing:
 runs in slices of a millisecond's frames, each slice started on schedule. The receiving side of
 a veth needs an XDP program (or GRO on) to take XDP_TX frames: the camus-xdp broker has one;
-for userspace brokers the lab attaches a pass-through program (`dataplane.lab.pass_through`).
+for userspace brokers the lab attaches a pass-through program (`camus.lab.namespaces.pass_through`).
 
 Run it inside the sender's network namespace (`ip netns exec NS python bench/xdp_sender.py ...`).
 """

@@ -100,7 +100,7 @@ def run_lab_demo(n_messages: int, seed: int) -> int:
     camus-xdp, which delivers to three subscribers; prints what each one received."""
     import tempfile
 
-    from camus.dataplane.lab import Lab, mold_order_refs
+    from camus.lab.namespaces import Lab, mold_order_refs
     from camus.compiler.semantics.interpreter import PipelineInterpreter
     from camus.dataplane import counting, runtime
 

@@ -45,7 +45,7 @@ def test_all_brokers_small_run(spark, tmp_path: Path) -> None:
 def test_leftovers_of_an_earlier_lab_are_removed() -> None:
     """A crashed run with more subscribers left namespaces and links behind: the next lab with
     the same prefix finds them by name and removes them, and removes its own on exit."""
-    from camus.dataplane.lab import Lab, sh
+    from camus.lab.namespaces import Lab, sh
     sh("ip", "netns", "add", "camus-left-s7")
     sh("ip", "link", "add", "camus-le-s7b", "type", "veth", "peer", "name", "camus-le-s7", "netns", "camus-left-s7")
     with Lab("camus-left", subscribers=1):
@@ -60,7 +60,7 @@ def test_labs_of_two_runs_stand_apart_and_a_dead_runs_lab_is_removed() -> None:
     (free_net): a second lab beside the first leaves it standing, on another net; a lab whose
     owner died without removing it (kill -9) is removed by the next lab to start (issue 46)."""
     import subprocess
-    from camus.dataplane.lab import LAB_OWNERS, Lab, free_net, run_lab_prefix, sh
+    from camus.lab.namespaces import LAB_OWNERS, Lab, free_net, run_lab_prefix, sh
     with Lab(run_lab_prefix("ta"), subscribers=1, routed=True, net=free_net()) as a:
         assert len(a.prefix) <= 8 and (LAB_OWNERS / a.prefix).read_text() == str(__import__("os").getpid())
         with Lab(run_lab_prefix("tb"), subscribers=1, routed=True, net=free_net()) as b:

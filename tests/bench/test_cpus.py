@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from camus.bench import cpus
-from camus.dataplane.lab import pass_through
+from camus.lab.namespaces import pass_through
 from tests.conftest import veth_pair
 
 pytestmark = pytest.mark.bpf

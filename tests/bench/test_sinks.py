@@ -11,7 +11,7 @@ import pytest
 from camus.bench.feeds import add_order
 from camus.bench.sinks import BUCKET_NS, BUCKETS, Sinks
 from camus.compiler.codec.packets import udp_frame
-from camus.dataplane.lab import FEED_PORT, Lab
+from camus.lab.namespaces import FEED_PORT, Lab
 
 pytestmark = [pytest.mark.bpf, pytest.mark.netns]
 
@@ -64,7 +64,7 @@ def test_sinks_count_time_and_drop_copies_per_subscriber() -> None:
 def test_an_ipv4_only_lab_sends_no_ipv6_of_its_own() -> None:
     """The sinks count every frame; with `ipv6=False` neither end of a lab's veths takes IPv6,
     so the kernel sends no router solicitation or MLD report into a count (it did: `other` 5)."""
-    from camus.dataplane.lab import sh
+    from camus.lab.namespaces import sh
     with Lab("camus-snk", subscribers=2, net="10.83", remote_endpoint=False, ipv6=False) as lab:
         for p in lab.ports:
             ours = open(f"/proc/sys/net/ipv6/conf/{lab.sub_if(p, True)}/disable_ipv6").read().strip()

@@ -10,7 +10,7 @@ import pytest
 
 from camus.bench.feeds import ETH_IP_UDP, FeedConfig, itch_feed, write_frames
 from camus.bench.xdp_sender import XdpSender, read_frames
-from camus.dataplane.lab import pass_through
+from camus.lab.namespaces import pass_through
 from tests.conftest import veth_pair
 
 pytestmark = pytest.mark.bpf

@@ -20,7 +20,7 @@ from camus.bench.churn_bench import _port
 from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
 from camus.compiler.language.spec_parser import load_spec
 from camus.controller.client import SubscriptionClient
-from camus.dataplane.lab import Lab, processes
+from camus.lab.namespaces import Lab, processes
 from tests.conftest import APPS
 
 pytestmark = [pytest.mark.netns, pytest.mark.bpf]

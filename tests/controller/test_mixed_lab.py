@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, Lab, mold_order_refs, processes, sh
+from camus.lab.namespaces import CAPTURE_SCRIPT, SENDER_SCRIPT, Lab, mold_order_refs, processes, sh
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.language.spec_parser import load_spec
 from camus.controller.client import SubscriptionClient

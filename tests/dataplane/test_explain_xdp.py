@@ -33,7 +33,7 @@ def test_explain_via_xdp_matches_the_ir_on_a_batched_frame() -> None:
 def test_explain_via_xdp_prints_each_ports_pruned_packet() -> None:
     from camus.compiler.compile import compile_files
     from camus.compiler.semantics.interpreter import PipelineInterpreter
-    from camus.dataplane.lab import mold_order_refs
+    from camus.lab.namespaces import mold_order_refs
     from camus.compiler.codec.packets import decode_packet
     spec = load_spec(SPEC)
     interp = PipelineInterpreter(compile_files(SPEC, RULES).pipeline)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from camus.cli import main
 from camus.dataplane import counting, runtime
 from camus.dataplane import installed as state
-from camus.dataplane.lab import pass_through
+from camus.lab.namespaces import pass_through
 from tests.conftest import APPS
 from tests.dataplane.vethlab import sh, veth_pair
 

@@ -15,8 +15,8 @@ from camus.compiler.compile import CompileOptions, compile_rules
 from camus.compiler.semantics.interpreter import PipelineInterpreter
 from camus.compiler.codec.packets import build_packet, decode_packet, message_from_text, udp_checksum_v6
 from camus.compiler.language.spec_parser import load_spec
-from camus.dataplane.lab import CAPTURE_SCRIPT, SENDER_SCRIPT, mold_order_refs
-from camus.dataplane.lab_traffic import Feed, StreamCapture
+from camus.lab.namespaces import CAPTURE_SCRIPT, SENDER_SCRIPT, mold_order_refs
+from camus.lab.traffic import Feed, StreamCapture
 from camus.dataplane import counting, runtime
 from camus.dataplane import installed as state
 from camus.dataplane.reference import expected_rule_counts

@@ -124,7 +124,7 @@ def test_one_of_two_apps_grows_behind_the_dispatcher(lab: Path, tmp_path: Path, 
 
     from camus.compiler.semantics.interpreter import PipelineInterpreter
     from camus.dataplane import apps
-    from camus.dataplane.lab import mold_order_refs
+    from camus.lab.namespaces import mold_order_refs
     from tests.dataplane.test_lab_forwarding import itch_feed
     spec_a = load_spec(APPS / "itch" / "itch.p4")
     other = tmp_path / "itch_b.p4"

@@ -28,7 +28,7 @@ from camus.dataplane import installed as state
 from camus.dataplane import runtime
 from camus.dataplane.counting import parsed_key, rule_counts, texts_of
 from camus.dataplane.maps import MapSet
-from camus.dataplane.pinned_run import port_bits_of
+from camus.lab.pinned_run import port_bits_of
 from tests.conftest import APPS, veth_pair
 
 pytestmark = pytest.mark.bpf

@@ -19,7 +19,7 @@ from camus.compiler.language.spec_parser import load_spec
 from camus.compiler.language.topics import matches
 from camus.dataplane import runtime
 from camus.dataplane import installed as state
-from camus.dataplane.lab import Lab, netns_popen, processes, sh
+from camus.lab.namespaces import Lab, netns_popen, processes, sh
 from tests.conftest import APPS
 
 pytestmark = [pytest.mark.netns, pytest.mark.bpf]

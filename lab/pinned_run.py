@@ -10,9 +10,9 @@ import os
 from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.language.spec import Spec
 
-from .installed import load_installed
-from .maps import CFG_RECORD, MapSet
-from .testrun import libbpf, test_run
+from camus.dataplane.installed import load_installed
+from camus.dataplane.maps import CFG_RECORD, MapSet
+from camus.dataplane.testrun import libbpf, test_run
 
 PER_PACKET = 8          # messages per test packet (the program takes up to CAMUS_MAX_MSGS)
 

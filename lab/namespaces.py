@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .installed import STATE_ROOT
+from camus.dataplane.installed import STATE_ROOT
 
 FEED_PORT = 26400
 
@@ -105,7 +105,7 @@ def pass_through(iface: str, ns: str | None = None) -> Any:
     the interface) and None is returned."""
     if ns is not None:
         r = sh("ip", "netns", "exec", ns, sys.executable, "-c",
-               f"from camus.dataplane.lab import pass_through; pass_through({iface!r})", check=False)
+               f"from camus.lab.namespaces import pass_through; pass_through({iface!r})", check=False)
         if r.returncode:
             raise RuntimeError(f"pass-through XDP program on {iface} in {ns}: {r.stderr.strip()[-500:]}")
         return None
