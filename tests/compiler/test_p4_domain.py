@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from camus.bench.workloads import itch_messages, itch_rules, symbols
+from camus.bench.workloads import itch_rules, symbols
 from camus.compiler.backends.base import OverBudget
 from camus.compiler.backends.p4.budget import switch_resources
 from camus.compiler.backends.p4.entries import check_entries, p4_tables
@@ -22,7 +22,6 @@ from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.backends.p4.program import program_text
 from camus.compiler.backends.p4.runtime import Names, p4info_message, updates
 from camus.compiler.backends.p4.schema import P4Options, p4_schema
-from camus.compiler.codec.packets import message_from_text
 from camus.compiler.compile import compile_rules
 from camus.compiler.incremental import IncrementalCompiler
 from camus.compiler.language.errors import CompileErrors
@@ -34,7 +33,7 @@ from camus.verify.rules import read_rules
 from tests.conftest import APPS
 
 from .strategies import messages, random_specs, rule_files
-from .test_p4_live_delta import SWITCH, _empty, _step
+from .test_p4_live_delta import SWITCH, _empty, _step, itch_feed
 
 ITCH_DOMAIN = (APPS / "itch" / "itch.p4").read_text().replace(
     "@pragma query_field(add_order.price)\n",
@@ -124,8 +123,7 @@ def test_pushes_with_new_boundaries_are_make_before_break() -> None:
     spec = parse_spec(ITCH_DOMAIN, "itch.p4")
     rng = random.Random(5)
     lines = itch_rules(120, 2, n_symbols=8, n_hosts=10)
-    msgs = [message_from_text(spec, f"stock={m['stock']} price={m['price']} shares={m['shares']}")
-            for m in itch_messages(40, 3, stocks=symbols(8) + ["ZZ"])]
+    msgs = itch_feed(spec, 40, 8)
     inc = IncrementalCompiler(spec, SWITCH)
     switch, held = _empty(spec), None
     for k in range(5):

@@ -60,12 +60,17 @@ def _step(switch: P4Tables, held: LiveHeld | None, c, spec: Spec, msgs: list[dic
     return (held if fast is not None else LiveHeld.from_plan(c, spec, step)), fast is not None
 
 
+def itch_feed(spec: Spec, n: int, n_symbols: int) -> list[dict]:
+    """n ITCH messages over the workload's symbols and one nobody subscribes to, as values."""
+    return [message_from_text(spec, f"stock={m['stock']} price={m['price']} shares={m['shares']}")
+            for m in itch_messages(n, 3, stocks=symbols(n_symbols) + ["ZZ"])]
+
+
 def test_itch_subscriptions_come_and_go_as_small_live_pushes() -> None:
     spec = load_spec(APPS / "itch" / "itch.p4")
     rng = random.Random(4)
     lines = itch_rules(400, 2, n_symbols=20, n_hosts=12)
-    msgs = [message_from_text(spec, f"stock={m['stock']} price={m['price']} shares={m['shares']}")
-            for m in itch_messages(60, 3, stocks=symbols(20) + ["ZZ"])]
+    msgs = itch_feed(spec, 60, 20)
     inc = IncrementalCompiler(spec, SWITCH)
     switch, held = _empty(spec), None
     fast_steps = 0
