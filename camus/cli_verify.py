@@ -20,8 +20,16 @@ from camus.compiler.language.spec_parser import load_spec
 @click.option("--dir", "directory", type=click.Path(exists=True, file_okay=False), default=None,
               help="P4: check the entries a `compile --target p4 -o DIR` wrote (entries.txtpb, p4info.txtpb) "
                    "instead of compiling the rules here.")
+@click.option("--switch", "switch", metavar="HOST:PORT", default=None,
+              help="P4: check what the switch at HOST:PORT holds, read back over P4Runtime (as a reader: "
+                   "a controller writing to it keeps its role).")
+@click.option("--device-id", type=int, default=1, show_default=True, help="--switch: the P4Runtime device id.")
+@click.option("--cover", is_flag=True,
+              help="--dir/--switch: the entries may be a cover (the compile fitted them): check that no "
+                   "message gets fewer ports than the rules give, and bound the extra ones.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: verdict, regions, counterexample.")
-def verify(spec: str, rules: str, target: str, directory: str | None, as_json: bool) -> None:
+def verify(spec: str, rules: str, target: str, directory: str | None, switch: str | None, device_id: int,
+           cover: bool, as_json: bool) -> None:
     """Decide, for every possible message, that the tables give exactly what RULES give.
 
     \b
@@ -40,20 +48,21 @@ def verify(spec: str, rules: str, target: str, directory: str | None, as_json: b
         camus-xdp verify apps/itch/itch.p4 apps/itch/rules.txt
         camus-xdp compile apps/itch/itch.p4 rules.txt --target p4 -o sw/
         camus-xdp verify apps/itch/itch.p4 rules.txt --target p4 --dir sw/
+        camus-xdp verify apps/itch/itch.p4 rules.txt --target p4 --switch 10.0.0.2:9559
     """
     from camus.verify.check import check
     from camus.verify.rules import TableDefect, Undecidable, read_rules
-    from camus.verify.targets import compiled_machine, written_p4_machine
+    from camus.verify.targets import compiled_machine, switch_p4_machine, written_p4_machine
     t0 = time.perf_counter()
     try:
         s = load_spec(spec)
         text = Path(rules).read_text()
         rs = read_rules(s, text, rules)
-        cover = False
-        if directory is not None:
-            if target != "p4":
-                raise Undecidable("--dir holds P4 entries: use --target p4")
-            machine = written_p4_machine(s, Path(directory))
+        if directory is not None or switch is not None:
+            if target != "p4" or (directory is not None and switch is not None):
+                raise Undecidable("--dir and --switch read P4 entries, one of them: use --target p4")
+            machine = (written_p4_machine(s, Path(directory)) if directory is not None else
+                       switch_p4_machine(s, switch, device_id))      # type: ignore[arg-type]
         else:
             from camus.compiler.compile import CompileOptions, compile_files, no_cyclic_gc
             with no_cyclic_gc():

@@ -1,5 +1,6 @@
 """The tables of a compile's outputs, as the checker's machines: the IR, the P4 entries (built
-in-process, or read from a directory the P4 back end wrote: P4Runtime text with its P4Info)."""
+in-process, or read from a directory the P4 back end wrote: P4Runtime text with its P4Info), and
+what a running switch holds, read back over P4Runtime."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,6 +19,31 @@ def compiled_machine(c: Any, target: str) -> Machine:
     from camus.compiler.backends.p4.entries import p4_tables
     from camus.compiler.backends.p4.schema import p4_schema
     return p4_machine(c.spec, p4_tables(c.pipeline, c.spec), p4_schema(c.spec))
+
+
+SWITCH_READ_TIMEOUT_S = 10.0
+
+
+def switch_p4_machine(spec: Spec, address: str, device_id: int = 1) -> Machine:
+    """What the switch at `address` holds (every table entry, the tables' default entries, the
+    multicast groups), read over P4Runtime under the names of its own P4Info. The reader asks
+    with election id 0, which P4Runtime keeps for clients that never become primary: a
+    controller writing to the switch keeps its role."""
+    from camus.compiler.backends.emit import BackendError
+    from camus.compiler.backends.p4.runtime import tables_from_entities
+    from camus.compiler.backends.p4.schema import p4_schema
+    from camus.controller.p4rt_client import P4RuntimeClient, P4RuntimeError
+    try:
+        client = P4RuntimeClient(address, device_id, election_id=0, timeout=SWITCH_READ_TIMEOUT_S, primary=False)
+    except P4RuntimeError as exc:
+        raise Undecidable(f"cannot read the switch: {exc}") from None
+    try:
+        tables = tables_from_entities(client.names(), spec, client.read())
+    except (P4RuntimeError, BackendError) as exc:
+        raise Undecidable(f"cannot read the switch's entries: {exc}") from None
+    finally:
+        client.close()
+    return p4_machine(spec, tables, p4_schema(spec))
 
 
 def written_p4_machine(spec: Spec, directory: Path) -> Machine:
