@@ -24,11 +24,19 @@ from camus.compiler.language.spec_parser import load_spec
               help="P4: check what the switch at HOST:PORT holds, read back over P4Runtime (as a reader: "
                    "a controller writing to it keeps its role).")
 @click.option("--device-id", type=int, default=1, show_default=True, help="--switch: the P4Runtime device id.")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--switch over TLS: the CA that signed the switch's certificate.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--switch over mutual TLS: our certificate (with --tls-key).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--tls-name", default=None, help="--switch over TLS: the name in the switch's certificate, when "
+                                               "HOST is not it.")
 @click.option("--cover", is_flag=True,
               help="--dir/--switch: the entries may be a cover (the compile fitted them): check that no "
                    "message gets fewer ports than the rules give, and bound the extra ones.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: verdict, regions, counterexample.")
 def verify(spec: str, rules: str, target: str, directory: str | None, switch: str | None, device_id: int,
+           tls_ca: str | None, tls_cert: str | None, tls_key: str | None, tls_name: str | None,
            cover: bool, as_json: bool) -> None:
     """Decide, for every possible message, that the tables give exactly what RULES give.
 
@@ -61,8 +69,12 @@ def verify(spec: str, rules: str, target: str, directory: str | None, switch: st
         if directory is not None or switch is not None:
             if target != "p4" or (directory is not None and switch is not None):
                 raise Undecidable("--dir and --switch read P4 entries, one of them: use --target p4")
-            machine = (written_p4_machine(s, Path(directory)) if directory is not None else
-                       switch_p4_machine(s, switch, device_id))      # type: ignore[arg-type]
+            if directory is not None:
+                machine = written_p4_machine(s, Path(directory))
+            else:
+                from camus.controller.tls import TlsFiles
+                tls = TlsFiles(tls_cert, tls_key, tls_ca) if (tls_ca or tls_cert) else None
+                machine = switch_p4_machine(s, switch, device_id, tls, tls_name)      # type: ignore[arg-type]
         else:
             from camus.compiler.compile import CompileOptions, compile_files, no_cyclic_gc
             with no_cyclic_gc():

@@ -24,17 +24,20 @@ def compiled_machine(c: Any, target: str) -> Machine:
 SWITCH_READ_TIMEOUT_S = 10.0
 
 
-def switch_p4_machine(spec: Spec, address: str, device_id: int = 1) -> Machine:
+def switch_p4_machine(spec: Spec, address: str, device_id: int = 1, tls: Any = None,
+                      tls_name: str | None = None) -> Machine:
     """What the switch at `address` holds (every table entry, the tables' default entries, the
     multicast groups), read over P4Runtime under the names of its own P4Info. The reader asks
     with election id 0, which P4Runtime keeps for clients that never become primary: a
-    controller writing to the switch keeps its role."""
+    controller writing to the switch keeps its role. `tls`: the CA that signed the switch and,
+    for a switch that takes only known clients, our certificate (controller/tls.py TlsFiles)."""
     from camus.compiler.backends.emit import BackendError
     from camus.compiler.backends.p4.runtime import tables_from_entities
     from camus.compiler.backends.p4.schema import p4_schema
     from camus.controller.p4rt_client import P4RuntimeClient, P4RuntimeError
     try:
-        client = P4RuntimeClient(address, device_id, election_id=0, timeout=SWITCH_READ_TIMEOUT_S, primary=False)
+        client = P4RuntimeClient(address, device_id, election_id=0, timeout=SWITCH_READ_TIMEOUT_S, primary=False,
+                                 tls=tls, tls_name=tls_name)
     except P4RuntimeError as exc:
         raise Undecidable(f"cannot read the switch: {exc}") from None
     try:

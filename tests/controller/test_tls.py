@@ -207,3 +207,25 @@ def test_every_change_leaves_an_audit_line(caplog) -> None:
     assert lines[0].endswith("filter='stock == GOOGL'")
     assert lines[1].startswith("ttl=20 ") and lines[2].startswith("unsubscribe ")
 
+
+
+def test_verify_reads_a_switch_over_mutual_tls(pki, tmp_path: Path) -> None:
+    """`verify --switch` with the controller's credentials reads the switch (an empty one: the
+    rules then differ, exit 1); without them it cannot read it and says so (exit 2)."""
+    from click.testing import CliRunner
+
+    from camus.cli import main
+    sw = _Switch(grpc_server_credentials(pki["sw1"], require_client=True))
+    try:
+        rules = tmp_path / "r.txt"
+        rules.write_text("stock == GOOGL : fwd(1)\n")
+        base = ["verify", str(APPS / "itch" / "itch.p4"), str(rules), "--target", "p4", "--switch",
+                f"127.0.0.1:{sw.port}", "--json"]
+        c = pki["controller"]
+        got = CliRunner().invoke(main, base + ["--tls-ca", c.ca, "--tls-cert", c.cert, "--tls-key", c.key,
+                                               "--tls-name", "sw1"])
+        assert got.exit_code == 1 and '"differs"' in got.output, got.output
+        got = CliRunner().invoke(main, base)
+        assert got.exit_code == 2 and "cannot read the switch" in got.output, got.output
+    finally:
+        sw.stop()
