@@ -76,11 +76,11 @@ class UnitCollector(Collector):
             except (DataplaneError, OSError) as exc:       # detached between listing and reading
                 log.warning("%s: counters not readable: %s", unit, exc)
                 continue
-            for name, n in counters.items():
-                if name.startswith("port "):
-                    copies.add_metric([unit, name[5:]], n)
-                else:
-                    counter(counter_metric(name), report.STAT_INFO[name][1]).add_metric([unit], n)
+            groups = report.grouped(counters)
+            for name, n in (*groups["packets"].items(), *groups["messages"].items()):
+                counter(counter_metric(name), report.STAT_INFO[name][1]).add_metric([unit], n)
+            for port, n in groups["port_copies"].items():
+                copies.add_metric([unit, port], n)
             for text, n in counted:
                 rules.add_metric([unit, rule_id(text)], n)
                 rule_info.add_metric([unit, rule_id(text), text], 1)
