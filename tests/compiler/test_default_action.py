@@ -9,7 +9,8 @@ import pytest
 
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.ebpf.program import generate_header, EbpfLimits
-from camus.compiler.backends.p4.entries import bfrt_python, check_entries, p4_tables, simple_switch_cli
+from camus.compiler.backends.p4.entries import check_entries, p4_tables
+from camus.compiler.backends.p4.formats import bfrt_python, simple_switch_cli
 from camus.compiler.backends.p4.runtime import Names, p4info_message, tables_from_entities, updates
 from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.backends.p4.program import program_text

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from camus.compiler.backends.p4.budget import switch_resources
-from camus.compiler.backends.p4.entries import p4_tables, simple_switch_cli
+from camus.compiler.backends.p4.entries import p4_tables
+from camus.compiler.backends.p4.formats import simple_switch_cli
 from camus.compiler.backends.p4.runtime import Names, p4info_message, updates
 from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.compile import CompileOptions, compile_files, compile_rules

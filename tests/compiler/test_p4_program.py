@@ -17,7 +17,8 @@ from camus.bench.workloads import itch_rules
 from camus.cli import main
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.backends.p4.budget import Budget, over_budget, switch_resources
-from camus.compiler.backends.p4.entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli
+from camus.compiler.backends.p4.entries import check_entries, check_program_fit, p4_tables
+from camus.compiler.backends.p4.formats import bfrt_python, simple_switch_cli
 from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.backends.p4.program import program_text
 from camus.compiler.backends.p4.runtime import MATCH_NAMES, Names, p4info_message, tables_from_entities, updates

@@ -11,7 +11,8 @@ from ...semantics.interpreter import Step
 from ...ir.pipeline import ActionSet
 from ..base import Artefacts, Backend, BackendError, OverBudget, TargetOptions
 from .budget import Budget, over_budget, render_resources, schema_stages, switch_resources
-from .entries import bfrt_python, check_entries, check_program_fit, p4_tables, simple_switch_cli, state_id_bits
+from .entries import check_entries, check_program_fit, p4_tables, state_id_bits
+from .formats import bfrt_python, simple_switch_cli
 from .interp import EntryInterpreter
 from .program import check_whole_program, program_text
 from .control import control_text
