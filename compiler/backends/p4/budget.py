@@ -87,13 +87,15 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
     per: dict[str, dict[str, Any]] = {}
     exact: dict[str, list[int]] = {}                  # table -> [entries, key bits, action bits]
     tcam_action: dict[str, list[int]] = {}            # table -> [rows, action bits]
+    # the program's own parameter widths where the schema is known (set_state's follows --state-bits,
+    # a code action its domain's bits)
+    declared = {a.name: sum(b for _, b in a.params) for a in schema.actions.values()} if schema is not None else {}
     for e in tables.entries:
         key_bits = sum(tables.widths.get(m.field, 32) for m in e.matches)
         row = per.setdefault(e.table, {"kind": "exact", "entries": 0, "sram_words": 0, "tcam_rows": 0,
                                        "tcam_block_rows": 0})
         row["entries"] += 1
-        abits = (tables.widths.get(tables.codes[e.table], 32) if e.table in tables.codes else
-                 tables.widths.get("meta.state", 32) if e.action == "set_state" else action_bits(e.action))
+        abits = declared.get(e.action) or action_bits(e.action)
         if all(m.kind == "exact" for m in e.matches):
             x = exact.setdefault(e.table, [0, key_bits, 0])
             x[0] += 1
