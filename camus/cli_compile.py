@@ -45,10 +45,11 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _compile(spec: str, rules: str, order: str, alpha: int, compress_max: int, strategy: str = "auto") -> Compiled:
+def _compile(spec: str, rules: str, order: str, alpha: int, compress_max: int, strategy: str = "auto",
+             port_filters: int = CompileOptions.port_filters) -> Compiled:
     try:
         return compile_files(spec, rules, CompileOptions(order=order, alpha=alpha, compress_max=compress_max,
-                                                         strategy=strategy), progress=_say)
+                                                         strategy=strategy, port_filters=port_filters), progress=_say)
     except (CompileErrors, CompileError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
@@ -79,14 +80,18 @@ def _compile(spec: str, rules: str, order: str, alpha: int, compress_max: int, s
               help="P4: refuse rather than approximate when the entries exceed the budget (by default the "
                    "compile fits them: coarser numeric constants, alpha 2, 5, 10, 20, ..., until they fit; "
                    "over-delivers, never under-delivers, and says what it gave up).")
+@click.option("--port-filters", type=click.IntRange(min=0), default=CompileOptions.port_filters, show_default=True,
+              help="P4 cover: table entries the egress port filters may take. A port that a cover sends "
+                   "more than its rules select gets its own rules run on its copies in egress (most extra "
+                   "copies first, while they fit); 0: none.")
 @click.option("--fit", is_flag=True, hidden=True, help="Kept for old scripts: the cover is the default now.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the summary as one JSON object (resources.json's fields, the target, timings).")
 @click.option("--fit-alpha", is_flag=True, hidden=True, help="Kept for old scripts: fitting is the default now.")
 @_options
 def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None, arch: str,
-            budget_file: str | None, state_bits: int, exact: bool, fit: bool, as_json: bool, fit_alpha: bool, order: str,
-            alpha: int, compress_max: int, strategy: str) -> None:
+            budget_file: str | None, state_bits: int, port_filters: int, exact: bool, fit: bool, as_json: bool,
+            fit_alpha: bool, order: str, alpha: int, compress_max: int, strategy: str) -> None:
     """Compile RULES against the message-format SPEC into staged tables.
 
     Prints a resource summary (entries per table, multicast groups, bits of state). A file
@@ -104,7 +109,7 @@ def compile(spec: str, rules: str, target: str, emit: bool, out_dir: str | None,
     """
     if target == "p4" and strategy == "auto":
         strategy = "bdd" if exact else "switch"         # what a switch pipeline can run, bounded
-    c = _compile(spec, rules, order, alpha, compress_max, strategy)
+    c = _compile(spec, rules, order, alpha, compress_max, strategy, port_filters)
     if arch is None:
         from camus.compiler.backends.p4.schema import spec_arch
         written_for = spec_arch(c.spec)

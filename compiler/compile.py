@@ -5,6 +5,7 @@ product (the CLI's explain and the tests use them) and the time each stage took.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from .language.rules_ast import Rule
 from .language.rules_parser import SourceText, parse_rules
 from .structure.slicing import default_action, slice_pipeline
 from .language.spec import Spec
+from .structure.port_filters import PortFigures, build_port_filters
 from .structure.relaxed import CoverShape, build_relaxed
 from .structure.strategy import CAP, bdd_estimate, choose
 from .compiled import CompileOptions as CompileOptions, Compiled as Compiled  # the driver's own API too
@@ -261,7 +263,12 @@ def _switch(spec: Spec, rules: list[Rule], src: SourceText, lowered: Lowered,
     width = min(opts.cover_width, max(COVER_MIN_WIDTH, COVER_WORK // max(1, len(merged))))
     root, stats = build_relaxed(builder, merged, order, CoverShape(width, opts.cover_fanout))
     out = _sliced(spec, rules, src, lowered, builder, root, order, opts, timings, t3)
-    out.pipeline.cover = stats.info()
+    filters, figures = (build_port_filters(lowered, merged, order, builder, root, opts.port_filters)
+                        if opts.port_filters > 0 else (None, PortFigures()))
+    out.pipeline.port_filters = filters
+    out.pipeline.cover = dataclasses.replace(stats.info(), port_median=figures.median, port_p90=figures.p90,
+                                             port_worst=figures.worst, filtered_ports=figures.filtered)
+    out.pipeline.validate()
     return out
 
 

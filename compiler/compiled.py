@@ -29,6 +29,8 @@ class CompileOptions:
     switch_entries: int = 100_000  # strategy switch: diagram size the exact build may reach
     cover_width: int = 1024      # strategy switch's cover: states per field at most,
     cover_fanout: int = 32       # and edges per state
+    port_filters: int = 32768    # a cover's egress port filters: table entries at most (0: none;
+                                 # structure/port_filters.py)
     bv_layout: str = "auto"      # the bit-vector stage's prefix: auto | planes | columns
                                  # (structure/bv_layout.py: auto models both and keeps the cheaper)
 

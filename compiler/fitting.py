@@ -56,8 +56,11 @@ def _next_options(c: Compiled) -> Iterator[CompileOptions]:
             return
         yield dataclasses.replace(opts, strategy="cover")
     shape = CoverShape(opts.cover_width, opts.cover_fanout).narrower()
+    filters = opts.port_filters
     while shape is not None:
-        yield dataclasses.replace(opts, strategy="cover", cover_width=shape.width, cover_fanout=shape.fanout)
+        filters //= 2               # the egress port filters' entries too may be what is over
+        yield dataclasses.replace(opts, strategy="cover", cover_width=shape.width, cover_fanout=shape.fanout,
+                                  port_filters=filters)
         shape = shape.narrower()
 
 

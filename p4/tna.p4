@@ -36,7 +36,7 @@ struct headers {
 }
 
 struct camus_meta_t {
-    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}
+    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}{{FILTER_MEMBERS}}
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
     bit<1> deliver;
     bit<1> drop;
@@ -132,8 +132,11 @@ control CamusEgress(inout headers hdr, inout metadata meta,
                     inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                     inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
 {{EGRESS_DECLS}}
+{{EGRESS_FILTER_DECLS}}
+
     apply {
         hdr.camus_bridge.setInvalid();
+{{EGRESS_FILTER}}
 {{EGRESS_APPLY}}
     }
 }

@@ -27,7 +27,7 @@ struct headers {
 }
 
 struct camus_meta_t {
-    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}
+    bit<{{STATE_BITS}}> state;{{CODE_MEMBERS}}{{FILTER_MEMBERS}}
     @field_list(1)
     bit<8> passes;      // messages already classified (recirculations so far)
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
@@ -106,7 +106,10 @@ control CamusEgress(inout headers hdr, inout metadata meta,
     // delivered copies per egress port (read over P4Runtime: CamusEgress.camus_delivered)
     counter(CAMUS_PORT_CELLS, CounterType.packets) camus_delivered;
 
+{{EGRESS_FILTER_DECLS}}
+
     apply {
+{{EGRESS_FILTER}}
         if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
             camus_delivered.count((bit<32>)standard_metadata.egress_port);
         }

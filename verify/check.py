@@ -239,18 +239,23 @@ def _rules_outcome(rules: RuleSet, values: list[int]) -> Outcome:
     return outcome_of(rules.default) if not (out.ports or out.drop or out.calls) and rules.default else out
 
 
-def check_cover(rules: RuleSet, m: Machine) -> Result:
+def check_cover(rules: RuleSet, m: Machine, only: Any = None) -> Result:
     """A switch cover never under-delivers: for each rule, every message it selects reaches a
     final state that gives at least the rule's ports and custom actions (the rule's own region
     of the tables, walked per rule: linear in rules x states, where the product with every rule
     grows like the exact diagram the cover exists to avoid). Drop rules are left out, as covers
-    leave them out. The bound reported: the most ports a final state reached gives."""
+    leave them out. The bound reported: the most ports a final state reached gives. `only`: the
+    rules that forward to this port, for that port alone (a port filter's machine)."""
     result = Result("covers")
     n = len(rules.fields)
     for i, f in enumerate(rules.formulas):
         want = outcome_of(rules.atoms[i])
         if want.drop or not (want.ports or want.calls):
             continue
+        if only is not None:
+            if only not in want.ports:
+                continue
+            want = Outcome(frozenset({only}))
         seen: set[Any] = set()
         stack: list[tuple[int, int, Formula, list[int], list[str]]] = [(0, m.root, f, [], [])]
         while stack:
@@ -290,4 +295,26 @@ def check(rules: RuleSet, machine: Machine, cover: bool = False) -> Result:
     """Decide over every message whether `machine` gives what `rules` give (or, `cover`, at
     least each rule's ports: check_cover)."""
     ordered = in_order(rules, machine.paths)
-    return check_cover(ordered, machine) if cover else _Walk(ordered, machine, False).run()
+    result = check_cover(ordered, machine) if cover else _Walk(ordered, machine, False).run()
+    for port, pm in machine.filters.items():     # egress port filters: never below the port's rules
+        if result.verdict == "differs":
+            break
+        got = check_cover(in_order(rules, pm.paths), pm, only=port)
+        result.regions += got.regions
+        if got.verdict == "differs":
+            assert got.counterexample is not None
+            cx = got.counterexample
+            result.verdict = "differs"
+            result.counterexample = Counterexample(cx.values, cx.rules, _without(machine, port, cx.values),
+                                                   [*cx.path, f"egress port filter of port {port}: the copy is dropped"])
+    return result
+
+
+def _without(m: Machine, port: Any, values: dict[str, int]) -> Outcome:
+    """What the ingress gives a message, less the port its filter drops."""
+    state = m.root
+    for level, path in enumerate(m.paths):
+        v = values.get(path, 0)
+        state = next(nxt for lo, hi, nxt, _ in m.step(level, state) if lo <= v <= hi)
+    o = m.outcome(state)
+    return Outcome(o.ports - {port}, o.drop, o.calls)

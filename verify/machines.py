@@ -68,6 +68,9 @@ class Machine:
     steps: list[dict[int, list[Piece]]] = field(default_factory=list)
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     default: Outcome = Outcome()              # a final state with no outcome of its own
+    # egress port filters: per filtered port, a machine over the same fields from the port's root
+    # whose accepting states give that port (a copy ending elsewhere is dropped)
+    filters: dict[Any, "Machine"] = field(default_factory=dict)
 
     def step(self, level: int, state: int) -> list[Piece]:
         got = self.steps[level].get(state)
@@ -96,7 +99,22 @@ def ir_machine(spec: Spec, p: Pipeline) -> Machine:
     width_of = {q.path: q.width for q in spec.query_fields}
     widths = [width_of[path] for path in order]
     m = Machine(order, widths, p.root, [{} for _ in widths])
-    for t in p.tables:
+    _ir_steps(p.tables, level, widths, m.steps)
+    if p.port_filters is not None:
+        steps: list[dict[int, list[Piece]]] = [{} for _ in widths]
+        _ir_steps(p.port_filters.tables, level, widths, steps)
+        m.filters = _filter_machines(order, widths, steps, p.port_filters.roots, p.port_filters.accept)
+    for s, a in p.leaves.items():
+        m.outcomes[s] = _outcome(a.ports, a.drop, a.calls)
+    if p.default_action is not None:
+        d = p.default_action
+        m.default = _outcome(d.ports, d.drop, d.calls)
+    return m
+
+
+def _ir_steps(tables: list[Any], level: dict[str, int], widths: list[int], steps: list[dict[int, list[Piece]]]) -> None:
+    """IR field tables as per-level, per-state pieces."""
+    for t in tables:
         if t.compression is not None:
             raise Undecidable(f"{t.name}: compressed fields are not modelled by the checker")
         if t.field is None or t.field not in level:
@@ -119,13 +137,14 @@ def ir_machine(spec: Spec, p: Pipeline) -> Machine:
                 raise Undecidable(f"{t.name}: match kind {kind} is not modelled by the checker")
         for s, (points, ranges, prefixes, anys) in by_state.items():
             fallback = anys[0] if anys else (0, f"{t.name}: state {s} misses -> 0")
-            m.steps[lv][s] = _pieces(points, ranges, prefixes, fallback, widths[lv])
-    for s, a in p.leaves.items():
-        m.outcomes[s] = _outcome(a.ports, a.drop, a.calls)
-    if p.default_action is not None:
-        d = p.default_action
-        m.default = _outcome(d.ports, d.drop, d.calls)
-    return m
+            steps[lv][s] = _pieces(points, ranges, prefixes, fallback, widths[lv])
+
+
+def _filter_machines(paths: list[str], widths: list[int], steps: list[dict[int, list[Piece]]],
+                     roots: dict[Any, int], accept: Any) -> dict[Any, Machine]:
+    """One machine per filtered port over shared steps: its root, and the port at accepting states."""
+    return {port: Machine(paths, widths, root, steps, {s: Outcome(frozenset({port})) for s in accept})
+            for port, root in roots.items()}
 
 
 def _call(text: str) -> tuple[str, tuple[str, ...]]:
@@ -165,7 +184,10 @@ def p4_machine(spec: Spec, tables: Any, schema: Any) -> Machine:
                 name = nxt.fallback if nxt is not None else None
             chains[owner[t.name]] = chain
     by_table: dict[str, dict[int, list[Any]]] = {}
+    egress = {t.name for t in getattr(schema, "egress", ())}
     for e in tables.entries:
+        if e.table in egress:
+            continue                               # the port filters: read below
         st = next((mt.value for mt in e.matches if mt.field == "meta.state"), None)
         if st is None:
             raise Undecidable(f"{e.table}: an entry without a state key is not modelled by the checker")
@@ -191,7 +213,45 @@ def p4_machine(spec: Spec, tables: Any, schema: Any) -> Machine:
         ports, drop = _leaf(d[0], d[1], tables, set(), False)
         call_set = [_call(x) for x in tables.calls.get(d[1][0], ())] if d[0] == "call" else []
         m.default = Outcome(frozenset(ports), drop, frozenset(call_set))
+    if egress:
+        m.filters = _p4_filters(spec, tables, schema, level, widths)
     return m
+
+
+def _p4_filters(spec: Spec, tables: Any, schema: Any, level: dict[str, int], widths: list[int]) -> dict[Any, Machine]:
+    """The egress port filters as the switch runs them: t_pf_port gives a port its root, each
+    field's t_pf_ tables (exact, range, any: the program's fallbacks) step meta.pf_state, and
+    t_pf_accept's states keep the copy."""
+    from camus.compiler.backends.p4.schema import PF_ACCEPT, PF_PORT, PF_SET, PF_STATE
+    roots: dict[Any, int] = {}
+    by_table: dict[str, dict[int, list[Any]]] = {}
+    accept: set[int] = set()
+    for e in tables.entries:
+        if e.table == PF_PORT:
+            if e.action == PF_SET:
+                roots[e.matches[0].value] = int(e.params[0])
+        elif e.table == PF_ACCEPT:
+            accept.add(e.matches[0].value)
+        elif e.table.startswith("t_pf_"):
+            by_table.setdefault(e.table, {}).setdefault(e.matches[0].value, []).append(e)
+    for t in (PF_PORT, PF_ACCEPT):
+        d = tables.defaults.get(t)
+        if d is not None and d[0] != "NoAction":
+            raise Undecidable(f"{t}: a default action ({d[0]}) is not modelled by the checker")
+    steps: list[dict[int, list[Piece]]] = [{} for _ in widths]
+    for t in schema.egress_order():
+        key = next((k.name for k in t.keys if k.name in level), None)
+        if key is None:
+            continue
+        chain, name = [], t.name
+        while name:
+            chain.append(name)
+            nxt = schema.table(name)
+            name = nxt.fallback if nxt is not None else None
+        lv = level[key]
+        for st in {s for n in chain for s in by_table.get(n, {})}:
+            steps[lv][st] = _chain_pieces(chain, by_table, st, widths[lv], tables.defaults, PF_STATE, PF_SET)
+    return _filter_machines([q.path for q in spec.query_fields], widths, steps, roots, accept)
 
 
 @dataclass(frozen=True)
@@ -256,7 +316,7 @@ def _leaf(action: str, params: tuple[Any, ...], tables: Any, ports: set[Any], dr
 
 
 def _chain_pieces(chain: list[str], by_table: dict[str, dict[int, list[Any]]], s: int, width: int,
-                  defaults: dict[str, Any]) -> list[Piece]:
+                  defaults: dict[str, Any], state_key: str = "meta.state", action: str = "set_state") -> list[Piece]:
     """A field's tables for state `s`: the first applied first, each later one only on the
     previous one's miss (a guarded table), so exact entries come before ranges, ranges before
     prefixes, the state's `any` entry last, and a state no table holds passes through."""
@@ -271,9 +331,9 @@ def _chain_pieces(chain: list[str], by_table: dict[str, dict[int, list[Any]]], s
         if d is not None and d[0] != "NoAction":
             raise Undecidable(f"{name}: a default action ({d[0]}) on a field table is not modelled by the checker")
         for e in by_table.get(name, {}).get(s, []):
-            if e.action != "set_state":
+            if e.action != action:
                 raise Undecidable(f"{name}: action {e.action} on a field table is not modelled by the checker")
-            key = [mt for mt in e.matches if mt.field != "meta.state"]
+            key = [mt for mt in e.matches if mt.field != state_key]
             kind = key[0].kind if key else "any"
             if kind not in rank:
                 raise Undecidable(f"{name}: match kind {kind} is not modelled by the checker")

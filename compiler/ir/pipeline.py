@@ -139,14 +139,45 @@ class CoverInfo:
     fanout: int              # edges per state at most
     over_delivery: float     # deliveries of the cover / of the exact rules, on sampled messages
     samples: int
+    # per subscriber port on the same messages, with the egress port filters: its copies over what
+    # its rules select (median, 90th percentile, worst), and how many ports have a filter
+    port_median: float = 1.0
+    port_p90: float = 1.0
+    port_worst: float = 1.0
+    filtered_ports: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"width": self.width, "fanout": self.fanout, "over_delivery": round(self.over_delivery, 4),
-                "samples": self.samples}
+                "samples": self.samples, "port_median": self.port_median, "port_p90": self.port_p90,
+                "port_worst": self.port_worst, "filtered_ports": self.filtered_ports}
 
     def describe(self) -> str:
         return (f"at most {self.width} states per field and {self.fanout} edges per state; "
-                f"{self.over_delivery:.2f}x the exact rules' deliveries on {self.samples} sampled messages")
+                f"{self.over_delivery:.2f}x the exact rules' deliveries on {self.samples} sampled messages "
+                f"before port filters; per port with {self.filtered_ports} filtered in egress: median "
+                f"{self.port_median:.2f}x, p90 {self.port_p90:.2f}x, worst {self.port_worst:.2f}x")
+
+
+@dataclass
+class PortFilters:
+    """Per-port filters run on each copy in the switch's egress (after replication a copy is for
+    one port, so a port's own rules are a small diagram even where the ingress one is a cover).
+    A copy to a port in `roots` walks `tables` from that port's root state under the same rules as
+    the ingress tables (a table applies to the states it lists; a miss is state 0) and is kept
+    only when it ends in an `accept` state; copies to other ports are kept."""
+    roots: dict[int, int]          # port -> root state of its filter
+    tables: list[FieldTable]       # header fields only, in the ingress order
+    accept: list[int]              # final states that keep the copy
+
+    def state_ids(self) -> set[int]:
+        ids = {0} | set(self.roots.values()) | set(self.accept)
+        for t in self.tables:
+            ids.update(t.states)
+        return ids
+
+    @property
+    def entry_count(self) -> int:
+        return len(self.roots) + len(self.accept) + sum(len(t.entries) for t in self.tables)
 
 
 @dataclass
@@ -163,6 +194,8 @@ class Pipeline:
     cover: CoverInfo | None = None              # set: the tables over-approximate the rules
     default_action: ActionSet | None = None     # the spec's query_default_action: what a message
                                                 # no rule delivers gets (the leaf table's default)
+    port_filters: PortFilters | None = None     # set: egress keeps a listed port's copies only
+                                                # when its own rules select the message
 
     def final_actions(self, reached: ActionSet | None) -> ActionSet:
         """The actions of a message whose walk ended at `reached` (None: no leaf): the default
@@ -194,54 +227,7 @@ class Pipeline:
     # -- checking ----------------------------------------------------------------------------
     def validate(self) -> None:
         """Check every entry against its table's schema; raise ValueError on the first fault."""
-        bits = self.state_bits
-        known = self.state_ids
-        owner: dict[int, str] = {}
-        for t in self.tables:
-            schema = t.schema(bits)
-            if t.kind not in ("exact", "range", "lpm"):
-                raise ValueError(f"{schema.name}: unknown match kind {t.kind}")
-            width = dict(schema.key)[t.name]
-            states = set(t.states)
-            for s in states:
-                if s in owner:
-                    raise ValueError(f"state {s} belongs to both {owner[s]} and {schema.name}")
-                owner[s] = schema.name
-            seen: dict[tuple[Any, ...], int] = {}
-            ranges: dict[int, list[tuple[int, int]]] = {}
-            for e in t.entries:
-                where = f"{schema.name} entry {e}"
-                if e.state not in states:
-                    raise ValueError(f"{where}: state is not one of the table's states")
-                if e.next not in known:
-                    raise ValueError(f"{where}: next state {e.next} does not exist")
-                kind = e.match[0]
-                if kind == "any":
-                    if t.kind != "exact":
-                        raise ValueError(f"{where}: 'any' entries only in exact tables")
-                elif kind != t.kind:
-                    raise ValueError(f"{where}: {kind} match in a {t.kind} table")
-                vals = e.match[1:]
-                if kind == "exact" and not 0 <= vals[0] < 1 << width:
-                    raise ValueError(f"{where}: value wider than {width} bits")
-                if kind == "range":
-                    lo, hi = vals
-                    if not 0 <= lo <= hi < 1 << width:
-                        raise ValueError(f"{where}: bad range for {width} bits")
-                    ranges.setdefault(e.state, []).append((lo, hi))
-                if kind == "lpm":
-                    v, plen = vals
-                    if not 0 <= plen <= width or v >> (width - plen) << (width - plen) != v:
-                        raise ValueError(f"{where}: bad prefix for {width} bits")
-                k = (e.state,) + tuple(e.match)
-                if k in seen:
-                    raise ValueError(f"{where}: duplicate key")
-                seen[k] = e.next
-            for s, spans in ranges.items():
-                spans.sort()
-                for (_, b), (c, _) in zip(spans, spans[1:]):
-                    if c <= b:
-                        raise ValueError(f"{schema.name}: overlapping ranges for state {s}")
+        _check_tables(self.tables, self.state_ids, self.state_bits)
         for gid, ports in self.groups.items():
             if len(ports) < 2:
                 raise ValueError(f"group {gid} has fewer than two ports")
@@ -251,6 +237,8 @@ class Pipeline:
         d = self.default_action
         if d is not None and d.group is not None and tuple(self.groups.get(d.group, ())) != tuple(d.ports):
             raise ValueError(f"default action: group {d.group} does not hold its ports")
+        if self.port_filters is not None:
+            _validate_port_filters(self.port_filters)
         if self.bitvector is not None:
             if self.tables or self.state_vars:
                 raise ValueError("a bit-vector pipeline has no state tables and no state variables")
@@ -261,13 +249,8 @@ class Pipeline:
         def match_json(m: MatchSpec) -> dict[str, Any]:
             return {"any": True} if m[0] == "any" else {m[0]: list(m[1:]) if len(m) > 2 else m[1]}
 
-        return {
-            "format": "camus-pipeline/1",
-            "spec": self.spec,
-            "rules": self.rule_count,
-            "root": self.root,
-            "state_bits": self.state_bits,
-            "tables": [{
+        def table_json(t: FieldTable) -> dict[str, Any]:
+            return {
                 "name": t.name, "var": t.var, "kind": t.kind, "field": t.field,
                 "state_var": t.state_var, "field_width": t.field_width,
                 "key_width": t.key_width, "states": sorted(t.states),
@@ -275,7 +258,15 @@ class Pipeline:
                     "kind": t.compression.kind, "width": t.compression.width,
                     "codes": [[match_json(m), c] for m, c in t.compression.codes]},
                 "entries": [[e.state, match_json(e.match), e.next] for e in t.entries],
-            } for t in self.tables],
+            }
+
+        return {
+            "format": "camus-pipeline/1",
+            "spec": self.spec,
+            "rules": self.rule_count,
+            "root": self.root,
+            "state_bits": self.state_bits,
+            "tables": [table_json(t) for t in self.tables],
             "leaves": {str(s): a.to_json() | ({"updates": list(a.updates)} if a.updates else {})
                        for s, a in sorted(self.leaves.items())},
             "groups": {str(g): list(p) for g, p in sorted(self.groups.items())},
@@ -283,7 +274,11 @@ class Pipeline:
             "state_updates": {str(s): list(u) for s, u in sorted(self.state_updates.items())},
         } | ({"bitvector": self.bitvector.to_json()} if self.bitvector is not None else {}) \
           | ({"cover": self.cover.to_json()} if self.cover is not None else {}) \
-          | ({"default_action": self.default_action.to_json()} if self.default_action is not None else {})
+          | ({"default_action": self.default_action.to_json()} if self.default_action is not None else {}) \
+          | ({"port_filters": {"roots": [[p, r] for p, r in sorted(self.port_filters.roots.items())],
+                               "accept": sorted(self.port_filters.accept),
+                               "tables": [table_json(t) for t in self.port_filters.tables]}}
+             if self.port_filters is not None else {})
 
     def dumps(self) -> str:
         """Indented JSON with one table entry, code, leaf or group per line (reviewable diffs)."""
@@ -298,7 +293,7 @@ class Pipeline:
                 keys.append(key)
             return keys
 
-        for t in doc["tables"]:
+        for t in doc["tables"] + doc.get("port_filters", {}).get("tables", []):
             t["entries"] = compact(t["entries"])
             if t["compression"]:
                 t["compression"]["codes"] = compact(t["compression"]["codes"])
@@ -324,15 +319,17 @@ class Pipeline:
                 return ("any",)
             return (k, *v) if isinstance(v, list) else (k, v)
 
-        tables = []
-        for t in doc["tables"]:
+        def field_table(t: dict[str, Any]) -> FieldTable:
             comp = t.get("compression")
-            tables.append(FieldTable(
+            return FieldTable(
                 t["name"], t["var"], t["kind"], t["field_width"], list(t["states"]),
                 [Entry(s, match(m), n) for s, m, n in t["entries"]], t.get("field"),
                 t.get("state_var"),
                 None if comp is None else Compression(comp["kind"], comp["width"],
-                                                      [(match(m), c) for m, c in comp["codes"]])))
+                                                      [(match(m), c) for m, c in comp["codes"]]))
+
+        tables = [field_table(t) for t in doc["tables"]]
+        pf = doc.get("port_filters")
         def action_set(a: dict[str, Any]) -> ActionSet:
             return ActionSet(tuple(a["ports"]), a.get("group"), a.get("drop", False),
                              tuple((n, tuple(x)) for n, x in a.get("calls", [])),
@@ -346,4 +343,69 @@ class Pipeline:
                    doc.get("rules", 0),
                    BitvectorStage.from_json(doc["bitvector"]) if doc.get("bitvector") else None,
                    CoverInfo(**doc["cover"]) if doc.get("cover") else None,
-                   action_set(doc["default_action"]) if doc.get("default_action") else None)
+                   action_set(doc["default_action"]) if doc.get("default_action") else None,
+                   None if pf is None else PortFilters({p: r for p, r in pf["roots"]},
+                                                       [field_table(t) for t in pf["tables"]], list(pf["accept"])))
+
+
+def _validate_port_filters(pf: PortFilters) -> None:
+    """Port filters test header fields under the ingress tables' entry rules; their states are
+    their own (egress keeps its own state variable)."""
+    for t in pf.tables:
+        if t.field is None or t.state_var is not None or t.compression is not None:
+            raise ValueError(f"port filter table {t.name}: a port filter tests header fields, uncompressed")
+    known = pf.state_ids()
+    _check_tables(pf.tables, known, max(1, max(known).bit_length()))
+    for p, r in pf.roots.items():
+        if type(p) is not int:
+            raise ValueError(f"port filter for port {p!r}: only numbered ports have an egress port")
+
+
+def _check_tables(tables: list[FieldTable], known: set[int], bits: int) -> None:
+    """Every entry against its table's schema; a state belongs to one table."""
+    owner: dict[int, str] = {}
+    for t in tables:
+        schema = t.schema(bits)
+        if t.kind not in ("exact", "range", "lpm"):
+            raise ValueError(f"{schema.name}: unknown match kind {t.kind}")
+        width = dict(schema.key)[t.name]
+        states = set(t.states)
+        for s in states:
+            if s in owner:
+                raise ValueError(f"state {s} belongs to both {owner[s]} and {schema.name}")
+            owner[s] = schema.name
+        seen: dict[tuple[Any, ...], int] = {}
+        ranges: dict[int, list[tuple[int, int]]] = {}
+        for e in t.entries:
+            where = f"{schema.name} entry {e}"
+            if e.state not in states:
+                raise ValueError(f"{where}: state is not one of the table's states")
+            if e.next not in known:
+                raise ValueError(f"{where}: next state {e.next} does not exist")
+            kind = e.match[0]
+            if kind == "any":
+                if t.kind != "exact":
+                    raise ValueError(f"{where}: 'any' entries only in exact tables")
+            elif kind != t.kind:
+                raise ValueError(f"{where}: {kind} match in a {t.kind} table")
+            vals = e.match[1:]
+            if kind == "exact" and not 0 <= vals[0] < 1 << width:
+                raise ValueError(f"{where}: value wider than {width} bits")
+            if kind == "range":
+                lo, hi = vals
+                if not 0 <= lo <= hi < 1 << width:
+                    raise ValueError(f"{where}: bad range for {width} bits")
+                ranges.setdefault(e.state, []).append((lo, hi))
+            if kind == "lpm":
+                v, plen = vals
+                if not 0 <= plen <= width or v >> (width - plen) << (width - plen) != v:
+                    raise ValueError(f"{where}: bad prefix for {width} bits")
+            k = (e.state,) + tuple(e.match)
+            if k in seen:
+                raise ValueError(f"{where}: duplicate key")
+            seen[k] = e.next
+        for s, spans in ranges.items():
+            spans.sort()
+            for (_, b), (c, _) in zip(spans, spans[1:]):
+                if c <= b:
+                    raise ValueError(f"{schema.name}: overlapping ranges for state {s}")

@@ -6,11 +6,11 @@ model documented in `pipeline.py`, recording the path of states for `explain`.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..structure.bitvector import union_actions
 from ..codec.packets import decode_packet
-from ..ir.pipeline import ActionSet, FieldTable, Pipeline
+from ..ir.pipeline import ActionSet, FieldTable, Pipeline, PortFilters
 from ..language.spec import Spec
 from .state_store import StateStore
 
@@ -103,12 +103,36 @@ class _TableIndex:
         return 0, "miss"
 
 
+class PortFilterIndex:
+    """The egress port filters (Pipeline.port_filters): a copy to a listed port walks that port's
+    tables from its root and is kept when it ends in an accepting state."""
+
+    def __init__(self, pf: PortFilters) -> None:
+        self.pf = pf
+        self.tables = [_TableIndex(t) for t in pf.tables]
+        self.accept = set(pf.accept)
+
+    def keeps(self, port: object, values: dict[str, int]) -> bool:
+        state = self.pf.roots.get(port)       # type: ignore[call-overload]
+        if state is None:
+            return True
+        for idx in self.tables:
+            if state in idx.states:
+                state = idx.lookup(state, values[idx.t.field])[0]   # type: ignore[index]
+        return state in self.accept
+
+    def apply(self, actions: ActionSet, values: dict[str, int]) -> ActionSet:
+        ports = tuple(p for p in actions.ports if self.keeps(p, values))
+        return actions if len(ports) == len(actions.ports) else replace(actions, ports=ports)
+
+
 class PipelineInterpreter:
     def __init__(self, pipeline: Pipeline) -> None:
         self.p = pipeline
         self.header_tables = [_TableIndex(t) for t in pipeline.tables if t.state_var is None]
         self.state_tables = [_TableIndex(t) for t in pipeline.tables if t.state_var is not None]
         self.store = StateStore([v.window_us for v in pipeline.state_vars], [v.modulus for v in pipeline.state_vars])
+        self.port_filters = PortFilterIndex(pipeline.port_filters) if pipeline.port_filters is not None else None
 
     def run(self, values: dict[str, int], now_us: int = 0) -> Verdict:
         if self.p.bitvector is not None:
@@ -132,7 +156,10 @@ class PipelineInterpreter:
                 nxt, how = idx.lookup(state, key)
                 path.append(Step(idx.t.name, state, key, nxt, how))
                 state = nxt
-        return Verdict(self.p.final_actions(self.p.leaves.get(state)), state, path, updates)
+        actions = self.p.final_actions(self.p.leaves.get(state))
+        if self.port_filters is not None and actions.ports:
+            actions = self.port_filters.apply(actions, values)
+        return Verdict(actions, state, path, updates)
 
     def _run_bitvector(self, values: dict[str, int]) -> Verdict:
         """The bit-vector stage: one interval per field, bitmaps ANDed, matching terms' actions

@@ -28,6 +28,7 @@ import bisect
 import re
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from ..logic.dnf import Term
 from ..ir.pipeline import CoverInfo
@@ -351,12 +352,6 @@ def build_relaxed(builder: DiagramBuilder, terms: list[tuple[Term, frozenset[Ato
     return ids[0], stats
 
 
-def _ports(atoms: frozenset[Atom]) -> int:
-    if ("drop",) in atoms:
-        return 0
-    return sum(1 for a in atoms if a[0] == "fwd")
-
-
 def _matching(lv: _Levels, messages: list[list[int]]) -> list[int]:
     """For each message (a value per level), the mask of the terms it satisfies: per level, one
     sweep over the terms' boundaries and the messages' values in order."""
@@ -380,18 +375,32 @@ def _matching(lv: _Levels, messages: list[list[int]]) -> list[int]:
 def over_delivery(lv: _Levels, builder: DiagramBuilder, root: int, samples: int, seed: int = 1) -> float:
     """Deliveries (message, port) of the diagram at `root` over those of the terms in `lv`, on
     `samples` messages drawn from the fields' models."""
+    exact = covered = 0
+    for want, _, got in sampled_deliveries(lv, builder, root, samples, seed):
+        exact += len(want)
+        covered += len(got)
+    return covered / exact if exact else (1.0 if not covered else float(covered))
+
+
+def sampled_deliveries(lv: _Levels, builder: DiagramBuilder, root: int, samples: int,
+                       seed: int = 1) -> list[tuple[frozenset[Any], frozenset[Any], frozenset[Any]]]:
+    """Per message drawn from the fields' models: the ports the terms in `lv` deliver it to
+    (an explicit drop wins), the ports of its matching forwarding terms alone (drops left out,
+    as the cover leaves them out) and the ports the diagram at `root` delivers it to."""
     rng = random.Random(seed)
     messages = [[fm.sample(rng) for fm in lv.masses] for _ in range(samples)]
     level_of = {v: i for i, v in enumerate(lv.order)}
-    exact = covered = 0
+    out = []
     for values, alive in zip(messages, _matching(lv, messages)):
-        exact += _ports(lv.atoms_of(lv.free_acts | _acts(lv, alive)))
+        atoms = lv.atoms_of(lv.free_acts | _acts(lv, alive))
+        fwd = frozenset(a[1] for a in atoms if a[0] == "fwd")
         node = builder.nodes[root]
         while not isinstance(node, Leaf):
             value = values[level_of[node.var]]
             node = builder.nodes[next(c for lo, hi, c in node.edges if lo <= value <= hi)]
-        covered += _ports(node.atoms)
-    return covered / exact if exact else (1.0 if not covered else float(covered))
+        got = frozenset() if ("drop",) in node.atoms else frozenset(a[1] for a in node.atoms if a[0] == "fwd")
+        out.append((frozenset() if ("drop",) in atoms else fwd, fwd, got))
+    return out
 
 
 def _acts(lv: _Levels, terms: int) -> int:

@@ -181,9 +181,9 @@ def _compress(table: FieldTable, branches: dict[int, Branch], max_codes: int) ->
                      for e in table.entries]
 
 
-def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: list[int],
-                   compress_max: int = 0) -> Pipeline:
-    nodes = reachable(builder, root)
+def field_tables(lowered: Lowered, builder: DiagramBuilder, nodes: Collection[int], order: list[int],
+                 compress_max: int = 0) -> tuple[list[FieldTable], list[int]]:
+    """The branch nodes among `nodes` as one table per variable (in `order`), and the leaves."""
     by_var: dict[int, dict[int, Branch]] = {}
     leaf_ids: list[int] = []
     for nid in nodes:
@@ -192,7 +192,6 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
             by_var.setdefault(node.var, {})[nid] = node
         else:
             leaf_ids.append(nid)
-
     tables: list[FieldTable] = []
     for var in order:
         branches = by_var.get(var)
@@ -210,6 +209,13 @@ def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: 
         if compress_max and v.field is not None:
             _compress(table, branches, compress_max)
         tables.append(table)
+    return tables, leaf_ids
+
+
+def slice_pipeline(lowered: Lowered, builder: DiagramBuilder, root: int, order: list[int],
+                   compress_max: int = 0) -> Pipeline:
+    nodes = reachable(builder, root)
+    tables, leaf_ids = field_tables(lowered, builder, nodes, order, compress_max)
 
     # Leaves and multicast groups.
     port_sets: set[tuple[Any, ...]] = set()

@@ -41,10 +41,13 @@ def test_p4info_and_write_request_parse_strictly_and_agree(app: str, arch: str) 
     assert info.pkg_info.arch == arch
     ids = [o.preamble.id for o in (*info.tables, *info.actions, *info.registers, *info.counters)]
     assert len(ids) == len(set(ids))
-    prefix = ("pipe.CamusIngress.", "pipe.CamusEgress.") if arch == "tna" else ("CamusIngress.",)
+    prefix = ("pipe.CamusIngress.", "pipe.CamusEgress.") if arch == "tna" else ("CamusIngress.", "CamusEgress.")
     assert all(t.preamble.id >> 24 == p4info_pb2.P4Ids.TABLE and t.preamble.name.startswith(prefix) for t in info.tables)
-    egress = [t for t in info.tables if "Egress" in t.preamble.name]      # TNA: the pruning table, constant
-    assert all(t.is_const_table and t.preamble.alias == "t_camus_prune" for t in egress)
+    egress = [t for t in info.tables if "Egress" in t.preamble.name]
+    # TNA's pruning table (constant entries) and the port filters (runtime entries, t_pf_*)
+    assert all(t.is_const_table == (t.preamble.alias == "t_camus_prune") for t in egress)
+    assert all(t.preamble.alias == "t_camus_prune" or t.preamble.alias.startswith("t_pf_") for t in egress)
+    assert ("t_camus_prune" in {t.preamble.alias for t in egress}) == (arch == "tna")
     assert all(a.preamble.id >> 24 == p4info_pb2.P4Ids.ACTION for a in info.actions)
     tables = {t.preamble.id: t for t in info.tables}
     actions = {a.preamble.id: a for a in info.actions}

@@ -560,7 +560,10 @@ control CamusEgress(inout headers hdr, inout metadata meta,
     // delivered copies per egress port (read over P4Runtime: CamusEgress.camus_delivered)
     counter(CAMUS_PORT_CELLS, CounterType.packets) camus_delivered;
 
+    // no header field egress can read: no port filters
+
     apply {
+        // no port filters
         if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
             camus_delivered.count((bit<32>)standard_metadata.egress_port);
         }

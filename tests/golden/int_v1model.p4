@@ -67,6 +67,7 @@ struct headers {
 
 struct camus_meta_t {
     bit<32> state;
+    bit<32> pf_state;   // egress: the port filter's state
     @field_list(1)
     bit<8> passes;      // messages already classified (recirculations so far)
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
@@ -461,7 +462,118 @@ control CamusEgress(inout headers hdr, inout metadata meta,
     // delivered copies per egress port (read over P4Runtime: CamusEgress.camus_delivered)
     counter(CAMUS_PORT_CELLS, CounterType.packets) camus_delivered;
 
+    // port filters (structure/port_filters.py): a port's own rules, run on its copies
+    action set_pf_state(bit<32> next) { meta.camus.pf_state = next; }
+    action pf_keep() { }
+    table t_pf_port {
+        key = { standard_metadata.egress_port : exact @name("egress_port"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // no filter: the copy is kept
+        size = 512;
+    }
+    table t_pf_int_report_switch_id {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.int_report.switch_id : exact @name("int_report.switch_id");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_int_report_switch_id_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_int_report_hop_latency_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.int_report.hop_latency : exact @name("int_report.hop_latency");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_int_report_hop_latency {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.int_report.hop_latency : range @name("int_report.hop_latency");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_int_report_hop_latency_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_int_report_queue_occupancy_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.int_report.queue_occupancy : exact @name("int_report.queue_occupancy");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_int_report_queue_occupancy {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.int_report.queue_occupancy : range @name("int_report.queue_occupancy");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_int_report_queue_occupancy_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_int_report_flow_dst {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.int_report.flow_dst : lpm @name("int_report.flow_dst");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_accept {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { pf_keep; NoAction; }
+        default_action = NoAction();   // the port's rules do not select the message: dropped
+        size = 65536;
+    }
+
     apply {
+        if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
+            // a port with a filter keeps its copy only when its own rules select the message
+            if (t_pf_port.apply().hit) {
+                if (!t_pf_int_report_switch_id.apply().hit) {
+                    t_pf_int_report_switch_id_any.apply();
+                }
+                if (!t_pf_int_report_hop_latency_exact.apply().hit) {
+                    if (!t_pf_int_report_hop_latency.apply().hit) {
+                        t_pf_int_report_hop_latency_any.apply();
+                    }
+                }
+                if (!t_pf_int_report_queue_occupancy_exact.apply().hit) {
+                    if (!t_pf_int_report_queue_occupancy.apply().hit) {
+                        t_pf_int_report_queue_occupancy_any.apply();
+                    }
+                }
+                t_pf_int_report_flow_dst.apply();
+                if (!t_pf_accept.apply().hit) {
+                    mark_to_drop(standard_metadata);
+                    return;
+                }
+            }
+        }
         if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
             camus_delivered.count((bit<32>)standard_metadata.egress_port);
         }

@@ -95,6 +95,7 @@ struct headers {
 
 struct camus_meta_t {
     bit<32> state;
+    bit<32> pf_state;   // egress: the port filter's state
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
     bit<1> deliver;
     bit<1> drop;
@@ -741,8 +742,138 @@ control CamusEgress(inout headers hdr, inout metadata meta,
             (16, 15) : camus_prune(570);
         }
     }
+    // port filters (structure/port_filters.py): a port's own rules, run on its copies
+    action set_pf_state(bit<32> next) { meta.camus.pf_state = next; }
+    action pf_keep() { }
+    table t_pf_port {
+        key = { eg_intr_md.egress_port : exact @name("egress_port"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // no filter: the copy is kept
+        size = 512;
+    }
+    table t_pf_add_order_stock_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.add_order.stock : exact @name("add_order.stock");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_add_order_stock {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.add_order.stock : range @name("add_order.stock");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_add_order_stock_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_add_order_price_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.add_order.price : exact @name("add_order.price");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_add_order_price {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.add_order.price : range @name("add_order.price");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_add_order_price_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_add_order_shares_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.add_order.shares : exact @name("add_order.shares");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_add_order_shares {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.add_order.shares : range @name("add_order.shares");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_add_order_shares_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_add_order_buy_sell_indicator {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.add_order.buy_sell_indicator : exact @name("add_order.buy_sell_indicator");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_add_order_buy_sell_indicator_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_accept {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { pf_keep; NoAction; }
+        default_action = NoAction();   // the port's rules do not select the message: dropped
+        size = 65536;
+    }
+
     apply {
         hdr.camus_bridge.setInvalid();
+        if (meta.camus.recirc == 0 && meta.camus.classify == 1) {
+            // a port with a filter keeps its copy only when its own rules select the message
+            if (t_pf_port.apply().hit) {
+                if (!t_pf_add_order_stock_exact.apply().hit) {
+                    if (!t_pf_add_order_stock.apply().hit) {
+                        t_pf_add_order_stock_any.apply();
+                    }
+                }
+                if (!t_pf_add_order_price_exact.apply().hit) {
+                    if (!t_pf_add_order_price.apply().hit) {
+                        t_pf_add_order_price_any.apply();
+                    }
+                }
+                if (!t_pf_add_order_shares_exact.apply().hit) {
+                    if (!t_pf_add_order_shares.apply().hit) {
+                        t_pf_add_order_shares_any.apply();
+                    }
+                }
+                if (!t_pf_add_order_buy_sell_indicator.apply().hit) {
+                    t_pf_add_order_buy_sell_indicator_any.apply();
+                }
+                if (!t_pf_accept.apply().hit) {
+                    eg_dprsr_md.drop_ctl = 1;
+                    return;
+                }
+            }
+        }
         if (!hdr.moldudp64.isValid() || !hdr.camus_len.isValid()) { return; }
         bit<16> gone = 38;
         if (meta.camus.recirc == 1) {

@@ -64,6 +64,7 @@ struct headers {
 
 struct camus_meta_t {
     bit<32> state;
+    bit<32> pf_state;   // egress: the port filter's state
     @field_list(1)
     bit<8> passes;      // messages already classified (recirculations so far)
     bit<1> feed;        // a subscription packet (feed UDP port, framing parsed)
@@ -369,7 +370,206 @@ control CamusEgress(inout headers hdr, inout metadata meta,
     // delivered copies per egress port (read over P4Runtime: CamusEgress.camus_delivered)
     counter(CAMUS_PORT_CELLS, CounterType.packets) camus_delivered;
 
+    // port filters (structure/port_filters.py): a port's own rules, run on its copies
+    action set_pf_state(bit<32> next) { meta.camus.pf_state = next; }
+    action pf_keep() { }
+    table t_pf_port {
+        key = { standard_metadata.egress_port : exact @name("egress_port"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // no filter: the copy is kept
+        size = 512;
+    }
+    table t_pf_event_a0_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a0 : exact @name("event.a0");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_event_a0 {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a0 : range @name("event.a0");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_event_a0_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_event_a1_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a1 : exact @name("event.a1");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_event_a1 {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a1 : range @name("event.a1");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_event_a1_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_event_a3_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a3 : exact @name("event.a3");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_event_a3 {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a3 : range @name("event.a3");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_event_a3_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_event_a4_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a4 : exact @name("event.a4");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_event_a4 {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a4 : range @name("event.a4");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_event_a4_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_event_a2_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a2 : exact @name("event.a2");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_event_a2 {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a2 : range @name("event.a2");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_event_a2_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_event_a5_exact {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a5 : exact @name("event.a5");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // not one of the values this state tests
+        size = 65536;
+    }
+    table t_pf_event_a5 {
+        key = {
+            meta.camus.pf_state : exact @name("meta.pf_state");
+            hdr.event.a5 : range @name("event.a5");
+        }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();   // a state this table does not test passes through
+        size = 65536;
+    }
+    table t_pf_event_a5_any {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { set_pf_state; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+    table t_pf_accept {
+        key = { meta.camus.pf_state : exact @name("meta.pf_state"); }
+        actions = { pf_keep; NoAction; }
+        default_action = NoAction();   // the port's rules do not select the message: dropped
+        size = 65536;
+    }
+
     apply {
+        if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
+            // a port with a filter keeps its copy only when its own rules select the message
+            if (t_pf_port.apply().hit) {
+                if (!t_pf_event_a0_exact.apply().hit) {
+                    if (!t_pf_event_a0.apply().hit) {
+                        t_pf_event_a0_any.apply();
+                    }
+                }
+                if (!t_pf_event_a1_exact.apply().hit) {
+                    if (!t_pf_event_a1.apply().hit) {
+                        t_pf_event_a1_any.apply();
+                    }
+                }
+                if (!t_pf_event_a3_exact.apply().hit) {
+                    if (!t_pf_event_a3.apply().hit) {
+                        t_pf_event_a3_any.apply();
+                    }
+                }
+                if (!t_pf_event_a4_exact.apply().hit) {
+                    if (!t_pf_event_a4.apply().hit) {
+                        t_pf_event_a4_any.apply();
+                    }
+                }
+                if (!t_pf_event_a2_exact.apply().hit) {
+                    if (!t_pf_event_a2.apply().hit) {
+                        t_pf_event_a2_any.apply();
+                    }
+                }
+                if (!t_pf_event_a5_exact.apply().hit) {
+                    if (!t_pf_event_a5.apply().hit) {
+                        t_pf_event_a5_any.apply();
+                    }
+                }
+                if (!t_pf_accept.apply().hit) {
+                    mark_to_drop(standard_metadata);
+                    return;
+                }
+            }
+        }
         if (meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
             camus_delivered.count((bit<32>)standard_metadata.egress_port);
         }

@@ -17,7 +17,7 @@ from .interp import EntryInterpreter
 from .program import check_whole_program, program_text
 from .control import control_text
 from .runtime import Names, p4info_message, text, updates, write_request
-from .schema import P4Options, P4Schema, p4_schema
+from .schema import PF_PORT, P4Options, P4Schema, p4_schema
 from .tofino import TOFINO2
 
 
@@ -88,6 +88,9 @@ class P4Backend(Backend):
         if over:
             raise OverBudget(over)
         program = program_text(c.spec, p4opts) if whole is None else None
+        if program is None and c.pipeline.port_filters is not None:
+            raise BackendError(f"the cover's egress port filters need the whole program, and there is none "
+                               f"({whole}): compile with --port-filters 0")
         tables = p4_tables(c.pipeline, c.spec)
         tables.widths.update(schema.key_widths())          # the program's widths (meta.state: --state-bits)
         ids = state_id_bits(tables)
@@ -114,7 +117,7 @@ class P4Backend(Backend):
             files["camus.p4"] = program
         if compat:
             files[compat] = control_text(c.spec, p4opts, camus_compat=True)
-        summary = render_resources(report, budget, tables.order)
+        summary = render_resources(report, budget, tables.order + ([PF_PORT] + tables.egress if tables.egress else []))
         if compat:
             summary += f"\n  {compat}: control Camus(hdr, standard_metadata) for your program; {whole}"
         elif program is None:

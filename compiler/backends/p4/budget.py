@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .entries import P4Tables
-from .schema import ANSWER_DNS, BASE_ACTIONS, ILA_REWRITE, SVAR_KEY, P4Schema
+from .schema import ANSWER_DNS, BASE_ACTIONS, ILA_REWRITE, PF_SET, PF_STATE, SVAR_KEY, P4Schema, TableDecl
 from .tofino import (DEVICES, MULTICAST_GROUP_IDS, TOFINO1, StageTable, exact_words, range_rows, replication,
                      stages, tcam_blocks_wide, ternary_action_words)
 
@@ -68,11 +68,20 @@ def schema_stages(schema: P4Schema) -> dict[str, int]:
     """The stage of each table the program applies (tofino.stages): keys read, meta.state written by
     set_state, the loaded aggregate written by load actions; a fallback runs on its owner's miss."""
     guards = schema.guards()
+    at = _chain_stages(schema.tables, schema, guards)
+    # egress has its own dependency chain (each stage holds ingress and egress tables side by side)
+    at.update(_chain_stages(schema.egress, schema, guards))
+    return at
+
+
+def _chain_stages(tables: tuple[TableDecl, ...], schema: P4Schema, guards: dict[str, str]) -> dict[str, int]:
     chain = []
-    for t in schema.tables:
+    for t in tables:
         writes = set()
         if "set_state" in t.actions:
             writes.add("meta.state")
+        if PF_SET in t.actions:
+            writes.add(PF_STATE)
         if any(a.startswith("load_") for a in t.actions):
             writes.add(SVAR_KEY)
         if t.name in schema.codes:
@@ -118,7 +127,7 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
     for name, (rows, abits) in tcam_action.items():
         per[name]["sram_words"] += ternary_action_words(rows, abits)
     if schema is not None:
-        for decl in schema.tables:                                # the program's declared kinds
+        for decl in schema.tables + schema.egress:                # the program's declared kinds
             if decl.name in per:
                 per[decl.name]["kind"] = "/".join(k.match for k in decl.keys if k.name != "meta.state") or "exact"
     totals = {k: sum(r[k] for r in per.values()) for k in ("entries", "sram_words", "tcam_rows", "tcam_block_rows")}

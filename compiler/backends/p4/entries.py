@@ -27,7 +27,8 @@ from .ila import ila_rewrites
 from .layout import refuse_topics
 from .schema import (ANSWER_DNS, CODE_SUFFIX, DEFAULT_CALL_ID, CodeDecl, code_decl,
                      EXACT_SUFFIX, ILA_REWRITE, STATE_KEY_BITS, SVAR_BITS, SVAR_KEY, SVAR_STAGES,
-                     UPDATE_SLOTS, P4Schema, key_kind, load_action, update_action, window_shift)
+                     UPDATE_SLOTS, P4Schema, PF_ACCEPT, PF_KEEP, PF_PORT, PF_PREFIX, PF_SET, PF_STATE, key_kind,
+                     load_action, update_action, window_shift)
 
 MAX_PRIORITY = 1 << 24
 
@@ -73,6 +74,7 @@ class P4Tables:
                                                   # default action and parameters (query_default_action)
     guards: dict[str, str] = field(default_factory=dict)   # table -> the table whose miss it runs on
     codes: dict[str, str] = field(default_factory=dict)    # t_<f>_code -> the code key its action sets
+    egress: list[str] = field(default_factory=list)        # port filter tables after t_pf_port, in order
 
     def by_table(self) -> dict[str, list[P4Entry]]:
         out: dict[str, list[P4Entry]] = {t: [] for t in self.order}
@@ -85,7 +87,8 @@ def schema_tables(schema: P4Schema) -> P4Tables:
     """Empty tables shaped as a program declares them: order, key widths, which table runs on
     another's miss (what a switch that holds entries of this program executes)."""
     return P4Tables(order=[t.name for t in schema.tables if t.name != "t_root"], widths=schema.key_widths(),
-                    guards=schema.guards(), codes={name: c.key.name for name, c in schema.codes.items()})
+                    guards=schema.guards(), codes={name: c.key.name for name, c in schema.codes.items()},
+                    egress=[t.name for t in schema.egress if t.name != PF_PORT])
 
 
 def declared_kind(spec: Spec | None, t: FieldTable) -> str:
@@ -247,9 +250,9 @@ def state_id_bits(t: P4Tables) -> int:
     """Bits the largest state id the entries name takes (the program's meta.state must hold it)."""
     top = t.root
     for e in t.entries:
-        if e.matches and e.matches[0].field == "meta.state":
+        if e.matches and e.matches[0].field in ("meta.state", PF_STATE):
             top = max(top, e.matches[0].value)
-        if e.action == "set_state":
+        if e.action in ("set_state", PF_SET):
             top = max(top, int(e.params[0]))
     return top.bit_length()
 
@@ -260,7 +263,6 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
     for t in p.tables:
         if layout is not None and t.state_var is not None:
             continue                                   # placed below, in the switch's stages
-        name = table_name(t)
         key = t.name
         q = spec.query_field(t.field) if spec is not None and t.field is not None else None
         if q is not None and q.domain_bits and t.compression is None:
@@ -278,38 +280,7 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
                                                (code,), priority=1))
             key = f"{t.name}#code"
             out.codes[code_table] = key
-        kind = declared_kind(spec, t) if t.compression is None else t.kind
-        # a range key's single values go to t_<f>_exact (SRAM), tried first; t_<f> on its miss
-        split = kind == "range" and t.compression is None and spec is not None
-        eq_name = table_name(t, EXACT_SUFFIX) if split else name
-        if split:
-            out.order.append(eq_name)
-            out.guards[name] = eq_name
-        out.order.append(name)
-        out.widths[key] = t.key_width
-        out.widths["meta.state"] = STATE_KEY_BITS
-        entries = t.entries
-        if kind == "exact" and t.kind == "range":
-            entries = exact_from_intervals(t)        # the IR merged equalities into intervals
-        if kind != "lpm":                              # the state's default when the key misses
-            out.order.append(table_name(t, "_any"))
-            out.guards[table_name(t, "_any")] = name
-        for e in entries:
-            st = Match("meta.state", "exact", e.state)
-            if e.match[0] == "any":
-                out.entries.append(P4Entry(table_name(t, "_any"), (st,), "set_state", (e.next,)))
-            elif (kind == "exact" or split) and (e.match[0] == "exact" or (e.match[0] == "range"
-                                                                         and e.match[1] == e.match[2])):
-                out.entries.append(P4Entry(eq_name, (st, Match(key, "exact", e.match[1])), "set_state", (e.next,)))
-            elif kind == "range" and e.match[0] == "exact":      # an exact value in a range key
-                out.entries.append(P4Entry(name, (st, Match(key, "range", e.match[1], e.match[1])), "set_state",
-                                           (e.next,), priority=1))
-            elif e.match[0] == "range":
-                out.entries.append(P4Entry(name, (st, Match(key, "range", e.match[1], e.match[2])), "set_state",
-                                           (e.next,), priority=1))
-            else:
-                out.entries.append(P4Entry(name, (st, Match(key, "lpm", e.match[1], e.match[2])), "set_state",
-                                           (e.next,)))
+        _field_entries(t, spec, out, key)
     if layout is not None:
         _state_entries(p, spec, layout, out)      # type: ignore[arg-type]
     out.order.append("t_leaf")
@@ -357,7 +328,70 @@ def p4_tables(p: Pipeline, spec: Spec | None = None) -> P4Tables:
                 out.entries.append(P4Entry("t_leaf_calls", leaf_key, "call", (call_id,)))
     if any(e.table == "t_leaf_calls" for e in out.entries):
         out.order.append("t_leaf_calls")
+    _port_filter_entries(p, spec, out)
     return out
+
+
+def _field_entries(t: FieldTable, spec: Spec | None, out: P4Tables, key: str, prefix: str = "t_",
+                   state_key: str = "meta.state", action: str = "set_state") -> None:
+    """A field table's entries: t_<f>_exact (a range key's single values, SRAM, tried first),
+    t_<f> and t_<f>_any (the state's default on a miss). `prefix`, `state_key` and `action`
+    name the egress port filters' own (t_pf_<f>, meta.pf_state, set_pf_state)."""
+    def named(suffix: str = "") -> str:
+        return prefix + ident(t.name) + suffix
+
+    name = named()
+    kind = declared_kind(spec, t) if t.compression is None else t.kind
+    # a range key's single values go to t_<f>_exact (SRAM), tried first; t_<f> on its miss
+    split = kind == "range" and t.compression is None and spec is not None
+    eq_name = named(EXACT_SUFFIX) if split else name
+    if split:
+        out.order.append(eq_name)
+        out.guards[name] = eq_name
+    out.order.append(name)
+    out.widths[key] = t.key_width
+    out.widths[state_key] = STATE_KEY_BITS
+    entries = t.entries
+    if kind == "exact" and t.kind == "range":
+        entries = exact_from_intervals(t)        # the IR merged equalities into intervals
+    if kind != "lpm":                              # the state's default when the key misses
+        out.order.append(named("_any"))
+        out.guards[named("_any")] = name
+    for e in entries:
+        st = Match(state_key, "exact", e.state)
+        if e.match[0] == "any":
+            out.entries.append(P4Entry(named("_any"), (st,), action, (e.next,)))
+        elif (kind == "exact" or split) and (e.match[0] == "exact" or (e.match[0] == "range"
+                                                                     and e.match[1] == e.match[2])):
+            out.entries.append(P4Entry(eq_name, (st, Match(key, "exact", e.match[1])), action, (e.next,)))
+        elif kind == "range" and e.match[0] == "exact":      # an exact value in a range key
+            out.entries.append(P4Entry(name, (st, Match(key, "range", e.match[1], e.match[1])), action,
+                                       (e.next,), priority=1))
+        elif e.match[0] == "range":
+            out.entries.append(P4Entry(name, (st, Match(key, "range", e.match[1], e.match[2])), action,
+                                       (e.next,), priority=1))
+        else:
+            out.entries.append(P4Entry(name, (st, Match(key, "lpm", e.match[1], e.match[2])), action,
+                                       (e.next,)))
+
+
+def _port_filter_entries(p: Pipeline, spec: Spec | None, out: P4Tables) -> None:
+    """The egress port filters: t_pf_port (port -> its root), the field tables as the ingress
+    ones (a domain field by its raw value), t_pf_accept."""
+    pf = p.port_filters
+    if pf is None:
+        return
+    for port, root in sorted(pf.roots.items()):
+        out.entries.append(P4Entry(PF_PORT, (Match("egress_port", "exact", port),), PF_SET, (root,)))
+    out.widths["egress_port"] = 9
+    main = out.order
+    out.order = out.egress
+    for t in pf.tables:
+        _field_entries(t, spec, out, t.name, PF_PREFIX, PF_STATE, PF_SET)
+    out.order = main
+    out.egress.append(PF_ACCEPT)
+    for s in pf.accept:
+        out.entries.append(P4Entry(PF_ACCEPT, (Match(PF_STATE, "exact", s),), PF_KEEP))
 
 
 def _domain_field(t: FieldTable, code: CodeDecl, out: P4Tables) -> None:

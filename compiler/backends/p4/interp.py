@@ -15,9 +15,10 @@ from typing import Any
 from dataclasses import dataclass
 
 from .entries import Match, P4Entry, P4Tables
-from .schema import ANSWER_DNS, ILA_REWRITE, SVAR_KEY, window_shift
+from .schema import ANSWER_DNS, ILA_REWRITE, PF_ACCEPT, PF_PORT, PF_STATE, SVAR_KEY, window_shift
 
 MASK64 = (1 << 64) - 1
+STATE_KEYS = ("meta.state", PF_STATE, "egress_port")   # the key an entry is indexed by
 
 
 class AmbiguousMatch(AssertionError):
@@ -52,7 +53,7 @@ class EntryInterpreter:
         self.by_state: dict[str, dict[int, list[P4Entry]]] = {}
         self.unkeyed: dict[str, list[P4Entry]] = {}
         for e in tables.entries:
-            st = next((m.value for m in e.matches if m.field == "meta.state"), None)
+            st = next((m.value for m in e.matches if m.field in STATE_KEYS), None)
             if st is None:
                 self.unkeyed.setdefault(e.table, []).append(e)
             else:
@@ -64,7 +65,7 @@ class EntryInterpreter:
         for e in cands:
             ok, rank = True, 0
             for m in e.matches:
-                v = state if m.field == "meta.state" else fields[m.field]
+                v = state if m.field in STATE_KEYS else fields[m.field]
                 if m.kind == "lpm":
                     w = self.t.widths[m.field]
                     free = w - m.arg
@@ -146,4 +147,27 @@ class EntryInterpreter:
                 calls, answer = self.t.calls[e.params[0]], e.params[1]
             elif e.action == ILA_REWRITE.name:
                 calls, locator = self.t.calls[e.params[0]], e.params[1]
+        if self.by_state.get(PF_PORT) and ports:
+            ports = tuple(p for p in ports if self._egress_keeps(p, fields))
         return P4Verdict(ports, drop, calls, trace, answer, locator)
+
+    def _egress_keeps(self, port: Any, fields: dict[str, int]) -> bool:
+        """The egress port filter on a copy to `port`: kept unless t_pf_port gives the port a
+        filter and its walk does not end in a state t_pf_accept holds."""
+        e = self._lookup(PF_PORT, port, fields) if isinstance(port, int) else None
+        if e is None:
+            return True
+        state = e.params[0]
+        missed: set[str] = set()
+        for table in self.t.egress:
+            guard = self.t.guards.get(table)
+            if guard is not None and guard not in missed:
+                continue
+            e = self._lookup(table, state, fields)
+            if table == PF_ACCEPT:
+                return e is not None
+            if e is None:
+                missed.add(table)
+            else:
+                state = e.params[0]
+        return False

@@ -27,7 +27,8 @@ from .ila import metadata_type as ila_metadata_type
 from .ila import rewrite_action as ila_action
 from .layout import Layout, field_name, field_slice, ip_route, layout_of
 from .topics import metadata_members, metadata_types, parser_states
-from .schema import (ARCHS, SVAR_KEY, meta_slots, P4Options, P4Schema, TableDecl, check_metadata_arch, field_expr, is_attrs,
+from .schema import (ARCHS, PF_ACCEPT, PF_KEEP, PF_PORT, PF_SET, SVAR_KEY, meta_slots, P4Options, P4Schema,
+                        TableDecl, check_metadata_arch, field_expr, is_attrs,
                         counted_paths, load_action, p4_schema, update_action, updatable_fields, window_counters,
                         window_shift)
 
@@ -324,6 +325,38 @@ def table_blocks(spec: Spec, schema: P4Schema) -> tuple[str, str]:
     return decl.text().rstrip("\n"), seq.text().rstrip("\n")
 
 
+def egress_filter_blocks(schema: P4Schema) -> dict[str, str]:
+    """The egress port filters (schema.egress): declarations, and the statements that run them
+    on a delivered copy before anything else in egress (a dropped copy is not counted)."""
+    if not schema.egress:
+        return {"EGRESS_FILTER_DECLS": "    // no header field egress can read: no port filters",
+                "EGRESS_FILTER": "        // no port filters"}
+    decl, seq = Emitter(), Emitter()
+    decl.depth, seq.depth = 1, 2
+    state_bits = schema.actions[PF_SET].params[0][1]
+    decl("// port filters (structure/port_filters.py): a port's own rules, run on its copies")
+    decl(f"action {PF_SET}(bit<{state_bits}> next) {{ meta.camus.pf_state = next; }}")
+    decl(f"action {PF_KEEP}() {{ }}")
+    for t in schema.egress:
+        _declare(decl, t)
+    if schema.arch == "v1model":
+        copy = "meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE"
+        drop = "mark_to_drop(standard_metadata);"
+    else:
+        copy = "meta.camus.recirc == 0 && meta.camus.classify == 1"
+        drop = "eg_dprsr_md.drop_ctl = 1;"
+    with seq.block(f"if ({copy})"):
+        seq("// a port with a filter keeps its copy only when its own rules select the message")
+        with seq.block(f"if ({PF_PORT}.apply().hit)"):
+            for t in schema.egress_order():
+                if t.name != PF_ACCEPT:
+                    _apply(seq, t, schema)
+            with seq.block(f"if (!{PF_ACCEPT}.apply().hit)"):
+                seq(drop)
+                seq("return;")
+    return {"EGRESS_FILTER_DECLS": decl.text().rstrip("\n"), "EGRESS_FILTER": seq.text().rstrip("\n")}
+
+
 def _window_registers(spec: Spec, decl: Emitter) -> None:
     """query_counter windows: registers per counter (window number, count, sum) and the actions
     that update and load them (the tables that call them are the schema's). An endless counter
@@ -434,6 +467,7 @@ def program_text(spec: Spec, opts: P4Options = P4Options()) -> str:
         "EGRESS_PARSER_STATES": _parser_states(spec, lay, opts.arch, "egress", opts.tna_max_rest) if opts.arch == "tna" else "",
         "TABLES": decl,
         "APPLY": seq,
+        **egress_filter_blocks(schema),
         "EMITS": _emits(spec, lay, opts.arch, opts),
         "ETH": lay.eth.name,
         "ETH_DST": field_name(lay.eth, 0, 48, "destination MAC"),

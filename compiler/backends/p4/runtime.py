@@ -83,11 +83,14 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
         for i, (pname, bits) in enumerate(params, start=1):
             a.params.add(id=i, name=pname, bitwidth=bits)
 
+    egress = prefix.replace("CamusIngress", "CamusEgress")
     for decl in schema.actions.values():
-        action(decl.name, decl.params)
+        action(decl.name, decl.params, egress if decl.egress else prefix)
     # (control, name, keys, actions, size, const)
     tables = [(prefix, t.name, [(k.name, k.bits, k.match) for k in t.keys], t.actions, t.size, False)
               for t in schema.tables]
+    tables += [(egress, t.name, [(k.name, k.bits, k.match) for k in t.keys], t.actions, t.size, False)
+               for t in schema.egress]
     if whole_program and is_attrs(spec):      # attribute frames: other frames go by MAC (p4_attrs)
         eth, dst, _ = ethernet_of(spec)
         action("l2_forward", (("port", 9),))
@@ -103,7 +106,6 @@ def p4info_message(spec: Spec, opts: P4Options = P4Options(), whole_program: boo
         tables.insert(0, (prefix, route, [(f"hdr.{lay.ip.name}.{dst}", bits, "lpm")],
                           (forward, "plain_drop", "NoAction"), 1024, False))
         if opts.arch == "tna" and lay.framing is not None:       # egress's pruning table: constant entries
-            egress = "pipe.CamusEgress"
             action("camus_prune", (("cut", 16),), egress)
             action("camus_unprunable", (), egress)
             tables.append((egress, PRUNE_TABLE, prune_table_keys(spec, lay), ("camus_prune", "camus_unprunable"),

@@ -32,16 +32,25 @@ Table layout (`meta.state` carries the state id):
   t_leaf_calls       key (meta.state: exact) -> call(id): custom actions, listed in calls.json
                      | answer_dns(id, addr): a DNS name's leaf that answerDNS(addr) answers (p4_dns)
                      | ila_rewrite(id, locator): an IPv6 leaf that ila(L::) rewrites (p4_ila)
+
+Egress port filters (`P4Schema.egress`, in the egress control; meta.pf_state carries the state):
+a delivered copy to a port with a filter walks that port's own rules (structure/port_filters.py)
+  t_pf_port          key (egress_port: exact) -> set_pf_state(root): the port has a filter
+  t_pf_<field>_exact, t_pf_<field>, t_pf_<field>_any
+                     as the ingress field tables, keyed (meta.pf_state, <field>) -> set_pf_state;
+                     for each header field egress parses (a domain field by its raw value)
+  t_pf_accept        key (meta.pf_state: exact) -> pf_keep: a miss drops the copy
 """
 from __future__ import annotations
 
 from typing import Any
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...codec.attrs import ATTRS_FRAMINGS
 from ...language.spec import MatchKind, QueryField, Role, Spec
 from ...ir.pipeline import ident
+from ...structure.port_filters import EGRESS_PORT_BITS, egress_readable
 from ..emit import BackendError
 from .layout import dns_topic
 from .ila import ila_rewrites
@@ -82,6 +91,7 @@ class KeyDecl:
 class ActionDecl:
     name: str
     params: tuple[tuple[str, int], ...] = ()      # (name, bits)
+    egress: bool = False                          # declared in the egress control
 
 
 @dataclass(frozen=True)
@@ -119,9 +129,15 @@ class P4Schema:
     actions: dict[str, ActionDecl] = field(default_factory=dict)
     codes: dict[str, "CodeDecl"] = field(default_factory=dict)   # t_<f>_code -> what it sets
     state_bits: int = STATE_KEY_BITS
+    egress: tuple[TableDecl, ...] = ()            # the port filters, in egress order
 
     def table(self, name: str) -> TableDecl | None:
-        return next((t for t in self.tables if t.name == name), None)
+        return next((t for t in self.tables + self.egress if t.name == name), None)
+
+    def egress_order(self) -> list[TableDecl]:
+        """Egress tables applied in sequence after t_pf_port (fallbacks by their owners)."""
+        fallbacks = {t.fallback for t in self.egress if t.fallback}
+        return [t for t in self.egress if t.name != PF_PORT and t.name not in fallbacks]
 
     def apply_order(self) -> list[TableDecl]:
         """Tables applied in sequence (a fallback is applied by its owner, on a miss)."""
@@ -130,10 +146,10 @@ class P4Schema:
 
     def guards(self) -> dict[str, str]:
         """Table -> the table whose miss it runs on (t_<f> after t_<f>_exact, t_<f>_any after t_<f>)."""
-        return {t.fallback: t.name for t in self.tables if t.fallback}
+        return {t.fallback: t.name for t in self.tables + self.egress if t.fallback}
 
     def key_widths(self) -> dict[str, int]:
-        widths = {k.name: k.bits for t in self.tables for k in t.keys}
+        widths = {k.name: k.bits for t in self.tables + self.egress for k in t.keys}
         widths.update({c.key.name: c.key.bits for c in self.codes.values()})
         return widths
 
@@ -250,6 +266,8 @@ def action_params(action: str) -> tuple[str, ...]:
         return ("index",)
     if action == "set_code" or action.endswith(CODE_SUFFIX) and action.startswith("set_"):
         return ("code",)
+    if action == PF_SET:
+        return ("next",)
     return ()
 
 
@@ -282,11 +300,54 @@ def meta_slots(schema: P4Schema) -> dict[str, str]:
     code tables write (CODE_MEMBERS)."""
     return {"STATE_BITS": str(schema.state_bits),
             "CODE_MEMBERS": "".join(f"\n    bit<{c.key.bits}> {c.key.expr.rpartition('.')[2]};   // {c.field} as a "
-                                    f"code (query_field_domain)" for c in schema.codes.values())}
+                                    f"code (query_field_domain)" for c in schema.codes.values()),
+            "FILTER_MEMBERS": f"\n    bit<{schema.state_bits}> pf_state;   // egress: the port filter's state"
+                              if schema.egress else ""}
 
 
 def state_key(bits: int) -> KeyDecl:
     return KeyDecl(STATE.name, STATE.expr, bits, "exact")
+
+
+PF_PREFIX = "t_pf_"           # egress port filter tables
+PF_PORT = "t_pf_port"
+PF_ACCEPT = "t_pf_accept"
+PF_STATE = "meta.pf_state"
+PF_SET = "set_pf_state"
+PF_KEEP = "pf_keep"
+EGRESS_PORT = {"v1model": "standard_metadata.egress_port", "tna": "eg_intr_md.egress_port"}
+
+
+def port_filter_fields(spec: Spec) -> list[QueryField]:
+    """The query fields the egress port filters can test (none: the program has no filter tables)."""
+    readable = egress_readable(spec)
+    return [q for q in spec.query_fields if q.path in readable]
+
+
+def _egress_tables(spec: Spec, opts: P4Options, actions: dict[str, ActionDecl]) -> tuple[TableDecl, ...]:
+    fields = port_filter_fields(spec)
+    if not fields:
+        return ()
+    state = KeyDecl(PF_STATE, "meta.camus.pf_state", opts.state_bits, "exact")
+    actions[PF_SET] = ActionDecl(PF_SET, (("next", opts.state_bits),), egress=True)
+    actions[PF_KEEP] = ActionDecl(PF_KEEP, egress=True)
+    keep = "NoAction();   // a state this table does not test passes through"
+    tables = [TableDecl(PF_PORT, (KeyDecl("egress_port", EGRESS_PORT[opts.arch], EGRESS_PORT_BITS, "exact"),),
+                        (PF_SET, "NoAction"), 1 << EGRESS_PORT_BITS, "NoAction();   // no filter: the copy is kept")]
+    for q in fields:
+        kind = key_kind(q)
+        base = f"{PF_PREFIX}{ident(q.path)}"
+        any_name = f"{base}_any" if kind != "lpm" else None
+        key = KeyDecl(q.path, field_expr(q, spec), q.width, kind)
+        if kind == "range":
+            tables.append(TableDecl(f"{base}{EXACT_SUFFIX}", (state, replace(key, match="exact")), (PF_SET, "NoAction"),
+                                    opts.table_size, "NoAction();   // not one of the values this state tests", base))
+        tables.append(TableDecl(base, (state, key), (PF_SET, "NoAction"), opts.table_size, keep, any_name))
+        if any_name:
+            tables.append(TableDecl(any_name, (state,), (PF_SET, "NoAction"), opts.table_size))
+    tables.append(TableDecl(PF_ACCEPT, (state,), (PF_KEEP, "NoAction"), opts.table_size,
+                            "NoAction();   // the port's rules do not select the message: dropped"))
+    return tuple(tables)
 
 
 def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
@@ -350,4 +411,5 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
         actions[ILA_REWRITE.name] = ILA_REWRITE
         call_actions = ("call", ILA_REWRITE.name, "NoAction")
     tables.append(TableDecl("t_leaf_calls", (state,), call_actions, opts.leaf_size))
-    return P4Schema(opts.arch, tuple(tables), actions, codes, opts.state_bits)
+    egress = _egress_tables(spec, opts, actions)
+    return P4Schema(opts.arch, tuple(tables), actions, codes, opts.state_bits, egress)
