@@ -75,12 +75,8 @@ class DeviceCompiler:
     def device_options(self, kind: str, exact: frozenset[int]) -> CompileOptions:
         # alpha widens only what a later filtering hop narrows again: last-hop rules stay exact;
         # a switch gets the diagram, as a cover when the exact one would not fit
-        # No egress port filters on a controller's switches yet: a push renumbers the ingress
-        # states make-before-break (p4/delta.py), not yet the filters' own (meta.pf_state), so a
-        # copy could meet a half-changed filter mid-push. `compile --target p4` writes them.
         return dataclasses.replace(self.options, exact_rules=exact if self.options.alpha > 1 else frozenset(),
-                                   strategy="switch" if kind == "p4" else self.options.strategy,
-                                   port_filters=0 if kind == "p4" else self.options.port_filters)
+                                   strategy="switch" if kind == "p4" else self.options.strategy)
 
     def compile_device(self, device: str, kind: str, rules: str, exact: frozenset[int]) -> Compiled:
         """One device's rule set, incrementally from its last one."""

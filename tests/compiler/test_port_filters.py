@@ -13,7 +13,8 @@ from typing import Any
 
 from camus.bench import workloads as w
 from camus.compiler.backends.base import TargetOptions
-from camus.compiler.backends.p4.entries import P4Entry, p4_tables
+from camus.compiler.backends.p4.delta import apply as apply_change, plan
+from camus.compiler.backends.p4.entries import P4Entry, p4_tables, schema_tables
 from camus.compiler.backends.p4.interp import EntryInterpreter
 from camus.compiler.backends.p4.program import program_text
 from camus.compiler.backends.p4.runtime import p4info_message
@@ -139,3 +140,37 @@ def test_a_tampered_port_root_is_seen_by_the_entry_interpreter() -> None:
                       else e for e in tables.entries]
     run = EntryInterpreter(tables)
     assert all(port not in run.run(v).ports for v in _held_out(spec, 200))
+
+
+def test_pushes_change_a_ports_filter_make_before_break() -> None:
+    """From one cover to the next (subscriptions added and removed), one update at a time: every
+    port's copies walk its old filter or its new one, so after every single update each message
+    still reaches every port the rules both sets share select (never a half-changed filter)."""
+    spec = parse_spec(w.SENSOR_SPEC, "sensor.p4")
+    rng = random.Random(3)
+    lines = w.sensor_rules(60, 4, n_hosts=16)
+    opts = CompileOptions(strategy="cover", cover_width=8, cover_fanout=4)     # a narrow cover: most is filtered
+    program = schema_tables(p4_schema(spec))          # the switch applies every table its program has
+    held = p4_tables(compile_rules(spec, "\n".join(lines) + "\n", "a.txt", opts).pipeline, spec)
+    msgs = _held_out(spec, 40, seed=11)
+    for _ in range(2):
+        gone = [lines.pop(rng.randrange(len(lines))) for _ in range(4)]
+        common = "\n".join(lines) + "\n"
+        lines += w.sensor_rules(5, rng.randrange(1000), n_hosts=16)
+        new = compile_rules(spec, "\n".join(lines) + "\n", "b.txt", opts)
+        assert new.pipeline.port_filters is not None and gone
+        shared = PipelineInterpreter(compile_rules(spec, common, options=CompileOptions(strategy="bitvector")).pipeline)
+        want = [set(shared.run(v).actions.ports) for v in msgs]
+        p = plan(held, p4_tables(new.pipeline, spec))
+        switch = dataclasses.replace(held, entries=list(held.entries), groups=dict(held.groups),
+                                     defaults=dict(held.defaults), order=program.order, guards=program.guards,
+                                     egress=program.egress, widths=program.widths)
+        for change in p.changes:
+            apply_change(switch, change)
+            run = EntryInterpreter(switch)
+            for v, ports in zip(msgs, want):
+                assert ports <= set(run.run(v).ports), (str(change), v)
+        final = EntryInterpreter(switch)
+        ir = PipelineInterpreter(new.pipeline)
+        assert all(set(final.run(v).ports) == set(ir.run(v).actions.ports) for v in msgs)
+        held = p.tables

@@ -16,6 +16,11 @@ do multicast groups (by their ports) and custom-action lists (by their text). Th
 
 A message entering before the flip walks the old states only, one entering after walks the
 new ones only: the entry interpreter checks that after every single update (tests).
+
+The egress port filters (t_pf_*, keyed by meta.pf_state) are a second namespace of states,
+signed and renumbered the same way on their own; a port's root (t_pf_port) changes in the flip
+phase, after its new states are in and before its old ones go, so a copy walks one port's old
+filter or its new one, never a mix.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .entries import Match, P4Entry, P4Tables
-from .schema import CALL_ACTIONS, DEFAULT_CALL_ID
+from .schema import CALL_ACTIONS, DEFAULT_CALL_ID, PF_PORT, PF_SET, PF_STATE
 
 STATE_KEY = "meta.state"
 
@@ -66,27 +71,28 @@ class Plan:
         return out
 
 
-def _is_state(m: Match) -> bool:
-    return m.field == STATE_KEY and m.kind == "exact"
+def _is_state(m: Match, key: str = STATE_KEY) -> bool:
+    return m.field == key and m.kind == "exact"
 
 
-def _by_state(t: P4Tables) -> dict[int, list[P4Entry]]:
+def _by_state(t: P4Tables, key: str = STATE_KEY) -> dict[int, list[P4Entry]]:
     out: dict[int, list[P4Entry]] = {}
     for e in t.entries:
-        if e.matches and _is_state(e.matches[0]):
+        if e.matches and _is_state(e.matches[0], key):
             out.setdefault(e.matches[0].value, []).append(e)
     return out
 
 
 class _Signatures:
-    """state id -> a digest of what the state does, through every state it leads to."""
+    """state id -> a digest of what the state does, through every state it leads to (`key` and
+    `action`: the ingress walk's, or the egress port filters' meta.pf_state and set_pf_state)."""
 
-    def __init__(self, t: P4Tables) -> None:
-        self.t, self.by_state = t, _by_state(t)
+    def __init__(self, t: P4Tables, key: str = STATE_KEY, action: str = "set_state") -> None:
+        self.t, self.by_state, self.action = t, _by_state(t, key), action
         self.memo: dict[int, str] = {}
 
     def param_view(self, e: P4Entry) -> tuple[Any, ...]:
-        if e.action == "set_state":
+        if e.action == self.action:
             return ("state", self.of(int(e.params[0])))
         if e.action == "set_mgid":
             return ("ports", tuple(self.t.groups.get(int(e.params[0]), ())))
@@ -112,6 +118,34 @@ def _states(t: P4Tables) -> set[int]:
         if e.action == "set_state":
             out.add(int(e.params[0]))
     return out
+
+
+def _filter_states(t: P4Tables) -> set[int]:
+    """The egress port filters' states: keyed by meta.pf_state or set by set_pf_state."""
+    out = set()
+    for e in t.entries:
+        if e.matches and _is_state(e.matches[0], PF_STATE):
+            out.add(e.matches[0].value)
+        if e.action == PF_SET:
+            out.add(int(e.params[0]))
+    return out
+
+
+def _numbering(old: P4Tables, new: P4Tables, states: Any, old_sig: "_Signatures | None",
+               new_sig: "_Signatures | None", fresh: _Fresh) -> dict[int, int]:
+    """New state -> switch id: an old id where the old set has a state of the same signature,
+    else a fresh one (no signatures: all fresh, in order)."""
+    if new_sig is None or old_sig is None:
+        return {s: fresh() for s in sorted(states(new))}
+    kept: dict[str, int] = {}
+    for s in sorted(states(old)):
+        kept.setdefault(old_sig.of(s), s)
+    by_sig: dict[str, int] = {}
+    for s in sorted(states(new)):
+        h = new_sig.of(s)
+        if h not in by_sig:
+            by_sig[h] = kept.get(h) or fresh()
+    return {s: by_sig[new_sig.of(s)] for s in states(new)}
 
 
 class _Fresh:
@@ -154,27 +188,24 @@ def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None
     call_id = {c: (c if c in fixed else old_calls.get(texts) or fresh_call())
                for c, texts in sorted(new.calls.items())}
     # states by signature (a fresh switch: numbered 1, 2, ... in order)
-    fresh_state = _Fresh(_states(old))
     new_sig = None if fresh else _Signatures(new)
-    if new_sig is None:
-        state_id = {s: fresh_state() for s in sorted(_states(new))}
-    else:
-        old_sig = old_signatures if old_signatures is not None and old_signatures.t is old else _Signatures(old)
-        kept: dict[str, int] = {}
-        for s in sorted(_states(old)):
-            kept.setdefault(old_sig.of(s), s)
-        by_sig: dict[str, int] = {}
-        for s in sorted(_states(new)):
-            h = new_sig.of(s)
-            if h not in by_sig:
-                by_sig[h] = kept.get(h) or fresh_state()
-        state_id = {s: by_sig[new_sig.of(s)] for s in _states(new)}
+    old_sig = None if fresh else (old_signatures if old_signatures is not None and old_signatures.t is old
+                                  else _Signatures(old))
+    state_id = _numbering(old, new, _states, old_sig, new_sig, _Fresh(_states(old)))
+    filtered = bool(_filter_states(new))
+    pf_id = _numbering(old, new, _filter_states, None if fresh or not filtered else _Signatures(old, PF_STATE, PF_SET),
+                       None if fresh or not filtered else _Signatures(new, PF_STATE, PF_SET),
+                       _Fresh(_filter_states(old))) if filtered else {}
 
     def renumber(e: P4Entry) -> P4Entry:
-        matches = tuple(Match(m.field, m.kind, state_id[m.value], m.arg) if _is_state(m) else m for m in e.matches)
+        matches = tuple(Match(m.field, m.kind, state_id[m.value], m.arg) if _is_state(m) else
+                        Match(m.field, m.kind, pf_id[m.value], m.arg) if _is_state(m, PF_STATE) else m
+                        for m in e.matches)
         params = e.params
         if e.action == "set_state":
             params = (state_id[int(e.params[0])],)
+        elif e.action == PF_SET:
+            params = (pf_id[int(e.params[0])],)
         elif e.action == "set_mgid":
             params = (group_id[int(e.params[0])],)
         elif e.action in CALL_ACTIONS:       # the call id first (answer_dns: the address after it)
@@ -193,7 +224,7 @@ def plan(old: P4Tables | None, new: P4Tables, old_signatures: _Signatures | None
                       groups={group_id[g]: ps for g, ps in new.groups.items()}, order=list(new.order),
                       widths=dict(new.widths), calls={call_id[c]: x for c, x in new.calls.items()},
                       updates=dict(new.updates), loads=dict(new.loads), windows=dict(new.windows),
-                      defaults=defaults, guards=dict(new.guards))
+                      defaults=defaults, guards=dict(new.guards), codes=dict(new.codes), egress=list(new.egress))
     target_sig = None
     if new_sig is not None:
         target_sig = _Signatures(target)          # a signature does not depend on ids: carried over
@@ -213,15 +244,16 @@ def _phases(old: P4Tables, new: P4Tables) -> list[list[Change]]:
     new_entries = {_key(e): e for e in new.entries}
     groups_in = [Change("insert" if g not in old.groups else "modify", "group", group=g, ports=tuple(ps))
                  for g, ps in sorted(new.groups.items()) if tuple(old.groups.get(g, ())) != tuple(ps)]
-    rank = {t: i for i, t in enumerate(new.order)}
-    inserts, modifies = [], []
+    rank = {t: i for i, t in enumerate(new.order + new.egress)}
+    inserts, modifies, roots = [], [], []
     for k, e in new_entries.items():
         was = old_entries.get(k)
         if was is None:
-            inserts.append(Change("insert", "entry", e))
+            (roots if e.table == PF_PORT else inserts).append(Change("insert", "entry", e))
         elif (was.action, tuple(was.params)) != (e.action, tuple(e.params)):
-            # the same key of a state both sets have: its old and new targets mean the same
-            modifies.append(Change("modify", "entry", e))
+            # the same key of a state both sets have: its old and new targets mean the same;
+            # a port's filter root is the port's own flip
+            (roots if e.table == PF_PORT else modifies).append(Change("modify", "entry", e))
     # deepest tables first, so that an entry is in place before one leading to it
     inserts.sort(key=lambda c: -rank.get(c.entry.table, -1) if c.entry else 0)
     flip = []
@@ -233,7 +265,10 @@ def _phases(old: P4Tables, new: P4Tables) -> list[list[Change]]:
         flip.append(Change("modify", "default", table=t, action="NoAction"))
     if new.root != old.root:
         flip.append(Change("modify", "default", table="t_root", action="set_state", params=(new.root,)))
-    deletes = [Change("delete", "entry", e) for k, e in old_entries.items() if k not in new_entries]
+    flip += roots                                       # ports' filters: new roots in, old ones out
+    flip += [Change("delete", "entry", e) for k, e in old_entries.items() if k not in new_entries and e.table == PF_PORT]
+    deletes = [Change("delete", "entry", e) for k, e in old_entries.items()
+               if k not in new_entries and e.table != PF_PORT]
     groups_out = [Change("delete", "group", group=g, ports=tuple(ps))
                   for g, ps in sorted(old.groups.items()) if g not in new.groups]
     return [ph for ph in (groups_in, inserts + modifies, flip, deletes, groups_out) if ph]

@@ -39,6 +39,8 @@ def _shape(c: Compiled, spec: Spec) -> tuple[Any, ...] | None:
         return None
     if any(q.domain_bits for q in spec.query_fields):     # the root's codes are not per state
         return None
+    if p.port_filters is not None:        # the egress filters' states are renumbered by delta.plan
+        return None
     d = p.default_action
     if d is not None and d.calls:
         return None
