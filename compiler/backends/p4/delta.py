@@ -245,7 +245,9 @@ def _phases(old: P4Tables, new: P4Tables) -> list[list[Change]]:
     groups_in = [Change("insert" if g not in old.groups else "modify", "group", group=g, ports=tuple(ps))
                  for g, ps in sorted(new.groups.items()) if tuple(old.groups.get(g, ())) != tuple(ps)]
     rank = {t: i for i, t in enumerate(new.order + new.egress)}
-    inserts, modifies, roots = [], [], []
+    inserts: list[Change] = []
+    modifies: list[Change] = []
+    roots: list[Change] = []
     for k, e in new_entries.items():
         was = old_entries.get(k)
         if was is None:
