@@ -26,7 +26,7 @@ from ..language.spec import Role, Spec
 from ..logic.dnf import Term
 from ..logic.lowering import Atom, Lowered
 from .diagram import EMPTY_LEAF, Branch, DiagramBuilder, DiagramTooLarge, Leaf
-from .relaxed import _Levels, sampled_deliveries
+from .relaxed import TermLevels, sampled_deliveries
 from .slicing import field_tables, reachable
 
 EGRESS_PORT_BITS = 9     # a copy's egress port: bit<9> in v1model's standard_metadata and TNA's
@@ -67,7 +67,7 @@ def build_port_filters(lowered: Lowered, terms: list[tuple[Term, frozenset[Atom]
     """Filters for the ports the cover at `root` over-delivers to most, within `allowance` table
     entries, and the per-port figures with them (None: no port gets one)."""
     widths = [v.width for v in lowered.variables]
-    sampled = sampled_deliveries(_Levels(terms, order, widths), cover, root, samples, seed)
+    sampled = sampled_deliveries(TermLevels(terms, order, widths), cover, root, samples, seed)
     wanted: dict[Any, int] = {}
     kept: dict[Any, int] = {}
     copies: dict[Any, int] = {}

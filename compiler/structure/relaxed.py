@@ -116,7 +116,7 @@ class FieldMass:
         return rng.randint(self.lo, self.hi)
 
 
-class _Levels:
+class TermLevels:
     """The terms as masks per level: who is constrained where, who completes where, and the
     actions as bitmasks."""
 
@@ -183,7 +183,7 @@ class _Node:
     mass: float
 
 
-def _intervals(lv: _Levels, level: int, pending: int) -> list[tuple[int, int, int, int, float]]:
+def _intervals(lv: TermLevels, level: int, pending: int) -> list[tuple[int, int, int, int, float]]:
     """The node's field cut into maximal intervals: (lo, hi, terms constrained here that hold and
     go on below, actions of those that hold and end here, what joining it to the interval before
     would cost per unit of mass: the terms entering or leaving at its start)."""
@@ -230,7 +230,7 @@ def _intervals(lv: _Levels, level: int, pending: int) -> list[tuple[int, int, in
     return out
 
 
-def _coarsen(lv: _Levels, level: int, ivs: list[tuple[int, int, int, int, float]],
+def _coarsen(lv: TermLevels, level: int, ivs: list[tuple[int, int, int, int, float]],
              fanout: int) -> list[tuple[int, int, int, int, float]]:
     """At most `fanout` intervals: the cheapest neighbours joined (their terms and actions united).
     Joining costs the terms that change at the boundary times the smaller side's mass."""
@@ -286,7 +286,7 @@ def build_relaxed(builder: DiagramBuilder, terms: list[tuple[Term, frozenset[Ato
     from the fields' models. Terms with an explicit drop are left out: a drop joined into a node
     would take messages from ports they belong to."""
     kept = [(c, a) for c, a in terms if ("drop",) not in a]
-    lv = _Levels(kept, order, builder.widths)
+    lv = TermLevels(kept, order, builder.widths)
     stats = CoverStats(shape.width, shape.fanout)
     layer = [_Node(lv.pending0, lv.free_acts, 1.0)]
     levels: list[list[list[tuple[int, int, int]]]] = []      # per level, per node: (lo, hi, child)
@@ -346,13 +346,13 @@ def build_relaxed(builder: DiagramBuilder, terms: list[tuple[Term, frozenset[Ato
                     merged.append((lo, hi, nid))
             ids.append(builder.branch(var, tuple(merged)))
     if samples:
-        exact = lv if len(kept) == len(terms) else _Levels(terms, order, builder.widths)
+        exact = lv if len(kept) == len(terms) else TermLevels(terms, order, builder.widths)
         stats.over_delivery = over_delivery(exact, builder, ids[0], samples)
         stats.samples = samples
     return ids[0], stats
 
 
-def _matching(lv: _Levels, messages: list[list[int]]) -> list[int]:
+def _matching(lv: TermLevels, messages: list[list[int]]) -> list[int]:
     """For each message (a value per level), the mask of the terms it satisfies: per level, one
     sweep over the terms' boundaries and the messages' values in order."""
     alive = [lv.pending0] * len(messages)
@@ -372,7 +372,7 @@ def _matching(lv: _Levels, messages: list[list[int]]) -> list[int]:
     return alive
 
 
-def over_delivery(lv: _Levels, builder: DiagramBuilder, root: int, samples: int, seed: int = 1) -> float:
+def over_delivery(lv: TermLevels, builder: DiagramBuilder, root: int, samples: int, seed: int = 1) -> float:
     """Deliveries (message, port) of the diagram at `root` over those of the terms in `lv`, on
     `samples` messages drawn from the fields' models."""
     exact = covered = 0
@@ -382,7 +382,7 @@ def over_delivery(lv: _Levels, builder: DiagramBuilder, root: int, samples: int,
     return covered / exact if exact else (1.0 if not covered else float(covered))
 
 
-def sampled_deliveries(lv: _Levels, builder: DiagramBuilder, root: int, samples: int,
+def sampled_deliveries(lv: TermLevels, builder: DiagramBuilder, root: int, samples: int,
                        seed: int = 1) -> list[tuple[frozenset[Any], frozenset[Any], frozenset[Any]]]:
     """Per message drawn from the fields' models: the ports the terms in `lv` deliver it to
     (an explicit drop wins), the ports of its matching forwarding terms alone (drops left out,
@@ -403,7 +403,7 @@ def sampled_deliveries(lv: _Levels, builder: DiagramBuilder, root: int, samples:
     return out
 
 
-def _acts(lv: _Levels, terms: int) -> int:
+def _acts(lv: TermLevels, terms: int) -> int:
     acts = 0
     for t in bits_of(terms):
         acts |= lv.term_acts[t]

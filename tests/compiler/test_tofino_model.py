@@ -72,6 +72,17 @@ def test_three_rules_by_hand() -> None:
     assert exact_words(3, 32, 16) == 1 and exact_words(2, 96, 32) == 2 and tcam_blocks_wide(64, 32) == 3
 
 
+def test_exact_entries_pack_into_wide_words_as_bf_p4c_lays_them_out() -> None:
+    """bf-p4c's layouts: n entries (up to 9, 5 a RAM) in w RAMs (up to 8), w bounded by the
+    entries' bits, key bytes and overhead. A (24-bit state, 64-bit name) -> 24-bit state entry is
+    106 bits: six in five words, so 1M hICN names take 833,335 words, not 1M (one pipe: 983,040)."""
+    assert exact_words(6, 88, 24) == 5 and exact_words(1_000_000, 88, 24) == 833_335
+    assert exact_words(7, 64, 32) == 5                     # 90 bits: seven in five words
+    assert exact_words(1, 64, 32) == 1                     # a small table takes a small layout
+    assert exact_words(300, 28, 16) == 100                 # 38 bits: three a word (wider: no better)
+    assert exact_words(4, 1200, 32) == 4 * 10              # wider than any layout: a word per 128 bits
+
+
 def test_equalities_on_a_range_field_go_to_sram() -> None:
     """`stock ==` only: no TCAM for stock; a one-value price test exact, intervals in the range table."""
     spec = load_spec(ITCH)

@@ -13,6 +13,12 @@ Sources (paths inside the p4lang/bf-p4c repository unless said otherwise):
             SRAM_DEPTH = 1024 words; bf-p4c/mau/table_format.h: SINGLE_RAM_BITS = 128 (a word),
             VERSION_BITS = 4 (each exact entry's version/valid nibble), RAM_GHOST_BITS = 10 (key
             bits that select the RAM line through the hash and are not stored).
+  [pack]    bf-p4c/mau/table_layout.cpp, LayoutChoices::setup_exact_match: an exact table's
+            layout packs n entries (1..9: bf-p4c/device.h TofinoDevice getSramMinPackEntries 1,
+            getSramMaxPackEntries 9) into a wide word of w RAMs, w the largest of: the entries'
+            bits over 128, their key bytes over 16 (table_format.h SINGLE_RAM_BYTES), their
+            overhead (action data) bits over 64 (OVERHEAD_BITS), n over 5 (getSramMaxPackEntriesPerRow);
+            w at most 8 (Memories::SRAM_ROWS). A 106-bit entry: 6 in 5 RAMs (1.2 a word), not one.
   [tcam]    bf-p4c/mau/tofino/memories.h: TCAM_ROWS = 12, TCAM_COLUMNS = 2 (24 TCAMs a stage),
             TCAM_DEPTH = 512 rows; the assembler's ternary tables are 44 bits wide
             (bf-asm TernaryMatchTable::pass1, `input_xbar->pass1(stage->tcam_ixbar, 44)`).
@@ -85,16 +91,37 @@ def exact_entry_bits(key_bits: int, action_bits: int) -> int:
     return max(0, key_bits - RAM_GHOST_BITS) + action_bits + VERSION_BITS
 
 
+SRAM_WORD_BYTES = 16                # [pack]
+OVERHEAD_BITS_PER_RAM = 64
+PACK_MAX_ENTRIES = 9
+PACK_MAX_PER_RAM = 5
+WIDE_MAX_RAMS = 8
+
+
+def exact_layouts(key_bits: int, action_bits: int) -> list[tuple[int, int]]:
+    """The (entries, RAMs) wide-word layouts an exact table may take ([pack])."""
+    bits = exact_entry_bits(key_bits, action_bits)
+    key_bytes = -(-key_bits // 8)
+    out = []
+    for n in range(1, PACK_MAX_ENTRIES + 1):
+        width = max(-(-n * bits // SRAM_WORD_BITS), -(-n * key_bytes // SRAM_WORD_BYTES),
+                    -(-n * action_bits // OVERHEAD_BITS_PER_RAM), -(-n // PACK_MAX_PER_RAM))
+        if width > WIDE_MAX_RAMS:
+            break
+        out.append((n, width))
+    return out
+
+
 def exact_words(entries: int, key_bits: int, action_bits: int) -> int:
-    """RAM words for `entries` exact entries: as many to a 128-bit word as fit (90 bits: one;
-    42 bits: three), an entry wider than a word spans several."""
+    """RAM words for `entries` exact entries: the layout that takes fewest ([pack]: 42-bit entries
+    three to a word; 90 bits seven in five words; 106 bits six in five), an entry too wide for
+    any layout a word per 128 bits."""
     if entries <= 0:
         return 0
-    bits = exact_entry_bits(key_bits, action_bits)
-    if bits > SRAM_WORD_BITS:
-        return entries * -(-bits // SRAM_WORD_BITS)
-    per_word = SRAM_WORD_BITS // bits
-    return -(-entries // per_word)
+    layouts = exact_layouts(key_bits, action_bits)
+    if not layouts:
+        return entries * -(-exact_entry_bits(key_bits, action_bits) // SRAM_WORD_BITS)
+    return min(-(-entries // n) * width for n, width in layouts)
 
 
 def ternary_action_words(rows: int, action_bits: int) -> int:
