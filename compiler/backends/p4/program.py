@@ -27,8 +27,9 @@ from .ila import metadata_type as ila_metadata_type
 from .ila import rewrite_action as ila_action
 from .layout import Layout, field_name, field_slice, ip_route, layout_of
 from .topics import metadata_members, metadata_types, parser_states
-from .schema import (ARCHS, PF_ACCEPT, PF_KEEP, PF_PORT, PF_SET, SVAR_KEY, meta_slots, P4Options, P4Schema,
-                        TableDecl, check_metadata_arch, field_expr, is_attrs,
+from .table_text import apply_table, declare_table, egress_filter_blocks
+from .schema import (ARCHS, SVAR_KEY, meta_slots, P4Options, P4Schema,
+                        check_metadata_arch, field_expr, is_attrs,
                         counted_paths, load_action, p4_schema, update_action, updatable_fields, window_counters,
                         window_shift)
 
@@ -276,31 +277,6 @@ def _classify_states(e: Emitter, spec: Spec, lay: Layout, arch: str, rest_slots:
                     e("transition accept;")
 
 
-def _declare(decl: Emitter, t: TableDecl) -> None:
-    """One table of the schema as a P4 declaration."""
-    with decl.block(f"table {t.name}"):
-        keys = [f'{k.expr} : {k.match} @name("{k.name}");' for k in t.keys]
-        if len(keys) == 1:
-            decl(f"key = {{ {keys[0]} }}")
-        elif keys:
-            with decl.block("key ="):
-                for k in keys:
-                    decl(k)
-        decl(f"actions = {{ {' '.join(a + ';' for a in t.actions)} }}")
-        decl(f"default_action = {t.default}")
-        decl(f"size = {t.size};")
-
-
-def _apply(seq: Emitter, t: TableDecl, schema: P4Schema) -> None:
-    """Apply a table; its fallback (and the fallback's own) only on a miss."""
-    fallback = schema.table(t.fallback) if t.fallback else None
-    if fallback is None:
-        seq(f"{t.name}.apply();")
-        return
-    with seq.block(f"if (!{t.name}.apply().hit)"):
-        _apply(seq, fallback, schema)
-
-
 def table_blocks(spec: Spec, schema: P4Schema) -> tuple[str, str]:
     """Table declarations (the window registers and actions just before their tables) and the
     apply sequence, both from the schema."""
@@ -319,42 +295,10 @@ def table_blocks(spec: Spec, schema: P4Schema) -> tuple[str, str]:
         code = schema.codes.get(t.name)
         if code is not None:
             decl(f"action {code.action}(bit<{code.key.bits}> code) {{ {code.key.expr} = code; }}")
-        _declare(decl, t)
+        declare_table(decl, t)
     for t in schema.apply_order():
-        _apply(seq, t, schema)
+        apply_table(seq, t, schema)
     return decl.text().rstrip("\n"), seq.text().rstrip("\n")
-
-
-def egress_filter_blocks(schema: P4Schema) -> dict[str, str]:
-    """The egress port filters (schema.egress): declarations, and the statements that run them
-    on a delivered copy before anything else in egress (a dropped copy is not counted)."""
-    if not schema.egress:
-        return {"EGRESS_FILTER_DECLS": "    // no header field egress can read: no port filters",
-                "EGRESS_FILTER": "        // no port filters"}
-    decl, seq = Emitter(), Emitter()
-    decl.depth, seq.depth = 1, 2
-    state_bits = schema.actions[PF_SET].params[0][1]
-    decl("// port filters (structure/port_filters.py): a port's own rules, run on its copies")
-    decl(f"action {PF_SET}(bit<{state_bits}> next) {{ meta.camus.pf_state = next; }}")
-    decl(f"action {PF_KEEP}() {{ }}")
-    for t in schema.egress:
-        _declare(decl, t)
-    if schema.arch == "v1model":
-        copy = "meta.camus.deliver == 1 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE"
-        drop = "mark_to_drop(standard_metadata);"
-    else:
-        copy = "meta.camus.recirc == 0 && meta.camus.classify == 1"
-        drop = "eg_dprsr_md.drop_ctl = 1;"
-    with seq.block(f"if ({copy})"):
-        seq("// a port with a filter keeps its copy only when its own rules select the message")
-        with seq.block(f"if ({PF_PORT}.apply().hit)"):
-            for t in schema.egress_order():
-                if t.name != PF_ACCEPT:
-                    _apply(seq, t, schema)
-            with seq.block(f"if (!{PF_ACCEPT}.apply().hit)"):
-                seq(drop)
-                seq("return;")
-    return {"EGRESS_FILTER_DECLS": decl.text().rstrip("\n"), "EGRESS_FILTER": seq.text().rstrip("\n")}
 
 
 def _window_registers(spec: Spec, decl: Emitter) -> None:
