@@ -166,8 +166,8 @@ def table1(hicn: int) -> dict[str, dict]:
                 fitted = f"does not fit: {exc.headline()}"
             except BackendError as exc:
                 fitted = f"refused: {exc}"
-        row = {"filters": len(rules), "entries": r["entries"], "sram_pct": 100 * r["sram_words"] / b.sram_words,
-               "tcam_pct": 100 * r["tcam_block_rows"] / b.tcam_block_rows,
+        row = {"filters": len(rules), "entries": r["entries"], "sram_pct": 100 * r["sram_alloc_words"] / b.sram_words,
+               "tcam_pct": 100 * r["tcam_alloc_block_rows"] / b.tcam_block_rows,
                "groups_pct": 100 * r["multicast_groups"] / b.multicast_groups,
                "multicast_nodes": r["multicast_nodes"], "multicast_copies": r["multicast_copies"],
                "stages": r["stages"], "state_bits": bits,

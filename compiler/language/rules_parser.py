@@ -283,18 +283,11 @@ class _Parser:
                 kind, value = "str", body
         elif kind == "id" and text.lower() not in _KEYWORDS:
             kind, value = "word", text
-        elif kind == "ipv4":
+        elif kind in _ADDRESS_KINDS:
             try:
-                value = int(ipaddress.IPv4Address(text))
+                value = _address_value(kind, text)
             except ValueError:
-                raise self.src.error(f"bad IPv4 address {text}", off) from None
-        elif kind == "ipv6":
-            try:
-                value = int(ipaddress.IPv6Address(text))
-            except ValueError:
-                raise self.src.error(f"bad IPv6 address {text}", off) from None
-        elif kind == "mac":
-            value = int(text.replace(":", ""), 16)
+                raise self.src.error(f"bad {_ADDRESS_NAMES[kind]} address {text}", off) from None
         else:
             raise self.fail((kind, text, off), "a constant: number, \"string\", address or word")
         prefix_len = None
@@ -330,7 +323,10 @@ class _Parser:
 # the tree the general parser would build; everything between them (and any line that turns
 # out to continue an unfinished rule) goes through the general parser.
 _NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
-_CONST = r"0[xX][0-9a-fA-F]+|\d+|\"[^\"\n]*\"|[A-Za-z_]\w*"
+# an address (IPv4, IPv6, MAC) is taken loosely here and kept only when the general tokenizer
+# reads exactly that text as one address token at that offset (_fast_address)
+_ADDRESS = r"[0-9A-Fa-f]*[:.][0-9A-Fa-f:.]*"
+_CONST = rf"{_ADDRESS}|0[xX][0-9a-fA-F]+|\d+|\"[^\"\n]*\"|[A-Za-z_]\w*"
 _REL = rf"({_NAME})[ \t]*(==|!=|<=|>=|=|<|>)[ \t]*({_CONST})"
 _ARGS = r"(?:\d+|[A-Za-z_]\w*)(?:[ \t]*,[ \t]*(?:\d+|[A-Za-z_]\w*))*"
 _ACT = rf"([A-Za-z_]\w*)(?:\([ \t]*({_ARGS})?[ \t]*\))?"
@@ -343,8 +339,36 @@ _ARG_RE = re.compile(r"\d+|[A-Za-z_]\w*")
 _BLANK = re.compile(r"(?:[ \t\r\n]|\#[^\n]*)*")
 
 
-def _fast_const(text: str, off: int) -> Const | None:
+_ADDRESS_NAMES = {"mac": "MAC", "ipv6": "IPv6", "ipv4": "IPv4"}
+_ADDRESS_KINDS = tuple(_ADDRESS_NAMES)
+
+
+def _address_value(kind: str, text: str) -> int:
+    """An address token's value (ValueError: not an address, e.g. an IPv4 byte over 255)."""
+    if kind == "ipv4":
+        return int(ipaddress.IPv4Address(text))
+    if kind == "ipv6":
+        return int(ipaddress.IPv6Address(text))
+    return int(text.replace(":", ""), 16)
+
+
+def _fast_address(line: str, text: str, off: int) -> Const | None:
+    """The Const the general parser makes of the address at `off`, or None when its tokenizer
+    would read something else there (another split, a bad address: its error is the general
+    parser's to give)."""
+    t = _TOKEN.match(line, off)
+    if t is None or t.lastgroup not in _ADDRESS_KINDS or t.end() != off + len(text):
+        return None
+    try:
+        return Const(t.lastgroup, _address_value(t.lastgroup, text), None, text, off)
+    except ValueError:
+        return None
+
+
+def _fast_const(text: str, off: int, line: str = "") -> Const | None:
     c = text[0]
+    if ":" in text or "." in text:
+        return _fast_address(line, text, off)
     if c == '"':
         return Const("str", text[1:-1], None, text, off)
     if c.isdigit():
@@ -364,7 +388,7 @@ def _fast_rule(m: re.Match[str], index: int) -> Rule | None:
             break
         if name.lower() in _KEYWORDS:
             return None
-        const = _fast_const(g[k + 2], m.start(k + 3))
+        const = _fast_const(g[k + 2], m.start(k + 3), m.string)
         if const is None:
             return None
         rels.append(Rel(Attr(name, m.start(k + 1)), _RELOPS[g[k + 1]], const, m.start(k + 2)))

@@ -79,6 +79,9 @@ class Lowered:
         return [v.state for v in self.variables if v.state is not None]
 
 
+LITERAL_CACHE = 1 << 16     # distinct literals remembered (rule sets repeat a few thousand at most)
+
+
 class _Lowerer:
     def __init__(self, spec: Spec, src: SourceText) -> None:
         self.spec, self.src = spec, src
@@ -211,9 +214,13 @@ class _Lowerer:
                 return self.topic_formula(f, found[0], negate)
             q = self.resolve(f.left)
             c = f.right
-            key = (q.path, f.op, c.kind, c.value, c.prefix_len, negate)
+            # keyed by the name as written (it resolves to one field) so the key holds only what the
+            # syntax tree holds already; bounded: a million distinct names (hICN) repeat nothing
+            key = (f.left.name, f.op, c.kind, c.value, c.prefix_len, negate)
             iset = self._lit_cache.get(key)
             if iset is None:
+                if len(self._lit_cache) >= LITERAL_CACHE:
+                    self._lit_cache.clear()
                 iset = self._lit_cache[key] = self.literal_set(f, q, q.width, q.kind, q.path, negate)
             if q.path in self.spec.wide:        # the whole field's set, over its two words
                 hi, lo = wide_fields.words(q)

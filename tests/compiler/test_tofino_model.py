@@ -58,12 +58,14 @@ def test_three_rules_by_hand() -> None:
     t = r["tables"]
     # two stocks, exact: key 32 + 64 bits less 10 hashed + next state 32 + version 4 = 122 bits: a word each
     assert t["t_add_order_stock_exact"] == {"kind": "exact", "entries": 2, "sram_words": 2, "tcam_rows": 0,
-                                            "tcam_block_rows": 0}
+                                            "tcam_block_rows": 0, "sram_rams": 1, "tcams": 0}
     # price: [0, 50] = 0-47 (3 blocks of 16) + 48-50: 2 rows; [51, max] and [101, max]: 8 rows each;
     # a row is state 32 + price 2 x 32 bits (range nibbles decoded) = 96 bits: 3 blocks of 44;
     # action data 32 bits: 4 rows' to a word
+    # memories are whole: the 18 rows take one TCAM deep, three wide; the 5 words one RAM
     assert t["t_add_order_price"] == {"kind": "range", "entries": 3, "sram_words": 5, "tcam_rows": 18,
-                                      "tcam_block_rows": 54}
+                                      "tcam_block_rows": 54, "sram_rams": 1, "tcams": 3}
+    assert (r["sram_rams"], r["sram_alloc_words"], r["tcams"], r["tcam_alloc_block_rows"]) == (3, 3 * 1024, 3, 3 * 512)
     # three leaves: state 32 - 10 + group 16 + 4 = 42 bits: three to a word
     assert t["t_leaf"]["sram_words"] == 1
     assert (r["multicast_groups"], r["multicast_nodes"], r["multicast_copies"]) == (1, 1, 2)

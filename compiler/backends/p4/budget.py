@@ -19,7 +19,8 @@ from typing import Any
 
 from .entries import P4Tables
 from .schema import ANSWER_DNS, BASE_ACTIONS, ILA_REWRITE, PF_SET, PF_STATE, SVAR_KEY, P4Schema, TableDecl
-from .tofino import (DEVICES, MULTICAST_GROUP_IDS, TOFINO1, StageTable, exact_words, range_rows, replication,
+from .tofino import (DEVICES, MULTICAST_GROUP_IDS, SRAM_DEPTH, TCAM_DEPTH, TOFINO1, StageTable, exact_words, rams,
+                     range_rows, replication, tcams,
                      stages, tcam_blocks_wide, ternary_action_words)
 
 _PARAM_BITS = {a.name: sum(b for _, b in a.params) for a in (*BASE_ACTIONS, ANSWER_DNS, ILA_REWRITE)}
@@ -102,7 +103,7 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
     for e in tables.entries:
         key_bits = sum(tables.widths.get(m.field, 32) for m in e.matches)
         row = per.setdefault(e.table, {"kind": "exact", "entries": 0, "sram_words": 0, "tcam_rows": 0,
-                                       "tcam_block_rows": 0})
+                                       "tcam_block_rows": 0, "sram_rams": 0, "tcams": 0})
         row["entries"] += 1
         abits = declared.get(e.action) or action_bits(e.action)
         if all(m.kind == "exact" for m in e.matches):
@@ -117,27 +118,42 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
                 rows *= range_rows(m.value, m.arg, w)
                 range_bits += w
         row["kind"] = next(m.kind for m in e.matches if m.kind != "exact")
+        wide = tcam_blocks_wide(key_bits, range_bits)
         row["tcam_rows"] += rows
-        row["tcam_block_rows"] += rows * tcam_blocks_wide(key_bits, range_bits)
-        t = tcam_action.setdefault(e.table, [0, 0])
+        row["tcam_block_rows"] += rows * wide
+        t = tcam_action.setdefault(e.table, [0, 0, 0])
         t[0] += rows
         t[1] = max(t[1], abits)
+        t[2] = max(t[2], wide)
+    # [alloc]: a table holds whole memories, a RAM of SRAM_DEPTH words, a TCAM of TCAM_DEPTH rows
     for name, (n, kbits, abits) in exact.items():
-        per[name]["sram_words"] += exact_words(n, kbits, abits)
-    for name, (rows, abits) in tcam_action.items():
-        per[name]["sram_words"] += ternary_action_words(rows, abits)
+        words = exact_words(n, kbits, abits)
+        per[name]["sram_words"] += words
+        per[name]["sram_rams"] += rams(words)
+    for name, (rows, abits, wide) in tcam_action.items():
+        words = ternary_action_words(rows, abits)
+        per[name]["sram_words"] += words
+        per[name]["sram_rams"] += rams(words)
+        per[name]["tcams"] += tcams(rows, wide)
     if schema is not None:
         for decl in schema.tables + schema.egress:                # the program's declared kinds
             if decl.name in per:
                 per[decl.name]["kind"] = "/".join(k.match for k in decl.keys if k.name != "meta.state") or "exact"
-    totals = {k: sum(r[k] for r in per.values()) for k in ("entries", "sram_words", "tcam_rows", "tcam_block_rows")}
+    totals = {k: sum(r[k] for r in per.values())
+              for k in ("entries", "sram_words", "tcam_rows", "tcam_block_rows", "sram_rams", "tcams")}
     report: dict[str, Any] = {"tables": per, **totals, **replication(tables.groups.values())}
+    # what the budget holds against: the memories the tables take, in words and block-rows
+    report["sram_alloc_words"] = report["sram_rams"] * SRAM_DEPTH
+    report["tcam_alloc_block_rows"] = report["tcams"] * TCAM_DEPTH
     report["group_members"] = report["multicast_copies"]
     if schema is not None:
         at = schema_stages(schema)
         report["stages"] = 1 + max(at.values(), default=0)
         report["table_stages"] = at
     return report
+
+
+ALLOCATED = {"sram_words": "sram_alloc_words", "tcam_block_rows": "tcam_alloc_block_rows"}   # budget -> report
 
 
 def over_budget(report: dict[str, Any], budget: Budget) -> list[str]:
@@ -147,7 +163,7 @@ def over_budget(report: dict[str, Any], budget: Budget) -> list[str]:
     for name, limit in asdict(budget).items():
         if name == "stages" or limit <= 0 and name in ("multicast_nodes", "group_members"):
             continue
-        used = report.get(name, 0)
+        used = report.get(ALLOCATED.get(name, name), 0)
         if used > limit:
             out.append(f"{name.replace('_', ' ')}: {used:,} needed, budget {limit:,}")
     return out
@@ -163,8 +179,8 @@ def render_resources(report: dict[str, Any], budget: Budget, order: list[str]) -
     b = asdict(budget)
     lines.append(f"    {'total':<34} {'':<7} {report['entries']:>8} {report['sram_words']:>11} {report['tcam_rows']:>10} "
                  f"{report['tcam_block_rows']:>10}")
-    lines.append(f"    budget: SRAM {report['sram_words'] / b['sram_words']:.1%}, "
-                 f"TCAM {report['tcam_block_rows'] / b['tcam_block_rows']:.1%}, "
+    lines.append(f"    budget: SRAM {report['sram_alloc_words'] / b['sram_words']:.1%} ({report['sram_rams']:,} RAMs), "
+                 f"TCAM {report['tcam_alloc_block_rows'] / b['tcam_block_rows']:.1%} ({report['tcams']:,} TCAMs), "
                  f"multicast groups {report['multicast_groups']:,}/{b['multicast_groups']:,} "
                  f"({report['multicast_nodes']:,} nodes, {report['multicast_copies']:,} port copies)")
     if "stages" in report:

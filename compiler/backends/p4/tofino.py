@@ -13,6 +13,11 @@ Sources (paths inside the p4lang/bf-p4c repository unless said otherwise):
             SRAM_DEPTH = 1024 words; bf-p4c/mau/table_format.h: SINGLE_RAM_BITS = 128 (a word),
             VERSION_BITS = 4 (each exact entry's version/valid nibble), RAM_GHOST_BITS = 10 (key
             bits that select the RAM line through the hash and are not stored).
+  [alloc]   bf-p4c/mau/memories.cpp: memories go to a table whole. Memories::mems_needed(entries,
+            depth, per_mem_row) = ceil(entries / (depth * per_mem_row)) RAMs; Memories::analyze_tables
+            counts an exact table's RAMs as ceil(words / 1024) and a ternary table's TCAMs as
+            ceil(entries / 512) deep times its width in TCAMs. A table of 3 words takes a RAM, one
+            of 600 rows two TCAMs deep. Budgets hold against these, as a compile reports them.
   [pack]    bf-p4c/mau/table_layout.cpp, LayoutChoices::setup_exact_match: an exact table's
             layout packs n entries (1..9: bf-p4c/device.h TofinoDevice getSramMinPackEntries 1,
             getSramMaxPackEntries 9) into a wide word of w RAMs, w the largest of: the entries'
@@ -122,6 +127,16 @@ def exact_words(entries: int, key_bits: int, action_bits: int) -> int:
     if not layouts:
         return entries * -(-exact_entry_bits(key_bits, action_bits) // SRAM_WORD_BITS)
     return min(-(-entries // n) * width for n, width in layouts)
+
+
+def rams(words: int) -> int:
+    """Whole RAMs for `words` words of one table ([alloc])."""
+    return -(-words // SRAM_DEPTH)
+
+
+def tcams(rows: int, wide: int) -> int:
+    """Whole TCAMs for `rows` rows `wide` blocks wide, of one table ([alloc])."""
+    return -(-rows // TCAM_DEPTH) * wide
 
 
 def ternary_action_words(rows: int, action_bits: int) -> int:
