@@ -2,6 +2,7 @@
 not) over every message. Times and peak memory of the check alone (the compile is not counted).
 
     python bench/verify_bench.py [--itch 100000] [--sensor 10000]
+    sudo python bench/verify_bench.py --itch 0 --attached 100000    # `verify IFACE` of a live unit
 
 The last line is one JSON object with the figures.
 """
@@ -37,10 +38,49 @@ def run(name: str, spec, text: str, strategy: str) -> dict:
     return out
 
 
+def attached(n: int) -> dict:
+    """`camus-xdp verify IFACE` of a unit attached (XDP, generic mode, on a veth pair made here)
+    with n ITCH rules: the whole command, maps read from the kernel and decided."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from camus.bench import workloads as w
+    from camus.data import apps_dir
+    a, b = "cxvb-a", "cxvb-b"
+    cmd = [sys.executable, "-c", "from camus.cli import main; main()"]
+    subprocess.run(["ip", "link", "del", a], capture_output=True)
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        rules = Path(tmp) / "rules.txt"
+        rules.write_text("\n".join(w.itch_rules(n, 1)) + "\n")
+        try:
+            for x in (a, b):
+                subprocess.run(["ip", "link", "set", x, "up"], check=True)
+            subprocess.run(cmd + ["attach", a, "--spec", str(apps_dir() / "itch" / "itch.p4"), "--rules", str(rules),
+                                  "--mode", "generic"], check=True, capture_output=True)
+            t0 = time.perf_counter()
+            done = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd + ["verify", a, "--json"],
+                                  capture_output=True, text=True)
+            seconds = time.perf_counter() - t0
+        finally:
+            subprocess.run(cmd + ["detach", a], capture_output=True)
+            subprocess.run(["ip", "link", "del", a], capture_output=True)
+    doc = json.loads(done.stdout)
+    out = {"workload": f"attached ITCH {n:,}", "verdict": doc["verdict"], "regions": doc.get("regions"),
+           "command_seconds": round(seconds, 1), "check_seconds": doc.get("seconds"),
+           "peak_rss_mb": int(done.stderr.strip().splitlines()[-1]) // 1024, "exit": done.returncode}
+    print(f"{out['workload']:<24} verify IFACE {out['verdict']} {out['command_seconds']} s (command), "
+          f"peak {out['peak_rss_mb']} MB", flush=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--itch", type=int, default=100_000)
     ap.add_argument("--sensor", type=int, default=0, help="8-attribute sensor rules (exact diagram: small sets)")
+    ap.add_argument("--attached", type=int, default=0, help="ITCH rules attached to a veth (root): verify IFACE")
     args = ap.parse_args()
     from camus.bench import workloads as w
     from camus.compiler.language.spec_parser import load_spec, parse_spec
@@ -52,6 +92,8 @@ def main() -> int:
     if args.sensor:
         rows.append(run(f"sensor {args.sensor:,}", parse_spec(w.SENSOR_SPEC, "sensor.p4"),
                         "\n".join(w.sensor_rules(args.sensor, 1, n_hosts=200)) + "\n", "switch"))
+    if args.attached:
+        rows.append(attached(args.attached))
     print(json.dumps(rows))
     return 0
 

@@ -13,8 +13,8 @@ from camus.compiler.language.spec_parser import load_spec
 
 
 @click.command()
-@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
-@click.argument("rules", type=click.Path(exists=True, dir_okay=False))
+@click.argument("spec", metavar="SPEC RULES | IFACE[@APP]")
+@click.argument("rules", type=click.Path(exists=True, dir_okay=False), required=False)
 @click.option("--target", type=click.Choice(["ir", "p4"]), default="ir", show_default=True,
               help="Which tables: the Pipeline IR, or the switch's P4 entries.")
 @click.option("--dir", "directory", type=click.Path(exists=True, file_okay=False), default=None,
@@ -35,10 +35,16 @@ from camus.compiler.language.spec_parser import load_spec
               help="--dir/--switch: the entries may be a cover (the compile fitted them): check that no "
                    "message gets fewer ports than the rules give, and bound the extra ones.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: verdict, regions, counterexample.")
-def verify(spec: str, rules: str, target: str, directory: str | None, switch: str | None, device_id: int,
+def verify(spec: str, rules: str | None, target: str, directory: str | None, switch: str | None, device_id: int,
            tls_ca: str | None, tls_cert: str | None, tls_key: str | None, tls_name: str | None,
            cover: bool, as_json: bool) -> None:
     """Decide, for every possible message, that the tables give exactly what RULES give.
+
+    \b
+    With one argument, IFACE (or IFACE@APP), the tables are those live in the kernel: the
+    attached unit's pinned XDP maps are read from the root it serves now (slots, search trees,
+    radix buckets, prefixes, leaves: each read as the XDP program looks it up) and checked
+    against the rules its state file says are live (needs root, like attach).
 
     \b
     The rules are read with the language's parser only and walked together with the tables
@@ -57,16 +63,28 @@ def verify(spec: str, rules: str, target: str, directory: str | None, switch: st
         camus-xdp compile apps/itch/itch.p4 rules.txt --target p4 -o sw/
         camus-xdp verify apps/itch/itch.p4 rules.txt --target p4 --dir sw/
         camus-xdp verify apps/itch/itch.p4 rules.txt --target p4 --switch 10.0.0.2:9559
+        sudo camus-xdp verify eth0
     """
     from camus.verify.check import check
     from camus.verify.rules import TableDefect, Undecidable, read_rules
-    from camus.verify.targets import compiled_machine, switch_p4_machine, written_p4_machine
+    from camus.verify.targets import attached_machine, compiled_machine, switch_p4_machine, written_p4_machine
     t0 = time.perf_counter()
+    live: tuple[str, str, str, int] | None = None      # unit, its spec and rule files, live rules
     try:
-        s = load_spec(spec)
-        text = Path(rules).read_text()
-        rs = read_rules(s, text, rules)
-        if directory is not None or switch is not None:
+        if rules is None:
+            if directory is not None or switch is not None or target != "ir":
+                raise Undecidable("IFACE reads the XDP maps live on it: --target, --dir and --switch take SPEC RULES")
+            s, text, (spec_path, rules_path), machine = attached_machine(spec)
+            target, live = "live XDP", (spec, spec_path, rules_path, text.count("\n"))
+            rs = read_rules(s, text, f"the rules live on {spec}")
+            if any(a[0] == "call" for atoms in rs.atoms for a in atoms):
+                raise Undecidable("the live rules have custom actions: XDP hands those to the host stack, "
+                                  "they are not in the maps")
+        elif not Path(spec).is_file():
+            raise Undecidable(f"no spec file {spec}")
+        elif directory is not None or switch is not None:
+            s = load_spec(spec)
+            rs = read_rules(s, Path(rules).read_text(), rules)
             if target != "p4" or (directory is not None and switch is not None):
                 raise Undecidable("--dir and --switch read P4 entries, one of them: use --target p4")
             if directory is not None:
@@ -76,6 +94,8 @@ def verify(spec: str, rules: str, target: str, directory: str | None, switch: st
                 tls = TlsFiles(tls_cert, tls_key, tls_ca) if (tls_ca or tls_cert) else None
                 machine = switch_p4_machine(s, switch, device_id, tls, tls_name)      # type: ignore[arg-type]
         else:
+            s = load_spec(spec)
+            rs = read_rules(s, Path(rules).read_text(), rules)
             from camus.compiler.compile import CompileOptions, compile_files, no_cyclic_gc
             with no_cyclic_gc():
                 c = compile_files(spec, rules, CompileOptions(strategy="bdd" if target == "ir" else "switch"))
@@ -109,11 +129,14 @@ def verify(spec: str, rules: str, target: str, directory: str | None, switch: st
                    f"  rules give:  {cx.rules.text()}\n  tables give: {cx.tables.text()}\n  path:")
         for step in cx.path:
             click.echo(f"    {step}")
-        click.echo(f"  camus-xdp explain {spec} {rules} --message '{message}'")
+        explained = (spec, rules) if live is None else live[1:3]
+        click.echo(f"  camus-xdp explain {explained[0]} {explained[1]} --message '{message}'")
     else:
         what = ("a cover: every message gets at least the ports each of its rules gives, and at most "
                 f"{result.max_ports} ports" if result.verdict == "covers" else "equal to the rules")
         click.echo(f"{target} tables {what}, for every message ({result.regions:,} regions, {seconds:.1f} s)")
+        if live is not None:
+            click.echo(f"  {live[3]:,} rules live on {live[0]} (from {live[2]}, spec {live[1]})")
     sys.exit(1 if result.verdict == "differs" else 0)
 
 

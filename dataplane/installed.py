@@ -274,7 +274,8 @@ def keys_of(c: MapContents) -> dict[str, list]:
     return {"desc": sorted(c.desc), "xslots": sorted(c.xslots), "leaf": sorted(c.leaf),
             "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates),
             "labels": sorted([var, level.hex()] for var, level in c.labels),
-            "label_bank": c.label_bank, "label_words": c.label_words}
+            "label_bank": c.label_bank, "label_words": c.label_words,
+            "ports": list(c.ports)}            # leaf bit i -> port (verify reads leaves back with it)
 
 
 def contents_from_keys(keys: dict[str, list]) -> MapContents:

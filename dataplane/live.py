@@ -413,7 +413,7 @@ class LiveClassifier:
     # -- the state file -----------------------------------------------------------------------
     def keys_of(self) -> dict[str, Any]:
         assert self.layout is not None
-        return held_keys(self.layout.holding(), self.layout.bank)
+        return {**held_keys(self.layout.holding(), self.layout.bank), "ports": list(self.ports)}
 
     def rule_lines(self) -> list[str]:
         """The live rules' texts (the state file's rule lines)."""

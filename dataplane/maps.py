@@ -278,6 +278,16 @@ class MapSet:
     def lookup(self, name: str, key: ctypes._CData, value: ctypes._CData) -> bool:
         return self.lib.bpf_map_lookup_elem(self.fds[name], ctypes.byref(key), ctypes.byref(value)) == 0
 
+    def keys(self, name: str, key_type: Any) -> list[Any]:
+        """Every key a hash or LPM-trie map holds (BPF_MAP_GET_NEXT_KEY from the start)."""
+        out: list[Any] = []
+        prev, key = None, key_type()
+        while self.lib.bpf_map_get_next_key(self.fds[name], None if prev is None else ctypes.byref(prev),
+                                            ctypes.byref(key)) == 0:
+            out.append(key)
+            prev, key = key, key_type()
+        return out
+
     def cfg(self, idx: int, value: int | None = None) -> int:
         if value is not None:
             self.update("cfg", ctypes.c_uint32(idx), ctypes.c_uint32(value))

@@ -46,6 +46,7 @@ def libbpf() -> ctypes.CDLL:
             getattr(_lib, fn).argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + (
                 [ctypes.c_uint64] if fn == "bpf_map_update_elem" else [])
         _lib.bpf_map_delete_elem.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        _lib.bpf_map_get_next_key.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         _lib.bpf_map_update_batch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                               ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
         _lib.bpf_obj_get.argtypes = [ctypes.c_char_p]

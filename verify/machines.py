@@ -17,7 +17,7 @@ from .rules import Outcome, TableDefect, Undecidable
 Piece = tuple[int, int, int, str]          # lo, hi, next state, what decided it (for a path)
 
 
-def _pieces(points: dict[int, tuple[int, str]], ranges: list[tuple[int, int, int, int, str]],
+def pieces(points: dict[int, tuple[int, str]], ranges: list[tuple[int, int, int, int, str]],
             prefixes: list[tuple[int, int, int, str]], fallback: tuple[int, str], width: int) -> list[Piece]:
     """The transition over [0, 2^width - 1]: a point's entry, else the highest-priority range
     (lo, hi, priority, next), else the longest prefix (value, length, next), else `fallback`."""
@@ -137,7 +137,7 @@ def _ir_steps(tables: list[Any], level: dict[str, int], widths: list[int], steps
                 raise Undecidable(f"{t.name}: match kind {kind} is not modelled by the checker")
         for s, (points, ranges, prefixes, anys) in by_state.items():
             fallback = anys[0] if anys else (0, f"{t.name}: state {s} misses -> 0")
-            steps[lv][s] = _pieces(points, ranges, prefixes, fallback, widths[lv])
+            steps[lv][s] = pieces(points, ranges, prefixes, fallback, widths[lv])
 
 
 def _filter_machines(paths: list[str], widths: list[int], steps: list[dict[int, list[Piece]]],
@@ -288,9 +288,9 @@ def _decode(code_table: str, decl: Any, by_table: dict[str, dict[int, list[Any]]
     for e in coded.get(tables.root, []):
         key = next(mt for mt in e.matches if mt.field != "meta.state")
         ranges.append((key.value, key.arg, e.priority, int(e.params[0]), f"{code_table}: {key.value}..{key.arg}"))
-    pieces = _pieces({}, ranges, [], (0, f"{code_table}: default code 0"), width)
+    coded_pieces = pieces({}, ranges, [], (0, f"{code_table}: default code 0"), width)
     spans: dict[int, list[tuple[int, int]]] = {}
-    for lo, hi, code, _ in pieces:
+    for lo, hi, code, _ in coded_pieces:
         spans.setdefault(code, []).append((lo, hi))
     for name in chain:
         for s, es in by_table.get(name, {}).items():
@@ -353,4 +353,4 @@ def _chain_pieces(chain: list[str], by_table: dict[str, dict[int, list[Any]]], s
             else:
                 anys.append((nxt, what))
     miss = anys[0] if anys else (s, f"{chain[0]}: state {s} matches no entry: passes through")
-    return _pieces(points, ranges, prefixes, miss, width)
+    return pieces(points, ranges, prefixes, miss, width)

@@ -60,3 +60,37 @@ def written_p4_machine(spec: Spec, directory: Path) -> Machine:
         raise Undecidable(f"cannot read the P4 entries in {directory}: {exc}") from None
     tables = tables_from_entities(Names(info), spec, [u.entity for u in req.updates])
     return p4_machine(spec, tables, p4_schema(spec))
+
+
+def attached_machine(unit: str) -> tuple[Spec, str, tuple[str, str], Machine]:
+    """What the unit attached as `unit` (`eth0`, `eth0@dns`) serves, read from its pinned maps
+    under the unit's lock (a command changing it is waited for): its spec, the rule text the
+    state file says is live, the spec's and the rule file's paths, and the tables from the live
+    root on."""
+    from camus.compiler.backends.ebpf.program import RADIX_LEVELS
+    from camus.compiler.language.spec_parser import load_spec
+    from camus.dataplane.installed import load_installed, unit_lock, valid_unit
+    from camus.dataplane.maps import CFG_ROOT, MapError, MapSet
+    from camus.dataplane.program import DataplaneError
+    from .xdp_maps import live_machine
+    try:
+        unit = valid_unit(unit)
+        with unit_lock(unit, wait=True) as got:
+            if not got:
+                raise Undecidable(f"{unit} is held by another process writing its maps")
+            inst = load_installed(unit)
+            if inst.pending:
+                raise Undecidable(f"an update of {unit} is in flight (run `camus-xdp status {inst.iface}` to finish it)")
+            bits = inst.keys.get("ports", inst.port_bits)
+            if bits is None:
+                raise Undecidable(f"{unit}'s state file predates port numbering in it: update the unit once")
+            spec = load_spec(inst.spec)
+            text = "".join(line + "\n" for line in inst.rule_lines)
+            maps = MapSet.from_pins(inst.pins)
+            try:
+                m = live_machine(spec, maps, maps.cfg(CFG_ROOT), list(bits), inst.limits().range_levels, RADIX_LEVELS)
+            finally:
+                maps.close()
+    except (DataplaneError, MapError, OSError) as exc:
+        raise Undecidable(f"cannot read {unit}: {exc}") from None
+    return spec, text, (inst.spec, inst.rules), m

@@ -1,0 +1,258 @@
+"""What an attached unit's XDP classifier holds, read from its pinned maps and interpreted the
+way bpf/camus_xdp.c walks them (classify/walk, exact_slot, range_next, radix_next, lpm_next,
+deliver), as a machine the checker walks.
+
+Nothing here comes from the compiler: the maps are read raw (the ctypes mirrors of
+bpf/camus_xdp.h in dataplane/maps.py) and every lookup is the kernel's, so a slot the probe
+sequence cannot reach, a search-tree node past the program's levels, a stale copy of a
+descriptor in a slot or a leaf's port bits are what a packet would meet. The state file gives
+only what the maps cannot: which port each leaf bit stands for, the field order of the variables
+(the program's parser fills v[i] with the spec's i-th query field) and the map sizes the
+program was built with.
+"""
+from __future__ import annotations
+
+import ctypes
+from collections import deque
+from typing import Any
+
+from camus.compiler.language.spec import Spec
+
+from .machines import Machine, Piece, pieces
+from .rules import Outcome, TableDefect, Undecidable
+
+# bpf/camus_xdp.h (and the generated program's constants)
+KIND_NONE, KIND_EXACT, KIND_RANGE, KIND_LPM, KIND_RADIX, KIND_BV, KIND_DIRECT = range(7)
+STATE_FINAL, STATE_MASK = 0x40000000, 0x3FFFFFFF
+RADIX_SUB = 0x80000000
+MAX_PROBE = 4
+FANOUT = 8
+LEAF_DROP, LEAF_CALL, LEAF_ANSWER, LEAF_ILA = 1, 2, 32, 64
+U64 = (1 << 64) - 1
+
+
+class LiveReader:
+    """Reads one unit's maps on demand (a 100K-rule unit has ~10^5 slots; only the states the
+    root reaches are read)."""
+
+    def __init__(self, maps: Any, range_levels: int, radix_levels: int) -> None:
+        from camus.dataplane import maps as m
+        self.maps, self.m = maps, m
+        self.range_levels, self.radix_levels = range_levels, radix_levels
+        self._desc: dict[int, Any] = {}
+        self._lpm: dict[int, list[tuple[int, int, int, str]]] | None = None
+
+    def desc(self, state: int) -> Any:
+        """desc[state], or None where the map holds none (the walk stops there)."""
+        if state not in self._desc:
+            d = self.m.Desc()
+            self._desc[state] = d if self.maps.lookup("desc", ctypes.c_uint32(state), d) else None
+        return self._desc[state]
+
+    def _get(self, name: str, index: int, value: Any) -> Any:
+        return value if self.maps.lookup(name, ctypes.c_uint32(index), value) else None
+
+    # -- one state's transition over its field's whole domain -------------------------------
+    def transition(self, state: int, d: Any, width: int) -> list[Piece]:
+        if d.kind == KIND_EXACT:
+            return self._exact(state, d, width)
+        if d.kind == KIND_RANGE:
+            return _merge(self._range(d.base, 0, (1 << width) - 1, 0))
+        if d.kind == KIND_RADIX:
+            return _merge(self._radix(d.mult, d.bits & 63, d.count, d.base, 0, (1 << width) - 1, 0))
+        if d.kind == KIND_LPM:
+            return pieces({}, [], self.lpm_entries().get(state, []), (0, "no lpm entry: state 0"), width)
+        raise Undecidable(f"state {state}: table kind {d.kind} (bit-vector stage) is not read back yet")
+
+    def _exact(self, state: int, d: Any, width: int) -> list[Piece]:
+        """exact_slot: hash into the state's slice, probe MAX_PROBE slots, stop at an unused one."""
+        default = (d.default_next, f"desc[{state}]: default {d.default_next}")
+        bits = d.bits & 31
+        if bits == 0:
+            return pieces({}, [], [], default, width)
+        size = 1 << bits
+        slots = [self._get("xslots", d.base + i, self.m.Slot()) for i in range(size)]
+        points: dict[int, tuple[int, str]] = {}
+        for i, slot in enumerate(slots):
+            if slot is None or not slot.used or slot.value >> width or slot.value in points:
+                continue
+            home = ((slot.value * d.mult) & U64) >> (64 - bits)
+            for p in range(MAX_PROBE):
+                j = (home + p) & (size - 1)
+                probe = slots[j]
+                if probe is None or not probe.used:
+                    break                                    # the kernel misses: never reached
+                if probe.value == slot.value:
+                    self._same_desc(d.base + j, probe)
+                    points[slot.value] = (probe.next, f"xslots[{d.base + j}]: {slot.value} -> {probe.next}")
+                    break
+        return pieces(points, [], [], default, width)
+
+    def _same_desc(self, index: int, slot: Any) -> None:
+        """A hit walks on with the slot's copy of the next state's descriptor, not desc[]: the two
+        must agree or the kernel walks tables the maps do not name."""
+        nxt = slot.next
+        if nxt & STATE_FINAL:
+            return
+        d = self.desc(nxt & STATE_MASK)
+        nd = slot.nd
+        want = (d.kind, d.var, d.bits, d.default_next, d.base, d.count, d.mult) if d is not None else (0,) * 7
+        have = (nd.kind, nd.var, nd.bits, nd.default_next, nd.base, nd.count, nd.mult)
+        if (want[0] or have[0]) and want != have:
+            raise TableDefect(f"xslots[{index}] carries a copy of state {nxt & STATE_MASK}'s descriptor {have} "
+                              f"that differs from desc[{nxt & STATE_MASK}] {want}: the kernel walks the copy")
+
+    def _range(self, node: int, lo: int, hi: int, level: int) -> list[tuple[int, int, int, str]]:
+        """range_next over [lo, hi]: c = how many of the node's 8 keys are <= key, capped at
+        nkeys; vals[(c - 1) & 7]; a leaf node gives the next state, others the child node."""
+        if level >= self.range_levels:
+            return [(lo, hi, 0, f"bounds: deeper than the program's {self.range_levels} levels: state 0")]
+        b = self._get("bounds", node, self.m.Bound())
+        if b is None:
+            return [(lo, hi, 0, f"bounds[{node}] missing: state 0")]
+        keys = list(b.keys)
+        cuts = sorted({lo} | {k for k in keys if lo < k <= hi})
+        out: list[tuple[int, int, int, str]] = []
+        for i, a in enumerate(cuts):
+            e = cuts[i + 1] - 1 if i + 1 < len(cuts) else hi
+            c = min(sum(1 for k in keys if k <= a), b.nkeys)
+            v = b.vals[(c - 1) & (FANOUT - 1)]
+            if b.leaf:
+                out.append((a, e, v, f"bounds[{node}] key {keys[(c - 1) & 7]} -> {v}"))
+            else:
+                out += self._range(v, a, e, level + 1)
+        return out
+
+    def _radix(self, lo_key: int, shift: int, last: int, base: int, lo: int, hi: int,
+               level: int) -> list[tuple[int, int, int, str]]:
+        """radix_next over [lo, hi]: bucket min((key - lo) >> shift, last) (0 below lo), one split
+        per bucket, a bucket marked RADIX_SUB continues in rsub[] (at most the program's levels)."""
+        if level >= self.radix_levels:
+            return [(lo, hi, 0, f"rnodes: deeper than the program's {self.radix_levels} levels: state 0")]
+
+        def bucket(key: int) -> int:
+            return 0 if key < lo_key else min((key - lo_key) >> shift, last)
+        out: list[tuple[int, int, int, str]] = []
+        for k in range(bucket(lo), bucket(hi) + 1):
+            start = lo if k == 0 else max(lo, lo_key + (k << shift))
+            end = hi if k == last else min(hi, lo_key + ((k + 1) << shift) - 1)
+            if start > end:
+                continue
+            n = self._get("rnodes", base + k, self.m.RNode())
+            if n is None:
+                out.append((start, end, 0, f"rnodes[{base + k}] missing: state 0"))
+                continue
+            for a, e, r in ((start, min(end, n.split - 1), n.below), (max(start, n.split), end, n.above)):
+                if a > e:
+                    continue
+                if not r & RADIX_SUB:
+                    out.append((a, e, r, f"rnodes[{base + k}] split {n.split} -> {r}"))
+                    continue
+                t = self._get("rsub", r & ~RADIX_SUB, self.m.RSub())
+                if t is None:
+                    out.append((a, e, 0, f"rsub[{r & ~RADIX_SUB}] missing: state 0"))
+                else:
+                    out += self._radix(t.lo, t.shift & 63, t.last, t.base, a, e, level + 1)
+        return out
+
+    def lpm_entries(self) -> dict[int, list[tuple[int, int, int, str]]]:
+        """lpm[]: (32 + the field's prefix length, state big endian, value left-aligned) -> next,
+        as per-state prefixes (value, length, next) over the field."""
+        if self._lpm is None:
+            self._lpm = {}
+            for k in self.maps.keys("lpm", self.m.LpmKey):
+                nxt = ctypes.c_uint32()
+                if not self.maps.lookup("lpm", k, nxt):
+                    continue
+                raw = bytes(k.data)
+                st, value, plen = int.from_bytes(raw[:4], "big"), int.from_bytes(raw[4:], "big"), k.prefixlen - 32
+                if plen < 0:
+                    raise Undecidable(f"an lpm entry of prefix length {k.prefixlen} covers part of a state id")
+                self._lpm.setdefault(st, []).append((value, plen, nxt.value, f"lpm {st}/{value:#x}/{plen} -> {nxt.value}"))
+        return self._lpm
+
+    def leaf(self, state: int) -> Any:
+        return self._get("leaf", state, self.m.Leaf())
+
+
+def _merge(ps: list[tuple[int, int, int, str]]) -> list[Piece]:
+    out: list[Piece] = []
+    for p in ps:
+        if out and out[-1][2] == p[2] and out[-1][1] + 1 == p[0]:
+            out[-1] = (out[-1][0], p[1], p[2], out[-1][3])
+        else:
+            out.append(p)
+    return out
+
+
+def live_machine(spec: Spec, maps: Any, root: int, port_bits: list[Any], range_levels: int,
+                 radix_levels: int) -> Machine:
+    """The machine of the tables the root leads to. `port_bits`: the port each leaf bit stands for."""
+    fields = spec.query_fields
+    if any(q.width > 64 for q in fields):
+        raise Undecidable("fields over 64 bits are not read back yet")
+    r = LiveReader(maps, range_levels, radix_levels)
+    trans: dict[int, tuple[int, list[Piece]]] = {}        # state -> (variable, pieces)
+    finals: set[int] = set()
+    seen, todo = {root}, deque([root])
+    while todo:
+        s = todo.popleft()
+        d = None if s & STATE_FINAL else r.desc(s & STATE_MASK)
+        if d is None or d.kind == KIND_NONE:
+            finals.add(s)
+            continue
+        if d.var >= len(fields):
+            raise Undecidable(f"state {s} tests state variable {d.var - len(fields)}: windows are not read back yet")
+        ps = r.transition(s & STATE_MASK, d, fields[d.var].width)
+        trans[s] = (d.var, ps)
+        for _, _, nxt, _ in ps:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    order = _variable_order(trans, len(fields))
+    level = {var: i for i, var in enumerate(order)}
+    m = Machine([fields[v].path for v in order], [fields[v].width for v in order], root, [{} for _ in order])
+    for s, (var, ps) in trans.items():
+        m.steps[level[var]][s] = ps
+    for s in finals:
+        m.outcomes[s] = _outcome(r, s & STATE_MASK, port_bits)
+    return m
+
+
+def _variable_order(trans: dict[int, tuple[int, list[Piece]]], n: int) -> list[int]:
+    """The variables in an order every path respects (a state's successors test later ones), so
+    the walk's levels are the kernel's steps; the ones no state tests last."""
+    import networkx as nx
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    for var, ps in trans.values():
+        for _, _, nxt, _ in ps:
+            if nxt in trans and trans[nxt][0] != var:
+                g.add_edge(var, trans[nxt][0])
+            elif nxt in trans:
+                raise Undecidable(f"two states in a row test variable {var}: not a table order the checker models")
+    try:
+        return list(nx.lexicographical_topological_sort(g))
+    except nx.NetworkXUnfeasible:
+        raise Undecidable("the tables test the fields in no one order (a cycle between states)") from None
+
+
+def _outcome(r: LiveReader, state: int, port_bits: list[Any]) -> Outcome:
+    """deliver(): leaf[state]'s port bits (as the state file numbers them) and drop flag; no
+    leaf: nothing. Custom actions run on the host stack and are not in the maps."""
+    leaf = r.leaf(state) if state else None
+    if leaf is None:
+        return Outcome()
+    ports = set()
+    for w, word in enumerate(leaf.ports):
+        while word:
+            low = word & -word
+            bit = w * 64 + low.bit_length() - 1
+            if bit >= len(port_bits):
+                raise TableDefect(f"leaf[{state}] names port bit {bit}; the unit numbers {len(port_bits)} ports")
+            ports.add(port_bits[bit])
+            word ^= low
+    calls = frozenset({("<custom actions: host stack>", ())}) if leaf.flags & LEAF_CALL else frozenset()
+    if leaf.flags & (LEAF_ANSWER | LEAF_ILA):
+        raise Undecidable(f"leaf[{state}]: XDP's own custom actions (DNS answers, ILA) are not read back yet")
+    return Outcome(frozenset(ports), bool(leaf.flags & LEAF_DROP), calls)
