@@ -15,8 +15,9 @@ from camus.compiler.language.spec_parser import load_spec
 @click.command()
 @click.argument("spec", metavar="SPEC RULES | IFACE[@APP]")
 @click.argument("rules", type=click.Path(exists=True, dir_okay=False), required=False)
-@click.option("--target", type=click.Choice(["ir", "p4"]), default="ir", show_default=True,
-              help="Which tables: the Pipeline IR, or the switch's P4 entries.")
+@click.option("--target", type=click.Choice(["ir", "ebpf", "p4"]), default="ir", show_default=True,
+              help="Which tables: the Pipeline IR, the XDP maps as attach would write them, or the switch's "
+                   "P4 entries.")
 @click.option("--dir", "directory", type=click.Path(exists=True, file_okay=False), default=None,
               help="P4: check the entries a `compile --target p4 -o DIR` wrote (entries.txtpb, p4info.txtpb) "
                    "instead of compiling the rules here.")
@@ -98,7 +99,7 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
             rs = read_rules(s, Path(rules).read_text(), rules)
             from camus.compiler.compile import CompileOptions, compile_files, no_cyclic_gc
             with no_cyclic_gc():
-                c = compile_files(spec, rules, CompileOptions(strategy="bdd" if target == "ir" else "switch"))
+                c = compile_files(spec, rules, CompileOptions(strategy="switch" if target == "p4" else "bdd"))
                 if target == "p4":
                     from camus.compiler.backends.base import TargetOptions
                     from camus.compiler.backends.registry import backend

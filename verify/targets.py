@@ -13,9 +13,21 @@ from .rules import Undecidable
 
 
 def compiled_machine(c: Any, target: str) -> Machine:
-    """A compile's tables for `target` (ir | p4), as the back end produces them."""
+    """A compile's tables for `target` (ir | ebpf | p4), as the back end produces them (ebpf: the
+    map values `attach` would write, sized as it sizes them, read as the XDP program walks them)."""
     if target == "ir":
         return ir_machine(c.spec, c.pipeline)
+    if target == "ebpf":
+        from camus.compiler.backends.ebpf.program import RADIX_LEVELS
+        from camus.compiler.backends.ebpf.tables import sized_contents
+        from camus.compiler.backends.emit import BackendError
+        from .xdp_maps import live_machine, written_maps
+        try:
+            limits, contents = sized_contents(c.pipeline, c.spec)
+        except BackendError as exc:
+            raise Undecidable(f"the eBPF back end refuses these tables: {exc}") from None
+        maps = written_maps(contents)
+        return live_machine(c.spec, maps, contents.root, list(contents.ports), limits.range_levels, RADIX_LEVELS)
     from camus.compiler.backends.p4.entries import p4_tables
     from camus.compiler.backends.p4.schema import p4_schema
     return p4_machine(c.spec, p4_tables(c.pipeline, c.spec), p4_schema(c.spec))

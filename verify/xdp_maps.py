@@ -61,7 +61,13 @@ class LiveReader:
         if d.kind == KIND_RADIX:
             return _merge(self._radix(d.mult, d.bits & 63, d.count, d.base, 0, (1 << width) - 1, 0))
         if d.kind == KIND_LPM:
-            return pieces({}, [], self.lpm_entries().get(state, []), (0, "no lpm entry: state 0"), width)
+            prefixes = []
+            for raw, plen, nxt, what in self.lpm_entries().get(state, []):
+                # lpm_next puts the key left-aligned in 64 bits: bits past the field are 0 there
+                if plen > width and raw & (((1 << (plen - width)) - 1) << (64 - plen)):
+                    continue                                   # a prefix no key of this width matches
+                prefixes.append((raw >> (64 - width) if width < 64 else raw, min(plen, width), nxt, what))
+            return pieces({}, [], prefixes, (0, "no lpm entry: state 0"), width)
         raise Undecidable(f"state {state}: table kind {d.kind} (bit-vector stage) is not read back yet")
 
     def _exact(self, state: int, d: Any, width: int) -> list[Piece]:
@@ -168,7 +174,8 @@ class LiveReader:
                 st, value, plen = int.from_bytes(raw[:4], "big"), int.from_bytes(raw[4:], "big"), k.prefixlen - 32
                 if plen < 0:
                     raise Undecidable(f"an lpm entry of prefix length {k.prefixlen} covers part of a state id")
-                self._lpm.setdefault(st, []).append((value, plen, nxt.value, f"lpm {st}/{value:#x}/{plen} -> {nxt.value}"))
+                self._lpm.setdefault(st, []).append((value, plen, nxt.value,
+                                                     f"lpm state {st} prefix {value:#018x}/{plen} -> {nxt.value}"))
         return self._lpm
 
     def leaf(self, state: int) -> Any:
@@ -256,3 +263,38 @@ def _outcome(r: LiveReader, state: int, port_bits: list[Any]) -> Outcome:
     if leaf.flags & (LEAF_ANSWER | LEAF_ILA):
         raise Undecidable(f"leaf[{state}]: XDP's own custom actions (DNS answers, ILA) are not read back yet")
     return Outcome(frozenset(ports), bool(leaf.flags & LEAF_DROP), calls)
+
+
+def written_maps(c: Any) -> Any:
+    """The maps exactly as dataplane/maps.py's MapSet.write would fill them for map contents `c`
+    (the same ctypes values, byte for byte), kept in memory: what `attach` would write, for
+    `verify --target ebpf` without a kernel. A key never written reads as absent."""
+    from camus.dataplane.maps import MapSet
+
+    class WrittenMaps(MapSet):
+        def __init__(self) -> None:
+            super().__init__({})
+            self.store: dict[str, dict[bytes, bytes]] = {}
+
+        def update(self, name: str, key: Any, value: Any) -> None:
+            self.store.setdefault(name, {})[bytes(key)] = bytes(value)
+
+        def delete(self, name: str, key: Any) -> None:
+            self.store.get(name, {}).pop(bytes(key), None)
+
+        def lookup(self, name: str, key: Any, value: Any) -> bool:
+            raw = self.store.get(name, {}).get(bytes(key))
+            if raw is None:
+                return False
+            ctypes.memmove(ctypes.addressof(value), raw, len(raw))
+            return True
+
+        def keys(self, name: str, key_type: Any) -> list[Any]:
+            return [key_type.from_buffer_copy(k) for k in self.store.get(name, {})]
+
+        def write_ports(self, bits: list[object], specs: dict) -> None:
+            raise NotImplementedError("no interfaces in memory")
+
+    maps = WrittenMaps()
+    maps.write(c)
+    return maps
