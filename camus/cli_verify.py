@@ -125,7 +125,7 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
     elif result.verdict == "differs":
         cx = result.counterexample
         assert cx is not None
-        message = " ".join(f"{k}={v}" for k, v in cx.values.items())
+        message = " ".join(f"{k}={v}" for k, v in whole_values(cx.values).items())
         click.echo(f"DIFFERS: the tables and the rules disagree on the message\n  {message}\n"
                    f"  rules give:  {cx.rules.text()}\n  tables give: {cx.tables.text()}\n  path:")
         for step in cx.path:
@@ -139,6 +139,21 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
         if live is not None:
             click.echo(f"  {live[3]:,} rules live on {live[0]} (from {live[2]}, spec {live[1]})")
     sys.exit(1 if result.verdict == "differs" else 0)
+
+
+def whole_values(values: dict[str, int]) -> dict[str, int]:
+    """A message's field values with the two words of a wide field (`ipv6.dst/hi`, `/lo`: the
+    low word is 64 bits) put back together, as `explain --message` takes the field."""
+    out: dict[str, int] = {}
+    for path, v in values.items():
+        whole, _, part = path.rpartition("/")
+        if part == "hi":
+            out[whole] = out.get(whole, 0) | v << 64
+        elif part == "lo":
+            out[whole] = out.get(whole, 0) | v
+        else:
+            out[path] = v
+    return out
 
 
 COMMANDS = [verify]

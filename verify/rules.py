@@ -4,8 +4,9 @@ A formula is a nested tuple: ("atom", level, intervals) | ("and", parts) | ("or"
 ("not", part) | ("true",) | ("false",). `intervals` is a sorted tuple of disjoint (lo, hi)
 value ranges of the field at `level` (its position in the spec's query fields) where the
 relation holds. Constants are encoded here from the spec (numbers, strings padded with the
-spec's pad byte, IPv4/MAC literals); what this checker does not model (topics, state functions,
-fields wider than 64 bits, custom-action arguments as data) is refused as undecidable.
+spec's pad byte, IPv4/IPv6/MAC literals); a field wider than 64 bits is read as the message
+spec splits it, two words, each interval a formula over both; what this checker does not model
+(topics, state functions, custom-action arguments as data) is refused as undecidable.
 """
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def _encode(spec: Spec, q: QueryField, c: Const) -> int:
         if len(data) > n:
             raise Undecidable(f"string {c.text} is longer than {q.path}")
         return int.from_bytes(data + bytes([spec.string_pad]) * (n - len(data)), "big")
-    if c.kind in ("int", "ipv4", "mac") and isinstance(c.value, int):
+    if c.kind in ("int", "ipv4", "ipv6", "mac") and isinstance(c.value, int):
         return c.value
     raise Undecidable(f"constant {c.text} ({c.kind}) is not modelled by the checker")
 
@@ -108,11 +109,17 @@ def _prefix(value: int, plen: int, width: int) -> tuple[int, int]:
 
 class _Reader:
     def __init__(self, spec: Spec) -> None:
-        if spec.topics or spec.wide:
-            raise Undecidable("topic or wide (over 64-bit) fields are not modelled by the checker")
+        if spec.topics:
+            raise Undecidable("topic fields are not modelled by the checker")
         self.spec = spec
         self.fields = list(spec.query_fields)
         self.level = {q.path: i for i, q in enumerate(self.fields)}
+        # a field wider than 64 bits is two query fields in the message spec, its words: the
+        # levels of its top bits and of its low 64
+        self.words: dict[str, list[tuple[str, int, int]]] = {q.whole: [] for q in self.fields if q.whole}
+        for i, q in enumerate(self.fields):
+            if q.whole:
+                self.words[q.whole].append((q.part, i, q.width))
 
     def field(self, name: str) -> QueryField:
         found = self.spec.fields_named(name)
@@ -141,7 +148,30 @@ class _Reader:
             v = _encode(self.spec, q, c)
             spans = {"==": [(v, v)], "!=": [(0, v - 1), (v + 1, top)], "<": [(0, v - 1)], "<=": [(0, v)],
                      ">": [(v + 1, top)], ">=": [(v, top)]}[rel.op]
+        if q.path in self.words:
+            return self.wide(q, _norm(spans))
         return ("atom", self.level[q.path], _norm(spans))
+
+    def wide(self, q: QueryField, spans: tuple[tuple[int, int], ...]) -> Formula:
+        """Intervals of a wide field as a formula over its words: [a, b] is (hi = a's top and
+        lo >= a's low) or (hi strictly between) or (hi = b's top and lo <= b's low); one top
+        word: hi = it and lo in between."""
+        parts = dict((part, (i, width)) for part, i, width in self.words[q.path])
+        (hi, _), (lo, low_bits) = parts["hi"], parts["lo"]
+        m = (1 << low_bits) - 1
+        terms: list[Formula] = []
+        for a, b in spans:
+            ah, al, bh, bl = a >> low_bits, a & m, b >> low_bits, b & m
+            if ah == bh:
+                terms.append(("and", (("atom", hi, ((ah, ah),)), ("atom", lo, ((al, bl),)))))
+                continue
+            terms.append(("and", (("atom", hi, ((ah, ah),)), ("atom", lo, ((al, m),)))))
+            if ah + 1 <= bh - 1:
+                terms.append(("atom", hi, ((ah + 1, bh - 1),)))
+            terms.append(("and", (("atom", hi, ((bh, bh),)), ("atom", lo, ((0, bl),)))))
+        if not terms:
+            return FALSE
+        return terms[0] if len(terms) == 1 else ("or", tuple(terms))
 
     def formula(self, f: Filter) -> Formula:
         if isinstance(f, Rel):
