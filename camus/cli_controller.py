@@ -1,12 +1,14 @@
 """`camus-xdp controller serve` and `agent`; the subscribers' commands are cli_subscribe.py."""
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
 from camus.event_loop import new_event_loop
 from camus.controller.routing import POLICIES
+from camus.cli_subscribe import api_client, with_common
 
 
 # one line per request on stderr: off by default (a thousand subscription changes a second
@@ -119,6 +121,61 @@ def init(directory: str, force: bool, with_tls: bool, tls_name: tuple[str, ...])
                "  camus-xdp subscribe --token \"$(cat h1.token)\" 'stock == GOOGL and price > 50'\n"
                "  camus-xdp subscriptions --token \"$(cat h1.token)\"\n"
                "(the switch's program and entries appear under switches/sw1/)" + tls_said)
+
+
+@controller.command("verify")
+@click.argument("device")
+@click.option("--json", "as_json", is_flag=True, help="The controller's answer as one JSON object.")
+@with_common
+def verify_device(device: str, as_json: bool, url: str, token: str, ca: str | None, cert: str | None,
+                  key: str | None) -> None:
+    """Ask the controller to prove that switch DEVICE gives what it placed there.
+
+    \b
+    The controller reads the switch back the way it reaches it for pushes (P4Runtime as a
+    reader, or its switch directory) and decides over every message that its tables give the
+    device's current rules (a fitted cover: never fewer ports than the rules), or names one
+    message where they differ. An XDP host is checked on the host: `sudo camus-xdp verify IFACE`.
+
+    \b
+    Exit status: 0 equal (or a cover that never under-delivers), 1 they differ, 2 not decided
+    (a push pending, not a switch, the switch unreachable: the reason is printed).
+
+    \b
+    Example:
+        camus-xdp controller verify leaf1 --controller https://ctl:9000 --token $TOKEN --ca ca.crt
+    """
+    from camus.controller.client import ConnectionFailure, ServiceError
+    client = api_client(url, token, ca, cert, key)
+    try:
+        out = client.verify(device)
+    except ServiceError as exc:
+        click.echo(f"cannot verify {device}: {exc.args[0] if exc.args else exc}", err=True)
+        sys.exit(2)
+    except (ConnectionFailure, OSError) as exc:
+        click.echo(f"cannot reach the controller: {exc}", err=True)
+        sys.exit(2)
+    verdict = out.get("verdict")
+    if as_json:
+        click.echo(json.dumps(out))
+    elif verdict == "differs":
+        click.echo(f"DIFFERS: {device} does not give its {out.get('rules', 0):,} rules", err=False)
+        if "reason" in out:
+            click.echo(f"  {out['reason']}")
+        cx = out.get("counterexample")
+        if cx:
+            click.echo(f"  message: {' '.join(f'{k}={v}' for k, v in cx['message'].items())}\n"
+                       f"  rules give:  {cx['rules']}\n  switch gives: {cx['tables']}\n  path:")
+            for step in cx["path"]:
+                click.echo(f"    {step}")
+    elif verdict in ("equal", "covers"):
+        what = "equal to its rules" if verdict == "equal" else \
+            f"a cover of its rules (never fewer ports; at most {out.get('max_ports')} ports a message)"
+        click.echo(f"{device}: {what}, for every message ({out.get('rules', 0):,} rules, {out.get('regions', 0):,} "
+                   f"regions, {out.get('seconds')} s)")
+    else:
+        click.echo(f"cannot decide: {out.get('reason')}", err=True)
+    sys.exit({"equal": 0, "covers": 0, "differs": 1}.get(verdict, 2))  # type: ignore[arg-type]
 
 
 @controller.command("serve")

@@ -8,7 +8,7 @@ import time
 import click
 
 
-def _client(url: str, token: str, ca: str | None = None, cert: str | None = None, key: str | None = None):
+def api_client(url: str, token: str, ca: str | None = None, cert: str | None = None, key: str | None = None):
     from camus.controller.client import SubscriptionClient
     from camus.controller.tls import TlsError, TlsFiles
     try:
@@ -45,7 +45,7 @@ def with_common(f):
 def subscribe(filter_text, ttl, keep_alive, url, token, ca, cert, key) -> None:
     """Subscribe your host to FILTER, e.g. 'stock == GOOGL and price > 50'."""
     from camus.controller.client import ServiceError
-    c = _client(url, token, ca, cert, key)
+    c = api_client(url, token, ca, cert, key)
     try:
         sub = c.subscribe(filter_text, ttl)
     except (ServiceError, OSError) as exc:
@@ -69,7 +69,7 @@ def unsubscribe(sub_id, url, token, ca, cert, key) -> None:
     """Remove one of your subscriptions."""
     from camus.controller.client import ServiceError
     try:
-        click.echo(json.dumps(_client(url, token, ca, cert, key).unsubscribe(sub_id)))
+        click.echo(json.dumps(api_client(url, token, ca, cert, key).unsubscribe(sub_id)))
     except (ServiceError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
@@ -81,7 +81,7 @@ def subscriptions(url, token, ca, cert, key) -> None:
     """List your subscriptions and their remaining TTL."""
     from camus.controller.client import ServiceError
     try:
-        for s in _client(url, token, ca, cert, key).subscriptions():
+        for s in api_client(url, token, ca, cert, key).subscriptions():
             click.echo(json.dumps(s))
     except (ServiceError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)

@@ -50,13 +50,13 @@ class SubscriptionClient:
         self._keepers: dict[str, threading.Event] = {}
         self._renamed: dict[str, str] = {}          # original id -> id after a resubscription
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> Any:
+    def _call(self, method: str, path: str, body: dict | None = None, timeout: float | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Authorization": f"Bearer {self.token}",
                                               "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self._ssl) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
             text = exc.read().decode(errors="replace")
@@ -106,6 +106,11 @@ class SubscriptionClient:
 
     def status(self) -> dict:
         return self._call("GET", "/v1/status")
+
+    def verify(self, device: str, timeout: float = 600.0) -> dict:
+        """The controller reads `device` back and proves it gives its rules (seconds at 100K)."""
+        from urllib.parse import quote
+        return self._call("GET", f"/v1/devices/{quote(device, safe='')}/verify", timeout=timeout)
 
     def keep_alive(self, sub_id: str, every: float | None = None) -> None:
         """Refresh in the background (at a third of the TTL) until unsubscribe/stop_keep_alive.

@@ -35,6 +35,7 @@ from .compile_worker import CompileProcess
 from .core import Controller, SubscriptionError
 from .store import StoreError
 from .tokens import TokenBook
+from .verifying import NotCheckable, run_job, verify_job
 
 log = logging.getLogger("camus.controller")
 audit = logging.getLogger("camus.audit")          # subscription changes: who, what, when
@@ -258,6 +259,32 @@ async def status(request: web.Request) -> web.Response:
     return web.json_response({**c.status(), "api": _summary(request.app)})
 
 
+async def verify(request: web.Request) -> web.Response:
+    """GET /v1/devices/{device}/verify: the switch read back and proven to give what the
+    controller placed on it (controller/verifying.py). The rules are taken under the lock; the
+    read and the proof run in a thread; a push to the device meanwhile makes the answer
+    "undecidable" (run it again)."""
+    _host(request)
+    c: Controller = request.app[CONTROLLER]
+    device = request.match_info["device"]
+    async with request.app[LOCK]:
+        try:
+            job = verify_job(c, device)
+        except NotCheckable as exc:
+            raise _http_error(exc.status, str(exc)) from None
+    out = await asyncio.get_running_loop().run_in_executor(None, run_job, c.spec, job)
+    st = c.devices.get(device)
+    if st is None or st.applied != job.digest:
+        out.update({"verdict": "undecidable", "reason": f"{device} was pushed to during the check: run it again"})
+        out.pop("counterexample", None)
+    return web.json_response(out)
+
+
+def _http_error(status: int, message: str) -> web.HTTPException:
+    kind = {404: web.HTTPNotFound, 409: web.HTTPConflict}.get(status, web.HTTPBadRequest)
+    return kind(text=json.dumps({"error": message}), content_type="application/json")
+
+
 def _wait_args(query) -> tuple[int, float]:  # type: ignore[no-untyped-def]
     try:
         version = int(query["wait_version"])
@@ -369,7 +396,8 @@ def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default
     app[LOCK], app[WAKE], app[HELD], app[CLOSING] = asyncio.Lock(), asyncio.Event(), [asyncio.Event()], []
     app.add_routes([web.post("/v1/subscriptions", add), web.get("/v1/subscriptions", listing),
                     web.post("/v1/subscriptions/{id}/refresh", refresh),
-                    web.delete("/v1/subscriptions/{id}", remove), web.get("/v1/status", status)])
+                    web.delete("/v1/subscriptions/{id}", remove), web.get("/v1/status", status),
+                    web.get("/v1/devices/{device}/verify", verify)])
     app.on_startup.append(_start)
     app.on_shutdown.append(_release_waiters)
     app.on_cleanup.append(_stop)
