@@ -75,9 +75,8 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
         if rules is None:
             if directory is not None or switch is not None or target != "ir":
                 raise Undecidable("IFACE reads the XDP maps live on it: --target, --dir and --switch take SPEC RULES")
-            s, text, (spec_path, rules_path), machine = attached_machine(spec)
-            target, live = "live XDP", (spec, spec_path, rules_path, text.count("\n"))
-            rs = read_rules(s, text, f"the rules live on {spec}")
+            s, rs, (spec_path, rules_path, n_rules), machine = attached_machine(spec)
+            target, live = "live XDP", (spec, spec_path, rules_path, n_rules)
             if any(a[0] == "call" for atoms in rs.atoms for a in atoms):
                 raise Undecidable("the live rules have custom actions: XDP hands those to the host stack, "
                                   "they are not in the maps")

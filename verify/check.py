@@ -180,8 +180,11 @@ class _Walk:
         self.result.regions += 1
         want = outcome_of(acc)
         if not (want.ports or want.drop or want.calls) and self.rules.default:
-            want = outcome_of(self.rules.default)
+            d = outcome_of(self.rules.default)
+            want = Outcome(d.ports, d.drop, d.calls, want.counted)
         have = self.m.outcome(state)
+        if not self.m.counts:                     # tables whose counters are not modelled
+            want = want.uncounted()
         if self.cover:
             ok = bool(want.ports <= have.ports and want.calls <= have.calls)
             if ok:

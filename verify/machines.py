@@ -71,6 +71,9 @@ class Machine:
     # egress port filters: per filtered port, a machine over the same fields from the port's root
     # whose accepting states give that port (a copy ending elsewhere is dropped)
     filters: dict[Any, "Machine"] = field(default_factory=dict)
+    # the outcomes say which rule counters a message adds to (the IR's leaves, a live unit's leaf
+    # rules); False: counters are not compared
+    counts: bool = False
 
     def step(self, level: int, state: int) -> list[Piece]:
         got = self.steps[level].get(state)
@@ -78,11 +81,16 @@ class Machine:
 
     def outcome(self, state: int) -> Outcome:
         o = self.outcomes.get(state)
-        return o if o is not None and (o.ports or o.drop or o.calls) else self.default
+        if o is None:
+            return self.default
+        if o.ports or o.drop or o.calls:
+            return o
+        d = self.default                      # a leaf that only counts: the default delivers
+        return Outcome(d.ports, d.drop, d.calls, o.counted) if o.counted else d
 
 
-def _outcome(ports: Any, drop: bool, calls: Any) -> Outcome:
-    return Outcome(frozenset(ports), drop, frozenset((n, tuple(a)) for n, a in calls))
+def _outcome(ports: Any, drop: bool, calls: Any, counted: Any = ()) -> Outcome:
+    return Outcome(frozenset(ports), drop, frozenset((n, tuple(a)) for n, a in calls), frozenset(counted))
 
 
 def ir_machine(spec: Spec, p: Pipeline) -> Machine:
@@ -104,8 +112,9 @@ def ir_machine(spec: Spec, p: Pipeline) -> Machine:
         steps: list[dict[int, list[Piece]]] = [{} for _ in widths]
         _ir_steps(p.port_filters.tables, level, widths, steps)
         m.filters = _filter_machines(order, widths, steps, p.port_filters.roots, p.port_filters.accept)
+    m.counts = True
     for s, a in p.leaves.items():
-        m.outcomes[s] = _outcome(a.ports, a.drop, a.calls)
+        m.outcomes[s] = _outcome(a.ports, a.drop, a.calls, a.rules)
     if p.default_action is not None:
         d = p.default_action
         m.default = _outcome(d.ports, d.drop, d.calls)

@@ -34,23 +34,31 @@ class TableDefect(Exception):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a message gets: ports, an explicit drop, custom actions."""
+    """What a message gets: ports, an explicit drop, custom actions; and which rule counters it
+    adds to (`counted`: counter ids; only where both sides count: RuleSet.with_counters)."""
     ports: frozenset[Any] = frozenset()
     drop: bool = False
     calls: frozenset[Any] = frozenset()
+    counted: frozenset[int] = frozenset()
 
     def text(self) -> str:
         parts = [f"fwd({', '.join(str(p) for p in sorted(self.ports, key=str))})"] if self.ports else []
         parts += ["drop"] if self.drop else []
         parts += [f"{n}({', '.join(a)})" for n, a in sorted(self.calls)]
-        return ", ".join(parts) or "not delivered"
+        out = ", ".join(parts) or "not delivered"
+        return out + (f"; counted by rule counter(s) {sorted(self.counted)}" if self.counted else "")
+
+    def uncounted(self) -> "Outcome":
+        return Outcome(self.ports, self.drop, self.calls) if self.counted else self
 
 
 def outcome_of(atoms: frozenset[Any]) -> Outcome:
-    """An explicit drop overrides forwarding; custom actions stay (the language's meaning)."""
+    """An explicit drop overrides forwarding; custom actions stay (the language's meaning); a
+    counted rule that holds adds to its counter whatever its actions."""
     drop = ("drop",) in atoms
     ports = frozenset() if drop else frozenset(a[1] for a in atoms if a[0] == "fwd")
-    return Outcome(ports, drop, frozenset((a[1], tuple(a[2])) for a in atoms if a[0] == "call"))
+    return Outcome(ports, drop, frozenset((a[1], tuple(a[2])) for a in atoms if a[0] == "call"),
+                   frozenset(a[1] for a in atoms if a[0] == "count"))
 
 
 @dataclass
@@ -61,6 +69,12 @@ class RuleSet:
     atoms: list[frozenset[Any]]               # per rule: its action atoms
     texts: list[str]
     default: frozenset[Any]                   # query_default_action's atoms
+
+    def with_counters(self, counters: dict[int, list[int]]) -> "RuleSet":
+        """The same rules where rule i, when it holds, adds to counters `counters[i]` (the tables'
+        counter ids: rule indices for the IR, positions in the state file's counted list live)."""
+        atoms = [a | frozenset(("count", k) for k in counters.get(i, ())) for i, a in enumerate(self.atoms)]
+        return RuleSet(self.spec, self.fields, self.formulas, atoms, self.texts, self.default)
 
     def decide(self, satisfied: frozenset[int]) -> Outcome:
         atoms: frozenset[Any] = frozenset().union(*(self.atoms[i] for i in satisfied)) if satisfied else frozenset()

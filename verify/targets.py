@@ -9,7 +9,7 @@ from typing import Any
 from camus.compiler.language.spec import Spec
 
 from .machines import Machine, ir_machine, p4_machine
-from .rules import Undecidable
+from .rules import RuleSet, Undecidable, read_rules
 
 
 def compiled_machine(c: Any, target: str) -> Machine:
@@ -74,11 +74,11 @@ def written_p4_machine(spec: Spec, directory: Path) -> Machine:
     return p4_machine(spec, tables, p4_schema(spec))
 
 
-def attached_machine(unit: str) -> tuple[Spec, str, tuple[str, str], Machine]:
+def attached_machine(unit: str) -> tuple[Spec, RuleSet, tuple[str, str, int], Machine]:
     """What the unit attached as `unit` (`eth0`, `eth0@dns`) serves, read from its pinned maps
-    under the unit's lock (a command changing it is waited for): its spec, the rule text the
-    state file says is live, the spec's and the rule file's paths, and the tables from the live
-    root on."""
+    under the unit's lock (a command changing it is waited for): its spec, the rules the state
+    file says are live (with the counters it attributes each leaf's hits to), the spec's and the
+    rule file's paths and the live rules' count, and the tables from the live root on."""
     from camus.compiler.backends.ebpf.program import RADIX_LEVELS
     from camus.compiler.language.spec_parser import load_spec
     from camus.dataplane.installed import load_installed, unit_lock, valid_unit
@@ -98,11 +98,26 @@ def attached_machine(unit: str) -> tuple[Spec, str, tuple[str, str], Machine]:
                 raise Undecidable(f"{unit}'s state file predates port numbering in it: update the unit once")
             spec = load_spec(inst.spec)
             text = "".join(line + "\n" for line in inst.rule_lines)
+            rules = _counted(read_rules(spec, text, f"the rules live on {unit}"), text, inst.counted)
+            leaf_rules = {int(s): list(ks) for s, ks in inst.leaf_rules.items()}
             maps = MapSet.from_pins(inst.pins)
             try:
-                m = live_machine(spec, maps, maps.cfg(CFG_ROOT), list(bits), inst.limits().range_levels, RADIX_LEVELS)
+                m = live_machine(spec, maps, maps.cfg(CFG_ROOT), list(bits), inst.limits().range_levels, RADIX_LEVELS,
+                                 leaf_rules)
             finally:
                 maps.close()
     except (DataplaneError, MapError, OSError) as exc:
         raise Undecidable(f"cannot read {unit}: {exc}") from None
-    return spec, text, (inst.spec, inst.rules), m
+    return spec, rules, (inst.spec, inst.rules, len(inst.rule_lines)), m
+
+
+def _counted(rules: RuleSet, text: str, counted: list[str]) -> RuleSet:
+    """Rule i adds to counter k when its text (as the data plane writes rule texts) is the state
+    file's counted[k]: the attribution `stats` and the metrics report hits by."""
+    from camus.compiler.language.rules_parser import parse_rules
+    from camus.dataplane.counting import texts_of
+    by_text: dict[str, list[int]] = {}
+    for k, t in enumerate(counted):
+        by_text.setdefault(t, []).append(k)
+    texts = texts_of(text, parse_rules(text)[0])
+    return rules.with_counters({i: by_text[t] for i, t in enumerate(texts) if t in by_text})

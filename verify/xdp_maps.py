@@ -193,8 +193,9 @@ def _merge(ps: list[tuple[int, int, int, str]]) -> list[Piece]:
 
 
 def live_machine(spec: Spec, maps: Any, root: int, port_bits: list[Any], range_levels: int,
-                 radix_levels: int) -> Machine:
-    """The machine of the tables the root leads to. `port_bits`: the port each leaf bit stands for."""
+                 radix_levels: int, leaf_rules: dict[int, list[int]] | None = None) -> Machine:
+    """The machine of the tables the root leads to. `port_bits`: the port each leaf bit stands for;
+    `leaf_rules`: the rule counters each leaf state's hits go to (the state file's), compared."""
     fields = spec.query_fields
     if any(q.width > 64 for q in fields):
         raise Undecidable("fields over 64 bits are not read back yet")
@@ -222,7 +223,11 @@ def live_machine(spec: Spec, maps: Any, root: int, port_bits: list[Any], range_l
     for s, (var, ps) in trans.items():
         m.steps[level[var]][s] = ps
     for s in finals:
-        m.outcomes[s] = _outcome(r, s & STATE_MASK, port_bits)
+        o = _outcome(r, s & STATE_MASK, port_bits)
+        if leaf_rules is not None:
+            o = Outcome(o.ports, o.drop, o.calls, frozenset(leaf_rules.get(s & STATE_MASK, ())))
+        m.outcomes[s] = o
+    m.counts = leaf_rules is not None
     return m
 
 

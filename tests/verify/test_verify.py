@@ -291,3 +291,21 @@ def test_fields_wider_than_64_bits_are_decided(target: str) -> None:
     from camus.cli_verify import whole_values
     whole = whole_values(values)
     assert whole["ipv6.dst"] >> 64 == values["ipv6.dst/hi"] and whole["ipv6.dst"] & (1 << 64) - 1 == values["ipv6.dst/lo"]
+
+
+def test_rule_counters_are_checked_against_the_rules_that_hold() -> None:
+    """count_rules: each leaf names the counted rules a message reaching it satisfies; the check
+    proves that for every message, and a counter added to one leaf is a counterexample."""
+    spec = load_spec(ITCH)
+    text = "\n".join(itch_rules(300, 3) + ["stock == GOOGL : drop", "price > 900000 : fwd(3)"]) + "\n"
+    c = compile_rules(spec, text, options=CompileOptions(strategy="bdd", count_rules=64))
+    rules = read_rules(spec, text).with_counters({i: [i] for i in range(64)})
+    m = ir_machine(spec, c.pipeline)
+    assert check(rules, m).verdict == "equal"
+    s = next(s for s, o in sorted(m.outcomes.items()) if o.counted)
+    o = m.outcomes[s]
+    m.outcomes[s] = dataclasses.replace(o, counted=o.counted ^ {63})
+    got = check(rules, m)
+    assert got.verdict == "differs" and got.counterexample is not None
+    cx = got.counterexample
+    assert cx.rules.ports == cx.tables.ports and cx.rules.counted ^ cx.tables.counted == {63}

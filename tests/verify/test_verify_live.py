@@ -103,6 +103,21 @@ def test_live_maps_verify_and_a_wrong_value_is_caught(attached) -> None:
     finally:
         maps.close()
 
+    # the counters: a leaf whose hits the state file gives to one rule counter too few
+    path_json = state.state_path(IF_A)
+    saved = path_json.read_text()
+    doc = json.loads(saved)
+    leaf_state, counters = next((s, ks) for s, ks in sorted(doc["leaf_rules"].items()) if ks)
+    doc["leaf_rules"][leaf_state] = counters[1:]
+    path_json.write_text(json.dumps(doc))
+    try:
+        code, out = verify()
+        assert code == 1 and out["verdict"] == "differs", out
+        assert "counted by rule counter" in out["counterexample"]["rules"], out
+    finally:
+        path_json.write_text(saved)
+    assert verify()[0] == 0
+
 
 def test_verifies_after_a_crash_recovered_and_after_100_deltas(attached) -> None:
     path, lines, rng = attached
