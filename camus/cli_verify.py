@@ -68,7 +68,7 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
     """
     from camus.verify.check import check
     from camus.verify.rules import TableDefect, Undecidable, read_rules
-    from camus.verify.targets import attached_machine, compiled_machine, switch_p4_machine, written_p4_machine
+    from camus.verify.targets import attached_machine, compiled_machine, switch_p4_machine, written_p4_forms
     t0 = time.perf_counter()
     live: tuple[str, str, str, int] | None = None      # unit, its spec and rule files, live rules
     try:
@@ -88,11 +88,11 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
             if target != "p4" or (directory is not None and switch is not None):
                 raise Undecidable("--dir and --switch read P4 entries, one of them: use --target p4")
             if directory is not None:
-                machine = written_p4_machine(s, Path(directory))
+                forms = written_p4_forms(s, Path(directory))
             else:
                 from camus.controller.tls import TlsFiles
                 tls = TlsFiles(tls_cert, tls_key, tls_ca) if (tls_ca or tls_cert) else None
-                machine = switch_p4_machine(s, switch, device_id, tls, tls_name)      # type: ignore[arg-type]
+                forms = {"P4Runtime": switch_p4_machine(s, switch, device_id, tls, tls_name)}  # type: ignore[arg-type]
         else:
             s = load_spec(spec)
             rs = read_rules(s, Path(rules).read_text(), rules)
@@ -105,8 +105,20 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
                     from camus.compiler.fitting import build_fitted
                     c = build_fitted(c, backend("p4"), TargetOptions()).compiled
                 cover = c.pipeline.cover is not None or c.options.alpha > 1
-                machine = compiled_machine(c, target)
-        result = check(rs, machine, cover=cover)
+                forms = {"": compiled_machine(c, target)}
+        if live is not None:
+            forms = {"": machine}
+        for form, m in forms.items():         # each form of the entries on its own; the first that differs
+            result = check(rs, m, cover=cover)
+            if form:
+                target = f"p4 ({form})"
+                if len(forms) > 1 and not as_json and result.verdict != "differs":
+                    click.echo(f"{target}: {result.verdict}, {result.regions:,} regions")
+            if result.verdict == "differs":
+                break
+        else:
+            if len(forms) > 1:
+                target = f"p4 ({', '.join(forms)})"
     except (CompileErrors, CompileError) as exc:
         click.echo(str(exc), err=True)
         sys.exit(2)
@@ -120,7 +132,7 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
         sys.exit(2)
     seconds = time.perf_counter() - t0
     if as_json:
-        click.echo(json.dumps({**result.to_json(), "seconds": round(seconds, 2)}))
+        click.echo(json.dumps({**result.to_json(), "tables": target, "seconds": round(seconds, 2)}))
     elif result.verdict == "differs":
         cx = result.counterexample
         assert cx is not None

@@ -61,6 +61,34 @@ def switch_p4_machine(spec: Spec, address: str, device_id: int = 1, tls: Any = N
     return p4_machine(spec, tables, p4_schema(spec))
 
 
+WRITTEN_FORMS = {"entries.txtpb": "P4Runtime", "entries.cli": "simple_switch_CLI", "entries.bfrt.py": "bfrt_python"}
+
+
+def written_p4_forms(spec: Spec, directory: Path) -> dict[str, Machine]:
+    """Every form of the entries the directory holds (P4Runtime text with its P4Info, the
+    simple_switch_CLI commands, the bfrt_python script), each read as its tool would take it."""
+    from .entry_files import tables_from_bfrt, tables_from_cli
+    from camus.compiler.backends.p4.schema import P4Options, p4_schema
+    out: dict[str, Machine] = {}
+    for name, form in WRITTEN_FORMS.items():
+        path = directory / name
+        if not path.exists():
+            continue
+        if name == "entries.txtpb":
+            out[form] = written_p4_machine(spec, directory)
+            continue
+        arch = "v1model" if name == "entries.cli" else "tna"
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise Undecidable(f"cannot read {path}: {exc}") from None
+        tables = tables_from_cli(spec, text) if arch == "v1model" else tables_from_bfrt(spec, text)
+        out[form] = p4_machine(spec, tables, p4_schema(spec, P4Options(arch=arch)))
+    if not out:
+        raise Undecidable(f"no P4 entries in {directory} ({', '.join(WRITTEN_FORMS)})")
+    return out
+
+
 def written_p4_machine(spec: Spec, directory: Path) -> Machine:
     """The P4 entries a compile wrote (entries.txtpb with p4info.txtpb), as a switch loads them."""
     from camus.compiler.backends.p4.runtime import Names, p4info_pb2, p4runtime_pb2, tables_from_entities, text_format

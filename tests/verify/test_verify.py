@@ -309,3 +309,43 @@ def test_rule_counters_are_checked_against_the_rules_that_hold() -> None:
     assert got.verdict == "differs" and got.counterexample is not None
     cx = got.counterexample
     assert cx.rules.ports == cx.tables.ports and cx.rules.counted ^ cx.tables.counted == {63}
+
+
+def test_every_written_form_of_the_entries_is_read_as_its_tool_takes_it(tmp_path: Path) -> None:
+    """--dir reads entries.txtpb, entries.cli and entries.bfrt.py each on its own. A changed CLI
+    line and a changed bfrt call are each a counterexample of their own form; a TNA cover's
+    egress port filters are CamusEgress tables in the bfrt script (the writer once put them under
+    CamusIngress, where bfshell has no such table: the reader refuses that)."""
+    from camus.bench import workloads as w
+    rules = tmp_path / "rules.txt"
+    rules.write_text("\n".join(itch_rules(200, 2)) + "\n")
+    out = tmp_path / "sw"
+    assert CliRunner().invoke(main, ["compile", str(ITCH), str(rules), "--target", "p4", "-o", str(out)]).exit_code == 0
+
+    def verify(spec: Path, rule_file: Path, *extra: str) -> tuple[int, str]:
+        r = CliRunner().invoke(main, ["verify", str(spec), str(rule_file), "--target", "p4", "--dir", str(out), *extra])
+        return r.exit_code, r.output
+    code, said = verify(ITCH, rules)
+    assert code == 0 and all(f"p4 ({form}): equal" in said for form in ("P4Runtime", "simple_switch_CLI", "bfrt_python"))
+    for name, old, new in (("entries.cli", " => 1\n", " => 2\n"), ("entries.bfrt.py", ", next=1)", ", next=2)")):
+        saved = (out / name).read_text()
+        (out / name).write_text(saved.replace(old, new, 1))
+        code, said = verify(ITCH, rules, "--json")
+        form = "simple_switch_CLI" if name == "entries.cli" else "bfrt_python"
+        got = json.loads(said)
+        assert code == 1 and got["verdict"] == "differs" and got["tables"] == f"p4 ({form})", said
+        (out / name).write_text(saved)
+    # a TNA cover with egress port filters
+    spec, sensor = tmp_path / "sensor.p4", tmp_path / "sensor.txt"
+    spec.write_text(w.SENSOR_SPEC)
+    sensor.write_text("\n".join(w.sensor_rules(150, 1, n_hosts=24)) + "\n")
+    out = tmp_path / "tna"
+    done = CliRunner().invoke(main, ["compile", str(spec), str(sensor), "--target", "p4", "--arch", "tna", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    bfrt = (out / "entries.bfrt.py").read_text()
+    assert "eg.t_pf_port.add_with" in bfrt and "ig.t_pf_" not in bfrt
+    code, said = verify(spec, sensor, "--cover")
+    assert code == 0 and "p4 (bfrt_python): covers" in said, said
+    (out / "entries.bfrt.py").write_text(bfrt.replace("eg.t_pf_port.add_with", "ig.t_pf_port.add_with", 1))
+    code, said = verify(spec, sensor, "--cover")
+    assert code == 1 and "declares t_pf_port in CamusEgress, not CamusIngress" in said, said

@@ -4,7 +4,7 @@ runtime.py's). Both configure the mirror session the rest of a batch goes round 
 from __future__ import annotations
 
 from .entries import Match, P4Tables
-from .schema import action_params
+from .schema import PF_PORT, action_params
 
 RECIRC_SESSION = 250     # the program's clone/mirror session for the rest of a batch
 RECIRC_PORT = 0          # bmv2: the clone is recirculated in egress, the port is never used
@@ -56,9 +56,15 @@ def bfrt_python(tables: P4Tables, program: str = "camus") -> str:
              f"ucast_egress_port={TOFINO_RECIRC_PORT}, ucast_egress_port_valid=1, max_pkt_len=16384).push()",
              f"ig = bfrt.{program}.pipe.CamusIngress",
              f"ig.t_root.set_default_with_set_state(next={tables.root})"]
+    egress = set(tables.egress) | {PF_PORT}           # the port filters' tables are CamusEgress's
+    if any(e.table in egress for e in tables.entries):
+        lines.append(f"eg = bfrt.{program}.pipe.CamusEgress")
+
+    def control(table: str) -> str:
+        return "eg" if table in egress else "ig"
     for table, (act, vals) in sorted(tables.defaults.items()):
         named = ", ".join(f"{k}={v}" for k, v in zip(action_params(act), vals))
-        lines.append(f"ig.{table}.set_default_with_{act}({named})")
+        lines.append(f"{control(table)}.{table}.set_default_with_{act}({named})")
     for e in tables.entries:
         args = []
         for m in e.matches:
@@ -74,7 +80,7 @@ def bfrt_python(tables: P4Tables, program: str = "camus") -> str:
         if e.priority:
             args.append(f"MATCH_PRIORITY={e.cli_priority}")
         args += [f"{k}={v}" for k, v in zip(action_params(e.action), e.params)]
-        lines.append(f"ig.{e.table}.add_with_{e.action}({', '.join(args)})")
+        lines.append(f"{control(e.table)}.{e.table}.add_with_{e.action}({', '.join(args)})")
     for node, (gid, ports) in enumerate(sorted(tables.groups.items()), start=1):
         lines.append(f"bfrt.pre.node.entry(MULTICAST_NODE_ID={node}, MULTICAST_RID=1, MULTICAST_LAG_ID=[], "
                      f"DEV_PORT={list(ports)}).push()")
