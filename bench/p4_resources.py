@@ -136,8 +136,9 @@ def table1(hicn: int) -> dict[str, dict]:
     """The paper's Table I rows: ours exact and fitted, its percentages beside them."""
     import time
     from camus.compiler.backends.base import BackendError, OverBudget, TargetOptions
-    from camus.compiler.backends.p4.budget import Budget, over_budget, switch_resources
+    from camus.compiler.backends.p4.budget import Budget, over_budget, sized_schema, switch_resources
     from camus.compiler.backends.p4.entries import p4_tables, state_id_bits
+    from camus.compiler.backends.p4.program import check_whole_program
     from camus.compiler.backends.p4.schema import P4Options, p4_schema
     from camus.compiler.backends.registry import backend
     from camus.compiler.compile import compile_rules, no_cyclic_gc
@@ -156,6 +157,14 @@ def table1(hicn: int) -> dict[str, dict]:
             bits = next(n for n in (16, 24, 32) if state_id_bits(tables) <= n)
             schema = p4_schema(c.spec, P4Options(arch="tna", state_bits=bits))
             tables.widths.update(schema.key_widths())
+            # costed as the program `compile --target p4 --arch tna` writes: sizes from the entries,
+            # the template's route table too
+            try:                              # a whole TNA program (with its route table), or a control block
+                check_whole_program(c.spec, "tna")
+                whole = True
+            except BackendError:
+                whole = False
+            _, schema = sized_schema(c.spec, P4Options(arch="tna", state_bits=bits), tables, whole)
             r = switch_resources(tables, schema)
             del tables
             over = over_budget(r, b)          # the entries are gone by now: only a row over budget

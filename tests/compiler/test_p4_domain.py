@@ -156,12 +156,13 @@ def test_narrow_state_ids_pack_more_entries_a_word_and_too_many_states_are_fitte
     spec, c = _itch()
     wide = backend("p4").build(c, TargetOptions(arch="tna"))
     narrow = backend("p4").build(c, TargetOptions(arch="tna", state_bits=16))
-    words = {k: __import__("json").loads(a.files["switch_resources.json"])["tables"]["t_add_order_price"]["sram_words"]
-             for k, a in (("wide", wide), ("narrow", narrow))}
+    ram = {k: __import__("json").loads(a.files["switch_resources.json"])["tables"]["t_add_order_price"]["sram_rams"]
+           for k, a in (("wide", wide), ("narrow", narrow))}
     # (state, 12-bit code) -> state: 70 bits with 32-bit ids (nine in five words), 38 with 16 (three a word)
-    from camus.compiler.backends.p4.tofino import exact_words
+    from camus.compiler.backends.p4.tofino import exact_words, rams
     n = __import__("json").loads(narrow.files["switch_resources.json"])["tables"]["t_add_order_price"]["entries"]
-    assert words == {"wide": exact_words(n, 44, 32), "narrow": exact_words(n, 28, 16)}
+    words = {"wide": exact_words(n, 44, 32), "narrow": exact_words(n, 28, 16)}
+    assert ram == {k: rams(w) for k, w in words.items()}          # whole RAMs, as the table reserves them
     assert words["narrow"] * 5 <= words["wide"] * 3 + 5
     assert "bit<16> state;" in narrow.files["camus.p4"] and "set_state(bit<16> next)" in narrow.files["camus.p4"]
     assert "bitwidth: 16" in narrow.files["p4info.txtpb"]

@@ -3,6 +3,8 @@ within bounds, else a decision diagram of bounded width (structure/relaxed.py) t
 under-delivers, keeps what selects and says how much it over-delivers."""
 from __future__ import annotations
 
+import json
+
 import random
 
 import pytest
@@ -118,9 +120,9 @@ def test_the_fitting_driver_narrows_a_cover_until_it_fits(tmp_path) -> None:
     spec = parse_spec(SPEC, "tele.p4")
     rules = multi_attribute_rules(300, 2, 60)
     c = compile_rules(spec, rules, options=CompileOptions(strategy="cover"))
-    wide = build_fitted(c, backend("p4"), TargetOptions()).compiled.pipeline.entry_count
-    budget = tmp_path / "budget.yaml"
-    budget.write_text(f"sram_words: {wide // 3}\ntcam_block_rows: {wide}\n")
+    wide = json.loads(build_fitted(c, backend("p4"), TargetOptions()).artefacts.files["switch_resources.json"])
+    budget = tmp_path / "budget.yaml"                 # half the TCAMs the widest cover reserves
+    budget.write_text(f"tcam_block_rows: {wide['tcam_alloc_block_rows'] // 2}\n")
     notes: list[str] = []
     fitted = build_fitted(c, backend("p4"), TargetOptions(budget_file=str(budget), notice=notes.append))
     assert fitted.compiled.pipeline.cover is not None and fitted.compiled.pipeline.cover.width < 1024

@@ -10,7 +10,7 @@ from ...semantics.explain import Engine
 from ...semantics.interpreter import Step
 from ...ir.pipeline import ActionSet
 from ..base import Artefacts, Backend, BackendError, OverBudget, TargetOptions
-from .budget import Budget, over_budget, render_resources, schema_stages, switch_resources
+from .budget import Budget, over_budget, render_resources, schema_stages, sized_schema, switch_resources
 from .entries import check_entries, check_program_fit, p4_tables, state_id_bits
 from .formats import bfrt_python, simple_switch_cli
 from .interp import EntryInterpreter
@@ -77,7 +77,6 @@ class P4Backend(Backend):
                 check_whole_program(c.spec, options.arch)
             except BackendError as exc:
                 whole = str(exc)
-        control = control_text(c.spec, p4opts)
         check_program_fit(c.pipeline, c.spec, options.arch)
         schema = p4_schema(c.spec, p4opts)
         check_stages(schema, budget, len(c.spec.query_fields))
@@ -87,8 +86,7 @@ class P4Backend(Backend):
                             "group_members": sum(map(len, c.pipeline.groups.values()))}, budget)
         if over:
             raise OverBudget(over)
-        program = program_text(c.spec, p4opts) if whole is None else None
-        if program is None and c.pipeline.port_filters is not None:
+        if whole is not None and c.pipeline.port_filters is not None:
             raise BackendError(f"the cover's egress port filters need the whole program, and there is none "
                                f"({whole}): compile with --port-filters 0")
         tables = p4_tables(c.pipeline, c.spec)
@@ -98,10 +96,15 @@ class P4Backend(Backend):
             raise OverBudget([f"state ids: {ids} bits needed, the program's meta.state has {schema.state_bits} "
                               f"(--state-bits)"])
         check_entries(tables, schema)
+        # the program declares each table's size from its entries (a Tofino compiler reserves what
+        # `size` says), and the whole program's route table is costed with them
+        p4opts, schema = sized_schema(c.spec, p4opts, tables, whole_program=whole is None)
         report = switch_resources(tables, schema)
         over = over_budget(report, budget)
         if over:
             raise OverBudget(over)
+        control = control_text(c.spec, p4opts)
+        program = program_text(c.spec, p4opts) if whole is None else None
         info = p4info_message(c.spec, p4opts, whole_program=program is not None)
         files = {
             "camus_control.p4": control,

@@ -13,12 +13,14 @@ its capacities: bench/p4_resources.py --table1 sets ours beside them.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ...language.spec import Spec
 from .entries import P4Tables
-from .schema import ANSWER_DNS, BASE_ACTIONS, ILA_REWRITE, PF_SET, PF_STATE, SVAR_KEY, P4Schema, TableDecl
+from .schema import (ANSWER_DNS, BASE_ACTIONS, ILA_REWRITE, PF_PORT, PF_SET, PF_STATE, SVAR_KEY, P4Options, P4Schema,
+                     TableDecl, p4_schema, with_route_table)
 from .tofino import (DEVICES, MULTICAST_GROUP_IDS, SRAM_DEPTH, TCAM_DEPTH, TOFINO1, StageTable, exact_words, rams,
                      range_rows, replication, tcams,
                      stages, tcam_blocks_wide, ternary_action_words)
@@ -125,6 +127,9 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
         t[0] += rows
         t[1] = max(t[1], abits)
         t[2] = max(t[2], wide)
+    if schema is not None and schema.sized:
+        _reserve(per, schema, declared, {n: x[0] for n, x in exact.items()})
+        exact, tcam_action = {}, {}
     # [alloc]: a table holds whole memories, a RAM of SRAM_DEPTH words, a TCAM of TCAM_DEPTH rows
     for name, (n, kbits, abits) in exact.items():
         words = exact_words(n, kbits, abits)
@@ -136,7 +141,7 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
         per[name]["sram_rams"] += rams(words)
         per[name]["tcams"] += tcams(rows, wide)
     if schema is not None:
-        for decl in schema.tables + schema.egress:                # the program's declared kinds
+        for decl in schema.tables + schema.egress + schema.fixed:   # the program's declared kinds
             if decl.name in per:
                 per[decl.name]["kind"] = "/".join(k.match for k in decl.keys if k.name != "meta.state") or "exact"
     totals = {k: sum(r[k] for r in per.values())
@@ -151,6 +156,71 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
         report["stages"] = 1 + max(at.values(), default=0)
         report["table_stages"] = at
     return report
+
+
+def sized_schema(spec: Spec, opts: P4Options, tables: P4Tables, whole_program: bool = True) -> tuple[P4Options, P4Schema]:
+    """The options and schema of the program for these entries, as switch_resources should cost
+    it: each table declares the `size` its entries' memories hold ([alloc]: whole RAMs and TCAMs
+    are reserved anyway, so that room costs nothing and lets the rule set grow before the program
+    must be compiled again), egress port filter tables only when there are filters, and, for a
+    whole program, the template's route table."""
+    opts = replace(opts, port_filters=bool(tables.egress) and any(e.table == PF_PORT for e in tables.entries))
+    schema = p4_schema(spec, opts)
+    used = switch_resources(tables, schema)["tables"]
+    declared = {a.name: sum(b for _, b in a.params) for a in schema.actions.values()}
+    sizes = []
+    for decl in schema.tables + schema.egress:
+        if decl.keys:
+            row = used.get(decl.name, {})
+            sizes.append((decl.name, _capacity(decl, row.get("entries", 0), row.get("tcam_rows", 0), declared)))
+    opts = replace(opts, sizes=tuple(sizes))
+    schema = p4_schema(spec, opts)
+    return opts, (with_route_table(schema, spec) if whole_program else schema)
+
+
+def _capacity(decl: TableDecl, entries: int, rows: int, declared: dict[str, int]) -> int:
+    """The entries the memories `entries` entries take hold: an exact table's whole RAMs filled
+    (the most entries whose words take no more RAMs), a TCAM table's rows up to its whole TCAMs'
+    depth (an added entry a row at least)."""
+    abits = max((declared.get(a, 0) for a in decl.actions), default=0)
+    kbits = sum(k.bits for k in decl.keys)
+    n = max(entries, 1)
+    if all(k.match == "exact" for k in decl.keys):
+        room = rams(exact_words(n, kbits, abits))
+        lo, hi = n, room * SRAM_DEPTH * 9 + 1            # at most 9 entries a word ([pack])
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if rams(exact_words(mid, kbits, abits)) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+    rows = max(rows, n)
+    return n + (-(-rows // TCAM_DEPTH) * TCAM_DEPTH - rows)
+
+
+def _reserve(per: dict[str, dict[str, Any]], schema: P4Schema, declared: dict[str, int],
+             exact_entries: dict[str, int]) -> None:
+    """The memories each declared table reserves ([alloc]) for its declared size (a Tofino
+    compiler reserves what `size` says, entries or not; schema.sized: the sizes follow the
+    entries), or for what its entries take where that is more; and the template's own tables
+    (the route table) at theirs. Keyless tables (t_root) take no match memory."""
+    for decl in schema.tables + schema.egress + schema.fixed:
+        if not decl.keys:
+            continue
+        row = per.setdefault(decl.name, {"kind": "exact", "entries": 0, "sram_words": 0, "tcam_rows": 0,
+                                         "tcam_block_rows": 0, "sram_rams": 0, "tcams": 0})
+        row["size"] = decl.size
+        abits = max((declared.get(a, 0) for a in decl.actions), default=0)
+        kbits = sum(k.bits for k in decl.keys)
+        if all(k.match == "exact" for k in decl.keys):
+            words = exact_words(max(exact_entries.get(decl.name, 0), decl.size), kbits, abits)
+            row["sram_words"], row["sram_rams"] = words, rams(words)
+            continue
+        rows = max(row["tcam_rows"], decl.size)            # each entry takes a row at least
+        wide = tcam_blocks_wide(kbits, sum(k.bits for k in decl.keys if k.match == "range"))
+        words = ternary_action_words(rows, abits)
+        row["sram_words"], row["sram_rams"], row["tcams"] = words, rams(words), tcams(rows, wide)
 
 
 ALLOCATED = {"sram_words": "sram_alloc_words", "tcam_block_rows": "tcam_alloc_block_rows"}   # budget -> report

@@ -52,7 +52,7 @@ from ...language.spec import MatchKind, QueryField, Role, Spec
 from ...ir.pipeline import ident
 from ...structure.port_filters import EGRESS_PORT_BITS, egress_readable
 from ..emit import BackendError
-from .layout import dns_topic
+from .layout import dns_topic, ip_route, layout_of
 from .ila import ila_rewrites
 from .topics import variable_expr
 
@@ -75,6 +75,11 @@ class P4Options:
                                    # entries a word, not 1); the rule set's ids must fit
     leaf_size: int = 65536
     tna_max_rest: int = 15         # TNA: messages after the first that egress can prune (parsed)
+    # each table's `size` where the entries are known (table_sizes): a Tofino compiler reserves
+    # memory for the declared size, so the program declares what its entries need; () = defaults
+    sizes: tuple[tuple[str, int], ...] = ()
+    port_filters: bool = True      # declare the egress port filters' tables (a program for entries
+                                   # without filters leaves them out: each table reserves memory)
     skip_bytes: int = 1472         # v1model: the most bytes a message carries past its header (a
                                    # payload) or a message of another length has: a UDP datagram's
 
@@ -130,6 +135,10 @@ class P4Schema:
     codes: dict[str, "CodeDecl"] = field(default_factory=dict)   # t_<f>_code -> what it sets
     state_bits: int = STATE_KEY_BITS
     egress: tuple[TableDecl, ...] = ()            # the port filters, in egress order
+    sized: bool = False                           # sizes follow the entries (P4Options.sizes)
+    # tables the program's template declares itself (the route table for other traffic): not
+    # written here, but a Tofino compiler reserves their declared size too (route_table)
+    fixed: tuple[TableDecl, ...] = ()
 
     def table(self, name: str) -> TableDecl | None:
         return next((t for t in self.tables + self.egress if t.name == name), None)
@@ -326,7 +335,7 @@ def port_filter_fields(spec: Spec) -> list[QueryField]:
 
 def _egress_tables(spec: Spec, opts: P4Options, actions: dict[str, ActionDecl]) -> tuple[TableDecl, ...]:
     fields = port_filter_fields(spec)
-    if not fields:
+    if not fields or not opts.port_filters:
         return ()
     state = KeyDecl(PF_STATE, "meta.camus.pf_state", opts.state_bits, "exact")
     actions[PF_SET] = ActionDecl(PF_SET, (("next", opts.state_bits),), egress=True)
@@ -412,4 +421,26 @@ def p4_schema(spec: Spec, opts: P4Options = P4Options()) -> P4Schema:
         call_actions = ("call", ILA_REWRITE.name, "NoAction")
     tables.append(TableDecl("t_leaf_calls", (state,), call_actions, opts.leaf_size))
     egress = _egress_tables(spec, opts, actions)
-    return P4Schema(opts.arch, tuple(tables), actions, codes, opts.state_bits, egress)
+    if opts.sizes:
+        sized = dict(opts.sizes)
+        tables = [replace(t, size=sized.get(t.name, t.size)) for t in tables]
+        egress = tuple(replace(t, size=sized.get(t.name, t.size)) for t in egress)
+    return P4Schema(opts.arch, tuple(tables), actions, codes, opts.state_bits, egress, bool(opts.sizes))
+
+
+ROUTE_SIZE = 1024              # p4/v1model.p4, p4/tna.p4: the route table's `size`
+ROUTE_ACTION = "route_forward"   # its forwarding action's parameters: a MAC and a port
+ROUTE_ACTION_PARAMS = (("dst_mac", 48), ("port", 9))
+
+
+def with_route_table(schema: P4Schema, spec: Spec) -> P4Schema:
+    """The schema with the whole program's route table (`<ipv4|ipv6>_lpm` on the feed's IP
+    destination, `size` 1024, the template's own) among the tables it costs; the attribute-frame
+    program (p4/v1model_attrs.p4) routes nothing."""
+    if is_attrs(spec):
+        return schema
+    l3, dst, bits = ip_route(layout_of(spec, schema.arch))
+    name = "ipv4_lpm" if schema.arch == "tna" else f"{l3}_lpm"
+    route = TableDecl(name, (KeyDecl(f"hdr.{dst}", f"hdr.{dst}", bits, "lpm"),), (ROUTE_ACTION, "NoAction"), ROUTE_SIZE)
+    actions = {**schema.actions, ROUTE_ACTION: ActionDecl(ROUTE_ACTION, ROUTE_ACTION_PARAMS)}
+    return replace(schema, fixed=(route,), actions=actions)

@@ -17,7 +17,9 @@ Sources (paths inside the p4lang/bf-p4c repository unless said otherwise):
             depth, per_mem_row) = ceil(entries / (depth * per_mem_row)) RAMs; Memories::analyze_tables
             counts an exact table's RAMs as ceil(words / 1024) and a ternary table's TCAMs as
             ceil(entries / 512) deep times its width in TCAMs. A table of 3 words takes a RAM, one
-            of 600 rows two TCAMs deep. Budgets hold against these, as a compile reports them.
+            of 600 rows two TCAMs deep. The entries counted are the table's declared `size`
+            (bf-p4c's table layout takes the P4 table's size property as its entries), so a
+            declared table takes memories even with no entry. Budgets hold against these.
   [pack]    bf-p4c/mau/table_layout.cpp, LayoutChoices::setup_exact_match: an exact table's
             layout packs n entries (1..9: bf-p4c/device.h TofinoDevice getSramMinPackEntries 1,
             getSramMaxPackEntries 9) into a wide word of w RAMs, w the largest of: the entries'
