@@ -11,18 +11,58 @@ from camus.edge.session import Limits
 
 
 def _addr(text: str, what: str) -> tuple[str, int]:
+    """HOST:PORT, an IPv6 host in brackets ([::1]:1883)."""
     host, _, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise click.BadParameter(f"{text!r}: expected HOST:PORT", param_hint=what)
+        raise click.BadParameter(f"{text!r}: expected HOST:PORT (an IPv6 host in brackets: [::1]:1883)",
+                                 param_hint=what)
     return host, int(port)
+
+
+def _listener(text: str, tls_by_default: bool) -> tuple[str, int, bool]:
+    """A --listen value: [mqtt://|mqtts://]HOST:PORT; without a scheme, TLS when a certificate
+    is given (one listener, as before)."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return (*_addr(text, "--listen"), tls_by_default)
+    if scheme not in ("mqtt", "mqtts"):
+        raise click.BadParameter(f"{text!r}: the scheme is mqtt:// (plain) or mqtts:// (TLS)", param_hint="--listen")
+    if scheme == "mqtts" and not tls_by_default:
+        raise click.BadParameter(f"{text!r}: an mqtts:// listener needs --tls-cert and --tls-key", param_hint="--listen")
+    return (*_addr(rest, "--listen"), scheme == "mqtts")
+
+
+def _reload(broker, password_file: str | None, acl_file: str | None, ssl_context,  # type: ignore[no-untyped-def]
+            tls_cert: str | None, tls_key: str | None) -> None:
+    """SIGHUP: read the password and ACL files (and the TLS certificate) again; a file that does
+    not load leaves the ones in use and says why. Connected clients stay."""
+    import logging
+    from camus.edge.auth import Acl, AuthFileError, Passwords
+    log = logging.getLogger("camus.edge")
+    try:
+        passwords = Passwords(password_file) if password_file else None
+        acl = Acl.load(acl_file) if acl_file else None
+        if ssl_context is not None and tls_cert:
+            ssl_context.load_cert_chain(tls_cert, tls_key)
+    except (AuthFileError, OSError, ValueError) as exc:
+        log.error("SIGHUP: not reloaded, the files in use stay: %s", exc)
+        return
+    broker.reload_auth(passwords, acl)
+    log.warning("SIGHUP: reloaded %s", ", ".join(x for x in (password_file and f"passwords ({password_file})",
+                                                           acl_file and f"ACL ({acl_file})",
+                                                           tls_cert and f"certificate ({tls_cert})") if x) or "nothing to reload")
 
 
 @click.command()
 @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The spec with a topic field, e.g. apps/topics/topics.p4.")
 @click.option("--topic", "topic_path", default=None, help="Which topic field (when the spec has several).")
-@click.option("--listen", default="127.0.0.1:1883", show_default=True,
-              help="Where MQTT clients connect (mosquitto_pub/_sub, paho-mqtt).")
+@click.option("--listen", "listens", multiple=True, default=("127.0.0.1:1883",), show_default=True,
+              help="Where MQTT clients connect (mosquitto_pub/_sub, paho-mqtt): HOST:PORT, [IPv6]:PORT; "
+              "repeat it for several listeners; mqtt://... is plain and mqtts://... TLS when both kinds are "
+              "served (without a scheme: TLS when --tls-cert is given).")
 @click.option("--feed", default=None, help="HOST:PORT of the XDP broker's feed: publications go there "
               "as labelled datagrams. Without it publications are delivered to local clients only.")
 @click.option("--deliveries", default=None, help="HOST:PORT where this edge receives the XDP broker's "
@@ -69,7 +109,7 @@ def _addr(text: str, what: str) -> tuple[str, int]:
               help="Queue QoS 0 publications for a persistent session whose client is away.")
 @click.option("--max-retained-bytes", type=click.IntRange(0), default=Limits.max_retained_bytes, show_default=True,
               help="Payload bytes of all retained messages; past it new ones are sent on but not kept.")
-def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliveries: str | None,
+def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str | None, deliveries: str | None,
          iface: str | None, port: int | None, batch_ms: int, batch: int, log_level: str,
          password_file: str | None, acl_file: str | None, allow_anonymous: bool | None, tls_cert: str | None,
          tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, max_inflight: int,
@@ -139,18 +179,23 @@ def edge(spec: str, topic_path: str | None, listen: str, feed: str | None, deliv
                     max_retained_bytes=max_retained_bytes, max_buffered=max_buffered)
     broker = EdgeBroker(framing, _addr(feed, "--feed") if feed else None, port, sink, batch_ms / 1000, limits,
                         passwords, acl, allow_anonymous)
-    where = _addr(listen, "--listen")
+    places = [_listener(x, ssl_context is not None) for x in listens]
     back = _addr(deliveries, "--deliveries") if deliveries else None
+    said = ", ".join(f"{'mqtts' if tls else 'mqtt'}://{f'[{h}]' if ':' in h else h}:{p}" for h, p, tls in places)
 
     async def run() -> None:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, task.cancel)    # type: ignore[union-attr]
+        loop.add_signal_handler(signal.SIGHUP, _reload, broker, password_file, acl_file, ssl_context, tls_cert,
+                                tls_key)
         ready = asyncio.Event()
-        server = asyncio.create_task(serve(broker, where, back, ready, ssl_context))
+        (host, port_, tls), rest = places[0], places[1:]
+        server = asyncio.create_task(serve(broker, (host, port_), back, ready, ssl_context if tls else None,
+                                           [(h, p, ssl_context if t else None) for h, p, t in rest]))
         await ready.wait()
-        click.echo(f"edge broker: MQTT{' over TLS' if ssl_context else ''} on {listen}" + (f", feed {feed}" if feed else "") +
+        click.echo(f"edge broker: MQTT on {said}" + (f", feed {feed}" if feed else "") +
                    (f", copies on {deliveries}" if deliveries else "") +
                    (f", port {port} on {iface}" if iface else ""), err=True)
         try:

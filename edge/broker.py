@@ -310,6 +310,14 @@ class EdgeBroker:
         self.by_client[client_id] = s
         return s, present
 
+    def reload_auth(self, passwords: Passwords | None, acl: Acl | None) -> None:
+        """New password and ACL files (SIGHUP), as mosquitto reloads them: a later CONNECT is
+        checked against the new users; connected clients stay, and what they may read follows
+        the new ACL from now on."""
+        self.passwords, self.acl = passwords, acl
+        for s in self.sessions.values():
+            s.denied = acl.denied(s.user, s.client_id) if acl is not None else ()
+
     def close_session(self, s: Session, writer: asyncio.StreamWriter, clean: bool) -> None:
         """The connection `writer` of session `s` ended (`clean`: by DISCONNECT). Its will is
         published unless it disconnected cleanly; a clean session ends with its connection,
@@ -373,11 +381,13 @@ def _drain(broker: EdgeBroker, sock: socket.socket) -> None:
 
 
 async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[str, int] | None,
-                ready: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
-    """Run until cancelled: MQTT on `listen` (over TLS with `ssl_context`), copies from the XDP
-    broker on `deliveries`."""
+                ready: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
+                more: list[tuple[str, int, ssl.SSLContext | None]] | None = None) -> None:
+    """Run until cancelled: MQTT on `listen` (over TLS with `ssl_context`) and on each of `more`
+    (host, port, TLS or None), copies from the XDP broker on `deliveries`."""
     from .connection import watch_keepalive
     server = await asyncio.start_server(broker.client, *listen, ssl=ssl_context)
+    others = [await asyncio.start_server(broker.client, host, port, ssl=ctx) for host, port, ctx in (more or [])]
     watchdog = asyncio.get_running_loop().create_task(watch_keepalive(broker))
     reading: socket.socket | None = None
     if deliveries is not None:
@@ -394,8 +404,12 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
         ready.set()
     try:
         async with server:
+            for other in others:
+                await other.start_serving()
             await server.serve_forever()
     finally:
+        for other in others:
+            other.close()
         watchdog.cancel()
         if reading is not None:
             asyncio.get_running_loop().remove_reader(reading.fileno())

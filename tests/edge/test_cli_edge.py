@@ -69,3 +69,65 @@ def test_edge_cli_logs_refusals_and_sums_them_up_at_exit(tmp_path) -> None:
         _, err = edge.communicate(timeout=60)
     assert "refused: wrong user name or password (user 'alice')" in err
     assert "refused clients 1" in err and edge.returncode == 0
+
+
+def test_edge_reloads_users_on_sighup_and_serves_several_listeners(tmp_path) -> None:
+    """Two listeners (IPv4 and IPv6 loopback) serve one broker; SIGHUP reloads the password file
+    as mosquitto does: a user added connects, a user removed is refused at its next CONNECT, and a
+    client connected before the reload stays and keeps receiving."""
+    import queue
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    import pytest
+
+    from camus.edge.auth import hash_password
+    from tests.edge.edge_server import free_port
+    if shutil.which("mosquitto_pub") is None:
+        pytest.skip("mosquitto-clients is not installed (scripts/setup.sh installs them)")
+    pw = tmp_path / "passwd"
+    pw.write_text(f"alice:{hash_password('s3cret')}\n")
+    p4, p6 = free_port(), free_port()
+    edge = subprocess.Popen([str(Path(sys.executable).parent / "camus-xdp"), "edge", "--spec",
+                             str(APPS / "topics" / "topics.p4"), "--listen", f"127.0.0.1:{p4}", "--listen",
+                             f"[::1]:{p6}", "--password-file", str(pw), "--log-level", "info"],
+                            stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in edge.stderr], daemon=True).start()   # type: ignore[union-attr]
+
+    def wait_line(text: str) -> str:
+        while True:
+            line = lines.get(timeout=60)            # each event is logged: no fixed sleeps
+            if text in line:
+                return line
+
+    def pub(host: str, port: int, user: str, password: str, msg: str) -> int:
+        return subprocess.run(["mosquitto_pub", "-h", host, "-p", str(port), "-u", user, "-P", password, "-t",
+                               "news/a", "-m", msg, "-q", "1"], capture_output=True, text=True, timeout=60).returncode
+    sub = None
+    try:
+        started = wait_line("edge broker: MQTT on")
+        assert f"mqtt://127.0.0.1:{p4}" in started and f"mqtt://[::1]:{p6}" in started
+        sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(p4), "-u", "alice", "-P", "s3cret",
+                                "-t", "news/#", "-q", "1", "-C", "2", "-i", "keeps"], stdout=subprocess.PIPE, text=True)
+        wait_line("keeps")                            # its session is open (logged at info)
+        assert pub("::1", p6, "alice", "s3cret", "one") == 0           # the other listener, the same broker
+        assert pub("::1", p6, "bob", "b0b", "x") != 0                  # no such user yet
+        pw.write_text(f"bob:{hash_password('b0b')}\n")                  # alice removed, bob added
+        edge.send_signal(signal.SIGHUP)
+        wait_line("SIGHUP: reloaded passwords")
+        assert pub("::1", p6, "bob", "b0b", "two") == 0
+        assert pub("127.0.0.1", p4, "alice", "s3cret", "x") != 0       # refused at her next CONNECT
+        out, _ = sub.communicate(timeout=60)                           # connected before: still served
+        assert out.split() == ["one", "two"]
+        assert edge.poll() is None                                     # SIGHUP did not stop it
+    finally:
+        if sub is not None and sub.poll() is None:
+            sub.kill()
+        edge.send_signal(signal.SIGINT)
+        edge.wait(timeout=60)
+    assert edge.returncode == 0
