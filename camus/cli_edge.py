@@ -211,7 +211,7 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
                f"unsent (feed refused) {st.unsent}, refused clients {st.refused}, denied by ACL {st.denied}, "
                f"wills {st.wills}, keep-alive expiries {st.expired}, takeovers {st.taken_over}, "
                f"too large {st.too_large}, over the memory bound {st.over_memory}, not queued (queue full) "
-               f"{st.queue_dropped}, not retained {st.not_retained}", err=True)
+               f"{st.queue_dropped}, not retained {st.not_retained}, failed TLS handshakes {st.tls_failed}", err=True)
 
 
 COMMANDS: list[click.Command] = [edge]

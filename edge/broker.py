@@ -75,6 +75,7 @@ class EdgeStats:
     too_large: int = 0          # connections closed for a packet over the size limit
     over_memory: int = 0        # connections closed because unfinished packets passed the memory bound
     queue_dropped: int = 0      # publications not queued for a session whose queue was full
+    tls_failed: int = 0         # connections whose TLS handshake failed (logged with the peer and why)
 
 
 class EdgeBroker:
@@ -380,14 +381,39 @@ def _drain(broker: EdgeBroker, sock: socket.socket) -> None:
     broker.flush(out)
 
 
+TLS_HANDSHAKE_S = 15.0      # a client that has not finished its TLS handshake by then is let go
+
+
+def _accepting(broker: EdgeBroker, ctx: ssl.SSLContext | None):  # type: ignore[no-untyped-def]
+    """The connection handler of one listener: on a TLS listener the handshake is done here
+    (not inside the server), so a failed one is logged with its peer and reason and counted,
+    as mosquitto logs each, instead of vanishing in asyncio's debug log."""
+    if ctx is None:
+        return broker.client
+
+    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            await asyncio.wait_for(writer.start_tls(ctx), TLS_HANDSHAKE_S)
+        except (ssl.SSLError, OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            broker.stats.tls_failed += 1
+            why = "no handshake within %g s" % TLS_HANDSHAKE_S if isinstance(exc, asyncio.TimeoutError) else \
+                (getattr(exc, "reason", None) or str(exc) or type(exc).__name__)
+            log.warning("TLS handshake with %s failed: %s", peer[0] if peer else "?", why)
+            writer.transport.abort()
+            return
+        await broker.client(reader, writer)
+    return on_client
+
+
 async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[str, int] | None,
                 ready: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
                 more: list[tuple[str, int, ssl.SSLContext | None]] | None = None) -> None:
     """Run until cancelled: MQTT on `listen` (over TLS with `ssl_context`) and on each of `more`
     (host, port, TLS or None), copies from the XDP broker on `deliveries`."""
     from .connection import watch_keepalive
-    server = await asyncio.start_server(broker.client, *listen, ssl=ssl_context)
-    others = [await asyncio.start_server(broker.client, host, port, ssl=ctx) for host, port, ctx in (more or [])]
+    server = await asyncio.start_server(_accepting(broker, ssl_context), *listen)
+    others = [await asyncio.start_server(_accepting(broker, ctx), host, port) for host, port, ctx in (more or [])]
     watchdog = asyncio.get_running_loop().create_task(watch_keepalive(broker))
     reading: socket.socket | None = None
     if deliveries is not None:

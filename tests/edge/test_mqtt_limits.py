@@ -142,7 +142,7 @@ def test_auth_files_that_do_not_parse_say_where() -> None:
     assert covers("a/#", "a/+/c") and covers("+/b", "x/b") and not covers("a/+", "a/#") and not covers("a/b", "a/+")
 
 
-def test_mqtt_over_tls_with_mosquitto_clients(tmp_path) -> None:
+def test_mqtt_over_tls_with_mosquitto_clients(tmp_path, caplog) -> None:
     if shutil.which("mosquitto_sub") is None:
         pytest.skip("mosquitto-clients is not installed (scripts/setup.sh installs them)")
     from camus.controller.tls import TlsFiles, make_pki, server_context
@@ -163,3 +163,14 @@ def test_mqtt_over_tls_with_mosquitto_clients(tmp_path) -> None:
         plain = subprocess.run(["mosquitto_pub", "-p", str(port), "-t", "plant/7", "-m", "x"], capture_output=True,
                                timeout=WAIT)
         assert plain.returncode != 0                         # plain MQTT to the TLS port is refused
+        # a client that trusts another CA: both failures are counted and logged with the peer
+        other = make_pki(tmp_path / "other", {"x": ["localhost"]})["x"]
+        wrong = subprocess.run(["mosquitto_pub", "-h", "localhost", "-p", str(port), "--cafile", str(other.ca),
+                                "-t", "plant/7", "-m", "x"], capture_output=True, timeout=WAIT)
+        assert wrong.returncode != 0
+        deadline = time.monotonic() + WAIT
+        while b.stats.tls_failed < 2:                         # the server side of each failure
+            assert time.monotonic() < deadline, b.stats
+            time.sleep(0.02)
+    failed = [r.getMessage() for r in caplog.records if "TLS handshake with" in r.getMessage()]
+    assert len(failed) == 2 and all("127.0.0.1" in m for m in failed), failed
