@@ -98,6 +98,9 @@ def _reload(broker, password_file: str | None, acl_file: str | None, ssl_context
 @click.option("--max-buffered", type=click.IntRange(1 << 16), default=Limits.max_buffered, show_default=True,
               help="Bytes of unfinished packets of all clients together (slow or partial publishers): the "
               "connection that would pass it is closed.")
+@click.option("--packet-timeout", type=click.FloatRange(0.1), default=Limits.packet_timeout, show_default=True,
+              help="Seconds from a packet's first byte to its last: a publisher stalled mid-packet is closed and "
+              "its bytes let go (with --max-buffered, stalled clients cannot starve the others).")
 @click.option("--max-inflight", type=click.IntRange(1, 65535), default=Limits.max_inflight, show_default=True,
               help="QoS 1/2 publications sent to one client and not yet acknowledged.")
 @click.option("--max-queued", type=click.IntRange(0), default=Limits.max_queued, show_default=True,
@@ -112,7 +115,7 @@ def _reload(broker, password_file: str | None, acl_file: str | None, ssl_context
 def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str | None, deliveries: str | None,
          iface: str | None, port: int | None, batch_ms: int, batch: int, log_level: str,
          password_file: str | None, acl_file: str | None, allow_anonymous: bool | None, tls_cert: str | None,
-         tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, max_inflight: int,
+         tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, packet_timeout: float, max_inflight: int,
          max_queued: int, max_queued_bytes: int, queue_qos0: bool, max_retained_bytes: int) -> None:
     """Run an edge broker: unmodified MQTT 3.1.1 clients publish and subscribe here; the
     XDP broker does the matching and the fan-out between edge brokers. What a mosquitto user
@@ -176,7 +179,8 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
         sys.exit(1)
     limits = Limits(max_packet=max_packet, max_inflight=max_inflight, max_queued=max_queued,
                     max_queued_bytes=max_queued_bytes, queue_qos0=queue_qos0,
-                    max_retained_bytes=max_retained_bytes, max_buffered=max_buffered)
+                    max_retained_bytes=max_retained_bytes, max_buffered=max_buffered,
+                    packet_timeout=packet_timeout)
     broker = EdgeBroker(framing, _addr(feed, "--feed") if feed else None, port, sink, batch_ms / 1000, limits,
                         passwords, acl, allow_anonymous)
     places = [_listener(x, ssl_context is not None) for x in listens]
@@ -211,7 +215,8 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
                f"unsent (feed refused) {st.unsent}, refused clients {st.refused}, denied by ACL {st.denied}, "
                f"wills {st.wills}, keep-alive expiries {st.expired}, takeovers {st.taken_over}, "
                f"too large {st.too_large}, over the memory bound {st.over_memory}, not queued (queue full) "
-               f"{st.queue_dropped}, not retained {st.not_retained}, failed TLS handshakes {st.tls_failed}", err=True)
+               f"{st.queue_dropped}, not retained {st.not_retained}, failed TLS handshakes {st.tls_failed}, "
+               f"stalled packets {st.stalled}", err=True)
 
 
 COMMANDS: list[click.Command] = [edge]

@@ -31,6 +31,7 @@ import itertools
 import logging
 import socket
 import ssl
+from typing import Any
 from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
@@ -76,6 +77,7 @@ class EdgeStats:
     over_memory: int = 0        # connections closed because unfinished packets passed the memory bound
     queue_dropped: int = 0      # publications not queued for a session whose queue was full
     tls_failed: int = 0         # connections whose TLS handshake failed (logged with the peer and why)
+    stalled: int = 0            # connections closed for a packet unfinished past --packet-timeout
 
 
 class EdgeBroker:
@@ -92,6 +94,7 @@ class EdgeBroker:
         self.sessions: dict[int, Session] = {}          # sid -> session (persistent ones while away too)
         self.by_client: dict[str, Session] = {}         # client id -> session
         self.buffered = 0                               # bytes of unfinished packets, all connections
+        self.unfinished: dict[Any, float] = {}          # connection holding some of them -> since when
         self.filters: Counter[str] = Counter()         # filter -> sessions holding it
         self.trie = TopicTrie(framing.topic.flavor)     # filter -> sessions, for local delivery
         self.stats = EdgeStats()

@@ -6,8 +6,11 @@ password file and ACL file (edge/auth.py) decide who connects and what it may pu
 subscribe to. Then packets are read in bulk (many PUBLISH packets per read, sent on together),
 with the limits of `Limits`: a packet over `max_packet` closes the connection as soon as its
 fixed header says so (nothing of it is kept), and unfinished packets of all connections
-together stay under `max_buffered` (the connection that would pass it is closed), so slow or
-partial publishers cannot grow the broker. The keep-alive watchdog (`watch_keepalive`) closes a
+together stay under `max_buffered`, so slow or partial publishers cannot grow the broker: a
+packet must arrive whole within `packet_timeout` of its first byte, and when one would pass the
+bound the connection whose unfinished packet is oldest is closed to make room (stalled
+publishers cannot starve a client that is sending); only when this connection's is the oldest is
+it the one closed. The keep-alive watchdog (`watch_keepalive`) closes a
 connection silent for 1.5 times its keep-alive; a connection that ends without DISCONNECT
 publishes its will (EdgeBroker.close_session).
 """
@@ -35,13 +38,15 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?"
         self.held = 0                  # bytes of an unfinished packet counted in broker.buffered
+        self.since = 0.0               # when that packet's first byte came (loop time)
+        self.session: Session | None = None
 
     async def run(self) -> None:
         b = self.broker
         s: Session | None = None
         clean = False
         try:
-            s = await self._connect()
+            s = self.session = await self._connect()
             if s is None:
                 return
             clean = await self._serve(s)
@@ -53,6 +58,7 @@ class Connection:
         finally:
             b.buffered -= self.held
             self.held = 0
+            b.unfinished.pop(self, None)
             if s is not None:
                 if s.expired:
                     b.stats.expired += 1
@@ -110,11 +116,11 @@ class Connection:
 
     async def _serve(self, s: Session) -> bool:
         """Packets until the connection ends: True when it ended by DISCONNECT."""
-        b, reader, writer = self.broker, self.reader, self.writer
+        b, writer = self.broker, self.writer
         buf = bytearray()
         sock = writer.get_extra_info("socket")
         loop = asyncio.get_running_loop()
-        while data := await reader.read(1 << 16):
+        while data := await self._read(buf, s, loop):
             s.seen = loop.time()
             if sock is not None:      # ACK now: a publisher with Nagle on waits for our ACK, which
                 try:                  # QoS 0 never piggybacks, up to the 40 ms delayed-ACK timer
@@ -147,17 +153,48 @@ class Connection:
             await writer.drain()
         return False
 
+    async def _read(self, buf: bytearray, s: Session, loop: asyncio.AbstractEventLoop) -> bytes:
+        """The next bytes; while a packet is unfinished, only until its time is up."""
+        if not buf:
+            return await self.reader.read(1 << 16)
+        left = self.since + self.limits.packet_timeout - loop.time()
+        try:
+            return await asyncio.wait_for(self.reader.read(1 << 16), max(left, 0.0))
+        except asyncio.TimeoutError:
+            self.broker.stats.stalled += 1
+            log.warning("client %r (%s): a packet unfinished after %g s (%d bytes of it came; --packet-timeout): "
+                        "connection closed", s.client_id, self.peer, self.limits.packet_timeout, len(buf))
+            raise mqtt.ProtocolError("packet not finished in time") from None
+
     def _account(self, unfinished: int, s: Session) -> None:
-        """Count this connection's unfinished packet in the broker-wide bound."""
+        """Count this connection's unfinished packet in the broker-wide bound; past the bound the
+        connection with the oldest unfinished packet is closed first (this one, when it is that)."""
         b = self.broker
+        if unfinished and not self.held:
+            self.since = asyncio.get_running_loop().time()
         b.buffered += unfinished - self.held
         self.held = unfinished
-        if unfinished and b.buffered > self.limits.max_buffered:
+        if unfinished:
+            b.unfinished[self] = self.since
+        else:
+            b.unfinished.pop(self, None)
+        while unfinished and b.buffered > self.limits.max_buffered:
+            oldest = min(b.unfinished, key=b.unfinished.__getitem__)
             b.stats.over_memory += 1
-            log.warning("client %r (%s): unfinished packets of all clients hold %d bytes, over the bound of %d "
-                        "(--max-buffered): connection closed", s.client_id, self.peer, b.buffered,
-                        self.limits.max_buffered)
-            raise mqtt.ProtocolError("memory bound for unfinished packets")
+            log.warning("client %s (%s): unfinished packets of all clients hold %d bytes, over the bound of %d "
+                        "(--max-buffered): the oldest unfinished packet's connection is closed",
+                        oldest._name(oldest.session), oldest.peer, b.buffered, self.limits.max_buffered)
+            if oldest is self:
+                raise mqtt.ProtocolError("memory bound for unfinished packets")
+            oldest.evict()
+
+    def evict(self) -> None:
+        """Let this connection's unfinished packet go now (another needs the room): its bytes
+        leave the bound at once, the connection is aborted."""
+        self.broker.buffered -= self.held
+        self.held = 0
+        self.broker.unfinished.pop(self, None)
+        self.writer.transport.abort()
 
     def _publication(self, s: Session, p: mqtt.Packet) -> mqtt.Publish | None:
         """A PUBLISH parsed and acknowledged as its QoS asks; None when it is not to be sent on

@@ -31,6 +31,8 @@ class Limits:
     queue_qos0: bool = False               # queue QoS 0 publications for an offline client too
     max_retained_bytes: int = 64 << 20     # payload bytes of all retained messages
     max_buffered: int = 64 << 20           # bytes of unfinished packets, all connections together
+    packet_timeout: float = 30.0           # seconds from a packet's first byte to its last (a stalled
+                                           # publisher's bytes are let go)
 
 
 @dataclass(slots=True)

@@ -72,6 +72,41 @@ def test_partial_publications_cannot_grow_the_broker_past_its_bound() -> None:
         assert b.buffered == 0                        # closed connections give their bytes back
 
 
+def test_stalled_publishers_cannot_starve_a_client_that_is_sending() -> None:
+    """The bound full of stalled publishers' unfinished packets: a client sending a large
+    publication is served (the oldest stalled connections are closed to make room, not the
+    newcomer), and stalled packets are let go after --packet-timeout."""
+    limits = Limits(max_packet=2 * MiB, max_buffered=8 * MiB, packet_timeout=3.0)
+    b = topics_broker(limits=limits)
+    with running(b) as port:
+        reader = Paho(port, "reader")
+        reader.subscribe(("plant/#", 0))
+        whole = mqtt.client_packet(mqtt.PUBLISH, mqtt.encode_string("plant/big") + b"x" * MiB)
+        slow = []
+        for k in range(8):                            # 8 MiB held: the bound
+            c = RawClient(port)
+            c.send(connect_packet(f"stalled{k}"))
+            assert c.packet().kind == mqtt.CONNACK
+            c.send(whole[:-10])
+            slow.append(c)
+        deadline = time.monotonic() + WAIT
+        while b.buffered < 8 * (MiB - 10) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        writer = Paho(port, "writer")
+        payload = b"z" * (3 * MiB // 2)
+        writer.publish("plant/1", payload, 1)
+        assert reader.next() == ("plant/1", payload, 0, False)
+        assert b.stats.over_memory >= 1 and "writer" in b.by_client     # stalled ones went, not the writer
+        deadline = time.monotonic() + WAIT
+        while b.buffered and time.monotonic() < deadline:           # the rest are let go by the timeout
+            time.sleep(0.05)
+        assert b.buffered == 0 and b.stats.stalled >= 1, b.stats
+        for c in slow:
+            c.close()
+        for p in (reader, writer):
+            p.stop()
+
+
 def test_retained_messages_stay_under_their_byte_limit() -> None:
     limits = Limits(max_packet=2 * MiB, max_retained_bytes=8 * MiB)
     b = topics_broker(limits=limits)
