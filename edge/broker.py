@@ -51,6 +51,7 @@ RCVBUF = 32 << 20
 SLOW_CLIENT_BYTES = 16 << 20   # queued for one client beyond this: its publications are dropped
 DRAIN = 256                 # datagrams read per wake-up of the deliveries socket
 MAX_RETAINED = 100_000      # topics with a retained message (memory: a new topic past it is not kept)
+RETAINED_CHUNK = 256 << 10  # retained messages to a new subscriber: bytes written before waiting for it
 
 
 class RuleSink(Protocol):
@@ -204,21 +205,38 @@ class EdgeBroker:
         self.retained[topic] = (payload, qos)
         self.retained_bytes += len(payload)
 
-    def send_retained(self, s: Session, granted: dict[str, int]) -> int:
+    async def send_retained(self, s: Session, granted: dict[str, int]) -> int:
         """The retained messages matching any of the filters just `granted` (filter -> QoS), to
         the session that subscribed, with the retain flag, once each, at the lower of the
-        message's QoS and the highest granted for a filter it matches. Returns how many."""
+        message's QoS and the highest granted for a filter it matches. Returns how many.
+        Streamed: RETAINED_CHUNK bytes at a time, each written only once the client has taken
+        the one before (drain), so a `#` subscriber on 100K retained messages costs a chunk, not
+        all of them at once; a retained message changed meanwhile is sent as it is then."""
         flavor = self.framing.topic.flavor
-        out = []
-        for topic, (payload, qos) in self.retained.items():
+        out: list[bytes] = []
+        size = n = 0
+        for topic in list(self.retained):
+            got = self.retained.get(topic)
+            if got is None:
+                continue
+            payload, qos = got
             best = max((q for f, q in granted.items() if topics.matches(flavor, f, topic)), default=-1)
             if best >= 0 and not any(topics.matches("mqtt", d, topic) for d in s.denied):
                 data, kept = s.send(Outgoing(topic, payload, min(qos, best), retain=True), self.limits)
-                out.append(data)
                 self.stats.queue_dropped += not kept
-        if any(out):
+                n += 1
+                if data:
+                    out.append(data)
+                    size += len(data)
+                if size >= RETAINED_CHUNK:
+                    self._write(s, b"".join(out), len(out), always=True)
+                    out, size = [], 0
+                    if s.writer is None:
+                        return n
+                    await s.writer.drain()
+        if out:
             self._write(s, b"".join(out), len(out), always=True)
-        return len(out)
+        return n
 
     def datagram(self, data: bytes, out: dict[int, list[bytes]] | None = None) -> None:
         """A copy from the XDP broker: its publications to the local clients that want them."""

@@ -275,7 +275,7 @@ class Connection:
             for flt in added:                    # filters it did not hold before are taken back
                 b.unsubscribe(s, flt)
         self.writer.write(mqtt.suback(sub.packet_id, codes))
-        b.send_retained(s, {f: c for (f, _), c in zip(sub.filters, codes) if c != 0x80})
+        await b.send_retained(s, {f: c for (f, _), c in zip(sub.filters, codes) if c != 0x80})
 
 
 def _packet_id(p: mqtt.Packet) -> int:

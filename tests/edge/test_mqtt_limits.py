@@ -107,6 +107,48 @@ def test_stalled_publishers_cannot_starve_a_client_that_is_sending() -> None:
             p.stop()
 
 
+def test_retained_messages_to_subscribers_that_do_not_read_are_streamed_under_a_bound() -> None:
+    """20K retained messages (40 MiB) and five `#` subscribers that never read: each gets its
+    retained messages a chunk at a time as it takes them, so the broker grows by a few chunks,
+    not 5 x 40 MiB; a normal client is served meanwhile."""
+    b = topics_broker(limits=Limits(max_retained_bytes=256 * MiB))
+    with running(b) as port:
+        pub = RawClient(port)
+        pub.send(connect_packet("retainer"))
+        assert pub.packet().kind == mqtt.CONNACK
+        blob = b"r" * 2048
+        for k in range(0, 20_000, 1000):
+            pub.send(b"".join(mqtt.publish_packet(f"plant/{i}", blob, retain=True) for i in range(k, k + 1000)))
+        deadline = time.monotonic() + WAIT
+        while len(b.retained) < 20_000:
+            assert time.monotonic() < deadline, len(b.retained)
+            time.sleep(0.05)
+        before = _rss_mb()
+        stuck = []
+        for k in range(5):
+            c = RawClient(port)
+            c.sock.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_RCVBUF, 4096)
+            c.send(connect_packet(f"hash{k}"))
+            assert c.packet().kind == mqtt.CONNACK
+            c.send(mqtt.client_packet(mqtt.SUBSCRIBE, b"\x00\x01" + mqtt.encode_string("#") + b"\x00", 2))
+            stuck.append(c)                          # never read past the CONNACK
+        deadline = time.monotonic() + WAIT           # each is blocked with a full send buffer
+        while sum(1 for s in b.sessions.values() if s.client_id.startswith("hash") and s.writer is not None
+                  and s.writer.transport.get_write_buffer_size() > 0) < 5:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        reader, writer = Paho(port, "reader"), Paho(port, "writer")
+        reader.subscribe(("live/#", 0))
+        writer.publish("live/1", b"served", 1)
+        assert reader.next() == ("live/1", b"served", 0, False)
+        assert _rss_mb() - before < 48, _rss_mb() - before        # the whole set for all five: 200 MiB
+        for c in stuck:
+            c.close()
+        pub.close()
+        for p in (reader, writer):
+            p.stop()
+
+
 def test_retained_messages_stay_under_their_byte_limit() -> None:
     limits = Limits(max_packet=2 * MiB, max_retained_bytes=8 * MiB)
     b = topics_broker(limits=limits)
