@@ -98,6 +98,9 @@ def _reload(broker, password_file: str | None, acl_file: str | None, ssl_context
 @click.option("--max-buffered", type=click.IntRange(1 << 16), default=Limits.max_buffered, show_default=True,
               help="Bytes of unfinished packets of all clients together (slow or partial publishers): the "
               "connection that would pass it is closed.")
+@click.option("--sys-interval", type=click.FloatRange(0), default=10.0, show_default=True,
+              help="Seconds between updates of the $SYS/broker/... topics (clients, subscriptions, retained, "
+              "messages, the XDP path's figures), retained and local to this edge; 0: none.")
 @click.option("--packet-timeout", type=click.FloatRange(0.1), default=Limits.packet_timeout, show_default=True,
               help="Seconds from a packet's first byte to its last: a publisher stalled mid-packet is closed and "
               "its bytes let go (with --max-buffered, stalled clients cannot starve the others).")
@@ -115,7 +118,7 @@ def _reload(broker, password_file: str | None, acl_file: str | None, ssl_context
 def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str | None, deliveries: str | None,
          iface: str | None, port: int | None, batch_ms: int, batch: int, log_level: str,
          password_file: str | None, acl_file: str | None, allow_anonymous: bool | None, tls_cert: str | None,
-         tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, packet_timeout: float, max_inflight: int,
+         tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, sys_interval: float, packet_timeout: float, max_inflight: int,
          max_queued: int, max_queued_bytes: int, queue_qos0: bool, max_retained_bytes: int) -> None:
     """Run an edge broker: unmodified MQTT 3.1.1 clients publish and subscribe here; the
     XDP broker does the matching and the fan-out between edge brokers. What a mosquitto user
@@ -183,6 +186,7 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
                     packet_timeout=packet_timeout)
     broker = EdgeBroker(framing, _addr(feed, "--feed") if feed else None, port, sink, batch_ms / 1000, limits,
                         passwords, acl, allow_anonymous)
+    broker.sys_interval = sys_interval
     places = [_listener(x, ssl_context is not None) for x in listens]
     back = _addr(deliveries, "--deliveries") if deliveries else None
     said = ", ".join(f"{'mqtts' if tls else 'mqtt'}://{f'[{h}]' if ':' in h else h}:{p}" for h, p, tls in places)

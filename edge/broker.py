@@ -31,6 +31,7 @@ import itertools
 import logging
 import socket
 import ssl
+import time
 from typing import Any
 from collections import Counter
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ SLOW_CLIENT_BYTES = 16 << 20   # queued for one client beyond this: its publicat
 DRAIN = 256                 # datagrams read per wake-up of the deliveries socket
 MAX_RETAINED = 100_000      # topics with a retained message (memory: a new topic past it is not kept)
 RETAINED_CHUNK = 256 << 10  # retained messages to a new subscriber: bytes written before waiting for it
+SYS_PREFIX = "$SYS/"        # the broker's own figures (mosquitto's $SYS/broker/... names where they exist)
 
 
 class RuleSink(Protocol):
@@ -94,6 +96,9 @@ class EdgeBroker:
         self.allow_anonymous = passwords is None if allow_anonymous is None else allow_anonymous
         self.sessions: dict[int, Session] = {}          # sid -> session (persistent ones while away too)
         self.by_client: dict[str, Session] = {}         # client id -> session
+        self.started = time.monotonic()
+        self._sys: dict[str, str] = {}                  # $SYS topic -> the value last published
+        self.sys_interval = 10.0                        # seconds between $SYS updates (0: none)
         self.buffered = 0                               # bytes of unfinished packets, all connections
         self.unfinished: dict[Any, float] = {}          # connection holding some of them -> since when
         self.filters: Counter[str] = Counter()         # filter -> sessions holding it
@@ -123,7 +128,7 @@ class EdgeBroker:
         await asyncio.sleep(self.batch_s)
         async with self._pushing:
             self._push = None                 # changes from here on go out with the next push
-            wanted = sorted(self.filters)
+            wanted = sorted(f for f in self.filters if not f.startswith(SYS_PREFIX))   # $SYS is this edge's own
             try:
                 if self.sink is not None and self.port is not None and wanted != self._applied:
                     await asyncio.to_thread(self.sink.apply, self.port, wanted)
@@ -332,6 +337,37 @@ class EdgeBroker:
         self.by_client[client_id] = s
         return s, present
 
+    def sys_figures(self) -> dict[str, str]:
+        """$SYS/broker/... topics and their values now: mosquitto's names for what both brokers
+        count, and $SYS/broker/xdp/... for the XDP path."""
+        st = self.stats
+        connected = sum(1 for x in self.sessions.values() if x.writer is not None)
+        figures = {
+            "version": f"camus-xdp edge {_version()}",
+            "uptime": f"{int(time.monotonic() - self.started)} seconds",
+            "clients/connected": connected, "clients/disconnected": len(self.sessions) - connected,
+            "clients/total": len(self.sessions), "subscriptions/count": sum(self.filters.values()),
+            "retained messages/count": len(self.retained),
+            "publish/messages/sent": st.delivered, "publish/messages/dropped": st.dropped + st.queue_dropped,
+            "clients/refused": st.refused, "clients/expired": st.expired, "acl/denied": st.denied,
+            "xdp/published": st.published, "xdp/received": st.received, "xdp/unmatched": st.unmatched,
+            "xdp/unsent": st.unsent, "tls/failed": st.tls_failed, "memory/over bound": st.over_memory,
+        }
+        return {f"{SYS_PREFIX}broker/{k}": str(v) for k, v in figures.items()}
+
+    def publish_sys(self) -> int:
+        """The $SYS figures that changed since the last time, retained and delivered to local
+        subscribers only (never to the XDP broker); returns how many."""
+        n = 0
+        for topic, value in self.sys_figures().items():
+            if self._sys.get(topic) != value:
+                self._sys[topic] = value
+                payload = value.encode()
+                self.retained[topic] = (payload, 0)       # outside the retained limits: a few dozen
+                self.deliver(topic, payload, 0)
+                n += 1
+        return n
+
     def reload_auth(self, passwords: Passwords | None, acl: Acl | None) -> None:
         """New password and ACL files (SIGHUP), as mosquitto reloads them: a later CONNECT is
         checked against the new users; connected clients stay, and what they may read follows
@@ -402,6 +438,20 @@ def _drain(broker: EdgeBroker, sock: socket.socket) -> None:
     broker.flush(out)
 
 
+async def _sys_updates(broker: EdgeBroker) -> None:
+    while True:
+        broker.publish_sys()
+        await asyncio.sleep(broker.sys_interval)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("camus-xdp")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 TLS_HANDSHAKE_S = 15.0      # a client that has not finished its TLS handshake by then is let go
 
 
@@ -436,6 +486,7 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
     server = await asyncio.start_server(_accepting(broker, ssl_context), *listen)
     others = [await asyncio.start_server(_accepting(broker, ctx), host, port) for host, port, ctx in (more or [])]
     watchdog = asyncio.get_running_loop().create_task(watch_keepalive(broker))
+    sys_task = asyncio.get_running_loop().create_task(_sys_updates(broker)) if broker.sys_interval > 0 else None
     reading: socket.socket | None = None
     if deliveries is not None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -458,6 +509,8 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
         for other in others:
             other.close()
         watchdog.cancel()
+        if sys_task is not None:
+            sys_task.cancel()
         if reading is not None:
             asyncio.get_running_loop().remove_reader(reading.fileno())
             reading.close()

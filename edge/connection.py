@@ -208,6 +208,10 @@ class Connection:
             if pub.packet_id in s.awaiting_release:
                 return None                      # a re-send: published once already (4.3.3)
             s.awaiting_release.add(pub.packet_id)
+        if pub.topic.startswith("$SYS/"):
+            b.stats.denied += 1
+            log.warning("client %r: publishing to %r, the broker's own $SYS topics: dropped", s.client_id, pub.topic)
+            return None
         if b.acl is not None and not b.acl.may_write(s.user, s.client_id, pub.topic):
             b.stats.denied += 1
             log.warning("client %r (user %r): publishing to %r is not in its ACL: dropped", s.client_id, s.user,

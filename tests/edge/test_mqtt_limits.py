@@ -251,3 +251,34 @@ def test_mqtt_over_tls_with_mosquitto_clients(tmp_path, caplog) -> None:
             time.sleep(0.02)
     failed = [r.getMessage() for r in caplog.records if "TLS handshake with" in r.getMessage()]
     assert len(failed) == 2 and all("127.0.0.1" in m for m in failed), failed
+
+
+def test_sys_topics_are_local_retained_and_out_of_reach_of_wildcards() -> None:
+    """$SYS/broker/...: a subscriber gets the figures at once (retained) and as they change; a
+    `#` subscriber gets none of them (MQTT 4.7.2); a client cannot publish into them; a $SYS
+    filter is never pushed to the XDP broker."""
+    from tests.edge.test_mqtt_sessions import Recorder
+    sink = Recorder()
+    b = topics_broker(sink=sink)
+    b.port = 1                                     # the edge's rules go to the recorder
+    b.sys_interval = 0.2
+    with running(b) as port:
+        wild = Paho(port, "wild")
+        wild.subscribe(("#", 0))
+        watcher = Paho(port, "watcher")
+        watcher.subscribe(("$SYS/broker/clients/connected", 0))
+        topic, value, _, retained = watcher.next()
+        assert topic == "$SYS/broker/clients/connected" and int(value) >= 0 and retained
+        late = Paho(port, "late")                              # one more client: the figure follows
+        deadline = time.monotonic() + WAIT
+        while int(value) < 3:
+            topic, value, _, _ = watcher.next()
+            assert time.monotonic() < deadline
+        late.publish("$SYS/broker/clients/connected", b"999", 1)   # dropped, counted
+        late.publish("plant/1", b"normal", 1)
+        assert wild.next() == ("plant/1", b"normal", 0, False)     # the first thing '#' sees
+        assert b.stats.denied == 1 and b.retained["$SYS/broker/clients/connected"][0] != b"999"
+        assert "$SYS/broker/clients/connected" in b.filters              # held here ...
+        assert sink.sets and "#" in sink.sets[-1] and not any(f.startswith("$SYS") for s in sink.sets for f in s)
+        for p in (wild, watcher, late):
+            p.stop()
