@@ -118,7 +118,8 @@ def _reload(broker, password_file: str | None, acl_file: str | None, ssl_context
 def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str | None, deliveries: str | None,
          iface: str | None, port: int | None, batch_ms: int, batch: int, log_level: str,
          password_file: str | None, acl_file: str | None, allow_anonymous: bool | None, tls_cert: str | None,
-         tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, sys_interval: float, packet_timeout: float, max_inflight: int,
+         tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, sys_interval: float,
+         packet_timeout: float, max_inflight: int,
          max_queued: int, max_queued_bytes: int, queue_qos0: bool, max_retained_bytes: int) -> None:
     """Run an edge broker: unmodified MQTT 3.1.1 clients publish and subscribe here; the
     XDP broker does the matching and the fan-out between edge brokers. What a mosquitto user

@@ -98,7 +98,9 @@ class EdgeBroker:
         self.by_client: dict[str, Session] = {}         # client id -> session
         self.started = time.monotonic()
         self._sys: dict[str, str] = {}                  # $SYS topic -> the value last published
-        self.sys_interval = 10.0                        # seconds between $SYS updates (0: none)
+        self.sys_interval = 0.0                         # seconds between $SYS updates (0: none; the CLI's 10)
+        self.sys_retained: dict[str, tuple[bytes, int]] = {}   # the $SYS figures, retained apart from clients'
+        # (outside the retained limits and counts: a few dozen topics this broker owns)
         self.buffered = 0                               # bytes of unfinished packets, all connections
         self.unfinished: dict[Any, float] = {}          # connection holding some of them -> since when
         self.filters: Counter[str] = Counter()         # filter -> sessions holding it
@@ -220,8 +222,8 @@ class EdgeBroker:
         flavor = self.framing.topic.flavor
         out: list[bytes] = []
         size = n = 0
-        for topic in list(self.retained):
-            got = self.retained.get(topic)
+        for topic in [*self.retained, *self.sys_retained]:
+            got = self.retained.get(topic) or self.sys_retained.get(topic)
             if got is None:
                 continue
             payload, qos = got
@@ -363,7 +365,7 @@ class EdgeBroker:
             if self._sys.get(topic) != value:
                 self._sys[topic] = value
                 payload = value.encode()
-                self.retained[topic] = (payload, 0)       # outside the retained limits: a few dozen
+                self.sys_retained[topic] = (payload, 0)
                 self.deliver(topic, payload, 0)
                 n += 1
         return n

@@ -29,6 +29,7 @@ log = logging.getLogger("camus.edge")
 TCP_QUICKACK = 12
 CONNECT_TIMEOUT_S = 10.0          # a connection must send CONNECT within this
 KEEPALIVE_CHECK_S = 0.5           # how often the watchdog looks for silent clients
+SYS_BROKER = "$SYS/broker/"       # the broker's own figures (EdgeBroker.sys_figures): not clients' to write
 
 
 class Connection:
@@ -208,9 +209,10 @@ class Connection:
             if pub.packet_id in s.awaiting_release:
                 return None                      # a re-send: published once already (4.3.3)
             s.awaiting_release.add(pub.packet_id)
-        if pub.topic.startswith("$SYS/"):
+        if pub.topic.startswith(SYS_BROKER):
             b.stats.denied += 1
-            log.warning("client %r: publishing to %r, the broker's own $SYS topics: dropped", s.client_id, pub.topic)
+            log.warning("client %r: publishing to %r, the broker's own $SYS/broker topics: dropped", s.client_id,
+                        pub.topic)
             return None
         if b.acl is not None and not b.acl.may_write(s.user, s.client_id, pub.topic):
             b.stats.denied += 1

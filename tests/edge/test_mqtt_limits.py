@@ -277,7 +277,7 @@ def test_sys_topics_are_local_retained_and_out_of_reach_of_wildcards() -> None:
         late.publish("$SYS/broker/clients/connected", b"999", 1)   # dropped, counted
         late.publish("plant/1", b"normal", 1)
         assert wild.next() == ("plant/1", b"normal", 0, False)     # the first thing '#' sees
-        assert b.stats.denied == 1 and b.retained["$SYS/broker/clients/connected"][0] != b"999"
+        assert b.stats.denied == 1 and b.sys_retained["$SYS/broker/clients/connected"][0] != b"999"
         assert "$SYS/broker/clients/connected" in b.filters              # held here ...
         assert sink.sets and "#" in sink.sets[-1] and not any(f.startswith("$SYS") for s in sink.sets for f in s)
         for p in (wild, watcher, late):
