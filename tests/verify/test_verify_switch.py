@@ -15,6 +15,22 @@ from camus.controller.p4rt_client import P4RuntimeClient
 from tests.controller.test_p4runtime import SPEC_PATH, lab  # noqa: F401  (the fixture)
 
 
+def send_a_leaf_to_port_7(port: int) -> None:
+    """Another P4Runtime client (a higher election id) changes one t_leaf entry to port 7."""
+    intruder = P4RuntimeClient(f"127.0.0.1:{port}", 1, election_id=9, timeout=3.0)
+    try:
+        names = intruder.names()
+        leaf = next(e.table_entry for e in intruder.read()
+                    if e.WhichOneof("entity") == "table_entry" and e.table_entry.table_id == names.table("t_leaf").id
+                    and e.table_entry.action.action.action_id == names.action("set_port")[0])
+        changed = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+        changed.entity.table_entry.CopyFrom(leaf)
+        changed.entity.table_entry.action.action.params[0].value = b"\x07"
+        intruder.write([changed])
+    finally:
+        intruder.close()
+
+
 def test_a_switch_is_verified_by_reading_it_back_and_a_tampered_entry_is_caught(lab, tmp_path) -> None:  # noqa: F811
     sw, target, ctl = lab
     ctl.add("h1", "stock == GOOGL and price > 500000", 30)
@@ -28,18 +44,7 @@ def test_a_switch_is_verified_by_reading_it_back_and_a_tampered_entry_is_caught(
     assert target.client is not None and target.client.primary and not target.client.lost   # still the writer
 
     # behind the controller's back: one leaf entry now sends its messages to another port
-    intruder = P4RuntimeClient(f"127.0.0.1:{sw.port}", 1, election_id=9, timeout=3.0)
-    try:
-        names = intruder.names()
-        leaf = next(e.table_entry for e in intruder.read()
-                    if e.WhichOneof("entity") == "table_entry" and e.table_entry.table_id == names.table("t_leaf").id
-                    and e.table_entry.action.action.action_id == names.action("set_port")[0])
-        changed = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
-        changed.entity.table_entry.CopyFrom(leaf)
-        changed.entity.table_entry.action.action.params[0].value = b"\x07"
-        intruder.write([changed])
-    finally:
-        intruder.close()
+    send_a_leaf_to_port_7(sw.port)
     got = CliRunner().invoke(main, args)
     out = json.loads(got.output)
     assert got.exit_code == 1 and out["verdict"] == "differs", got.output
@@ -88,19 +93,7 @@ def test_the_controller_verifies_its_switch_and_names_a_tampered_entry(lab) -> N
             code, out = await loop.run_in_executor(None, command, port, "sw")
             assert code == 0 and out["verdict"] == "equal", out
             # another client changes one leaf: the controller's check names a message
-            intruder = P4RuntimeClient(f"127.0.0.1:{sw.port}", 1, election_id=9, timeout=3.0)
-            try:
-                names = intruder.names()
-                leaf = next(e.table_entry for e in intruder.read()
-                            if e.WhichOneof("entity") == "table_entry"
-                            and e.table_entry.table_id == names.table("t_leaf").id
-                            and e.table_entry.action.action.action_id == names.action("set_port")[0])
-                changed = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
-                changed.entity.table_entry.CopyFrom(leaf)
-                changed.entity.table_entry.action.action.params[0].value = b"\x07"
-                intruder.write([changed])
-            finally:
-                intruder.close()
+            send_a_leaf_to_port_7(sw.port)
             code, out = await loop.run_in_executor(None, command, port, "sw")
             assert code == 1 and out["verdict"] == "differs", out
             held = EntryInterpreter(sw.service.tables()).run(dict(out["counterexample"]["message"]))
