@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
     try:
         sw.serve()
+    except KeyboardInterrupt:                 # Ctrl-C: a stop asked for, not an error (no traceback)
+        print("software switch stopped", file=sys.stderr)
     finally:
         if server is not None:
             server.stop(grace=0.5)
