@@ -56,6 +56,18 @@ def _describe(exc: grpc.RpcError, updates: list[Msg] | None = None, names: Names
     return "\n  ".join(lines[:21]) + (f"\n  ... {len(lines) - 21} more" if len(lines) > 21 else "")
 
 
+def _listening(address: str) -> bool:
+    """Whether something accepts TCP connections at HOST:PORT (a server that would not speak
+    gRPC in clear is a TLS one, most likely)."""
+    import socket
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 class P4RuntimeClient:
     def __init__(self, address: str, device_id: int = 1, election_id: int = 1, timeout: float = 5.0,
                  primary: bool = True, tls: TlsFiles | None = None, tls_name: str | None = None) -> None:
@@ -81,10 +93,16 @@ class P4RuntimeClient:
             grpc.channel_ready_future(self.channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             self.channel.close()
-            raise P4RuntimeError(f"no P4Runtime server at {address} (within {timeout:g} s)"
-                                 + ("; with TLS: is the switch's certificate signed by our CA and named as the address "
-                                    "(or tls_name), and does it take our certificate?" if tls is not None and tls.enabled
-                                    else "")) from None
+            if tls is not None and tls.enabled:
+                why = ("; with TLS: is the switch's certificate signed by our CA and named as the address "
+                       "(or tls_name), and does it take our certificate?")
+            elif _listening(address):
+                raise P4RuntimeError(f"the server at {address} does not answer P4Runtime in clear: it wants TLS? "
+                                     "(give the device its CA, `tls_ca` / --tls-ca, and our certificate if it asks "
+                                     "for one)") from None
+            else:
+                why = ""
+            raise P4RuntimeError(f"no P4Runtime server at {address} (within {timeout:g} s){why}") from None
         self.responses = self.stub.StreamChannel(iter(self.requests.get, None))
         threading.Thread(target=self._listen, daemon=True, name=f"p4rt-{address}").start()
         self._arbitrate()

@@ -170,8 +170,10 @@ def test_p4runtime_over_mutual_tls(pki) -> None:
         with pytest.raises(P4RuntimeError, match="TLS"):        # no client certificate: not served
             P4RuntimeClient(f"127.0.0.1:{sw.port}", 1, 4, timeout=3.0, tls=TlsFiles(ca=pki["controller"].ca),
                             tls_name="sw1")
-        with pytest.raises(P4RuntimeError):                     # in clear to a TLS port
-            P4RuntimeClient(f"127.0.0.1:{sw.port}", 1, 5, timeout=3.0)
+        with pytest.raises(P4RuntimeError, match="does not answer P4Runtime in clear: it wants TLS"):
+            P4RuntimeClient(f"127.0.0.1:{sw.port}", 1, 5, timeout=3.0)       # in clear to a TLS port
+        with pytest.raises(P4RuntimeError, match="no P4Runtime server at"):   # nothing there at all
+            P4RuntimeClient(f"127.0.0.1:{_port()}", 1, 6, timeout=1.0)
     finally:
         sw.stop()
 
