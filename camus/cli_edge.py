@@ -138,7 +138,8 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
     """
     from camus.compiler.language.errors import CompileError, CompileErrors
     from camus.compiler.language.spec_parser import load_spec
-    from camus.edge.broker import EdgeBroker, Framing, serve
+    from camus.edge.broker import EdgeBroker, Framing
+    from camus.edge.server import serve
     from camus.edge.framing import mismatch
     from camus.edge.rules_sink import LocalSink
     import logging

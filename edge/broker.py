@@ -30,7 +30,6 @@ import asyncio
 import itertools
 import logging
 import socket
-import ssl
 import time
 from typing import Any
 from collections import Counter
@@ -45,12 +44,9 @@ from .framing import Framing, Message
 from .session import Limits, Outgoing, Session
 from .trie import KNOWN_TOPICS, TopicTrie
 
-__all__ = ["EdgeBroker", "EdgeStats", "Framing", "Limits", "Message", "RuleSink", "serve"]
+__all__ = ["EdgeBroker", "EdgeStats", "Framing", "Limits", "Message", "RuleSink"]
 log = logging.getLogger("camus.edge")
-SO_RCVBUFFORCE = 33
-RCVBUF = 32 << 20
 SLOW_CLIENT_BYTES = 16 << 20   # queued for one client beyond this: its publications are dropped
-DRAIN = 256                 # datagrams read per wake-up of the deliveries socket
 MAX_RETAINED = 100_000      # topics with a retained message (memory: a new topic past it is not kept)
 RETAINED_CHUNK = 256 << 10  # retained messages to a new subscriber: bytes written before waiting for it
 SYS_PREFIX = "$SYS/"        # the broker's own figures (mosquitto's $SYS/broker/... names where they exist)
@@ -424,96 +420,9 @@ class EdgeBroker:
                 del self.filters[flt]
 
 
-def _drain(broker: EdgeBroker, sock: socket.socket) -> None:
-    """Every datagram waiting (up to DRAIN per wake-up), then one write per session: a burst
-    from the XDP broker costs one event-loop turn and one TCP write per client, not one each."""
-    out: dict[int, list[bytes]] = {}
-    for _ in range(DRAIN):
-        try:
-            data = sock.recv(1 << 16)
-        except (BlockingIOError, InterruptedError):
-            break
-        except OSError as exc:              # an ICMP error queued on the socket: nothing lost here
-            log.debug("deliveries socket: %s", exc)
-            break
-        broker.datagram(data, out)
-    broker.flush(out)
-
-
-async def _sys_updates(broker: EdgeBroker) -> None:
-    while True:
-        broker.publish_sys()
-        await asyncio.sleep(broker.sys_interval)
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version("camus-xdp")
     except PackageNotFoundError:
         return "unknown"
-
-
-TLS_HANDSHAKE_S = 15.0      # a client that has not finished its TLS handshake by then is let go
-
-
-def _accepting(broker: EdgeBroker, ctx: ssl.SSLContext | None):  # type: ignore[no-untyped-def]
-    """The connection handler of one listener: on a TLS listener the handshake is done here
-    (not inside the server), so a failed one is logged with its peer and reason and counted,
-    as mosquitto logs each, instead of vanishing in asyncio's debug log."""
-    if ctx is None:
-        return broker.client
-
-    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        try:
-            await asyncio.wait_for(writer.start_tls(ctx), TLS_HANDSHAKE_S)
-        except (ssl.SSLError, OSError, asyncio.TimeoutError, ConnectionError) as exc:
-            broker.stats.tls_failed += 1
-            why = "no handshake within %g s" % TLS_HANDSHAKE_S if isinstance(exc, asyncio.TimeoutError) else \
-                (getattr(exc, "reason", None) or str(exc) or type(exc).__name__)
-            log.warning("TLS handshake with %s failed: %s", peer[0] if peer else "?", why)
-            writer.transport.abort()
-            return
-        await broker.client(reader, writer)
-    return on_client
-
-
-async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[str, int] | None,
-                ready: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
-                more: list[tuple[str, int, ssl.SSLContext | None]] | None = None) -> None:
-    """Run until cancelled: MQTT on `listen` (over TLS with `ssl_context`) and on each of `more`
-    (host, port, TLS or None), copies from the XDP broker on `deliveries`."""
-    from .connection import watch_keepalive
-    server = await asyncio.start_server(_accepting(broker, ssl_context), *listen)
-    others = [await asyncio.start_server(_accepting(broker, ctx), host, port) for host, port, ctx in (more or [])]
-    watchdog = asyncio.get_running_loop().create_task(watch_keepalive(broker))
-    sys_task = asyncio.get_running_loop().create_task(_sys_updates(broker)) if broker.sys_interval > 0 else None
-    reading: socket.socket | None = None
-    if deliveries is not None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind(deliveries)
-        try:          # bursts from the XDP broker: a deep receive queue (root may pass rmem_max)
-            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
-        except OSError:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-        sock.setblocking(False)
-        asyncio.get_running_loop().add_reader(sock.fileno(), _drain, broker, sock)
-        reading = sock
-    if ready is not None:
-        ready.set()
-    try:
-        async with server:
-            for other in others:
-                await other.start_serving()
-            await server.serve_forever()
-    finally:
-        for other in others:
-            other.close()
-        watchdog.cancel()
-        if sys_task is not None:
-            sys_task.cancel()
-        if reading is not None:
-            asyncio.get_running_loop().remove_reader(reading.fileno())
-            reading.close()
-        await broker.withdraw()                                          # leave nothing behind

@@ -297,9 +297,6 @@ def written_maps(c: Any) -> Any:
         def keys(self, name: str, key_type: Any) -> list[Any]:
             return [key_type.from_buffer_copy(k) for k in self.store.get(name, {})]
 
-        def write_ports(self, bits: list[object], specs: dict) -> None:
-            raise NotImplementedError("no interfaces in memory")
-
     maps = WrittenMaps()
     maps.write(c)
     return maps

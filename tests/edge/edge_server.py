@@ -10,7 +10,8 @@ import threading
 from collections.abc import Iterator
 
 from camus.compiler.language.spec_parser import load_spec
-from camus.edge.broker import EdgeBroker, Framing, serve
+from camus.edge.broker import EdgeBroker, Framing
+from camus.edge.server import serve
 from tests.conftest import APPS
 
 
