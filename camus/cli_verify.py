@@ -76,7 +76,7 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
             if directory is not None or switch is not None or target != "ir":
                 raise Undecidable("IFACE reads the XDP maps live on it: --target, --dir and --switch take SPEC RULES")
             s, rs, (spec_path, rules_path, n_rules), machine = attached_machine(spec)
-            target, live = "live XDP", (spec, spec_path, rules_path, n_rules)
+            target, live, forms = "live XDP", (spec, spec_path, rules_path, n_rules), {"": machine}
             if any(a[0] == "call" for atoms in rs.atoms for a in atoms):
                 raise Undecidable("the live rules have custom actions: XDP hands those to the host stack, "
                                   "they are not in the maps")
@@ -106,8 +106,6 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
                     c = build_fitted(c, backend("p4"), TargetOptions()).compiled
                 cover = c.pipeline.cover is not None or c.options.alpha > 1
                 forms = {"": compiled_machine(c, target)}
-        if live is not None:
-            forms = {"": machine}
         for form, m in forms.items():         # each form of the entries on its own; the first that differs
             result = check(rs, m, cover=cover)
             if form:

@@ -101,7 +101,7 @@ def switch_resources(tables: P4Tables, schema: P4Schema | None = None) -> dict[s
     tcam_action: dict[str, list[int]] = {}            # table -> [rows, action bits]
     # the program's own parameter widths where the schema is known (set_state's follows --state-bits,
     # a code action its domain's bits)
-    declared = {a.name: sum(b for _, b in a.params) for a in schema.actions.values()} if schema is not None else {}
+    declared = param_bits(schema) if schema is not None else {}
     for e in tables.entries:
         key_bits = sum(tables.widths.get(m.field, 32) for m in e.matches)
         row = per.setdefault(e.table, {"kind": "exact", "entries": 0, "sram_words": 0, "tcam_rows": 0,
@@ -167,7 +167,7 @@ def sized_schema(spec: Spec, opts: P4Options, tables: P4Tables, whole_program: b
     opts = replace(opts, port_filters=bool(tables.egress) and any(e.table == PF_PORT for e in tables.entries))
     schema = p4_schema(spec, opts)
     used = switch_resources(tables, schema)["tables"]
-    declared = {a.name: sum(b for _, b in a.params) for a in schema.actions.values()}
+    declared = param_bits(schema)
     sizes = []
     for decl in schema.tables + schema.egress:
         if decl.keys:
@@ -178,12 +178,22 @@ def sized_schema(spec: Spec, opts: P4Options, tables: P4Tables, whole_program: b
     return opts, (with_route_table(schema, spec) if whole_program else schema)
 
 
+def param_bits(schema: P4Schema) -> dict[str, int]:
+    """Each action's parameter bits, as the program declares them (set_state's follow
+    --state-bits, a code action its domain's bits)."""
+    return {a.name: sum(b for _, b in a.params) for a in schema.actions.values()}
+
+
+def _bits(decl: TableDecl, declared: dict[str, int]) -> tuple[int, int]:
+    """A declared table's key bits and its widest action's parameter bits."""
+    return sum(k.bits for k in decl.keys), max((declared.get(a, 0) for a in decl.actions), default=0)
+
+
 def _capacity(decl: TableDecl, entries: int, rows: int, declared: dict[str, int]) -> int:
     """The entries the memories `entries` entries take hold: an exact table's whole RAMs filled
     (the most entries whose words take no more RAMs), a TCAM table's rows up to its whole TCAMs'
     depth (an added entry a row at least)."""
-    abits = max((declared.get(a, 0) for a in decl.actions), default=0)
-    kbits = sum(k.bits for k in decl.keys)
+    kbits, abits = _bits(decl, declared)
     n = max(entries, 1)
     if all(k.match == "exact" for k in decl.keys):
         room = rams(exact_words(n, kbits, abits))
@@ -211,8 +221,7 @@ def _reserve(per: dict[str, dict[str, Any]], schema: P4Schema, declared: dict[st
         row = per.setdefault(decl.name, {"kind": "exact", "entries": 0, "sram_words": 0, "tcam_rows": 0,
                                          "tcam_block_rows": 0, "sram_rams": 0, "tcams": 0})
         row["size"] = decl.size
-        abits = max((declared.get(a, 0) for a in decl.actions), default=0)
-        kbits = sum(k.bits for k in decl.keys)
+        kbits, abits = _bits(decl, declared)
         if all(k.match == "exact" for k in decl.keys):
             words = exact_words(max(exact_entries.get(decl.name, 0), decl.size), kbits, abits)
             row["sram_words"], row["sram_rams"] = words, rams(words)
