@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import click
@@ -134,7 +135,7 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
     elif result.verdict == "differs":
         cx = result.counterexample
         assert cx is not None
-        message = " ".join(f"{k}={v}" for k, v in whole_values(cx.values).items())
+        message = " ".join(f"{k}={v}" for k, v in message_values(s, cx.values).items())
         click.echo(f"DIFFERS: the tables and the rules disagree on the message\n  {message}\n"
                    f"  rules give:  {cx.rules.text()}\n  tables give: {cx.tables.text()}\n  path:")
         for step in cx.path:
@@ -148,6 +149,20 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
         if live is not None:
             click.echo(f"  {live[3]:,} rules live on {live[0]} (from {live[2]}, spec {live[1]})")
     sys.exit(1 if result.verdict == "differs" else 0)
+
+
+def message_values(spec: Any, values: dict[str, int]) -> dict[str, Any]:
+    """A counterexample's values as `explain --message` takes them: wide fields whole, a topic
+    as its text (`note.topic=plant/7/temp`) in place of its variables."""
+    from camus.verify.topic_rules import topic_text
+    out: dict[str, Any] = dict(whole_values(values))
+    for t in spec.topics.values():
+        text = topic_text(t, values)
+        head = f"{t.instance}.{t.name}/"
+        if text is not None and " " not in text and "=" not in text:
+            out = {k: v for k, v in out.items() if not k.startswith(head)}
+            out[t.path] = text
+    return out
 
 
 def whole_values(values: dict[str, int]) -> dict[str, int]:

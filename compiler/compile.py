@@ -21,7 +21,7 @@ from .language.errors import CompileError, CompileErrors, Position, read_source
 from .logic.lowering import Atom, Lowered, lower_rules
 from .ir.pipeline import Pipeline
 from .language.rules_ast import Rule
-from .language.rules_parser import SourceText, parse_rules
+from .language.rules_parser import SourceText, each_rule, parse_rules, rule_source
 from .structure.slicing import default_action, slice_pipeline
 from .language.spec import Spec
 from .structure.port_filters import PortFigures, build_port_filters
@@ -80,11 +80,15 @@ def no_cyclic_gc() -> Iterator[None]:
 def compile_rules(spec: Spec, text: str, source: str = "<rules>",
                   options: CompileOptions | None = None,
                   builder: DiagramBuilder | None = None,
-                  progress: Callable[[str], None] | None = None) -> Compiled:
+                  progress: Callable[[str], None] | None = None, keep_rules: bool = True) -> Compiled:
     """Compile rule text against a spec. Raises CompileErrors (the rules are rejected whole).
-    `progress`: told each stage as it ends (the CLI passes one for large files)."""
+    `progress`: told each stage as it ends (the CLI passes one for large files). `keep_rules`
+    False, for a caller that wants tables and figures only: each rule's syntax tree is let go as
+    soon as it is lowered, its lowered formula once its conjunctions are made (about 1.6 KB a
+    rule: a million rules held 1.6 GB there). The result's `rules` and `lowered.rules` are then
+    empty: it cannot be explained or checked rule by rule (a recompile parses its text again)."""
     with no_cyclic_gc():
-        return _compile(spec, text, source, options or CompileOptions(), builder, progress)
+        return _compile(spec, text, source, options or CompileOptions(), builder, progress, keep_rules)
 
 
 def compile_parsed(spec: Spec, rules: list[Rule], src: SourceText, options: CompileOptions | None = None,
@@ -96,8 +100,20 @@ def compile_parsed(spec: Spec, rules: list[Rule], src: SourceText, options: Comp
 
 
 def _compile(spec: Spec, text: str, source: str, opts: CompileOptions,
-             builder: DiagramBuilder | None, progress: Callable[[str], None] | None = None) -> Compiled:
+             builder: DiagramBuilder | None, progress: Callable[[str], None] | None = None,
+             keep_rules: bool = True) -> Compiled:
     t0 = time.perf_counter()
+    if not keep_rules:          # each rule lowered as soon as it is parsed, its tree let go
+        src = rule_source(text, source)
+        exact = lower_rules(spec, each_rule(src), src)
+        t1 = time.perf_counter()
+        if progress:
+            progress(f"{source}: {exact.user_rule_count:,} rules parsed and checked in {t1 - t0:.1f} s; "
+                     "building the tables")
+        out = _from_lowered(spec, [], src, exact, opts, builder, {"parse_lower": t1 - t0}, keep_rules=False)
+        if progress:
+            progress(f"{source}: tables built in {time.perf_counter() - t1:.1f} s")
+        return out
     rules, src = parse_rules(text, source)
     t1 = time.perf_counter()
     if progress:
@@ -162,14 +178,17 @@ def _terms(src: SourceText, lowered: Lowered, opts: CompileOptions) -> list[tupl
 
 
 def _from_lowered(spec: Spec, rules: list[Rule], src: SourceText, exact: Lowered, opts: CompileOptions,
-                  builder: DiagramBuilder | None, timings: dict[str, float]) -> Compiled:
+                  builder: DiagramBuilder | None, timings: dict[str, float], keep_rules: bool = True) -> Compiled:
     t1 = time.perf_counter()
     lowered = discretise(exact, opts.alpha, opts.exact_rules)
     t2 = time.perf_counter()
     terms = _terms(src, lowered, opts)
+    if not keep_rules:          # the conjunctions are all that follows reads (compile_rules' keep_rules)
+        exact.rules.clear()
+        lowered.rules.clear()
     c = assemble(spec, rules, src, lowered, terms, opts, builder,
                  timings={**timings, "discretise": t2 - t1, "dnf": time.perf_counter() - t2})
-    c.exact_lowered = exact
+    c.exact_lowered = exact if keep_rules else None
     return c
 
 

@@ -12,10 +12,12 @@ A path that differs is a counterexample: one value per field from its pieces.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 from .machines import Machine
 from .rules import FALSE, TRUE, Formula, Outcome, RuleSet, outcome_of
+from .topic_rules import level_in
 
 
 @dataclass
@@ -96,19 +98,21 @@ class _Walk:
         self.memo: dict[Any, bool] = {}
         self.result = Result("covers" if cover else "equal")
         self.paths = [q.path for q in rules.fields]
+        self.pick = value_pickers(rules)
 
     def run(self) -> Result:
         pending = tuple(sorted(((i, f) for i, f in enumerate(self.rules.formulas) if f is not FALSE),
                                key=lambda x: x[0]))
         acc = frozenset().union(*(self.rules.atoms[i] for i, f in pending if f is TRUE)) if pending else frozenset()
         pending = tuple((i, f) for i, f in pending if f is not TRUE)
-        self._walk(0, self.m.root, acc, pending, [], [])
+        self._walk(0, self.m.root, acc, pending, [], [], self.rules.domain)
         return self.result
 
     def _walk(self, level: int, state: int, acc: frozenset[Any], pending: tuple[tuple[int, Formula], ...],
-              values: list[int], path: list[str]) -> bool:
-        """False once a counterexample is found (the walk stops)."""
-        key = (level, state, acc, pending)
+              values: list[int], path: list[str], dom: Formula) -> bool:
+        """False once a counterexample is found (the walk stops). `dom`: what is left of the
+        message domain (a piece outside it holds no message: nothing to compare there)."""
+        key = (level, state, acc, pending, dom)
         if key in self.memo:
             return self.memo[key]
         if level == len(self.rules.fields):
@@ -119,6 +123,7 @@ class _Walk:
         cuts = {0}
         for lo, _, _, _ in pieces:
             cuts.add(lo)
+        in_domain = _bounds(dom, level, cuts)
         here = []                                 # residuals with atoms on this field
         simple: list[tuple[int, int, int]] = []   # single-atom residuals: (cut, +1/-1, rule) events
         later = []
@@ -150,6 +155,9 @@ class _Walk:
             while pieces[k][1] < lo:
                 k += 1
             nxt, what = pieces[k][2], pieces[k][3]
+            dom_here = _residual(dom, level, lo) if in_domain else dom
+            if dom_here is FALSE:
+                continue                          # no message has these values
             add: set[Any] = {a for a, c in counts.items() if c > 0}
             still = later_t
             if here:
@@ -165,12 +173,12 @@ class _Walk:
             now = acc | add if add else acc
             if still and now:                     # a rule whose actions are all given already changes nothing
                 still = tuple(x for x in still if not atoms[x[0]] <= now)
-            step = (nxt, now, still)
+            step = (nxt, now, still, dom_here)
             if step == last:
                 continue                          # the piece before went the same way
             last = step
-            if not self._walk(level + 1, nxt, now, still, values + [lo], path + [f"{self.paths[level]} in "
-                                                                          f"[{lo}, {hi}]: {what}"]):
+            if not self._walk(level + 1, nxt, now, still, values + [self.pick[level](lo, hi)], path + [f"{self.paths[level]} in "
+                                                                          f"[{lo}, {hi}]: {what}"], dom_here):
                 self.memo[key] = False
                 return False
         self.memo[key] = True
@@ -198,6 +206,16 @@ class _Walk:
         return ok
 
 
+def value_pickers(rules: RuleSet) -> list[Callable[[int, int], int]]:
+    """Per level, the value a counterexample takes from a piece [lo, hi]: its lowest, but a
+    topic level's one a real message can carry (topic_rules.level_in)."""
+    out: list[Callable[[int, int], int]] = []
+    for q in rules.fields:
+        t = rules.spec.topics.get(q.topic) if q.topic and q.part == "level" else None
+        out.append((lambda lo, hi: lo) if t is None else partial(level_in, t))
+    return out
+
+
 def _relevel(f: Formula, to: dict[int, int]) -> Formula:
     tag = f[0]
     if tag == "atom":
@@ -217,7 +235,7 @@ def in_order(rules: RuleSet, paths: list[str]) -> RuleSet:
     to = {i: paths.index(p) for i, p in enumerate(now)}
     by_path = {q.path: q for q in rules.fields}
     return RuleSet(rules.spec, [by_path[p] for p in paths], [_relevel(f, to) for f in rules.formulas],
-                   rules.atoms, rules.texts, rules.default)
+                   rules.atoms, rules.texts, rules.default, _relevel(rules.domain, to))
 
 
 def evaluate(f: Formula, values: list[int]) -> bool:
@@ -251,6 +269,7 @@ def check_cover(rules: RuleSet, m: Machine, only: Any = None) -> Result:
     rules that forward to this port, for that port alone (a port filter's machine)."""
     result = Result("covers")
     n = len(rules.fields)
+    pick = value_pickers(rules)
     for i, f in enumerate(rules.formulas):
         want = outcome_of(rules.atoms[i])
         if want.drop or not (want.ports or want.calls):
@@ -260,7 +279,8 @@ def check_cover(rules: RuleSet, m: Machine, only: Any = None) -> Result:
                 continue
             want = Outcome(frozenset({only}))
         seen: set[Any] = set()
-        stack: list[tuple[int, int, Formula, list[int], list[str]]] = [(0, m.root, f, [], [])]
+        within = f if rules.domain is TRUE else ("and", (f, rules.domain))    # the messages that exist
+        stack: list[tuple[int, int, Formula, list[int], list[str]]] = [(0, m.root, within, [], [])]
         while stack:
             level, state, r, values, path = stack.pop()
             if r is FALSE or (level, state, r) in seen:
@@ -289,7 +309,7 @@ def check_cover(rules: RuleSet, m: Machine, only: Any = None) -> Result:
                     k += 1
                 r2 = _residual(r, level, lo)
                 if r2 is not FALSE:
-                    stack.append((level + 1, pieces[k][2], r2, values + [lo],
+                    stack.append((level + 1, pieces[k][2], r2, values + [pick[level](lo, hi)],
                                   path + [f"{rules.fields[level].path} in [{lo}, {hi}]: {pieces[k][3]}"]))
     return result
 

@@ -5,8 +5,10 @@ A formula is a nested tuple: ("atom", level, intervals) | ("and", parts) | ("or"
 value ranges of the field at `level` (its position in the spec's query fields) where the
 relation holds. Constants are encoded here from the spec (numbers, strings padded with the
 spec's pad byte, IPv4/IPv6/MAC literals); a field wider than 64 bits is read as the message
-spec splits it, two words, each interval a formula over both; what this checker does not model
-(topics, state functions, custom-action arguments as data) is refused as undecidable.
+spec splits it, two words, each interval a formula over both; a topic (MQTT, NATS, DNS name) is
+read over its message variables (topic_rules.py), with the domain real messages lie in; what this
+checker does not model (state functions, custom-action arguments as data) is refused as
+undecidable.
 """
 from __future__ import annotations
 
@@ -17,10 +19,11 @@ from camus.compiler.language.actions import action_atoms
 from camus.compiler.language.rules_ast import And, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
 from camus.compiler.language.rules_parser import parse_rules
 from camus.compiler.language.spec import QueryField, Spec
+from camus.compiler.language.topics import TopicError
 
-Formula = tuple[Any, ...]
-TRUE: Formula = ("true",)
-FALSE: Formula = ("false",)
+from .topic_rules import TopicVariables, domain, filter_formula
+
+from .formulas import FALSE, TRUE, Formula, conjunction
 
 
 class Undecidable(Exception):
@@ -69,12 +72,13 @@ class RuleSet:
     atoms: list[frozenset[Any]]               # per rule: its action atoms
     texts: list[str]
     default: frozenset[Any]                   # query_default_action's atoms
+    domain: Formula = TRUE                    # what every real message satisfies (topic variables)
 
     def with_counters(self, counters: dict[int, list[int]]) -> "RuleSet":
         """The same rules where rule i, when it holds, adds to counters `counters[i]` (the tables'
         counter ids: rule indices for the IR, positions in the state file's counted list live)."""
         atoms = [a | frozenset(("count", k) for k in counters.get(i, ())) for i, a in enumerate(self.atoms)]
-        return RuleSet(self.spec, self.fields, self.formulas, atoms, self.texts, self.default)
+        return RuleSet(self.spec, self.fields, self.formulas, atoms, self.texts, self.default, self.domain)
 
     def decide(self, satisfied: frozenset[int]) -> Outcome:
         atoms: frozenset[Any] = frozenset().union(*(self.atoms[i] for i in satisfied)) if satisfied else frozenset()
@@ -123,11 +127,11 @@ def _prefix(value: int, plen: int, width: int) -> tuple[int, int]:
 
 class _Reader:
     def __init__(self, spec: Spec) -> None:
-        if spec.topics:
-            raise Undecidable("topic fields are not modelled by the checker")
         self.spec = spec
         self.fields = list(spec.query_fields)
         self.level = {q.path: i for i, q in enumerate(self.fields)}
+        self.topics = {path: TopicVariables(t, self.level) for path, t in spec.topics.items()}
+        self.domain = conjunction([domain(v) for v in self.topics.values()])
         # a field wider than 64 bits is two query fields in the message spec, its words: the
         # levels of its top bits and of its low 64
         self.words: dict[str, list[tuple[str, int, int]]] = {q.whole: [] for q in self.fields if q.whole}
@@ -144,6 +148,9 @@ class _Reader:
     def atom(self, rel: Rel) -> Formula:
         if isinstance(rel.left, StateFn):
             raise Undecidable("state functions (count/sum/avg/every) are not modelled by the checker")
+        named = self.spec.topics_named(rel.left.name) if self.topics else []
+        if len(named) == 1:
+            return self.topic(rel, self.topics[named[0].path])
         q = self.field(rel.left.name)
         top = (1 << q.width) - 1
         c = rel.right
@@ -165,6 +172,16 @@ class _Reader:
         if q.path in self.words:
             return self.wide(q, _norm(spans))
         return ("atom", self.level[q.path], _norm(spans))
+
+    def topic(self, rel: Rel, v: TopicVariables) -> Formula:
+        if rel.op not in ("==", "!=") or rel.right.kind not in ("str", "word"):
+            raise Undecidable(f"{v.t.path} {rel.op} {rel.right.text}: a topic is compared with == or != and a "
+                              "quoted filter")
+        try:
+            f = filter_formula(v, str(rel.right.value))
+        except TopicError as exc:
+            raise Undecidable(f"topic filter {rel.right.text}: {exc}") from None
+        return f if rel.op == "==" else ("not", f)
 
     def wide(self, q: QueryField, spans: tuple[tuple[int, int], ...]) -> Formula:
         """Intervals of a wide field as a formula over its words: [a, b] is (hi = a's top and
@@ -210,7 +227,8 @@ def read_rules(spec: Spec, text: str, source: str = "<rules>") -> RuleSet:
         formulas.append(reader.formula(r.filter))
         atoms.append(action_atoms(r.actions, src, spec.custom_actions))
         texts.append(_rule_text(text, r))
-    return RuleSet(spec, reader.fields, formulas, atoms, texts, frozenset(spec.default_atoms))
+    return RuleSet(spec, reader.fields, formulas, atoms, texts, frozenset(spec.default_atoms), reader.domain)
+
 
 
 def _rule_text(text: str, r: Rule) -> str:

@@ -27,7 +27,8 @@ def compiled_machine(c: Any, target: str) -> Machine:
         except BackendError as exc:
             raise Undecidable(f"the eBPF back end refuses these tables: {exc}") from None
         maps = written_maps(contents)
-        return live_machine(c.spec, maps, contents.root, list(contents.ports), limits.range_levels, RADIX_LEVELS)
+        return live_machine(c.spec, maps, contents.root, list(contents.ports), limits.range_levels, RADIX_LEVELS,
+                            max_states=limits.max_states)
     from camus.compiler.backends.p4.entries import p4_tables
     from camus.compiler.backends.p4.schema import p4_schema
     return p4_machine(c.spec, p4_tables(c.pipeline, c.spec), p4_schema(c.spec))
@@ -130,8 +131,9 @@ def attached_machine(unit: str) -> tuple[Spec, RuleSet, tuple[str, str, int], Ma
             leaf_rules = {int(s): list(ks) for s, ks in inst.leaf_rules.items()}
             maps = MapSet.from_pins(inst.pins)
             try:
-                m = live_machine(spec, maps, maps.cfg(CFG_ROOT), list(bits), inst.limits().range_levels, RADIX_LEVELS,
-                                 leaf_rules)
+                limits = inst.limits()
+                m = live_machine(spec, maps, maps.cfg(CFG_ROOT), list(bits), limits.range_levels, RADIX_LEVELS,
+                                 leaf_rules, limits.max_states)
             finally:
                 maps.close()
     except (DataplaneError, MapError, OSError) as exc:

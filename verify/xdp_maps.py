@@ -29,6 +29,8 @@ MAX_PROBE = 4
 FANOUT = 8
 LEAF_DROP, LEAF_CALL, LEAF_ANSWER, LEAF_ILA = 1, 2, 32, 64
 U64 = (1 << 64) - 1
+LABEL_BITS = 64          # bpf/camus_topic.h: a topic level wider than this is matched by its label,
+OTHER_LONG = 1 << 8      # a long level no entry names by this one
 
 
 class LiveReader:
@@ -193,12 +195,17 @@ def _merge(ps: list[tuple[int, int, int, str]]) -> list[Piece]:
 
 
 def live_machine(spec: Spec, maps: Any, root: int, port_bits: list[Any], range_levels: int,
-                 radix_levels: int, leaf_rules: dict[int, list[int]] | None = None) -> Machine:
+                 radix_levels: int, leaf_rules: dict[int, list[int]] | None = None, max_states: int = 0) -> Machine:
     """The machine of the tables the root leads to. `port_bits`: the port each leaf bit stands for;
-    `leaf_rules`: the rule counters each leaf state's hits go to (the state file's), compared."""
+    `leaf_rules`: the rule counters each leaf state's hits go to (the state file's), compared;
+    `max_states`: the program's CAMUS_MAX_STATES (which bank of topic labels the root reads)."""
     fields = spec.query_fields
-    if any(q.width > 64 for q in fields):
-        raise Undecidable("fields over 64 bits are not read back yet")
+    wide = {i for i, q in enumerate(fields) if q.width > LABEL_BITS}
+    if any(fields[i].topic is None for i in wide):
+        raise Undecidable("fields over 64 bits other than topic levels are not read back")
+    if wide and not max_states:
+        raise Undecidable("topic levels are read by label: the program's state count is needed")
+    longs = _long_labels(maps, spec, wide, int((root & STATE_MASK) >= max_states // 2)) if wide else {}
     r = LiveReader(maps, range_levels, radix_levels)
     trans: dict[int, tuple[int, list[Piece]]] = {}        # state -> (variable, pieces)
     finals: set[int] = set()
@@ -211,7 +218,14 @@ def live_machine(spec: Spec, maps: Any, root: int, port_bits: list[Any], range_l
             continue
         if d.var >= len(fields):
             raise Undecidable(f"state {s} tests state variable {d.var - len(fields)}: windows are not read back yet")
-        ps = r.transition(s & STATE_MASK, d, fields[d.var].width)
+        if d.var in wide:
+            if d.kind != KIND_EXACT:
+                raise Undecidable(f"state {s}: topic level {fields[d.var].path} matched by table kind {d.kind}, "
+                                  "not by exact labels")
+            ps = _level_pieces(r.transition(s & STATE_MASK, d, LABEL_BITS), d.default_next,
+                               fields[d.var].width // 8, longs[d.var])
+        else:
+            ps = r.transition(s & STATE_MASK, d, fields[d.var].width)
         trans[s] = (d.var, ps)
         for _, _, nxt, _ in ps:
             if nxt not in seen:
@@ -229,6 +243,60 @@ def live_machine(spec: Spec, maps: Any, root: int, port_bits: list[Any], range_l
         m.outcomes[s] = o
     m.counts = leaf_rules is not None
     return m
+
+
+def _long_labels(maps: Any, spec: Spec, wide: set[int], bank: int) -> dict[int, dict[int, int]]:
+    """Per topic level variable, {label: level value} of the long levels the root's bank of
+    `labels` holds (bpf/camus_topic.h: key {bank << 16 | var, level bytes NUL-padded})."""
+    from camus.dataplane.maps import label_key_type
+    fields = spec.query_fields
+    key_type = label_key_type(max((fields[i].width // 8 + 7) // 8 for i in wide))
+    out: dict[int, dict[int, int]] = {i: {} for i in wide}
+    for key in maps.keys("labels", key_type):
+        var = key.var & 0xFFFF
+        if key.var >> 16 != bank or var not in out:
+            continue
+        label = ctypes.c_uint64()
+        if not maps.lookup("labels", key, label):
+            continue                                     # deleted since it was listed
+        nbytes = fields[var].width // 8
+        if label.value in out[var]:
+            raise TableDefect(f"labels: two long levels of {fields[var].path} have label {label.value:#x}")
+        out[var][label.value] = int.from_bytes(bytes(key.w)[:nbytes], "big")
+    return out
+
+
+def _label_level(label: int, nbytes: int, longs: dict[int, int]) -> int | None:
+    """The level value whose label this is (camus_topic.h): None when no level has it."""
+    if label == 0:
+        return 0                                         # the empty level (and levels past the depth)
+    if label & 0xFF == 0:                                # a long level's id: its low byte is 0
+        if label == OTHER_LONG:
+            raise Undecidable("an entry on the label every unnamed long level shares (1 << 8) is not modelled")
+        return longs.get(label)
+    data = label.to_bytes(8, "little").rstrip(b"\0")    # a short level: its bytes, little-endian
+    if b"\0" in data or len(data) > nbytes:
+        return None                                      # (a level holds no NUL)
+    return int.from_bytes(data.ljust(nbytes, b"\0"), "big")
+
+
+def _level_pieces(ps: list[Piece], miss: int, nbytes: int, longs: dict[int, int]) -> list[Piece]:
+    """A topic level's transition over its level values, from the one over labels: each label an
+    entry names goes back to the level it stands for; every other level gets what the table
+    gives a label it does not hold (`miss`, the default next state)."""
+    points: dict[int, tuple[int, str]] = {}
+    miss_what = f"no entry for the level's label: {miss}"
+    for lo, hi, nxt, what in ps:
+        if nxt == miss:
+            miss_what = what
+            continue
+        if hi - lo > 1 << 16:
+            raise Undecidable(f"labels [{lo:#x}, {hi:#x}] lead to {nxt}: a topic level's table holds single labels")
+        for label in range(lo, hi + 1):
+            level = _label_level(label, nbytes, longs)
+            if level is not None:
+                points[level] = (nxt, f"{what} (label {label:#x})")
+    return pieces(points, [], [], (miss, miss_what), 8 * nbytes)
 
 
 def _variable_order(trans: dict[int, tuple[int, list[Piece]]], n: int) -> list[int]:

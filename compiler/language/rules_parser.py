@@ -17,7 +17,8 @@ million-rule file parses in seconds.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections import deque
+from typing import Any, Iterator
 
 import bisect
 import ipaddress
@@ -70,7 +71,15 @@ class SourceText:
 
     def __init__(self, text: str, name: str) -> None:
         self.text, self.name = text, name
-        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._line_starts: list[int] | None = None
+
+    @property
+    def line_starts(self) -> list[int]:
+        """Where each line starts; found when a position is first asked for (a clean million-line
+        file never needs them)."""
+        if self._line_starts is None:
+            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        return self._line_starts
 
     def position(self, offset: int) -> Position:
         line = bisect.bisect_right(self.line_starts, offset)
@@ -410,14 +419,53 @@ def _fast_rule(m: re.Match[str], index: int) -> Rule | None:
     return Rule(filt, tuple(actions), m.start(1), index)
 
 
+class _Matches:
+    """The fast pattern's matches, read as the parser reaches them and let go once it is past
+    them: a million rules' match objects held at once took half a gigabyte (and fragmented the
+    heap the syntax trees live in)."""
+
+    def __init__(self, found: Iterator[re.Match[str]]) -> None:
+        self.found = found
+        self.kept: deque[re.Match[str]] = deque()
+        self.first = 0               # index of kept[0]
+
+    def get(self, i: int) -> re.Match[str] | None:
+        """The i-th match (i >= every index released), None past the last."""
+        while i - self.first >= len(self.kept):
+            m = next(self.found, None)
+            if m is None:
+                return None
+            self.kept.append(m)
+        return self.kept[i - self.first]
+
+    def release(self, i: int) -> None:
+        """Matches before the i-th are not needed again."""
+        while self.first < i and self.kept:
+            self.kept.popleft()
+            self.first += 1
+
+
 def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceText]:
     """Parse a whole rule file. Any syntax error rejects the file: CompileErrors lists them all."""
+    src = rule_source(text, source)
+    return list(each_rule(src)), src
+
+
+def rule_source(text: str, source: str = "<rules>") -> SourceText:
+    """A rule file's text as the parser reads it (positions for messages)."""
     if text.startswith("\ufeff"):      # a byte-order mark (editors on Windows): blank, columns kept
         text = " " + text[1:]
-    src = SourceText(text, source)
-    rules: list[Rule] = []
+    return SourceText(text, source)
+
+
+def each_rule(src: SourceText) -> Iterator[Rule]:
+    """The rules of `src`, each as soon as it is parsed (a caller that lowers them one by one
+    never holds every syntax tree at once). Syntax errors do not stop the reading: after the last
+    rule, CompileErrors lists them all (the file is rejected whole)."""
+    text = src.text
+    count = 0                    # rules parsed so far (a rule's index)
     errors: list[CompileError] = []
-    matches = list(_SIMPLE.finditer(text))
+    matches = _Matches(_SIMPLE.finditer(text))
     def blank(text: str, start: int, end: int | None = None) -> int:
         """Where the blank lines and comments from `start` end (the pattern always matches)."""
         m = _BLANK.match(text, start, len(text) if end is None else end)
@@ -425,18 +473,21 @@ def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceT
         return m.end()
 
     pos = 0                      # everything before pos is parsed
-    i = 0
-    n = len(matches)
-    while pos < len(text) or i < n:
-        m = matches[i] if i < n else None
+    i = 0                        # the next fast-pattern match not yet used
+    while True:
+        m = matches.get(i)
+        if m is None and pos >= len(text):
+            break
         gap_end = m.start() if m is not None else len(text)
         rule = None
         if blank(text, pos, gap_end) == gap_end and m is not None:
-            rule = _fast_rule(m, len(rules))
+            rule = _fast_rule(m, count)
             if rule is not None:
-                rules.append(rule)
+                yield rule
+                count += 1
                 pos = m.end()
                 i += 1
+                matches.release(i)
                 continue
         if m is None and blank(text, pos) == len(text):
             break
@@ -445,24 +496,26 @@ def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceT
         j = i + 1 if end != gap_end else i
         while True:
             try:
-                got, errs = _Parser(src, pos, end).rules(len(rules))
+                got, errs = _Parser(src, pos, end).rules(count)
             except CompileError as exc:          # a character no token starts with
                 got, errs = [], [exc]
-            if not any(e.message == "unexpected end of input" for e in errs) or j >= n:
+            following = matches.get(j)
+            if not any(e.message == "unexpected end of input" for e in errs) or following is None:
                 if any(e.message == "unexpected end of input" for e in errs) and end < len(text):
                     end = len(text)
                     continue
                 break
-            end = matches[j].end()
+            end = following.end()
             j += 1
-        rules.extend(got)
+        yield from got
+        count += len(got)
         errors.extend(errs)
         pos, i = end, j
-        while i < n and matches[i].start() < pos:
+        while (mi := matches.get(i)) is not None and mi.start() < pos:
             i += 1
+        matches.release(i)
     if errors:
         raise CompileErrors(errors)
-    return rules, src
 
 
 def strip_comment(line: str) -> str:

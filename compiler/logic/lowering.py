@@ -9,7 +9,7 @@ reported at the position of the offending token; any error rejects the whole fil
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Iterable, Union
 
 from ..language.errors import CompileError, CompileErrors
 from .intervals import IntervalSet, complement, normalise, prefix_interval
@@ -57,7 +57,7 @@ class Variable:
     state: StateVar | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LoweredRule:
     index: int
     formula: Formula
@@ -323,8 +323,9 @@ def _substitute_states(f: Formula, lits: list[Formula]) -> Formula:
     return f
 
 
-def lower_rules(spec: Spec, rules: list[Rule], src: SourceText) -> Lowered:
-    """Type-check and lower every rule; any error rejects all (CompileErrors lists them)."""
+def lower_rules(spec: Spec, rules: Iterable[Rule], src: SourceText) -> Lowered:
+    """Type-check and lower every rule; any error rejects all (CompileErrors lists them). `rules`
+    may be the parser's stream (rules_parser.each_rule): its syntax errors then reject the file."""
     lw = _Lowerer(spec, src)
     errors: list[CompileError] = []
     lowered: list[LoweredRule] = []

@@ -43,6 +43,9 @@ def eval_formula(f: Formula, values: list[int]) -> bool:
 
 class FilterEvaluator:
     def __init__(self, rules: list[Rule], lowered: Lowered) -> None:
+        if not rules and lowered.user_rule_count:
+            raise ValueError("these rules were compiled without keeping them (compile_rules' keep_rules=False): "
+                             "compile them again to evaluate them")
         self.rules = rules
         self.lowered = lowered
         self.lw = lowered.lowerer

@@ -194,7 +194,13 @@ class DiagramBuilder:
         h = 0
         for k in keys:
             h ^= k
-        return self._build(0, alive, h)
+        root = self._build(0, alive, h)
+        if self._memo_order is None:
+            # nothing reads this call's terms or memo again (the next build starts afresh): let
+            # them go (a million terms' level tuples, keys and memo: a few hundred megabytes)
+            self._cons, self._last, self._atoms, self._keys = [], [], [], []
+            self._memo, self._leaf_memo = {}, {}
+        return root
 
     # -- persistent terms (live_diagram.py: the top level kept between changes) ----------------
     def keep_terms(self, order: list[int]) -> None:
@@ -278,7 +284,10 @@ class DiagramBuilder:
             result = self._leaf_for(alive)
         else:
             result = self._branch(nxt, alive, deepest)
-        self._memo[memo_key] = result
+        if len(alive) > 1 or self._memo_order is not None:
+            # (one term's chain is rebuilt in a few steps and hash-consed to the same node: a
+            # memo entry per term, a million at hICN's 1M names, costs more than it saves)
+            self._memo[memo_key] = result
         if self.max_memo is not None and len(self._memo) > self.max_memo:
             raise DiagramTooLarge(len(self.nodes))
         return result

@@ -187,3 +187,17 @@ def test_a_message_string_outside_latin1_is_refused_not_turned_into_question_mar
     with pytest.raises(ValueError, match="outside Latin-1"):
         message_from_text(spec, 'stock="\u20ac\u20ac"')
     assert message_from_text(spec, 'stock="caf\u00e9"')["quote.stock"] != message_from_text(spec, 'stock="caf?"')["quote.stock"]
+
+
+@pytest.mark.parametrize("rules", [case[0] for case in RULE_CASES] + [
+    "stok == 1 : fwd(1)\nprice > : fwd(1)\n",              # a type error before a syntax error
+    "price > 5 : fwd(1)\nstok == 1 : fwd(1)\nprice > 5 : fwd(1)\nside prefix 3 : fwd(2)\n"])
+def test_a_compile_that_lets_its_rules_go_refuses_what_the_full_compile_refuses(rules: str) -> None:
+    # keep_rules=False lowers each rule as the parser yields it: the syntax errors still reject
+    # the file first (no type error of a rule before them is reported), every error is listed
+    with pytest.raises(CompileErrors) as kept:
+        compile_rules(spec, rules, "r.txt")
+    with pytest.raises(CompileErrors) as lean:
+        compile_rules(spec, rules, "r.txt", keep_rules=False)
+    assert [(e.position, e.message) for e in lean.value.errors] == \
+        [(e.position, e.message) for e in kept.value.errors]
