@@ -136,8 +136,10 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
         cx = result.counterexample
         assert cx is not None
         message = " ".join(f"{k}={v}" for k, v in message_values(s, cx.values).items())
+        windows = " ".join(f"{k}={v}" for k, v in cx.values.items() if k.startswith("state."))
         click.echo(f"DIFFERS: the tables and the rules disagree on the message\n  {message}\n"
-                   f"  rules give:  {cx.rules.text()}\n  tables give: {cx.tables.text()}\n  path:")
+                   + (f"  with the aggregates (after it is added) {windows}\n" if windows else "")
+                   + f"  rules give:  {cx.rules.text()}\n  tables give: {cx.tables.text()}\n  path:")
         for step in cx.path:
             click.echo(f"    {step}")
         explained = (spec, rules) if live is None else live[1:3]
@@ -153,9 +155,10 @@ def verify(spec: str, rules: str | None, target: str, directory: str | None, swi
 
 def message_values(spec: Any, values: dict[str, int]) -> dict[str, Any]:
     """A counterexample's values as `explain --message` takes them: wide fields whole, a topic
-    as its text (`note.topic=plant/7/temp`) in place of its variables."""
+    as its text (`note.topic=plant/7/temp`) in place of its variables; state functions'
+    aggregates (`state.K:...`, not fields of the message) left out."""
     from camus.verify.topic_rules import topic_text
-    out: dict[str, Any] = dict(whole_values(values))
+    out: dict[str, Any] = {k: v for k, v in whole_values(values).items() if not k.startswith("state.")}
     for t in spec.topics.values():
         text = topic_text(t, values)
         head = f"{t.instance}.{t.name}/"

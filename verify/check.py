@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, Callable
 
 from .machines import Machine
-from .rules import FALSE, TRUE, Formula, Outcome, RuleSet, outcome_of
+from .rules import FALSE, TRUE, Formula, Outcome, RuleSet, TableDefect, outcome_of
 from .topic_rules import level_in
 
 
@@ -186,10 +186,7 @@ class _Walk:
 
     def _leaf(self, state: int, acc: frozenset[Any], values: list[int], path: list[str]) -> bool:
         self.result.regions += 1
-        want = outcome_of(acc)
-        if not (want.ports or want.drop or want.calls) and self.rules.default:
-            d = outcome_of(self.rules.default)
-            want = Outcome(d.ports, d.drop, d.calls, want.counted)
+        want = outcome_of(acc).or_default(outcome_of(self.rules.default))
         have = self.m.outcome(state)
         if not self.m.counts:                     # tables whose counters are not modelled
             want = want.uncounted()
@@ -232,6 +229,9 @@ def in_order(rules: RuleSet, paths: list[str]) -> RuleSet:
     now = [q.path for q in rules.fields]
     if now == paths:
         return rules
+    missing = [p for p in now if p not in paths]
+    if missing:      # an aggregate the rules define that the tables keep none of (or keep another)
+        raise TableDefect(f"the tables have no variable {missing[0]} (they have {', '.join(paths)})")
     to = {i: paths.index(p) for i, p in enumerate(now)}
     by_path = {q.path: q for q in rules.fields}
     return RuleSet(rules.spec, [by_path[p] for p in paths], [_relevel(f, to) for f in rules.formulas],
@@ -256,8 +256,7 @@ def evaluate(f: Formula, values: list[int]) -> bool:
 def _rules_outcome(rules: RuleSet, values: list[int]) -> Outcome:
     acc: frozenset[Any] = frozenset().union(*(rules.atoms[i] for i, f in enumerate(rules.formulas)
                                                if evaluate(f, values)))
-    out = outcome_of(acc)
-    return outcome_of(rules.default) if not (out.ports or out.drop or out.calls) and rules.default else out
+    return outcome_of(acc).or_default(outcome_of(rules.default))
 
 
 def check_cover(rules: RuleSet, m: Machine, only: Any = None) -> Result:

@@ -6,6 +6,7 @@ guard's miss; a miss runs the table's default action).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,8 +14,9 @@ from camus.compiler.ir.pipeline import Pipeline
 from camus.compiler.language.spec import Spec
 
 from .rules import Outcome, TableDefect, Undecidable
+from .state_rules import STATE_BITS, state_path
 
-Piece = tuple[int, int, int, str]          # lo, hi, next state, what decided it (for a path)
+Piece = tuple[int, int, Any, str]          # lo, hi, next state, what decided it (for a path)
 
 
 def pieces(points: dict[int, tuple[int, str]], ranges: list[tuple[int, int, int, int, str]],
@@ -74,19 +76,34 @@ class Machine:
     # the outcomes say which rule counters a message adds to (the IR's leaves, a live unit's leaf
     # rules); False: counters are not compared
     counts: bool = False
+    # state functions: levels from `aggregates_from` on test aggregates; the state a message is in
+    # when it reaches that level decides which aggregates it adds to (`updates`). Past it a state
+    # is (that state, the state now), so the outcome can say both.
+    aggregates_from: int | None = None
+    updates: dict[int, frozenset[int]] = field(default_factory=dict)
 
-    def step(self, level: int, state: int) -> list[Piece]:
+    def step(self, level: int, state: Any) -> list[Piece]:
+        if self.aggregates_from is not None and level >= self.aggregates_from:
+            head, now = state if isinstance(state, tuple) else (state, state)
+            return [(lo, hi, (head, nxt), what) for lo, hi, nxt, what in self._step(level, now)]
+        return self._step(level, state)
+
+    def _step(self, level: int, state: int) -> list[Piece]:
         got = self.steps[level].get(state)
         return got if got is not None else [(0, (1 << self.widths[level]) - 1, state, "passes through")]
 
-    def outcome(self, state: int) -> Outcome:
+    def outcome(self, state: Any) -> Outcome:
+        if self.aggregates_from is not None:
+            head, now = state if isinstance(state, tuple) else (state, state)
+            o = self._outcome(now)
+            return Outcome(o.ports, o.drop, o.calls, o.counted, self.updates.get(head, frozenset()))
+        return self._outcome(state)
+
+    def _outcome(self, state: int) -> Outcome:
         o = self.outcomes.get(state)
         if o is None:
             return self.default
-        if o.ports or o.drop or o.calls:
-            return o
-        d = self.default                      # a leaf that only counts: the default delivers
-        return Outcome(d.ports, d.drop, d.calls, o.counted) if o.counted else d
+        return o.or_default(self.default)     # a leaf that only counts: the default delivers
 
 
 def _outcome(ports: Any, drop: bool, calls: Any, counted: Any = ()) -> Outcome:
@@ -99,15 +116,28 @@ def ir_machine(spec: Spec, p: Pipeline) -> Machine:
     state it does not hold passes through; a final state's leaf gives the outcome."""
     if p.bitvector is not None:
         raise Undecidable("the bit-vector stage is not modelled by the checker (compile with --strategy bdd)")
-    if p.state_vars:
-        raise Undecidable("state variables are not modelled by the checker")
     tested = [t.field for t in p.tables if t.field is not None]
     order = list(dict.fromkeys(tested + [q.path for q in spec.query_fields]))     # the tables' order
-    level = {path: i for i, path in enumerate(order)}
     width_of = {q.path: q.width for q in spec.query_fields}
+    aggregates = [state_path(v.id, v.fn, _whole(spec, v.field), v.modulus, v.counter) for v in p.state_vars]
+    width_of.update({path: STATE_BITS for path in aggregates})
+    by_id = {v.id: path for v, path in zip(p.state_vars, aggregates)}
+    tables = []
+    for t in p.tables:                            # an aggregate's table tests the level named for it
+        if t.state_var is not None:
+            if t.state_var not in by_id:
+                raise TableDefect(f"{t.name} tests state variable {t.state_var}, which the tables do not define")
+            t = dataclasses.replace(t, field=by_id[t.state_var])
+        tables.append(t)
+    first_aggregate = len(order)
+    order += aggregates
+    level = {path: i for i, path in enumerate(order)}
     widths = [width_of[path] for path in order]
     m = Machine(order, widths, p.root, [{} for _ in widths])
-    _ir_steps(p.tables, level, widths, m.steps)
+    _ir_steps(tables, level, widths, m.steps)
+    if p.state_vars:
+        m.aggregates_from = first_aggregate
+        m.updates = {s: frozenset(vs) for s, vs in p.state_updates.items()}
     if p.port_filters is not None:
         steps: list[dict[int, list[Piece]]] = [{} for _ in widths]
         _ir_steps(p.port_filters.tables, level, widths, steps)
@@ -119,6 +149,12 @@ def ir_machine(spec: Spec, p: Pipeline) -> Machine:
         d = p.default_action
         m.default = _outcome(d.ports, d.drop, d.calls)
     return m
+
+
+def _whole(spec: Spec, path: str) -> str:
+    """A state variable's field as the rules name it (a wide field's word: the whole field)."""
+    q = spec.query_field(path) if path else None
+    return q.whole or q.path if q is not None else path
 
 
 def _ir_steps(tables: list[Any], level: dict[str, int], widths: list[int], steps: list[dict[int, list[Piece]]]) -> None:

@@ -6,9 +6,9 @@ value ranges of the field at `level` (its position in the spec's query fields) w
 relation holds. Constants are encoded here from the spec (numbers, strings padded with the
 spec's pad byte, IPv4/IPv6/MAC literals); a field wider than 64 bits is read as the message
 spec splits it, two words, each interval a formula over both; a topic (MQTT, NATS, DNS name) is
-read over its message variables (topic_rules.py), with the domain real messages lie in; what this
-checker does not model (state functions, custom-action arguments as data) is refused as
-undecidable.
+read over its message variables (topic_rules.py), with the domain real messages lie in; a state
+function's aggregate is one more variable and its update a pseudo-rule (state_rules.py); what
+this checker does not model (custom-action arguments as data) is refused as undecidable.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from camus.compiler.language.rules_parser import parse_rules
 from camus.compiler.language.spec import QueryField, Spec
 from camus.compiler.language.topics import TopicError
 
+from .state_rules import Aggregates, StateError, rule_with_states, state_field
 from .topic_rules import TopicVariables, domain, filter_formula
 
 from .formulas import FALSE, TRUE, Formula, conjunction
@@ -43,16 +44,28 @@ class Outcome:
     drop: bool = False
     calls: frozenset[Any] = frozenset()
     counted: frozenset[int] = frozenset()
+    updates: frozenset[int] = frozenset()     # the aggregates (state functions) the message adds to
 
     def text(self) -> str:
         parts = [f"fwd({', '.join(str(p) for p in sorted(self.ports, key=str))})"] if self.ports else []
         parts += ["drop"] if self.drop else []
         parts += [f"{n}({', '.join(a)})" for n, a in sorted(self.calls)]
         out = ", ".join(parts) or "not delivered"
-        return out + (f"; counted by rule counter(s) {sorted(self.counted)}" if self.counted else "")
+        out += f"; counted by rule counter(s) {sorted(self.counted)}" if self.counted else ""
+        return out + (f"; adds to aggregate(s) {sorted(self.updates)}" if self.updates else "")
 
     def uncounted(self) -> "Outcome":
-        return Outcome(self.ports, self.drop, self.calls) if self.counted else self
+        return Outcome(self.ports, self.drop, self.calls, frozenset(), self.updates) if self.counted else self
+
+    def delivers(self) -> bool:
+        return bool(self.ports or self.drop or self.calls)
+
+    def or_default(self, default: "Outcome") -> "Outcome":
+        """A message nothing delivers gets the default's delivery (its counters and aggregate
+        updates stay its own)."""
+        if self.delivers() or not default.delivers():
+            return self
+        return Outcome(default.ports, default.drop, default.calls, self.counted, self.updates)
 
 
 def outcome_of(atoms: frozenset[Any]) -> Outcome:
@@ -61,7 +74,7 @@ def outcome_of(atoms: frozenset[Any]) -> Outcome:
     drop = ("drop",) in atoms
     ports = frozenset() if drop else frozenset(a[1] for a in atoms if a[0] == "fwd")
     return Outcome(ports, drop, frozenset((a[1], tuple(a[2])) for a in atoms if a[0] == "call"),
-                   frozenset(a[1] for a in atoms if a[0] == "count"))
+                   frozenset(a[1] for a in atoms if a[0] == "count"), frozenset(a[1] for a in atoms if a[0] == "update"))
 
 
 @dataclass
@@ -82,10 +95,7 @@ class RuleSet:
 
     def decide(self, satisfied: frozenset[int]) -> Outcome:
         atoms: frozenset[Any] = frozenset().union(*(self.atoms[i] for i in satisfied)) if satisfied else frozenset()
-        out = outcome_of(atoms)
-        if not (out.ports or out.drop or out.calls) and self.default:
-            return outcome_of(self.default)
-        return out
+        return outcome_of(atoms).or_default(outcome_of(self.default))
 
 
 def _norm(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -131,6 +141,8 @@ class _Reader:
         self.fields = list(spec.query_fields)
         self.level = {q.path: i for i, q in enumerate(self.fields)}
         self.topics = {path: TopicVariables(t, self.level) for path, t in spec.topics.items()}
+        self.states: list[tuple[Rel, bool]] = []         # the rule being read's state relations
+        self.aggregates = Aggregates(spec)
         self.domain = conjunction([domain(v) for v in self.topics.values()])
         # a field wider than 64 bits is two query fields in the message spec, its words: the
         # levels of its top bits and of its low 64
@@ -146,8 +158,6 @@ class _Reader:
         return found[0]
 
     def atom(self, rel: Rel) -> Formula:
-        if isinstance(rel.left, StateFn):
-            raise Undecidable("state functions (count/sum/avg/every) are not modelled by the checker")
         named = self.spec.topics_named(rel.left.name) if self.topics else []
         if len(named) == 1:
             return self.topic(rel, self.topics[named[0].path])
@@ -204,15 +214,20 @@ class _Reader:
             return FALSE
         return terms[0] if len(terms) == 1 else ("or", tuple(terms))
 
-    def formula(self, f: Filter) -> Formula:
+    def formula(self, f: Filter, negated: bool = False) -> Formula:
+        """`f` as a formula; a state relation becomes ("state", j), `self.states[j]` being it and
+        whether it sits under an odd number of `not`s (state_rules.rule_with_states reads them)."""
         if isinstance(f, Rel):
+            if isinstance(f.left, StateFn):
+                self.states.append((f, negated))
+                return ("state", len(self.states) - 1)
             return self.atom(f)
         if isinstance(f, Not):
-            return ("not", self.formula(f.arg))
+            return ("not", self.formula(f.arg, not negated))
         if isinstance(f, And):
-            return ("and", tuple(self.formula(a) for a in f.args))
+            return ("and", tuple(self.formula(a, negated) for a in f.args))
         if isinstance(f, Or):
-            return ("or", tuple(self.formula(a) for a in f.args))
+            return ("or", tuple(self.formula(a, negated) for a in f.args))
         if isinstance(f, TrueFilter):
             return TRUE
         raise Undecidable(f"filter {type(f).__name__} is not modelled by the checker")
@@ -224,10 +239,23 @@ def read_rules(spec: Spec, text: str, source: str = "<rules>") -> RuleSet:
     reader = _Reader(spec)
     formulas, atoms, texts = [], [], []
     for r in rules:
-        formulas.append(reader.formula(r.filter))
+        reader.states = []
+        f = reader.formula(r.filter)
+        if reader.states:
+            try:
+                f = rule_with_states(f, reader.states, reader.aggregates, len(reader.fields))
+            except StateError as exc:
+                raise Undecidable(str(exc)) from None
+        formulas.append(f)
         atoms.append(action_atoms(r.actions, src, spec.custom_actions))
         texts.append(_rule_text(text, r))
-    return RuleSet(spec, reader.fields, formulas, atoms, texts, frozenset(spec.default_atoms), reader.domain)
+    aggregates = reader.aggregates            # each aggregate's update: a pseudo-rule after the rules
+    for k, (path, guard) in enumerate(zip(aggregates.paths, aggregates.guards)):
+        formulas.append(guard)
+        atoms.append(frozenset({("update", k)}))
+        texts.append(f"(the message adds to {path})")
+    fields = reader.fields + [state_field(path) for path in aggregates.paths]
+    return RuleSet(spec, fields, formulas, atoms, texts, frozenset(spec.default_atoms), reader.domain)
 
 
 

@@ -242,8 +242,9 @@ def test_the_command(tmp_path: Path) -> None:
     (out / "entries.txtpb").write_text(text.replace('value: "\\001"', 'value: "\\002"', 1))
     r = CliRunner().invoke(main, ["verify", str(ITCH), str(rules), "--target", "p4", "--dir", str(out)])
     assert r.exit_code == 1 and "DIFFERS" in r.output and "explain" in r.output, r.output
-    windows = APPS / "int"                   # state functions: not modelled
-    r = CliRunner().invoke(main, ["verify", str(windows / "int.p4"), str(windows / "rules.txt"), "--json"])
+    windows = APPS / "int"                   # a switch's window registers: not modelled
+    r = CliRunner().invoke(main, ["verify", str(windows / "int.p4"), str(windows / "rules.txt"), "--target", "p4",
+                                  "--json"])
     assert r.exit_code == 2 and json.loads(r.output)["verdict"] == "undecidable", r.output
 
 
