@@ -81,10 +81,15 @@ class Machine:
     # is (that state, the state now), so the outcome can say both.
     aggregates_from: int | None = None
     updates: dict[int, frozenset[int]] = field(default_factory=dict)
+    entry: dict[int, int] = field(default_factory=dict)   # the state the aggregates' walk starts
+                                                          # from (XDP: masked), when not the same
+
+    def _split(self, state: Any) -> tuple[Any, Any]:
+        return state if isinstance(state, tuple) else (state, self.entry.get(state, state))
 
     def step(self, level: int, state: Any) -> list[Piece]:
         if self.aggregates_from is not None and level >= self.aggregates_from:
-            head, now = state if isinstance(state, tuple) else (state, state)
+            head, now = self._split(state)
             return [(lo, hi, (head, nxt), what) for lo, hi, nxt, what in self._step(level, now)]
         return self._step(level, state)
 
@@ -94,7 +99,7 @@ class Machine:
 
     def outcome(self, state: Any) -> Outcome:
         if self.aggregates_from is not None:
-            head, now = state if isinstance(state, tuple) else (state, state)
+            head, now = self._split(state)
             o = self._outcome(now)
             return Outcome(o.ports, o.drop, o.calls, o.counted, self.updates.get(head, frozenset()))
         return self._outcome(state)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import ctypes
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from camus.compiler.language.spec import Spec
 
 from .machines import Machine, Piece, pieces
 from .rules import Outcome, TableDefect, Undecidable
+from .state_rules import STATE_BITS, state_path
 
 # bpf/camus_xdp.h (and the generated program's constants)
 KIND_NONE, KIND_EXACT, KIND_RANGE, KIND_LPM, KIND_RADIX, KIND_BV, KIND_DIRECT = range(7)
@@ -29,6 +30,7 @@ MAX_PROBE = 4
 FANOUT = 8
 LEAF_DROP, LEAF_CALL, LEAF_ANSWER, LEAF_ILA = 1, 2, 32, 64
 U64 = (1 << 64) - 1
+AGGREGATE_FNS = ("count", "sum", "avg", "every")     # camus_svar_cfg.fn (update_svars)
 LABEL_BITS = 64          # bpf/camus_topic.h: a topic level wider than this is matched by its label,
 OTHER_LONG = 1 << 8      # a long level no entry names by this one
 
@@ -207,42 +209,103 @@ def live_machine(spec: Spec, maps: Any, root: int, port_bits: list[Any], range_l
         raise Undecidable("topic levels are read by label: the program's state count is needed")
     longs = _long_labels(maps, spec, wide, int((root & STATE_MASK) >= max_states // 2)) if wide else {}
     r = LiveReader(maps, range_levels, radix_levels)
-    trans: dict[int, tuple[int, list[Piece]]] = {}        # state -> (variable, pieces)
-    finals: set[int] = set()
-    seen, todo = {root}, deque([root])
-    while todo:
-        s = todo.popleft()
-        d = None if s & STATE_FINAL else r.desc(s & STATE_MASK)
-        if d is None or d.kind == KIND_NONE:
-            finals.add(s)
-            continue
-        if d.var >= len(fields):
-            raise Undecidable(f"state {s} tests state variable {d.var - len(fields)}: windows are not read back yet")
+    n = len(fields)
+
+    def transition(s: int, d: Any) -> list[Piece]:
+        if d.var >= n:                                   # an aggregate: its 64-bit value
+            return r.transition(s & STATE_MASK, d, STATE_BITS)
         if d.var in wide:
             if d.kind != KIND_EXACT:
                 raise Undecidable(f"state {s}: topic level {fields[d.var].path} matched by table kind {d.kind}, "
                                   "not by exact labels")
-            ps = _level_pieces(r.transition(s & STATE_MASK, d, LABEL_BITS), d.default_next,
-                               fields[d.var].width // 8, longs[d.var])
-        else:
-            ps = r.transition(s & STATE_MASK, d, fields[d.var].width)
-        trans[s] = (d.var, ps)
-        for _, _, nxt, _ in ps:
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    order = _variable_order(trans, len(fields))
-    level = {var: i for i, var in enumerate(order)}
-    m = Machine([fields[v].path for v in order], [fields[v].width for v in order], root, [{} for _ in order])
-    for s, (var, ps) in trans.items():
+            return _level_pieces(r.transition(s & STATE_MASK, d, LABEL_BITS), d.default_next,
+                                 fields[d.var].width // 8, longs[d.var])
+        return r.transition(s & STATE_MASK, d, fields[d.var].width)
+
+    # classify(): walk the header fields' tables from the root ...
+    trans, ends = _walk_states(r, [root], lambda var: var < n, transition)
+    nsvars = maps.cfg(r.m.CFG_NSVARS)
+    agg_trans: dict[int, tuple[int, list[Piece]]] = {}
+    entry: dict[int, int] = {}
+    if not nsvars:
+        finals = ends
+    else:
+        # ... then add this message to the aggregates its state's `updates` mask names and walk the
+        # aggregates' tables from that state (masked: a final flag does not stop this walk)
+        entry = {s: s & STATE_MASK for s in ends}
+        agg_trans, finals = _walk_states(r, sorted(set(entry.values())), lambda var: var >= n, transition)
+        for s, (var, _) in agg_trans.items():
+            if var - n >= nsvars:
+                raise Undecidable(f"state {s} tests aggregate {var - n}; the unit keeps {nsvars}")
+    order = _variable_order(trans, n)
+    agg_order = [n + k for k in _variable_order({s: (v - n, ps) for s, (v, ps) in agg_trans.items()}, nsvars)]
+    names = _aggregate_names(r, spec, nsvars)
+    paths = [fields[v].path for v in order] + [names[v - n] for v in agg_order]
+    widths = [fields[v].width for v in order] + [STATE_BITS] * len(agg_order)
+    level = {var: i for i, var in enumerate(order + agg_order)}
+    m = Machine(paths, widths, root, [{} for _ in paths])
+    for s, (var, ps) in [*trans.items(), *agg_trans.items()]:
         m.steps[level[var]][s] = ps
     for s in finals:
         o = _outcome(r, s & STATE_MASK, port_bits)
         if leaf_rules is not None:
             o = Outcome(o.ports, o.drop, o.calls, frozenset(leaf_rules.get(s & STATE_MASK, ())))
         m.outcomes[s] = o
+    if nsvars:
+        m.aggregates_from, m.entry = len(order), entry
+        m.updates = {s: _updates(r, s & STATE_MASK, nsvars) for s in ends}
     m.counts = leaf_rules is not None
     return m
+
+
+def _walk_states(r: LiveReader, starts: list[int], tests: Callable[[int], bool],
+                 transition: Callable[[int, Any], list[Piece]]) -> tuple[dict[int, tuple[int, list[Piece]]], set[int]]:
+    """walk(): the states reachable from `starts` through tables whose variable `tests` accepts
+    (state -> (variable, pieces)), and where the walk stops (a final state, no descriptor, or a
+    variable it does not test)."""
+    trans: dict[int, tuple[int, list[Piece]]] = {}
+    ends: set[int] = set()
+    seen, todo = set(starts), deque(starts)
+    while todo:
+        s = todo.popleft()
+        d = None if s & STATE_FINAL else r.desc(s & STATE_MASK)
+        if d is None or d.kind == KIND_NONE or not tests(d.var):
+            ends.add(s)
+            continue
+        ps = transition(s, d)
+        trans[s] = (d.var, ps)
+        for _, _, nxt, _ in ps:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return trans, ends
+
+
+def _aggregate_names(r: LiveReader, spec: Spec, nsvars: int) -> list[str]:
+    """Each aggregate's level name from its svar_cfg (function, field, window), as the rules
+    name theirs (state_rules.state_path): the window's counter is the spec's of that length."""
+    names = []
+    for k in range(nsvars):
+        c = r._get("svar_cfg", k, r.m.SvarCfg())
+        if c is None or c.fn >= len(AGGREGATE_FNS):
+            raise TableDefect(f"svar_cfg[{k}] is missing or names no function ({c.fn if c else 'none'})")
+        counters = [ct.name for ct in spec.counters if ct.window_us * 1000 == c.window_ns]
+        if len(counters) != 1:
+            raise Undecidable(f"svar_cfg[{k}]: a {c.window_ns} ns window is {len(counters)} of the spec's counters")
+        q = spec.query_fields[c.field] if c.field < len(spec.query_fields) else None
+        fn = AGGREGATE_FNS[c.fn]
+        if q is None and fn != "every":
+            raise TableDefect(f"svar_cfg[{k}] reads variable {c.field}, not a field")
+        names.append(state_path(k, fn, (q.whole or q.path) if q is not None else "", c.modulus, counters[0]))
+    return names
+
+
+def _updates(r: LiveReader, state: int, nsvars: int) -> frozenset[int]:
+    """update_svars(): the aggregates the `updates` mask of `state` adds to (those in use)."""
+    mask = ctypes.c_uint64()
+    if not r.maps.lookup("updates", ctypes.c_uint32(state), mask):
+        return frozenset()
+    return frozenset(k for k in range(nsvars) if mask.value >> k & 1)
 
 
 def _long_labels(maps: Any, spec: Spec, wide: set[int], bank: int) -> dict[int, dict[int, int]]:
