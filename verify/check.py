@@ -187,6 +187,8 @@ class _Walk:
     def _leaf(self, state: int, acc: frozenset[Any], values: list[int], path: list[str]) -> bool:
         self.result.regions += 1
         want = outcome_of(acc).or_default(outcome_of(self.rules.default))
+        if self.m.view is not None:
+            want = self.m.view(want)
         have = self.m.outcome(state)
         if not self.m.counts:                     # tables whose counters are not modelled
             want = want.uncounted()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from camus.compiler.ir.pipeline import Pipeline
 from camus.compiler.language.spec import Spec
@@ -80,7 +80,10 @@ class Machine:
     # when it reaches that level decides which aggregates it adds to (`updates`). Past it a state
     # is (that state, the state now), so the outcome can say both.
     aggregates_from: int | None = None
-    updates: dict[int, frozenset[int]] = field(default_factory=dict)
+    updates: dict[int, frozenset[str]] = field(default_factory=dict)
+    # what the tables can say of an outcome, when less than the rules' actions (XDP: custom actions
+    # are one flag): the rules' outcome is compared through it
+    view: Callable[[Outcome], Outcome] | None = None
     entry: dict[int, int] = field(default_factory=dict)   # the state the aggregates' walk starts
                                                           # from (XDP: masked), when not the same
 
@@ -124,9 +127,13 @@ def ir_machine(spec: Spec, p: Pipeline) -> Machine:
     tested = [t.field for t in p.tables if t.field is not None]
     order = list(dict.fromkeys(tested + [q.path for q in spec.query_fields]))     # the tables' order
     width_of = {q.path: q.width for q in spec.query_fields}
-    aggregates = [state_path(v.id, v.fn, _whole(spec, v.field), v.modulus, v.counter) for v in p.state_vars]
+    ranks: dict[str, int] = {}
+    aggregates = []
+    for v in sorted(p.state_vars, key=lambda v: v.id):
+        aggregates.append(state_path(v.counter, ranks.get(v.counter, 0), v.fn, _whole(spec, v.field), v.modulus))
+        ranks[v.counter] = ranks.get(v.counter, 0) + 1
+    by_id = {v.id: path for v, path in zip(sorted(p.state_vars, key=lambda v: v.id), aggregates)}
     width_of.update({path: STATE_BITS for path in aggregates})
-    by_id = {v.id: path for v, path in zip(p.state_vars, aggregates)}
     tables = []
     for t in p.tables:                            # an aggregate's table tests the level named for it
         if t.state_var is not None:
@@ -142,7 +149,7 @@ def ir_machine(spec: Spec, p: Pipeline) -> Machine:
     _ir_steps(tables, level, widths, m.steps)
     if p.state_vars:
         m.aggregates_from = first_aggregate
-        m.updates = {s: frozenset(vs) for s, vs in p.state_updates.items()}
+        m.updates = {s: frozenset(by_id[v] for v in vs) for s, vs in p.state_updates.items()}
     if p.port_filters is not None:
         steps: list[dict[int, list[Piece]]] = [{} for _ in widths]
         _ir_steps(p.port_filters.tables, level, widths, steps)
@@ -208,9 +215,6 @@ def p4_machine(spec: Spec, tables: Any, schema: Any) -> Machine:
     their keys as the program declares them (`schema`: its tables, keys, fallbacks)."""
     level = {q.path: i for i, q in enumerate(spec.query_fields)}
     widths = [q.width for q in spec.query_fields]
-    if tables.updates or tables.loads or any(t.name.startswith(("t_update", "t_svar")) and
-                                             any(e.table == t.name for e in tables.entries) for t in schema.tables):
-        raise Undecidable("window registers (state functions) are not modelled by the checker")
     owner: dict[str, int] = {}                     # table -> level, from its declared field key
     codes = getattr(schema, "codes", {})
     code_keys = {c.key.name: level[c.field] for c in codes.values()}   # (state, code) tables: the field's
@@ -265,7 +269,87 @@ def p4_machine(spec: Spec, tables: Any, schema: Any) -> Machine:
         m.default = Outcome(frozenset(ports), drop, frozenset(call_set))
     if egress:
         m.filters = _p4_filters(spec, tables, schema, level, widths)
+    if any(name.startswith(("t_update", "t_svar")) for name in by_table):
+        _p4_aggregates(spec, tables, by_table, m)
     return m
+
+
+def _one(values: set[Any] | None, what: str) -> Any:
+    if not values:
+        return None
+    if len(values) > 1:
+        raise TableDefect(f"{what}: {sorted(values)} at once")
+    return next(iter(values))
+
+
+def _p4_aggregates(spec: Spec, tables: Any, by_table: dict[str, dict[int, list[Any]]], m: Machine) -> None:
+    """The window registers as the program applies them after the header tables: t_update<k>
+    (the state then -> update_<counter>_<field>(index[, every's modulus]): that register slot
+    adds the message), then per stage t_svar<i>_load (state -> load_<counter>_<fn>(index): the
+    slot's value into `svar`) and t_svar<i> (state, svar range -> set_state; a miss keeps the
+    state). A slot is one aggregate, named from what its entries say it computes."""
+    fields: dict[tuple[str, int], set[str]] = {}
+    moduli: dict[tuple[str, int], set[int]] = {}
+    fns: dict[tuple[str, int], set[str]] = {}
+    updated: dict[int, set[tuple[str, int]]] = {}
+    loads: dict[int, dict[int, tuple[str, int]]] = {}          # stage -> state -> slot
+    for name, per_state in by_table.items():
+        for st, es in per_state.items():
+            for e in es:
+                if name.startswith("t_update"):
+                    if e.action not in tables.updates:
+                        raise Undecidable(f"{name}: action {e.action} is not a window update the checker knows")
+                    counter, field_path = tables.updates[e.action]
+                    slot = (counter, int(e.params[0]))
+                    fields.setdefault(slot, set()).add(field_path)
+                    if len(e.params) > 1:
+                        moduli.setdefault(slot, set()).add(int(e.params[1]))
+                    updated.setdefault(st, set()).add(slot)
+                elif name.startswith("t_svar") and name.endswith("_load"):
+                    if e.action not in tables.loads:
+                        raise Undecidable(f"{name}: action {e.action} is not a window load the checker knows")
+                    counter, fn = tables.loads[e.action]
+                    slot = (counter, int(e.params[0]))
+                    fns.setdefault(slot, set()).add(fn)
+                    stage = int(name[len("t_svar"):-len("_load")])
+                    if st in loads.setdefault(stage, {}):
+                        raise TableDefect(f"{name}: two entries for state {st}")
+                    loads[stage][st] = slot
+
+    def path(slot: tuple[str, int]) -> str:
+        counter, index = slot
+        modulus = _one(moduli.get(slot), f"register {counter}[{index}]'s modulus")
+        fn = "every" if modulus else _one(fns.get(slot), f"register {counter}[{index}] loaded as")
+        field_path = _one(fields.get(slot), f"register {counter}[{index}] adds")
+        return state_path(counter, index, fn or "?", _whole(spec, field_path or ""), modulus or 0)
+
+    stage_of: dict[tuple[str, int], int] = {}
+    for stage, by_state in sorted(loads.items()):
+        for slot in by_state.values():
+            stage_of.setdefault(slot, stage)
+    slots = sorted(set(stage_of) | {x for xs in updated.values() for x in xs},
+                   key=lambda x: (stage_of.get(x, len(loads)), x))
+    first = len(m.paths)
+    level = {slot: first + i for i, slot in enumerate(slots)}
+    m.paths += [path(x) for x in slots]
+    m.widths += [STATE_BITS] * len(slots)
+    m.steps += [{} for _ in slots]
+    for stage, by_state in sorted(loads.items()):
+        tests = by_table.get(f"t_svar{stage}", {})
+        d = tables.defaults.get(f"t_svar{stage}")
+        for st, slot in by_state.items():
+            ranges = [(mt.value, mt.arg, e.priority, int(e.params[0]), f"t_svar{stage}: state {st} svar in "
+                       f"[{mt.value}, {mt.arg}] -> {e.params[0]}")
+                      for e in tests.get(st, []) for mt in e.matches if mt.field != "meta.state"]
+            miss = (int(d[1][0]), f"t_svar{stage}: default") if d is not None and d[0] == "set_state" \
+                else (st, f"t_svar{stage}: state {st} misses, keeps its state")
+            if st in m.steps[level[slot]]:
+                raise Undecidable(f"state {st} loads {path(slot)} in two stages")
+            m.steps[level[slot]][st] = pieces({}, ranges, [], miss, STATE_BITS)
+        for st in set(tests) - set(by_state):
+            raise TableDefect(f"t_svar{stage}: state {st} tests svar without loading a register into it")
+    m.aggregates_from = first
+    m.updates = {st: frozenset(path(x) for x in xs) for st, xs in updated.items()}
 
 
 def _p4_filters(spec: Spec, tables: Any, schema: Any, level: dict[str, int], widths: list[int]) -> dict[Any, Machine]:

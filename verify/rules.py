@@ -44,7 +44,7 @@ class Outcome:
     drop: bool = False
     calls: frozenset[Any] = frozenset()
     counted: frozenset[int] = frozenset()
-    updates: frozenset[int] = frozenset()     # the aggregates (state functions) the message adds to
+    updates: frozenset[str] = frozenset()     # the aggregates (state functions) the message adds to
 
     def text(self) -> str:
         parts = [f"fwd({', '.join(str(p) for p in sorted(self.ports, key=str))})"] if self.ports else []
@@ -252,7 +252,7 @@ def read_rules(spec: Spec, text: str, source: str = "<rules>") -> RuleSet:
     aggregates = reader.aggregates            # each aggregate's update: a pseudo-rule after the rules
     for k, (path, guard) in enumerate(zip(aggregates.paths, aggregates.guards)):
         formulas.append(guard)
-        atoms.append(frozenset({("update", k)}))
+        atoms.append(frozenset({("update", path)}))
         texts.append(f"(the message adds to {path})")
     fields = reader.fields + [state_field(path) for path in aggregates.paths]
     return RuleSet(spec, fields, formulas, atoms, texts, frozenset(spec.default_atoms), reader.domain)

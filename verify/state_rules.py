@@ -10,9 +10,9 @@ So for the checker an aggregate is one more variable of the message (its value w
 is classified: any 64-bit value, the window's history being arbitrary), compared by the rule's
 relation, and "which aggregates this message updates" is part of what the tables must give: a
 pseudo-rule per aggregate, its condition as the formula, ("update", k) as its action. The
-variables are named by `state_path`, from what defines them (function, field as written,
-window); the tables' readers name theirs the same way, so a table that keeps another aggregate
-than the rules define has no level to match (a defect).
+variables are named by `state_path`, from what defines them (window, rank in it, function,
+field as written); the tables' readers name theirs the same way, so a table that keeps another
+aggregate than the rules define has no level to match (a defect).
 """
 from __future__ import annotations
 
@@ -30,14 +30,16 @@ class StateError(Exception):
     """A state function the checker cannot read (the reason says why)."""
 
 
-def state_path(k: int, fn: str, field: str, modulus: int, counter: str) -> str:
-    """The level name of aggregate k: `state.0:count(int_report.hop_latency)@latency_window`."""
+def state_path(counter: str, rank: int, fn: str, field: str, modulus: int) -> str:
+    """The level name of an aggregate: its window's counter, its rank among that counter's
+    aggregates (first use in the rules; the switch's register index, the IR's and XDP's id order),
+    what it computes: `state.latency_window#0:count(int_report.hop_latency)`."""
     inner = str(modulus) if fn == "every" else field
-    return f"state.{k}:{fn}({inner})@{counter}"
+    return f"state.{counter}#{rank}:{fn}({inner})"
 
 
 def state_field(path: str) -> QueryField:
-    instance, _, name = path.partition(".")
+    instance, _, name = path.partition(".")      # ("state", "<counter>#<rank>:<fn>(<field>)")
     return QueryField(instance, name, STATE_BITS, 0, MatchKind.RANGE, Role.METADATA, part="state")
 
 
@@ -49,6 +51,7 @@ class Aggregates:
         self.index: dict[tuple[Any, ...], int] = {}
         self.paths: list[str] = []
         self.guards: list[Formula] = []
+        self.ranks: dict[str, int] = {}              # counter -> aggregates on it so far
 
     def _counter(self, fn: StateFn) -> str:
         if fn.fn == "every" and fn.counter is None:
@@ -77,7 +80,9 @@ class Aggregates:
         k = self.index.get(key)
         if k is None:
             k = self.index[key] = len(self.paths)
-            self.paths.append(state_path(k, fn.fn, field, fn.modulus, counter))
+            rank = self.ranks.get(counter, 0)
+            self.ranks[counter] = rank + 1
+            self.paths.append(state_path(counter, rank, fn.fn, field, fn.modulus))
             self.guards.append(guard)
         c = rel.right
         if c.kind != "int" or c.prefix_len is not None or not isinstance(c.value, int):

@@ -13,13 +13,15 @@ program was built with.
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 from collections import deque
 from typing import Any, Callable
 
+from camus.compiler.language.actions import ANSWER_DNS, ILA
 from camus.compiler.language.spec import Spec
 
 from .machines import Machine, Piece, pieces
-from .rules import Outcome, TableDefect, Undecidable
+from .rules import Outcome, TableDefect, Undecidable, outcome_of
 from .state_rules import STATE_BITS, state_path
 
 # bpf/camus_xdp.h (and the generated program's constants)
@@ -246,16 +248,38 @@ def live_machine(spec: Spec, maps: Any, root: int, port_bits: list[Any], range_l
     m = Machine(paths, widths, root, [{} for _ in paths])
     for s, (var, ps) in [*trans.items(), *agg_trans.items()]:
         m.steps[level[var]][s] = ps
+    default = xdp_view(outcome_of(frozenset(spec.default_atoms)))    # the program's CAMUS_DEFAULT_FLAGS
     for s in finals:
-        o = _outcome(r, s & STATE_MASK, port_bits)
+        o = _outcome(r, s & STATE_MASK, port_bits, default, max_states)
         if leaf_rules is not None:
             o = Outcome(o.ports, o.drop, o.calls, frozenset(leaf_rules.get(s & STATE_MASK, ())))
         m.outcomes[s] = o
     if nsvars:
         m.aggregates_from, m.entry = len(order), entry
-        m.updates = {s: _updates(r, s & STATE_MASK, nsvars) for s in ends}
+        m.updates = {s: frozenset(names[k] for k in _updates(r, s & STATE_MASK, nsvars)) for s in ends}
     m.counts = leaf_rules is not None
+    m.view = xdp_view
     return m
+
+
+HOST_STACK = ("<custom actions: host stack>", ())
+
+
+def xdp_view(o: Outcome) -> Outcome:
+    """What an XDP leaf can say of an outcome (bpf/camus_xdp.h): custom actions are one flag (the
+    packet goes to the host stack, which runs them); of the two XDP runs itself, answerDNS and
+    ila, the lowest address or locator (compiler/backends/ebpf/custom.py's choice when several
+    rules give one: the same every time)."""
+    if not o.calls:
+        return o
+    calls: set[Any] = {HOST_STACK}
+    answers = [ipaddress.IPv4Address(args[0]) for name, args in o.calls if name == ANSWER_DNS and args]
+    if answers:
+        calls.add((ANSWER_DNS, (str(min(answers)),)))
+    locators = [int(ipaddress.IPv6Address(args[0].split("/")[0])) >> 64 for name, args in o.calls if name == ILA and args]
+    if locators:
+        calls.add((ILA, (f"locator {min(locators):#018x}",)))
+    return Outcome(o.ports, o.drop, frozenset(calls), o.counted, o.updates)
 
 
 def _walk_states(r: LiveReader, starts: list[int], tests: Callable[[int], bool],
@@ -285,6 +309,7 @@ def _aggregate_names(r: LiveReader, spec: Spec, nsvars: int) -> list[str]:
     """Each aggregate's level name from its svar_cfg (function, field, window), as the rules
     name theirs (state_rules.state_path): the window's counter is the spec's of that length."""
     names = []
+    ranks: dict[str, int] = {}
     for k in range(nsvars):
         c = r._get("svar_cfg", k, r.m.SvarCfg())
         if c is None or c.fn >= len(AGGREGATE_FNS):
@@ -296,7 +321,9 @@ def _aggregate_names(r: LiveReader, spec: Spec, nsvars: int) -> list[str]:
         fn = AGGREGATE_FNS[c.fn]
         if q is None and fn != "every":
             raise TableDefect(f"svar_cfg[{k}] reads variable {c.field}, not a field")
-        names.append(state_path(k, fn, (q.whole or q.path) if q is not None else "", c.modulus, counters[0]))
+        rank = ranks.get(counters[0], 0)
+        ranks[counters[0]] = rank + 1
+        names.append(state_path(counters[0], rank, fn, (q.whole or q.path) if q is not None else "", c.modulus))
     return names
 
 
@@ -380,12 +407,17 @@ def _variable_order(trans: dict[int, tuple[int, list[Piece]]], n: int) -> list[i
         raise Undecidable("the tables test the fields in no one order (a cycle between states)") from None
 
 
-def _outcome(r: LiveReader, state: int, port_bits: list[Any]) -> Outcome:
-    """deliver(): leaf[state]'s port bits (as the state file numbers them) and drop flag; no
-    leaf: nothing. Custom actions run on the host stack and are not in the maps."""
-    leaf = r.leaf(state) if state else None
+def _outcome(r: LiveReader, state: int, port_bits: list[Any], default: Outcome, max_states: int) -> Outcome:
+    """deliver(): leaf[state]'s port bits (as the state file numbers them), drop flag, custom
+    actions (the host stack's flag; a DNS answer's address or an ILA locator from leaf.value),
+    and the program's default when the leaf delivers nothing. leaf[] is an array: an index never
+    written reads as zeros (state 0, where a message no rule wants ends, included); only past its
+    end does deliver() return with nothing, not even the default."""
+    leaf = r.leaf(state)
     if leaf is None:
-        return Outcome()
+        if max_states and state >= max_states:
+            return Outcome()
+        return Outcome().or_default(default)
     ports = set()
     for w, word in enumerate(leaf.ports):
         while word:
@@ -395,10 +427,13 @@ def _outcome(r: LiveReader, state: int, port_bits: list[Any]) -> Outcome:
                 raise TableDefect(f"leaf[{state}] names port bit {bit}; the unit numbers {len(port_bits)} ports")
             ports.add(port_bits[bit])
             word ^= low
-    calls = frozenset({("<custom actions: host stack>", ())}) if leaf.flags & LEAF_CALL else frozenset()
-    if leaf.flags & (LEAF_ANSWER | LEAF_ILA):
-        raise Undecidable(f"leaf[{state}]: XDP's own custom actions (DNS answers, ILA) are not read back yet")
-    return Outcome(frozenset(ports), bool(leaf.flags & LEAF_DROP), calls)
+    calls: set[Any] = {HOST_STACK} if leaf.flags & LEAF_CALL else set()
+    value = leaf.value.to_bytes(8, "little")                  # packet byte order (custom.py)
+    if leaf.flags & LEAF_ANSWER:
+        calls.add((ANSWER_DNS, (str(ipaddress.IPv4Address(value[:4])),)))
+    if leaf.flags & LEAF_ILA:
+        calls.add((ILA, (f"locator {int.from_bytes(value, 'big'):#018x}",)))
+    return Outcome(frozenset(ports), bool(leaf.flags & LEAF_DROP), frozenset(calls)).or_default(default)
 
 
 def written_maps(c: Any) -> Any:

@@ -112,3 +112,35 @@ def test_the_command_proves_topic_rules_on_every_target(tmp_path: Path) -> None:
     for target in ("ir", "ebpf", "p4"):
         r = CliRunner().invoke(main, ["verify", str(spec), str(rules), "--target", target])
         assert r.exit_code == 0 and "equal to the rules" in r.output, r.output
+
+
+def test_xdp_dns_answers_are_read_from_the_leaves() -> None:
+    """On XDP a leaf answers a DNS query itself (its value: the address) and hands the rest of
+    the custom actions to the host stack (a flag); the spec's default (`resolve`) applies where
+    no rule delivers, state 0 included (leaf[] is an array: never written reads as zeros). A leaf
+    whose address is changed is reported with the name it answers."""
+    from camus.compiler.backends.ebpf.program import RADIX_LEVELS
+    from camus.compiler.backends.ebpf.tables import sized_contents
+    from camus.dataplane.maps import Leaf
+    from camus.verify.xdp_maps import live_machine, written_maps
+    spec = load_spec(APPS / "dns" / "dns.p4")
+    text = (APPS / "dns" / "rules.txt").read_text()
+    c = compile_rules(spec, text, options=CompileOptions(strategy="bdd"))
+    limits, contents = sized_contents(c.pipeline, spec)
+    maps = written_maps(contents)
+    def machine():
+        return live_machine(spec, maps, contents.root, list(contents.ports), limits.range_levels, RADIX_LEVELS,
+                            max_states=limits.max_states)
+    assert check(read_rules(spec, text), machine()).verdict == "equal"
+    key, raw = next((k, v) for k, v in maps.store["leaf"].items() if Leaf.from_buffer_copy(v).flags & 32)
+    leaf = Leaf.from_buffer_copy(raw)
+    leaf.value ^= 1 << 24                                    # the address's last byte
+    maps.store["leaf"][key] = bytes(leaf)
+    got = check(read_rules(spec, text), machine())
+    assert got.verdict == "differs" and got.counterexample is not None
+    cx = got.counterexample
+    answers = {a for n, a in cx.rules.calls if n == "answerDNS"} ^ {a for n, a in cx.tables.calls if n == "answerDNS"}
+    assert len(answers) == 2, cx.to_json()
+    name = topic_text(spec.topics["dns.qname"], cx.values)
+    assert name and PipelineInterpreter(c.pipeline).run(
+        topics.derived_values(spec.topics["dns.qname"], topics.encode(spec.topics["dns.qname"], name))).actions.calls
