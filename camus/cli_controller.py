@@ -217,11 +217,16 @@ def verify_device(device: str, as_json: bool, url: str, token: str, ca: str | No
                    "together. A change after a quiet spell is pushed at once; under churn each push costs the "
                    "device a fixed part (its root table is rewritten), so batching saves its CPU for a few "
                    "milliseconds of delay. 0: push as soon as the last push is answered.")
+@click.option("--verify-pushes", is_flag=True,
+              help="Prove each P4Runtime push's tables against the device's rules before writing them "
+                   "(camus-xdp verify's checker): a push whose tables differ is refused, nothing written, and "
+                   "/v1/status says on which message. Costs the check per push: milliseconds at hundreds of "
+                   "rules, ~17 s at 100K.")
 @ACCESS_LOG
 @LOG_LEVEL
 def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
-          default_ttl, tls_cert, tls_key, tls_ca, tls_client_auth, audit_log, push_interval, access_log,
-          log_level) -> None:
+          default_ttl, tls_cert, tls_key, tls_ca, tls_client_auth, audit_log, push_interval, verify_pushes,
+          access_log, log_level) -> None:
     """Serve the subscription API; push tables to host agents and to switches.
 
     \b
@@ -301,7 +306,7 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
             targets[d] = P4RuntimeTarget(topo.attr(d, "p4runtime") or "", device_id,
                                          topo.attr(d, "arch", "v1model") or "v1model",
                                          pipeline_config=Path(spec).read_bytes(), tls=device_tls,
-                                         tls_name=topo.attr(d, "tls_name"))
+                                         tls_name=topo.attr(d, "tls_name"), verify_pushes=verify_pushes)
         elif topo.kind(d) == "p4":
             targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
     from camus.controller.store import SubscriptionStore

@@ -184,6 +184,7 @@ class P4RuntimeTarget:
     timeout: float = 5.0
     tls: TlsFiles | None = None               # the CA that signed the switch, our certificate (mutual TLS)
     tls_name: str | None = None               # the name in the switch's certificate, when not its address
+    verify_pushes: bool = False               # prove each push's tables against its rules before writing
 
     def __post_init__(self) -> None:
         self.client: Any = None              # P4RuntimeClient (imported on first use: grpc is heavy)
@@ -265,6 +266,8 @@ class P4RuntimeTarget:
                     held = self.written
                 known = self.signatures if held is self.written else None
                 steps.append(plan(held, desired, known))
+            proof = prove_before_writing(spec, tables.rules, steps[-1].tables, schema, device) \
+                if self.verify_pushes else ""
             self.written = None                    # until this push is through: unknown
             names = c.names()
             for step in steps:
@@ -279,4 +282,27 @@ class P4RuntimeTarget:
         self.live = live if fast is not None else LiveHeld.from_plan(tables.compiled, spec, steps[-1])
         self.last = {k: sum(s.counts()[k] for s in steps) for k in ("insert", "modify", "delete")}
         return (f"{self.last['insert']} inserted, {self.last['modify']} modified, {self.last['delete']} deleted "
-                f"({len(steps[-1].tables.entries)} entries held)")
+                f"({len(steps[-1].tables.entries)} entries held)" + (f"; {proof}" if proof else ""))
+
+
+def prove_before_writing(spec: Any, rules_text: str, planned: Any, schema: Any, device: str) -> str:
+    """The tables a push is about to leave on a switch, decided against the rules they stand for
+    before anything is written (`controller serve --verify-pushes`; camus/verify): a difference
+    or ill-formed tables refuse the push (PushError: the switch keeps what it had, the status
+    shows why); what the checker cannot decide is written and said so. Returns what was proven."""
+    from camus.verify.check import check_switch
+    from camus.verify.machines import p4_machine
+    from camus.verify.rules import TableDefect, Undecidable, read_rules
+    try:
+        result, note = check_switch(read_rules(spec, rules_text, f"{device}'s rules"), p4_machine(spec, planned, schema))
+    except TableDefect as exc:
+        raise PushError(f"switch {device}: refused before writing: the planned tables are ill-formed: {exc}") from None
+    except Undecidable as exc:
+        return f"not proven before writing ({exc})"
+    if result.verdict == "differs":
+        cx = result.counterexample
+        assert cx is not None
+        message = " ".join(f"{k}={v}" for k, v in cx.values.items())
+        raise PushError(f"switch {device}: refused before writing: the planned tables differ from the rules on "
+                        f"the message {message}: the rules give {cx.rules.text()}, the tables {cx.tables.text()}")
+    return "proven a cover before writing" if note else "proven equal before writing"

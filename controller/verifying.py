@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from camus.verify.check import check
+from camus.verify.check import check_switch
 from camus.verify.rules import TableDefect, Undecidable, read_rules
 from camus.verify.targets import switch_p4_machine, written_p4_machine
 
@@ -66,12 +66,9 @@ def run_job(spec: Any, job: VerifyJob) -> dict[str, Any]:
             machine = switch_p4_machine(spec, t.address, t.device_id, t.tls, t.tls_name)
         else:
             machine = written_p4_machine(spec, t.root / job.device)
-        result = check(rules, machine)
-        if result.verdict == "differs":
-            covered = check(rules, machine, cover=True)
-            if covered.verdict == "covers":
-                result = covered
-                out["note"] = "not exact: a fitted cover, proven never to give fewer ports than the rules"
+        result, note = check_switch(rules, machine)
+        if note:
+            out["note"] = note
         out.update(result.to_json())
     except TableDefect as exc:
         out.update({"verdict": "differs", "reason": f"the switch's tables are ill-formed: {exc}"})

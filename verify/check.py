@@ -315,6 +315,17 @@ def check_cover(rules: RuleSet, m: Machine, only: Any = None) -> Result:
     return result
 
 
+def check_switch(rules: RuleSet, machine: Machine) -> tuple[Result, str | None]:
+    """A switch's tables: exact first; tables that are not exact are checked as a cover (never
+    fewer ports than the rules) and said so (the note), as a fitted switch holds."""
+    result = check(rules, machine)
+    if result.verdict == "differs":
+        covered = check(rules, machine, cover=True)
+        if covered.verdict == "covers":
+            return covered, "not exact: a fitted cover, proven never to give fewer ports than the rules"
+    return result, None
+
+
 def check(rules: RuleSet, machine: Machine, cover: bool = False) -> Result:
     """Decide over every message whether `machine` gives what `rules` give (or, `cover`, at
     least each rule's ports: check_cover)."""

@@ -243,3 +243,28 @@ def test_a_cover_with_port_filters_is_pushed_and_changed_over_p4runtime() -> Non
         if target.client is not None:
             target.client.close()
         sw.stop()
+
+
+def test_a_push_whose_tables_differ_from_its_rules_is_refused_before_anything_is_written(lab) -> None:
+    """`controller serve --verify-pushes`: each push's planned tables are proven against the
+    device's rules before the first write. Tables compiled from other rules (a stand-in for a
+    compiler bug) are refused with the message they differ on, and the switch keeps what it had."""
+    from camus.compiler.compile import compile_rules
+    from camus.controller.devices import DeviceTables
+    from camus.controller.targets import PushError
+    sw, target, ctl = lab
+    target.verify_pushes = True
+    ctl.add("h1", "stock == GOOGL and price > 500000", 30)
+    ctl.add("h2", "stock == AAPL", 30)
+    assert ctl.push_pending() == {"sw": True}, ctl.status()
+    good = ctl.tables["sw"]
+    assert target.push("sw", good).endswith("proven equal before writing")
+    held = sorted(map(str, sw.service.tables().entries))
+    wrong = good.rules.replace("AAPL", "MSFT", 1)
+    assert wrong != good.rules
+    bad = DeviceTables("sw", "p4", "bad0", good.rule_count, good.rules, compiled_=compile_rules(SPEC, wrong))
+    with pytest.raises(PushError, match="refused before writing: the planned tables differ from the rules"):
+        target.push("sw", bad)
+    assert sorted(map(str, sw.service.tables().entries)) == held          # nothing written
+    _deliveries_agree(sw, ctl)
+    assert target.push("sw", good).startswith("0 inserted, 0 modified, 0 deleted")
