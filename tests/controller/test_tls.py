@@ -231,3 +231,28 @@ def test_verify_reads_a_switch_over_mutual_tls(pki, tmp_path: Path) -> None:
         assert got.exit_code == 2 and "cannot read the switch" in got.output, got.output
     finally:
         sw.stop()
+
+
+def test_a_push_to_a_tls_switch_reached_in_clear_shows_in_the_status(pki) -> None:
+    """A switch that wants TLS, reached in clear: the push fails, and /v1/status says why and how
+    many times it was tried (it used to show error '' and attempts 0)."""
+    from camus.controller.core import Controller
+    from camus.controller.targets import P4RuntimeTarget
+    from camus.controller.topology import Topology
+    sw = _Switch(grpc_server_credentials(pki["sw1"], require_client=True))
+    target = P4RuntimeTarget(f"127.0.0.1:{sw.port}", 1, election_id=7, timeout=3.0)
+    try:
+        topo = Topology("one-switch")
+        topo.add_device("sw", "p4", "edge", p4runtime=f"127.0.0.1:{sw.port}", device_id="1")
+        topo.add_device("h1", "host")
+        topo.add_link("sw", "h1", 1, 1)
+        ctl = Controller(topo, SPEC, "mr", targets={"sw": target})
+        ctl.add("h1", "stock == GOOGL", 30)
+        assert ctl.push_pending() == {"sw": False}
+        st = ctl.status()["devices"]["sw"]
+        assert st["attempts"] == 1 and not st["in_sync"], st
+        assert "wants TLS" in st["error"] and f"127.0.0.1:{sw.port}" in st["error"], st
+    finally:
+        if target.client is not None:
+            target.client.close()
+        sw.stop()
