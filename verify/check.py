@@ -50,7 +50,9 @@ class Result:
 
 def _residual(f: Formula, level: int, lo: int) -> Formula:
     """`f` with every atom on `level` decided for the piece starting at `lo` (the piece lies
-    wholly inside or outside each atom's intervals: the cuts include their bounds)."""
+    wholly inside or outside each atom's intervals: the cuts include their bounds). formulas.fold
+    with the atom test inlined: this is the walk's inner loop, and a call per atom through fold
+    cost 10-20% of a 100K-rule check (19.3 s -> 23.8 s, measured back to back)."""
     tag = f[0]
     if tag == "atom":
         if f[1] != level:

@@ -6,7 +6,7 @@ reader returns these two objects.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 Formula = tuple[Any, ...]
 TRUE: Formula = ("true",)
@@ -19,3 +19,24 @@ def conjunction(parts: list[Formula]) -> Formula:
     if not parts:
         return TRUE
     return parts[0] if len(parts) == 1 else ("and", tuple(parts))
+
+
+def fold(f: Formula, leaf: Callable[[Formula], Formula]) -> Formula:
+    """`f` with each leaf (an atom, a state placeholder) replaced by `leaf(it)` -- TRUE, FALSE or
+    a formula -- and the constants folded away (`and` with a FALSE part is FALSE, ...)."""
+    tag = f[0]
+    if tag == "not":
+        r = fold(f[1], leaf)
+        return FALSE if r is TRUE else TRUE if r is FALSE else ("not", r)
+    if tag in ("and", "or"):
+        parts = []
+        for p in f[1]:
+            r = fold(p, leaf)
+            if (r is FALSE and tag == "and") or (r is TRUE and tag == "or"):
+                return r
+            if r is not TRUE and r is not FALSE:
+                parts.append(r)
+        if not parts:
+            return TRUE if tag == "and" else FALSE
+        return parts[0] if len(parts) == 1 else (tag, tuple(parts))
+    return f if f is TRUE or f is FALSE else leaf(f)

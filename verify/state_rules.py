@@ -21,7 +21,7 @@ from typing import Any
 from camus.compiler.language.rules_ast import Rel, StateFn
 from camus.compiler.language.spec import MatchKind, QueryField, Role, Spec
 
-from .formulas import FALSE, TRUE, Formula
+from .formulas import FALSE, TRUE, Formula, fold
 
 STATE_BITS = 64          # aggregates are unsigned 64-bit values in every data plane
 
@@ -98,24 +98,7 @@ class Aggregates:
 
 def substitute(f: Formula, values: dict[int, Formula]) -> Formula:
     """`f` with each ("state", j) placeholder replaced by values[j], constants folded."""
-    tag = f[0]
-    if tag == "state":
-        return values[f[1]]
-    if tag == "not":
-        r = substitute(f[1], values)
-        return FALSE if r is TRUE else TRUE if r is FALSE else ("not", r)
-    if tag in ("and", "or"):
-        parts = []
-        for p in f[1]:
-            r = substitute(p, values)
-            if (r is FALSE and tag == "and") or (r is TRUE and tag == "or"):
-                return r
-            if r is not TRUE and r is not FALSE:
-                parts.append(r)
-        if not parts:
-            return TRUE if tag == "and" else FALSE
-        return parts[0] if len(parts) == 1 else (tag, tuple(parts))
-    return f
+    return fold(f, lambda x: values[x[1]] if x[0] == "state" else x)
 
 
 def rule_with_states(f: Formula, states: list[tuple[Rel, bool]], aggregates: Aggregates, level_base: int) -> Formula:

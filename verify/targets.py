@@ -4,12 +4,29 @@ what a running switch holds, read back over P4Runtime."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from camus.compiler.language.spec import Spec
 
 from .machines import Machine, ir_machine, p4_machine
 from .rules import RuleSet, Undecidable, read_rules
+
+
+def written_xdp(c: Any) -> tuple[Any, Callable[[], Machine]]:
+    """The XDP map values `attach` would write for compile `c` (sized as it sizes them), kept in
+    memory byte for byte, and a reader that reads them as the XDP program walks them (afresh on
+    each call: a test may change a value between)."""
+    from camus.compiler.backends.ebpf.program import RADIX_LEVELS
+    from camus.compiler.backends.ebpf.tables import sized_contents
+    from camus.compiler.backends.emit import BackendError
+    from .xdp_maps import live_machine, written_maps
+    try:
+        limits, contents = sized_contents(c.pipeline, c.spec)
+    except BackendError as exc:
+        raise Undecidable(f"the eBPF back end refuses these tables: {exc}") from None
+    maps = written_maps(contents)
+    return maps, lambda: live_machine(c.spec, maps, contents.root, list(contents.ports), limits.range_levels,
+                                      RADIX_LEVELS, max_states=limits.max_states)
 
 
 def compiled_machine(c: Any, target: str) -> Machine:
@@ -18,17 +35,7 @@ def compiled_machine(c: Any, target: str) -> Machine:
     if target == "ir":
         return ir_machine(c.spec, c.pipeline)
     if target == "ebpf":
-        from camus.compiler.backends.ebpf.program import RADIX_LEVELS
-        from camus.compiler.backends.ebpf.tables import sized_contents
-        from camus.compiler.backends.emit import BackendError
-        from .xdp_maps import live_machine, written_maps
-        try:
-            limits, contents = sized_contents(c.pipeline, c.spec)
-        except BackendError as exc:
-            raise Undecidable(f"the eBPF back end refuses these tables: {exc}") from None
-        maps = written_maps(contents)
-        return live_machine(c.spec, maps, contents.root, list(contents.ports), limits.range_levels, RADIX_LEVELS,
-                            max_states=limits.max_states)
+        return written_xdp(c)[1]()
     from camus.compiler.backends.p4.entries import p4_tables
     from camus.compiler.backends.p4.schema import p4_schema
     return p4_machine(c.spec, p4_tables(c.pipeline, c.spec), p4_schema(c.spec))

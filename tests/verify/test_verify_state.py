@@ -92,17 +92,10 @@ def test_the_xdp_maps_aggregates_are_read_back() -> None:
     """--target ebpf: the maps as attach writes them, aggregates included (svar_cfg names each
     one, `updates` says which a state adds to); a cleared update mask is reported."""
     import ctypes
-    from camus.compiler.backends.ebpf.program import RADIX_LEVELS
-    from camus.compiler.backends.ebpf.tables import sized_contents
-    from camus.verify.xdp_maps import live_machine, written_maps
+    from camus.verify.targets import written_xdp
     spec = load_spec(INT)
     text = (APPS / "int" / "rules.txt").read_text()
-    c = compile_rules(spec, text, options=CompileOptions(strategy="bdd"))
-    limits, contents = sized_contents(c.pipeline, spec)
-    maps = written_maps(contents)
-    def machine():
-        return live_machine(spec, maps, contents.root, list(contents.ports), limits.range_levels, RADIX_LEVELS,
-                            max_states=limits.max_states)
+    maps, machine = written_xdp(compile_rules(spec, text, options=CompileOptions(strategy="bdd")))
     assert check(read_rules(spec, text), machine()).verdict == "equal"
     boundary = next(s for s, ups in machine().updates.items() if ups)    # where update_svars reads it
     maps.store["updates"][bytes(ctypes.c_uint32(boundary & 0x3FFFFFFF))] = bytes(ctypes.c_uint64(0))

@@ -119,18 +119,12 @@ def test_xdp_dns_answers_are_read_from_the_leaves() -> None:
     the custom actions to the host stack (a flag); the spec's default (`resolve`) applies where
     no rule delivers, state 0 included (leaf[] is an array: never written reads as zeros). A leaf
     whose address is changed is reported with the name it answers."""
-    from camus.compiler.backends.ebpf.program import RADIX_LEVELS
-    from camus.compiler.backends.ebpf.tables import sized_contents
     from camus.dataplane.maps import Leaf
-    from camus.verify.xdp_maps import live_machine, written_maps
+    from camus.verify.targets import written_xdp
     spec = load_spec(APPS / "dns" / "dns.p4")
     text = (APPS / "dns" / "rules.txt").read_text()
     c = compile_rules(spec, text, options=CompileOptions(strategy="bdd"))
-    limits, contents = sized_contents(c.pipeline, spec)
-    maps = written_maps(contents)
-    def machine():
-        return live_machine(spec, maps, contents.root, list(contents.ports), limits.range_levels, RADIX_LEVELS,
-                            max_states=limits.max_states)
+    maps, machine = written_xdp(c)
     assert check(read_rules(spec, text), machine()).verdict == "equal"
     key, raw = next((k, v) for k, v in maps.store["leaf"].items() if Leaf.from_buffer_copy(v).flags & 32)
     leaf = Leaf.from_buffer_copy(raw)
