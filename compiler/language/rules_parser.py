@@ -17,54 +17,16 @@ million-rule file parses in seconds.
 """
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, Iterator
+from typing import Iterator
 
 import bisect
-import ipaddress
 import re
 
 from .errors import CompileError, CompileErrors, Position
 from .rules_ast import Action, And, Attr, Const, Filter, Not, Or, Rel, Rule, StateFn, TrueFilter
-
-_TOKEN = re.compile(r"""
-   (?P<ws>[ \t\r]+|\#[^\n]*)
- | (?P<nl>\n)
- | (?P<mac>(?=[0-9a-fA-F]{2}:)[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}(?![\w:]))
- | (?P<ipv6>(?=[0-9a-fA-F]{0,4}:)(?:[0-9a-fA-F]{0,4}:){2,7}(?:[0-9a-fA-F]{1,4}|\d+\.\d+\.\d+\.\d+)?(?![\w:]))
- | (?P<ipv4>\d+\.\d+\.\d+\.\d+)
- | (?P<num>0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*(?:\.\d+)?)
- | (?P<str>"[^"\n]*"|'[^'\n]*')
- | (?P<id>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)
- | (?P<op>==|!=|<=|>=|&&|\|\||[=<>!():,;/])
- | (?P<bad>.)
-""", re.VERBOSE)
-
-# The same tokens for text with no address in it (no '.', no ':' but the rule's own): the
-# address alternatives, tried at every identifier and number, were half of the general parser's time
-_PLAIN_TOKEN = re.compile(r"""
-   (?P<ws>[ \t\r]+|\#[^\n]*)
- | (?P<nl>\n)
- | (?P<num>0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*)
- | (?P<str>"[^"\n]*"|'[^'\n]*')
- | (?P<id>[A-Za-z_]\w*)
- | (?P<op>==|!=|<=|>=|&&|\|\||[=<>!():,;/])
- | (?P<bad>.)
-""", re.VERBOSE)
-
-_RELOPS = {"==": "==", "=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
-           "prefix": "prefix"}
-_STATE_FNS = {"count", "sum", "avg"}
-_KEYWORDS = {"and", "or", "not", "true", "prefix"}
-
-
-def parse_int(text: str) -> int:
-    """Decimal (leading zeros allowed), 0x hex or 0b binary, with optional '_' separators."""
-    t = text.replace("_", "")
-    if len(t) > 1 and t[0] == "0" and t[1] in "xXbB":
-        return int(t, 0)
-    return int(t, 10)
-
+from .rules_fast import BLANK, SIMPLE_RULE, LazyMatches, fast_rule
+from .rules_lexicon import (ADDRESS_KINDS, ADDRESS_NAMES, KEYWORDS, PLAIN_TOKEN, RELOPS, STATE_FNS, TOKEN,
+                            address_value, parse_int)
 
 class SourceText:
     """Maps character offsets to line:column for messages."""
@@ -105,7 +67,7 @@ class _Parser:
         text = src.text
         plain = text.find(".", start, end) < 0 and text.count(":", start, end) <= 1
         toks: list[tuple[str, str, int]] = [(m.lastgroup, m.group(), m.start())  # type: ignore[misc]
-                                            for m in (_PLAIN_TOKEN if plain else _TOKEN).finditer(text, start, end)
+                                            for m in (PLAIN_TOKEN if plain else TOKEN).finditer(text, start, end)
                                             if m.lastgroup != "ws"]
         for kind, text, at in toks:
             if kind == "bad":
@@ -228,10 +190,10 @@ class _Parser:
                 self.depth -= 1
         if kind == "id" and text.lower() == "true":
             return TrueFilter(off)
-        if kind == "id" and text.lower() == "false" and self.peek()[1] not in _RELOPS:
+        if kind == "id" and text.lower() == "false" and self.peek()[1] not in RELOPS:
             # not a keyword: a field or a bare-word value may still be called `false`
             return Not(TrueFilter(off), off)
-        if kind == "id" and text.lower() not in _KEYWORDS:
+        if kind == "id" and text.lower() not in KEYWORDS:
             return self.relation(tok)
         raise self.fail(tok, "a field, 'not', '(', 'true' or 'false'")
 
@@ -263,7 +225,7 @@ class _Parser:
         left: Attr | StateFn
         if tok[1] == "every" and self.peek()[1] == "(":
             return self.every(tok)
-        if tok[1] in _STATE_FNS and self.peek()[1] == "(":
+        if tok[1] in STATE_FNS and self.peek()[1] == "(":
             self.i += 1
             field = self.take()
             if field[0] != "id":
@@ -272,7 +234,7 @@ class _Parser:
         else:
             left = Attr(tok[1], tok[2])
         optok = self.take()
-        op = _RELOPS.get(optok[1]) if optok[0] in ("op", "id") else None
+        op = RELOPS.get(optok[1]) if optok[0] in ("op", "id") else None
         if op is None:
             raise self.fail(optok, "a relation: == != < <= > >= or prefix")
         return Rel(left, op, self.constant(), optok[2])
@@ -290,13 +252,13 @@ class _Parser:
                 kind, value = "int", ord(body)          # C-style character constant
             else:
                 kind, value = "str", body
-        elif kind == "id" and text.lower() not in _KEYWORDS:
+        elif kind == "id" and text.lower() not in KEYWORDS:
             kind, value = "word", text
-        elif kind in _ADDRESS_KINDS:
+        elif kind in ADDRESS_KINDS:
             try:
-                value = _address_value(kind, text)
+                value = address_value(kind, text)
             except ValueError:
-                raise self.src.error(f"bad {_ADDRESS_NAMES[kind]} address {text}", off) from None
+                raise self.src.error(f"bad {ADDRESS_NAMES[kind]} address {text}", off) from None
         else:
             raise self.fail((kind, text, off), "a constant: number, \"string\", address or word")
         prefix_len = None
@@ -312,7 +274,7 @@ class _Parser:
         kind, text, off = self.take()
         if kind == "num" and text.isdigit():      # the 2017 Camus syntax: a bare port number is fwd(N)
             return Action("fwd", (Const("int", int(text), None, text, off),), off)
-        if kind != "id" or text.lower() in _KEYWORDS:
+        if kind != "id" or text.lower() in KEYWORDS:
             raise self.fail((kind, text, off), "an action such as fwd(1) or drop")
         args: list[Const] = []
         if self.toks[self.i][1] == "(":
@@ -324,125 +286,6 @@ class _Parser:
                     args.append(self.constant())
             self.expect(")", f"',' or ')' in the arguments of {text}")
         return Action(text, tuple(args), off)
-
-
-# -- fast path ------------------------------------------------------------------------------
-# Most rule files are one simple conjunctive rule per line (`a == X and b > 5 : fwd(1)`). One
-# MULTILINE regular expression finds all such lines in a single pass and each becomes exactly
-# the tree the general parser would build; everything between them (and any line that turns
-# out to continue an unfinished rule) goes through the general parser.
-_NAME = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
-# an address (IPv4, IPv6, MAC) is taken loosely here and kept only when the general tokenizer
-# reads exactly that text as one address token at that offset (_fast_address)
-_ADDRESS = r"[0-9A-Fa-f]*[:.][0-9A-Fa-f:.]*"
-_CONST = rf"{_ADDRESS}|0[xX][0-9a-fA-F]+|\d+|\"[^\"\n]*\"|[A-Za-z_]\w*"
-_REL = rf"({_NAME})[ \t]*(==|!=|<=|>=|=|<|>)[ \t]*({_CONST})"
-_ARGS = r"(?:\d+|[A-Za-z_]\w*)(?:[ \t]*,[ \t]*(?:\d+|[A-Za-z_]\w*))*"
-_ACT = rf"([A-Za-z_]\w*)(?:\([ \t]*({_ARGS})?[ \t]*\))?"
-_AND = r"[ \t]+and[ \t]+"
-FAST_RELS = 8      # conjunctions of up to this many relations take the one-regex path
-_SIMPLE = re.compile(
-    rf"^[ \t]*{_REL}" + rf"(?:{_AND}{_REL})?" * (FAST_RELS - 1) + rf"[ \t]*:[ \t]*{_ACT}"
-    rf"(?:[ \t]*,[ \t]*{_ACT})?[ \t]*;?[ \t]*(?:\#[^\n]*)?$", re.MULTILINE)
-_ARG_RE = re.compile(r"\d+|[A-Za-z_]\w*")
-_BLANK = re.compile(r"(?:[ \t\r\n]|\#[^\n]*)*")
-
-
-_ADDRESS_NAMES = {"mac": "MAC", "ipv6": "IPv6", "ipv4": "IPv4"}
-_ADDRESS_KINDS = tuple(_ADDRESS_NAMES)
-
-
-def _address_value(kind: str, text: str) -> int:
-    """An address token's value (ValueError: not an address, e.g. an IPv4 byte over 255)."""
-    if kind == "ipv4":
-        return int(ipaddress.IPv4Address(text))
-    if kind == "ipv6":
-        return int(ipaddress.IPv6Address(text))
-    return int(text.replace(":", ""), 16)
-
-
-def _fast_address(line: str, text: str, off: int) -> Const | None:
-    """The Const the general parser makes of the address at `off`, or None when its tokenizer
-    would read something else there (another split, a bad address: its error is the general
-    parser's to give)."""
-    t = _TOKEN.match(line, off)
-    if t is None or t.lastgroup not in _ADDRESS_KINDS or t.end() != off + len(text):
-        return None
-    try:
-        return Const(t.lastgroup, _address_value(t.lastgroup, text), None, text, off)
-    except ValueError:
-        return None
-
-
-def _fast_const(text: str, off: int, line: str = "") -> Const | None:
-    c = text[0]
-    if ":" in text or "." in text:
-        return _fast_address(line, text, off)
-    if c == '"':
-        return Const("str", text[1:-1], None, text, off)
-    if c.isdigit():
-        return Const("int", parse_int(text), None, text, off)
-    if text.lower() in _KEYWORDS:
-        return None
-    return Const("word", text, None, text, off)
-
-
-def _fast_rule(m: re.Match[str], index: int) -> Rule | None:
-    """The tree of one line matched by _SIMPLE, or None to leave it to the general parser."""
-    g = m.groups()
-    rels = []
-    for k in range(0, 3 * FAST_RELS, 3):
-        name = g[k]
-        if name is None:
-            break
-        if name.lower() in _KEYWORDS:
-            return None
-        const = _fast_const(g[k + 2], m.start(k + 3), m.string)
-        if const is None:
-            return None
-        rels.append(Rel(Attr(name, m.start(k + 1)), _RELOPS[g[k + 1]], const, m.start(k + 2)))
-    actions = []
-    for k in (3 * FAST_RELS, 3 * FAST_RELS + 2):
-        name = g[k]
-        if name is None:
-            break
-        if name.lower() in _KEYWORDS:
-            return None
-        args: tuple[Any, ...] = ()
-        if g[k + 1]:
-            a0 = m.start(k + 2)
-            args = tuple(_fast_const(a.group(), a0 + a.start()) for a in _ARG_RE.finditer(g[k + 1]))
-            if None in args:
-                return None
-        actions.append(Action(name, args, m.start(k + 1)))
-    filt: Filter = rels[0] if len(rels) == 1 else And(tuple(rels))
-    return Rule(filt, tuple(actions), m.start(1), index)
-
-
-class _Matches:
-    """The fast pattern's matches, read as the parser reaches them and let go once it is past
-    them: a million rules' match objects held at once took half a gigabyte (and fragmented the
-    heap the syntax trees live in)."""
-
-    def __init__(self, found: Iterator[re.Match[str]]) -> None:
-        self.found = found
-        self.kept: deque[re.Match[str]] = deque()
-        self.first = 0               # index of kept[0]
-
-    def get(self, i: int) -> re.Match[str] | None:
-        """The i-th match (i >= every index released), None past the last."""
-        while i - self.first >= len(self.kept):
-            m = next(self.found, None)
-            if m is None:
-                return None
-            self.kept.append(m)
-        return self.kept[i - self.first]
-
-    def release(self, i: int) -> None:
-        """Matches before the i-th are not needed again."""
-        while self.first < i and self.kept:
-            self.kept.popleft()
-            self.first += 1
 
 
 def parse_rules(text: str, source: str = "<rules>") -> tuple[list[Rule], SourceText]:
@@ -465,10 +308,10 @@ def each_rule(src: SourceText) -> Iterator[Rule]:
     text = src.text
     count = 0                    # rules parsed so far (a rule's index)
     errors: list[CompileError] = []
-    matches = _Matches(_SIMPLE.finditer(text))
+    matches = LazyMatches(SIMPLE_RULE.finditer(text))
     def blank(text: str, start: int, end: int | None = None) -> int:
         """Where the blank lines and comments from `start` end (the pattern always matches)."""
-        m = _BLANK.match(text, start, len(text) if end is None else end)
+        m = BLANK.match(text, start, len(text) if end is None else end)
         assert m is not None
         return m.end()
 
@@ -481,7 +324,7 @@ def each_rule(src: SourceText) -> Iterator[Rule]:
         gap_end = m.start() if m is not None else len(text)
         rule = None
         if blank(text, pos, gap_end) == gap_end and m is not None:
-            rule = _fast_rule(m, count)
+            rule = fast_rule(m, count)
             if rule is not None:
                 yield rule
                 count += 1
