@@ -40,3 +40,14 @@ def fold(f: Formula, leaf: Callable[[Formula], Formula]) -> Formula:
             return TRUE if tag == "and" else FALSE
         return parts[0] if len(parts) == 1 else (tag, tuple(parts))
     return f if f is TRUE or f is FALSE else leaf(f)
+
+
+def comparison(op: str, v: int, width: int) -> tuple[tuple[int, int], ...] | None:
+    """The values of a `width`-bit field for which `field OP v` holds, as sorted disjoint closed
+    intervals (empty: none); None for an operator that is no comparison of numbers."""
+    top = (1 << width) - 1
+    spans = {"==": [(v, v)], "!=": [(0, v - 1), (v + 1, top)], "<": [(0, v - 1)], "<=": [(0, v)],
+             ">": [(v + 1, top)], ">=": [(v, top)]}.get(op)
+    if spans is None:
+        return None
+    return tuple((max(a, 0), min(b, top)) for a, b in spans if a <= b and a <= top and b >= 0)

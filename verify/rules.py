@@ -24,7 +24,7 @@ from camus.compiler.language.topics import TopicError
 from .state_rules import Aggregates, StateError, rule_with_states, state_field
 from .topic_rules import TopicVariables, domain, filter_formula
 
-from .formulas import FALSE, TRUE, Formula, conjunction
+from .formulas import FALSE, TRUE, Formula, comparison, conjunction
 
 
 class Undecidable(Exception):
@@ -176,9 +176,10 @@ class _Reader:
                 raise Undecidable(f"prefix {c.text} is not modelled by the checker")
             spans = [span] if rel.op in ("==", "prefix") else [(0, span[0] - 1), (span[1] + 1, top)]
         else:
-            v = _encode(self.spec, q, c)
-            spans = {"==": [(v, v)], "!=": [(0, v - 1), (v + 1, top)], "<": [(0, v - 1)], "<=": [(0, v)],
-                     ">": [(v + 1, top)], ">=": [(v, top)]}[rel.op]
+            found = comparison(rel.op, _encode(self.spec, q, c), q.width)
+            if found is None:
+                raise Undecidable(f"{q.path} {rel.op} {c.text}: not a comparison the checker models")
+            spans = list(found)
         if q.path in self.words:
             return self.wide(q, _norm(spans))
         return ("atom", self.level[q.path], _norm(spans))

@@ -21,7 +21,7 @@ from typing import Any
 from camus.compiler.language.rules_ast import Rel, StateFn
 from camus.compiler.language.spec import MatchKind, QueryField, Role, Spec
 
-from .formulas import FALSE, TRUE, Formula, fold
+from .formulas import FALSE, TRUE, Formula, comparison, fold
 
 STATE_BITS = 64          # aggregates are unsigned 64-bit values in every data plane
 
@@ -87,13 +87,10 @@ class Aggregates:
         c = rel.right
         if c.kind != "int" or c.prefix_len is not None or not isinstance(c.value, int):
             raise StateError(f"{fn.fn}() compared with {c.text}: a number is expected")
-        v, top = c.value, (1 << STATE_BITS) - 1
-        spans = {"==": [(v, v)], "!=": [(0, v - 1), (v + 1, top)], "<": [(0, v - 1)], "<=": [(0, v)],
-                 ">": [(v + 1, top)], ">=": [(v, top)]}.get(rel.op)
+        spans = comparison(rel.op, c.value, STATE_BITS)
         if spans is None:
             raise StateError(f"{fn.fn}() {rel.op}: not a comparison of numbers")
-        spans = [(max(a, 0), min(b, top)) for a, b in spans if a <= b and a <= top and b >= 0]
-        return ("atom", level_base + k, tuple(spans)) if spans else FALSE
+        return ("atom", level_base + k, spans) if spans else FALSE
 
 
 def substitute(f: Formula, values: dict[int, Formula]) -> Formula:
