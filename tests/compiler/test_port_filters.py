@@ -11,8 +11,10 @@ import statistics
 from functools import lru_cache
 from typing import Any
 
+import pytest
+
 from camus.bench import workloads as w
-from camus.compiler.backends.base import TargetOptions
+from camus.compiler.backends.base import BackendError, TargetOptions
 from camus.compiler.backends.p4.delta import apply as apply_change, plan
 from camus.compiler.backends.p4.entries import P4Entry, p4_tables, schema_tables
 from camus.compiler.backends.p4.interp import EntryInterpreter
@@ -128,6 +130,20 @@ def test_only_ports_egress_can_name_and_no_default_ports_get_a_filter() -> None:
     c = compile_rules(spec, rules, "r.txt", CompileOptions(strategy="cover"))
     pf = c.pipeline.port_filters
     assert pf is not None and 700 not in pf.roots and 3 not in pf.roots
+
+
+def test_a_port_no_switch_has_is_refused_at_its_rule() -> None:
+    """Port 512 and up are beyond the 9-bit egress port: refused with the rule that names them,
+    whether the port has a leaf of its own or shares a multicast group (the replicas were once
+    written unchecked), and nothing is written."""
+    spec = parse_spec(w.SENSOR_SPEC, "sensor.p4")
+    for rules, where in (("kind == 1 : fwd(3)\nkind == 2 and zone < 5 : fwd(700)\n", "r.txt:2:"),
+                         ("kind == 1 : fwd(3)\nkind < 3 : fwd(4, 511)\nkind == 1 : fwd(512)\n", "r.txt:3:")):
+        c = compile_rules(spec, rules, "r.txt", CompileOptions(strategy="switch"))
+        with pytest.raises(BackendError, match=rf"^{where}\d+: port (700|512): a switch's egress port is 9 bits"):
+            backend("p4").build(c, TargetOptions())
+    ok = compile_rules(spec, "kind < 3 : fwd(4, 511)\n", "r.txt", CompileOptions(strategy="switch"))
+    assert backend("p4").build(ok, TargetOptions()).files
 
 
 def test_a_tampered_port_root_is_seen_by_the_entry_interpreter() -> None:

@@ -4,11 +4,14 @@ budget it raises OverBudget and writes nothing; compiler/fitting.py decides what
 from __future__ import annotations
 
 import json
+import re
 
 from ...compiled import Compiled
 from ...semantics.explain import Engine
 from ...semantics.interpreter import Step
-from ...ir.pipeline import ActionSet
+from ...ir.pipeline import ActionSet, Pipeline
+from ...language.rules_parser import SourceText
+from ...structure.port_filters import EGRESS_PORT_BITS
 from ..base import Artefacts, Backend, BackendError, OverBudget, TargetOptions
 from .budget import Budget, over_budget, render_resources, schema_stages, sized_schema, switch_resources
 from .entries import check_entries, check_program_fit, p4_tables, state_id_bits
@@ -19,6 +22,29 @@ from .control import control_text
 from .runtime import Names, p4info_message, text, updates, write_request
 from .schema import PF_PORT, P4Options, P4Schema, p4_schema
 from .tofino import TOFINO2
+
+
+def check_ports(p: Pipeline, source: SourceText | None = None) -> None:
+    """Raise BackendError naming the first rule that forwards to a port no switch has.
+
+    A copy's egress port is bit<9> on both archs (v1model's egress_spec, TNA's PortId_t: Tofino's
+    device ports are pipe << 7 | port, 0-511), and the replication engine's port lists are keyed
+    the same way: a rule naming port 512 or more names no port of a switch. Subscribers beyond
+    the switch's own ports sit behind the hosts or switches it feeds (the controller places them)."""
+    top = 1 << EGRESS_PORT_BITS
+    actions = [*p.leaves.values(), *([p.default_action] if p.default_action else [])]
+    named = {q for a in actions for q in a.ports} | {q for ps in p.groups.values() for q in ps}
+    beyond = sorted(q for q in named if type(q) is int and not 0 <= q < top)
+    if not beyond:
+        return
+    port, where = beyond[0], ""
+    found = source and re.search(rf"\bfwd\s*\([^)]*?(?<![\w.]){port}(?![\w.])", source.text)
+    if source and found:
+        where = f"{source.position(found.start())}: "
+    more = f" and {len(beyond) - 1} more up to {beyond[-1]}" if len(beyond) > 1 else ""
+    raise BackendError(f"{where}port {port}{more}: a switch's egress port is {EGRESS_PORT_BITS} bits "
+                       f"(ports 0-{top - 1}); subscribers beyond its own ports are reached through the "
+                       f"hosts or switches behind it")
 
 
 class P4Engine:
@@ -78,6 +104,7 @@ class P4Backend(Backend):
             except BackendError as exc:
                 whole = str(exc)
         check_program_fit(c.pipeline, c.spec, options.arch)
+        check_ports(c.pipeline, c.source)
         schema = p4_schema(c.spec, p4opts)
         check_stages(schema, budget, len(c.spec.query_fields))
         # the replication engine first, from the IR alone: before group ids overflow 16 bits, and
