@@ -46,17 +46,17 @@ def ns_per_packet(prog, frames: list[tuple[bytes, list[int]]], count: int) -> fl
     peer; the kernel's mean run time of camus_xdp over them."""
     from bpf_cpu import run_times
     from xdp_sender import XdpSender
-    bcc = prog.bpf.__class__
+    from camus.dataplane.netlink import attach_xdp, remove_xdp
     sender = XdpSender(frames)
     try:
-        prog.bpf.attach_xdp(BROKER.encode(), prog.fn, bcc.XDP_FLAGS_DRV_MODE)
+        attach_xdp(prog.fn.fd, BROKER, "native", replace=True)
         sender.send(PEER, min(count, 20_000))                 # warm-up: pages, caches
         before = run_times().get("camus_xdp", (0, 0))
         sender.send(PEER, count)
         time.sleep(0.1)                                      # the receiving NAPI drains
         after = run_times().get("camus_xdp", (0, 0))
     finally:
-        prog.bpf.remove_xdp(BROKER.encode(), bcc.XDP_FLAGS_DRV_MODE)
+        remove_xdp(BROKER, "native")
         sender.bpf.cleanup()
     runs = after[1] - before[1]
     if runs < count // 2:

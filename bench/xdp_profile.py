@@ -85,7 +85,7 @@ def run_load(args: argparse.Namespace) -> None:
     rng = random.Random(7)
     pkts = [build_packet(spec, [make_message(rng) for _ in range(args.messages)]) for _ in range(5)]
     for name in ("camus_xdp", "camus_msg"):   # one-message packets are classified in camus_xdp itself
-        code, tag = jit_image(prog.bpf.funcs[name.encode()].fd)
+        code, tag = jit_image(prog.fd(name))
         Path(f"{args.jit}.{name}").write_bytes(code)
         print(f"{name}={tag}", flush=True)
     end = time.monotonic() + args.seconds

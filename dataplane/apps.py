@@ -129,7 +129,7 @@ def attach_apps(iface: str, apps: list[App], mode: str = "native", xdp_redirect:
         if lib.bpf_obj_pin(fn.fd, str(pin_dir(iface) / "prog_dispatch").encode()) < 0:
             raise DataplaneError(f"could not pin the dispatcher under {pin_dir(iface)}")
         fault("apps:pinned")
-        attach_xdp(bpf, fn, iface, mode)
+        attach_xdp(fn.fd, iface, mode)
         attached = True
         record = {"iface": iface, "mode": mode, "apps": [a.name for a in apps],
                   "keys": {str(k): s for k, s in sorted(keys.items())}}

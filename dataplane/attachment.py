@@ -134,11 +134,11 @@ class Attachment:
         except BackendError as exc:
             raise DataplaneError(f"{unit}: {exc}" if app else str(exc)) from exc
         ensure_bpffs()
-        progress(f"{unit}: building the XDP program ({len(compiled.spec.query_fields)} fields; BCC compiles it: "
-                 "seconds)")
         t_build = time.perf_counter()
-        prog = XdpProgram.load(compiled.spec, limits, app_id)
-        progress(f"{unit}: built and loaded in {time.perf_counter() - t_build:.1f} s; filling the maps and attaching")
+        prog = XdpProgram.load(compiled.spec, limits, app_id, with_tc=bool(specs),
+                               progress=lambda m: progress(f"{unit}: {m}"))
+        how = "loaded from the program cache" if prog.cached else "built and loaded"
+        progress(f"{unit}: {how} in {time.perf_counter() - t_build:.1f} s; filling the maps and attaching")
         attached = False
         clsact: list[str] = []
         rps_off: dict[str, str] = {}
@@ -149,24 +149,23 @@ class Attachment:
                 prog.maps.cfg(CFG_REDIRECT, int(xdp_redirect))
                 prog.maps.cfg(CFG_TC, 1)
                 rps_off = netdev.disable_rps(iface)      # TC must run where XDP classified (netdev.py)
-                add_tc(iface, prog.bpf.funcs[b"camus_tc_in"].fd, "camus_tc_in", False, clsact)
+                add_tc(iface, prog.fd("camus_tc_in"), "camus_tc_in", False, clsact)
                 for out in sorted({s.iface for s in specs.values() if s.iface}):
-                    add_tc(out, prog.bpf.funcs[b"camus_tc_out"].fd, "camus_tc_out", True, clsact)
-                fan_fd = prog.bpf.funcs[b"camus_fan_out"].fd
+                    add_tc(out, prog.fd("camus_tc_out"), "camus_tc_out", True, clsact)
+                fan_fd = prog.fd("camus_fan_out")
                 fanout.install(prog.maps, fan_fd, fan)
                 if fan.ports:
                     fanout.sync_groups(prog.maps, fan_fd, fan, fanout.group_sets(leaf_ports(contents), fan))
             fault("attach:tc")
             if not app:
-                attach_xdp(prog.bpf, prog.fn, iface, mode)
+                attach_xdp(prog.fn.fd, iface, mode)
                 attached = True
             fault("attach:xdp")
             maps = prog.maps
             maps.pin(pin_dir(unit))
             lib = maps.lib
-            funcs = prog.bpf.funcs
-            for name, fd in (("prog_xdp", prog.fn.fd), ("prog_msg", funcs[b"camus_msg"].fd),
-                             ("prog_fan", funcs[b"camus_fan_out"].fd)):
+            for name, fd in (("prog_xdp", prog.fn.fd), ("prog_msg", prog.fd("camus_msg")),
+                             ("prog_fan", prog.fd("camus_fan_out"))):
                 if lib.bpf_obj_pin(fd, str(pin_dir(unit) / name).encode()) < 0:
                     raise DataplaneError(f"could not pin {name} under {pin_dir(unit)}")
             maps.clear_leaf_hits(sorted(contents.leaf))

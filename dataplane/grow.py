@@ -38,7 +38,7 @@ from .dispatch import load_record
 from .faults import GRACE_S, fault
 from .installed import TABLE_CAPACITY, Installed, keys_of, pin_dir, save, side_dirs, staging_dir
 from .bpfinfo import MapInfo, map_id, obj_info, pinned_id, prog_map_ids
-from .netlink import XDP_FLAGS, add_tc, del_tc_filter, tc_filters, xdp_prog_id
+from .netlink import add_tc, attach_xdp, del_tc_filter, tc_filters, xdp_prog_id
 from .maps import CFG_BYPASS_PPS, CFG_MALFORMED, CFG_RECORD, CFG_REDIRECT, CFG_TC, MapSet
 from .program import DataplaneError, XdpProgram
 from .testrun import libbpf
@@ -126,8 +126,8 @@ def _swap_xdp(inst: Installed, prog: XdpProgram, app_id: int) -> None:
             os.close(fd)
         return
     try:
-        prog.bpf.attach_xdp(inst.iface.encode(), prog.fn, XDP_FLAGS[inst.mode])
-    except Exception as exc:
+        attach_xdp(prog.fn.fd, inst.iface, inst.mode, replace=True)
+    except DataplaneError as exc:
         raise DataplaneError(f"could not replace the XDP program on {inst.iface}: {exc}") from exc
 
 
@@ -192,7 +192,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
     shutil.rmtree(staging, ignore_errors=True)
     old = MapSet.from_pins(inst.pins)
     old_ports = map_id(old.fds["ports_cfg"])
-    prog = XdpProgram.load(compiled.spec, limits, app_id, generation)
+    prog = XdpProgram.load(compiled.spec, limits, app_id, generation, with_tc=inst.ports is not None)
     swapped = False
     try:
         new = prog.maps
@@ -204,7 +204,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
         copy_array(old, new, "tx_ports", n_ports)
         copy_array(old, new, "svars")
         copy_array(old, new, "overload")
-        fan_fd = prog.bpf.funcs[b"camus_fan_out"].fd
+        fan_fd = prog.fd("camus_fan_out")
         if inst.fan_entries:
             was = fanout.FanCfg()
             old.lookup("fan", ctypes.c_uint32(0), was)
@@ -213,14 +213,13 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
             fanout.install(new, fan_fd, plan)
             fanout.sync_groups(new, fan_fd, plan, fanout.group_sets(leaf_ports(contents), plan))
         # TC filters beside the old ones, where they are (each new one goes first in its chain)
-        funcs = prog.bpf.funcs
         for ifname, direction, _ in our_tc_filters(_port_ifaces(inst), old_ports):
             egress = direction == "egress"
             name = "camus_tc_out" if egress else "camus_tc_in"
-            add_tc(ifname, funcs[name.encode()].fd, name, egress, [])
+            add_tc(ifname, prog.fd(name), name, egress, [])
         new.pin(staging)
         lib = new.lib
-        for name, fd in (("prog_xdp", prog.fn.fd), ("prog_msg", funcs[b"camus_msg"].fd), ("prog_fan", fan_fd)):
+        for name, fd in (("prog_xdp", prog.fn.fd), ("prog_msg", prog.fd("camus_msg")), ("prog_fan", fan_fd)):
             if lib.bpf_obj_pin(fd, str(staging / name).encode()) < 0:
                 raise DataplaneError(f"could not pin {name} under {staging}")
         counted, leaf_rules = counted_rules(compiled, contents)

@@ -68,6 +68,11 @@ class Bypass(ctypes.Structure):
     _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
 
 
+class Result(ctypes.Structure):
+    c_struct = "camus_result"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
+    _fields_ = [("state", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("ports", ctypes.c_uint64 * PORT_WORDS)]
+
+
 def bypass_value(ports: tuple[int, ...], flags: int) -> Bypass:
     return Bypass((ctypes.c_uint64 * PORT_WORDS)(*ports), flags, 0)
 

@@ -48,14 +48,20 @@ def del_clsact(ifnames: list[str]) -> None:
                     pass
 
 
-def attach_xdp(bpf, fn, iface: str, mode: str) -> None:
-    """Attach a loaded XDP program (the classifier, or the dispatcher of several apps)."""
-    try:
-        bpf.attach_xdp(iface.encode(), fn, XDP_FLAGS[mode] | XDP_FLAGS_UPDATE_IF_NOEXIST)
-    except Exception as exc:
-        raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({exc})"
-                             + ("; the driver may lack native XDP: try --mode generic" if mode == "native" else "")
-                             ) from exc
+def attach_xdp(fd: int, iface: str, mode: str, replace: bool = False) -> None:
+    """Attach a loaded XDP program (the classifier, or the dispatcher of several apps) by its fd;
+    `replace`: swap it for the one attached (the kernel does it atomically), else refuse when
+    one is there."""
+    import ctypes
+    import os
+    from .testrun import libbpf
+    lib = libbpf()
+    lib.bpf_xdp_attach.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p]
+    flags = XDP_FLAGS[mode] | (0 if replace else XDP_FLAGS_UPDATE_IF_NOEXIST)
+    rc = lib.bpf_xdp_attach(ifindex(iface), fd, flags, None)
+    if rc < 0:
+        raise DataplaneError(f"could not attach XDP to {iface} in {mode} mode ({os.strerror(-rc)})"
+                             + ("; the driver may lack native XDP: try --mode generic" if mode == "native" else ""))
 
 
 def remove_xdp(iface: str, mode: str) -> None:

@@ -8,16 +8,24 @@ a write never half-fails on size.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
 from camus.compiler.backends.ebpf.program import EbpfLimits, program_text
 from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.language.spec import Spec
 
 from .fanout import BPF_XDP_DEVMAP
-from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, OPTIONAL_MAPS, MapSet
-from .testrun import TestRun, skb_context, test_run
+from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, OPTIONAL_MAPS, MapSet, Result
+from . import program_cache
+from .program_cache import ProgramSpec
+from .testrun import TestRun, libbpf, skb_context, test_run
+
+log = logging.getLogger(__name__)
 
 CAMUS_MARK_TAG = 0xC0000000          # bpf/camus_xdp.h: skb->mark of a copy
 
@@ -49,55 +57,103 @@ class PacketResult:
     flags: int
 
 
+XDP_PROG, SCHED_CLS_PROG = 6, 3      # enum bpf_prog_type (BCC's BPF.XDP, BPF.SCHED_CLS)
+PROGRAMS = (ProgramSpec("camus_xdp", XDP_PROG, 0), ProgramSpec("camus_msg", XDP_PROG, 0),
+            ProgramSpec("camus_tc_in", SCHED_CLS_PROG, 0), ProgramSpec("camus_tc_out", SCHED_CLS_PROG, 0),
+            ProgramSpec("camus_tc_local", SCHED_CLS_PROG, 0),
+            ProgramSpec("camus_fan_out", XDP_PROG, BPF_XDP_DEVMAP),      # fanout.py
+            ProgramSpec("camus_fan_decide", XDP_PROG, 0))
+TC_PROGRAMS = frozenset({"camus_tc_in", "camus_tc_out", "camus_tc_local"})   # only with subscriber ports
+# tail calls: (program array, slot) -> the program it runs (bpf/camus_xdp.c)
+TAIL_CALLS = ((("progs", 0), "camus_msg"), (("tc_progs", 0), "camus_tc_local"), (("progs", 1), "camus_fan_decide"))
+
+
+@dataclass(frozen=True)
+class _Fn:
+    fd: int
+
+
 class XdpProgram:
-    def __init__(self, bpf, fn, spec: Spec, limits: EbpfLimits, source: str) -> None:
-        self.bpf, self.fn, self.spec, self.limits, self.source = bpf, fn, spec, limits, source
+    """The classifier's programs and maps, loaded: from the program cache when this program was
+    built before (no compile), else built by BCC (and kept in the cache)."""
+
+    def __init__(self, programs: dict[str, int], map_fds: dict[str, int], spec: Spec, limits: EbpfLimits,
+                 source: str, closer: Callable[[], None], bpf: Any = None, seconds: float = 0.0) -> None:
+        self.programs, self.map_fds, self.spec, self.limits, self.source = programs, map_fds, spec, limits, source
+        self._closer, self.bpf = closer, bpf          # bpf: the BCC module, when built this time
+        self.seconds = seconds                        # how long building (or loading) took
+
+    @property
+    def cached(self) -> bool:
+        """Loaded from the program cache (no compile)."""
+        return self.bpf is None
+
+    @property
+    def fn(self) -> _Fn:
+        """The XDP entry program (what is attached to the interface)."""
+        return _Fn(self.programs["camus_xdp"])
+
+    def fd(self, name: str) -> int:
+        return self.programs[name]
+
+    def map_fd(self, name: str) -> int:
+        return self.map_fds[name]
 
     @classmethod
     def load(cls, spec: Spec, limits: EbpfLimits | None = None, app_id: int = 0,
-             generation: int = 0) -> "XdpProgram":
+             generation: int = 0, with_tc: bool = True,
+             progress: Callable[[str], None] | None = None) -> "XdpProgram":
         """`app_id`: which of several apps on one interface this is (dataplane/apps.py); it
         tags the program's XDP metadata and TC copies so the apps' TC programs tell theirs apart.
         `generation` (0-255) tags the metadata too: a program grown for an update runs beside
-        the one it replaces for a moment (dataplane/grow.py)."""
+        the one it replaces for a moment (dataplane/grow.py). `with_tc`: load the TC programs
+        too (copies to subscriber ports; without a ports file nothing runs them, and the
+        verifier takes 0.4 s over them). `progress` hears before a build (BCC: seconds)."""
         require_root()
+        skip = frozenset() if with_tc else TC_PROGRAMS
         lim = limits or EbpfLimits()
         source = program_text(spec, lim)
-        bcc = bcc_module()
-        if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
-            raise DataplaneError(f"no kernel headers at /lib/modules/{os.uname().release}/build: "
-                                 "run scripts/setup.sh (links Debian's linux-headers for BCC)")
-        try:
-            bpf = bcc.BPF(text=source.encode(), cflags=["-Wno-unused-function", "-Wno-unused-variable",
-                                                        f"-DCAMUS_APP_ID={int(app_id)}",
-                                                        f"-DCAMUS_GEN={int(generation) & 0xFF}"])
-        except Exception as exc:   # BCC raises a bare Exception on compile errors
-            raise DataplaneError(f"BCC could not compile the program: {exc}") from exc
-        with _capture_fd2() as log:
+        cflags = ["-Wno-unused-function", "-Wno-unused-variable", f"-DCAMUS_APP_ID={int(app_id)}",
+                  f"-DCAMUS_GEN={int(generation) & 0xFF}"]
+        t0 = time.perf_counter()
+        key = program_cache.cache_key(source, cflags, bcc_version())
+        entry = program_cache.read(key)
+        if entry is not None:
             try:
-                fn = bpf.load_func(b"camus_xdp", bcc.BPF.XDP)
-                msg_fn = bpf.load_func(b"camus_msg", bcc.BPF.XDP)
-                bpf[b"progs"][ctypes.c_int(0)] = ctypes.c_int(msg_fn.fd)
-                bpf.load_func(b"camus_tc_in", bcc.BPF.SCHED_CLS)
-                bpf.load_func(b"camus_tc_out", bcc.BPF.SCHED_CLS)
-                local_fn = bpf.load_func(b"camus_tc_local", bcc.BPF.SCHED_CLS)
-                bpf[b"tc_progs"][ctypes.c_int(0)] = ctypes.c_int(local_fn.fd)
-                bpf.load_func(b"camus_fan_out", bcc.BPF.XDP, attach_type=BPF_XDP_DEVMAP)   # fanout.py
-                decide_fn = bpf.load_func(b"camus_fan_decide", bcc.BPF.XDP)
-                bpf[b"progs"][ctypes.c_int(1)] = ctypes.c_int(decide_fn.fd)
-                failure = None
-            except Exception as exc:     # BCC prints the verifier log to fd 2
-                failure = exc
-        if failure is not None:
-            raise DataplaneError("the kernel verifier rejected the program "
-                                 f"({failure}); its last lines:\n" + _tail(log.text)) from failure
-        return cls(bpf, fn, spec, lim, source)
+                got = program_cache.load_entry(entry, skip)
+            except (program_cache.EntryUnusable, KeyError, TypeError, ValueError) as exc:
+                log.info("program cache entry %s not loaded (%s): building again", key, exc)
+                program_cache.drop(key)
+            else:
+                try:
+                    _link_tail_calls(got.programs, got.maps)
+                except BaseException:
+                    got.close()
+                    raise
+                return cls(got.programs, got.maps, spec, lim, source, got.close, seconds=time.perf_counter() - t0)
+        if progress is not None:
+            progress("BCC compiles the program (seconds, once: it is kept in the program cache)")
+        bpf = _bcc_build(source, cflags)
+        try:
+            programs = _bcc_load(bpf, skip)
+            maps = _bcc_maps(bpf)
+            _link_tail_calls(programs, maps)
+            try:
+                program_cache.write(key, program_cache.capture(
+                    maps, {ps: bpf.dump_func(ps.name.encode()) for ps in PROGRAMS},
+                    _bcc_license(bpf), inner_maps(source)))
+            except (program_cache.EntryUnusable, OSError) as exc:     # attach goes on: only the cache misses
+                log.info("program not kept in the cache: %s", exc)
+        except BaseException:
+            bpf.cleanup()
+            raise
+        return cls(programs, maps, spec, lim, source, bpf.cleanup, bpf, time.perf_counter() - t0)
 
     # -- tables ---------------------------------------------------------------------------
     @property
     def maps(self) -> MapSet:
         names = MAP_NAMES + (OPTIONAL_MAPS if self.spec.topics else ())
-        return MapSet({name: self.bpf[name.encode()].map_fd for name in names})
+        return MapSet({name: self.map_fds[name] for name in names})
 
     def write(self, c: MapContents) -> None:
         """Write a complete table set, then point the root at it (the last, atomic step)."""
@@ -123,14 +179,21 @@ class XdpProgram:
     def classify(self, packet: bytes) -> PacketResult:
         """Run one packet with recording on and read back what each message got."""
         self.set_recording(True)
-        res = self.bpf[b"results"]
-        n = self.limits.max_msgs
-        res.clear()
+        fd, n = self.map_fds["results"], self.limits.max_msgs
+        lib = libbpf()
+        blank = Result()
+        for i in range(n + 1):
+            lib.bpf_map_update_elem(fd, ctypes.byref(ctypes.c_int(i)), ctypes.byref(blank), 0)
         out = self.run(packet)
-        summary = res[ctypes.c_int(n)]
+
+        def result(i: int) -> Result:
+            r = Result()
+            lib.bpf_map_lookup_elem(fd, ctypes.byref(ctypes.c_int(i)), ctypes.byref(r))
+            return r
+        summary = result(n)
         msgs = []
         for i in range(min(summary.state, n)):
-            r = res[ctypes.c_int(i)]
+            r = result(i)
             msgs.append((r.state, r.flags, tuple(r.ports)))
         return PacketResult(out.verdict, msgs, tuple(summary.ports), summary.flags)
 
@@ -139,10 +202,87 @@ class XdpProgram:
         mask go there: the kernel's own pruning and rewriting (camus_tc_out), run with
         BPF_PROG_TEST_RUN on a copy, so nothing is transmitted."""
         mark = CAMUS_MARK_TAG | (port_bit & 0xFF) << 16 | (keep & 0xFFFF)
-        return test_run(self.bpf.funcs[b"camus_tc_out"].fd, packet, 1, skb_context(mark))
+        return test_run(self.programs["camus_tc_out"], packet, 1, skb_context(mark))
 
     def close(self) -> None:
-        self.bpf.cleanup()
+        self._closer()
+
+
+def bcc_version() -> str:
+    """BCC's version without importing it (its import loads LLVM): the version file and the
+    library it wraps."""
+    import importlib.util
+    found = importlib.util.find_spec("bcc")
+    if found is None or not found.origin:
+        return "none"
+    where = Path(found.origin).parent
+    parts = [(where / "version.py").read_text() if (where / "version.py").exists() else ""]
+    for lib in sorted(Path("/usr/lib").glob("*/libbcc.so*")) + sorted(Path("/usr/lib").glob("libbcc.so*")):
+        try:
+            st = lib.stat()
+            parts.append(f"{lib}:{st.st_size}:{int(st.st_mtime)}")
+        except OSError:
+            pass
+    return "|".join(parts)
+
+
+def _bcc_build(source: str, cflags: list[str]) -> Any:
+    bcc = bcc_module()
+    if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
+        raise DataplaneError(f"no kernel headers at /lib/modules/{os.uname().release}/build: "
+                             "run scripts/setup.sh (links Debian's linux-headers for BCC)")
+    try:
+        return bcc.BPF(text=source.encode(), cflags=cflags)
+    except Exception as exc:   # BCC raises a bare Exception on compile errors
+        raise DataplaneError(f"BCC could not compile the program: {exc}") from exc
+
+
+def _bcc_load(bpf: Any, skip: frozenset[str]) -> dict[str, int]:
+    """Every program (but `skip`) through the verifier; its log's tail in the error when one is
+    refused."""
+    with _capture_fd2() as log_text:
+        try:
+            fds = {ps.name: bpf.load_func(ps.name.encode(), ps.prog_type,
+                                          attach_type=ps.attach_type or -1).fd
+                   for ps in PROGRAMS if ps.name not in skip}
+            failure = None
+        except Exception as exc:     # BCC prints the verifier log to fd 2
+            failure = exc
+    if failure is not None:
+        raise DataplaneError("the kernel verifier rejected the program "
+                             f"({failure}); its last lines:\n" + _tail(log_text.text)) from failure
+    return fds
+
+
+def _bcc_maps(bpf: Any) -> dict[str, int]:
+    """Every map of the BCC module by name (the cache records them all)."""
+    from bcc.libbcc import lib
+    lib.bpf_num_tables.restype, lib.bpf_num_tables.argtypes = ctypes.c_size_t, [ctypes.c_void_p]
+    lib.bpf_table_name.restype, lib.bpf_table_name.argtypes = ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_ulonglong]
+    lib.bpf_table_fd_id.restype, lib.bpf_table_fd_id.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_ulonglong]
+    return {lib.bpf_table_name(bpf.module, i).decode(): lib.bpf_table_fd_id(bpf.module, i)
+            for i in range(lib.bpf_num_tables(bpf.module))}
+
+
+def inner_maps(source: str) -> dict[str, str]:
+    """Each map of maps and the map its declaration names as the template of its inner maps."""
+    import re
+    return {m[1]: m[2] for m in re.finditer(r'BPF_(?:HASH|ARRAY)_OF_MAPS\(\s*(\w+)\s*,[^"]*"(\w+)"', source)}
+
+
+def _bcc_license(bpf: Any) -> str:
+    from bcc.libbcc import lib
+    return (lib.bpf_module_license(bpf.module) or b"GPL").decode()
+
+
+def _link_tail_calls(programs: dict[str, int], maps: dict[str, int]) -> None:
+    lib = libbpf()
+    for (array, slot), name in TAIL_CALLS:
+        if name not in programs:            # not loaded (with_tc): the slot stays empty
+            continue
+        if lib.bpf_map_update_elem(maps[array], ctypes.byref(ctypes.c_int(slot)),
+                                   ctypes.byref(ctypes.c_int(programs[name])), 0) != 0:
+            raise DataplaneError(f"cannot link {name} into {array}[{slot}]: {os.strerror(ctypes.get_errno())}")
 
 
 class _capture_fd2:

@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 
 STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
            maps.SvarCfg, maps.BvSeg, maps.BvCol, maps.BvRun, maps.BvPortRun, maps.BvPrefixLeaf, maps.BvPlane,
-           maps.Bypass, fanout.FanCfg, fanout.PortSet]
+           maps.Bypass, maps.Result, fanout.FanCfg, fanout.PortSet]
 CONSTANTS = {
     "CAMUS_PORT_WORDS": ebpf_contents.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_contents.MAX_PROBE,
     "CAMUS_FANOUT": ebpf_contents.FANOUT, "CAMUS_RADIX_SUB": ebpf_contents.RADIX_SUB,

@@ -208,7 +208,7 @@ def test_a_window_reset_never_splits_count_from_sum_on_two_cpus() -> None:
         threads = [threading.Thread(target=hammer, args=(c,)) for c in cpus]
         for t in threads:
             t.start()
-        fd = prog.bpf[b"svars"].map_fd
+        fd = prog.map_fd("svars")
         key, value = ctypes.c_uint32(0), (ctypes.c_uint64 * 4)()   # lock + pad, window, count, sum
         snapshots, split, windows = 0, [], set()
         deadline = time.monotonic() + 1.5
