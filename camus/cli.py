@@ -27,7 +27,7 @@ def _collector_back() -> None:
 # (networkx, grpc, the P4 back end) took 0.3 s of it.
 COMMAND_MODULES = {
     "compile": "cli_compile", "check": "cli_compile", "explain": "cli_compile", "apps": "cli_compile",
-    "demo": "cli_compile", "attach": "cli_attach", "update": "cli_dataplane", "overload": "cli_dataplane",
+    "demo": "cli_compile", "attach": "cli_attach", "update": "cli_update", "overload": "cli_dataplane",
     "detach": "cli_dataplane", "stats": "cli_dataplane", "status": "cli_dataplane", "metrics": "cli_dataplane",
     "install-units": "cli_dataplane",
     "bench": "cli_bench", "controller": "cli_controller", "agent": "cli_controller",

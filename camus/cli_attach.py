@@ -6,7 +6,8 @@ import click
 from camus.compiler.ir.resources import resource_report
 from camus.dataplane.program import DataplaneError
 
-from camus.cli_dataplane import ALLOW_EMPTY, COUNT_RULES, MODES, compile_for, fail, prime_live
+from camus.cli_dataplane import COUNT_RULES, MODES, compile_for, fail, prime_live
+from camus.cli_options import ALLOW_EMPTY
 
 
 def _app_files(value: str) -> tuple[str, str, str, str | None]:

@@ -353,7 +353,7 @@ def agent(iface, spec, ports_path, listen, token_file, mode, tls_cert, tls_key, 
     from aiohttp import web
     _logging(log_level)
     from camus.controller import http_limits
-    from camus.controller.agent import Agent, make_agent_app
+    from camus.controller.agent import Agent, local_socket, make_agent_app
     from camus.controller.tls import TlsError, TlsFiles, server_context
     host, port = _listen(listen)
     token = _secret(token_file, "CAMUS_AGENT_TOKEN")
@@ -377,8 +377,10 @@ def agent(iface, spec, ports_path, listen, token_file, mode, tls_cert, tls_key, 
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     click.echo(f"agent for {iface} on {'https' if ssl_context else 'http'}://{host}:{port}/v1/"
-               + (f" (tables only from {controller_name!r}'s certificate)" if tls_ca else ""), err=True)
-    web.run_app(make_agent_app(a, frozenset({controller_name}) if tls_ca else frozenset()), host=host, port=port,
+               + (f" (tables only from {controller_name!r}'s certificate)" if tls_ca else "")
+               + f"; `camus-xdp update {iface}` on this host hands it the rules file", err=True)
+    web.run_app(make_agent_app(a, frozenset({controller_name}) if tls_ca else frozenset(), local=local_socket(iface)),
+                host=host, port=port,
                 print=None, access_log=web.access_logger if access_log else None, ssl_context=ssl_context,
                 loop=new_event_loop(), **http_limits.server_options())
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from camus.cli_options import APP_OPTION, unit_of as _unit
 from camus.compiler.compile import CompileOptions, compile_files
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.dataplane.program import DataplaneError
@@ -53,18 +54,6 @@ def compile_for(spec: str, rules: str, count_rules: int = COUNT_RULES, allow_emp
                    "Pass --allow-empty to do that on purpose.", err=True)
         sys.exit(1)
     return c
-
-
-ALLOW_EMPTY = click.option("--allow-empty", is_flag=True,
-                           help="Accept a rules file with no rules (the data plane then drops the whole feed).")
-
-
-def _unit(iface: str, app: str | None) -> str:
-    return f"{iface}@{app}" if app else iface
-
-
-APP_OPTION = click.option("--app", "app", default=None, metavar="NAME",
-                          help="On an interface serving several apps: which one.")
 
 
 def _big(rules: str) -> bool:
@@ -140,22 +129,10 @@ def prime_live(unit: str, c, rules: str) -> None:
                    err=True)
 
 
-@click.command()
-@click.argument("iface")
-@click.option("--rules", required=True, type=click.Path(exists=True, dir_okay=False))
-@APP_OPTION
-@ALLOW_EMPTY
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: what changed (schema in docs/hosts.md).")
-def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: bool) -> None:
-    """Replace the rules on IFACE (or its app NAME) atomically (no reload); prints what changed.
-
-    Only what the file's changed lines change is written (a delta: the states they touch, then
-    one root write), from the live state `attach` and each update leave in /run/camus; without it
-    (another writer, a crash, a new release) the whole set is written once and it is saved again.
-    Rules that outgrow the program attach sized (its maps, with room to spare) get a larger
-    program, swapped in without a gap in filtering; counters carry over."""
+def run_update(iface: str, rules: str, allow_empty: bool) -> dict:
+    """`camus-xdp update` in this process (no host agent holds the unit): what changed, as
+    cli_update.say_update prints it."""
     from camus.dataplane import installed as state, live_state, runtime
-    iface = _unit(iface, app)
     progress = lambda m: click.echo(m, err=True)      # noqa: E731
     try:
         rep = live_state.update(iface, rules)            # a delta, the file diffed by its lines
@@ -175,25 +152,9 @@ def update(iface: str, rules: str, app: str | None, allow_empty: bool, as_json: 
                     prime_live(iface, c, rules)
     except DataplaneError as exc:
         fail(exc)
-    if as_json:
-        import json as jsonlib
-        click.echo(jsonlib.dumps({"schema": 1, "unit": iface, "written": rep.written, "grown": rep.grown,
-                                  "path": rep.path,
-                                  "ms": round(rep.seconds * 1000, 1), "added": rep.added, "removed": rep.removed,
-                                  "old_entries": rep.old_entries, "new_entries": rep.new_entries}))
-        return
-    if not rep.written:
-        click.echo(f"{iface} unchanged: these rules compile to the tables already live; nothing written")
-        return
-    how = {"delta": " as a delta", "live": " (whole set; later updates are deltas)"}.get(rep.path, "")
-    click.echo(f"updated {iface}{how} in {rep.seconds * 1000:.0f} ms: +{len(rep.added)} -{len(rep.removed)} rules; "
-               f"states {rep.old_entries} -> {rep.new_entries}")
-    if rep.grown:
-        click.echo("  the rules outgrew the program: a larger one took over (no gap in filtering)")
-    for line in rep.added[:20]:
-        click.echo(f"  + {line}")
-    for line in rep.removed[:20]:
-        click.echo(f"  - {line}")
+    return {"written": rep.written, "grown": rep.grown, "path": rep.path, "ms": round(rep.seconds * 1000, 1),
+            "added": rep.added, "removed": rep.removed, "old_entries": rep.old_entries,
+            "new_entries": rep.new_entries}
 
 
 @click.command()
@@ -375,8 +336,8 @@ def status(as_json: bool) -> None:
                        "must stay on the CPU that classified them, so copies are lost; "
                        f"`echo 0 > /sys/class/net/{inst.iface}/queues/<rx-N>/rps_cpus`")
         if holder:
-            click.echo(f"  held for live changes by {holder}: its rules change through it; `update` "
-                       "and `detach` are refused until it stops")
+            click.echo(f"  held for live changes by {holder}: its rules change through it (`update` hands "
+                       "it the rules file unless it serves a controller); `detach` is refused until it stops")
         if inst.pending:
             click.echo("  an update is in progress or was interrupted (journaled): " +
                        ("another command holds the unit" if root else "run `status` as root to finish or undo it"))
@@ -473,4 +434,4 @@ def install_units(unit_dir: str, command: str | None) -> None:
     click.echo("next: systemctl daemon-reload; systemctl enable --now camus-xdp@IFACE camus-xdp-metrics")
 
 
-COMMANDS: list[click.Command] = [update, overload, detach, stats, status, metrics, install_units]
+COMMANDS: list[click.Command] = [overload, detach, stats, status, metrics, install_units]

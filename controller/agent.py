@@ -20,8 +20,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import os
+import socket
+import struct
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -33,11 +37,73 @@ from . import http_limits
 from .tls import peer_names
 
 
+log = logging.getLogger("camus.agent")
 MAX_BODY = 512 * 1024 * 1024
+LOCAL = "local-"                   # digests of rules files a local `update` handed the agent
+LOCAL_RUNNER = web.AppKey("local_runner", web.AppRunner)
 
 
 class Conflict(Exception):
     """The change is not against the tables the agent holds (HTTP 409)."""
+
+
+class LocalLines:
+    """The lines of the last rules file `camus-xdp update` handed the agent, and how many of its
+    lines give each live item: the next file is diffed by its changed lines only (100K lines:
+    set operations in milliseconds, no rule text stripped twice). Rule counters number rules by
+    their place in the file: with them, every line is looked at again."""
+
+    def __init__(self) -> None:
+        self.raw: set[str] | None = None
+        self.count: Counter[str] = Counter()
+        self._next: tuple[set[str], Counter[str]] | None = None
+
+    @property
+    def live_count(self) -> int:
+        return len(self.count)
+
+    def forget(self) -> None:
+        self.raw, self._next = None, None
+        self.count = Counter()
+
+    def change(self, text: str, live: Any) -> tuple[list[str], list[str]]:
+        """Live lines to add and remove for the file `text` (kept until commit())."""
+        from camus.compiler.incremental import live_items
+        from camus.dataplane.live_state import line_texts
+        n = live.compiler.options.count_rules
+        raw = set(text.splitlines())
+        if self.raw is None or n:
+            items = live_items(line_texts(text), n)
+            old = set(live.compiler.live_slots)
+            self._next = (raw, Counter(items))
+            return sorted(items - old), sorted(old - items)
+        delta: Counter[str] = Counter()       # per live item: lines giving it, gained or lost
+        for line in self.raw - raw:
+            for item in line_texts(line):
+                delta[item] -= 1
+        for line in raw - self.raw:
+            for item in line_texts(line):
+                delta[item] += 1
+        had = self.count.get
+        added = sorted(i for i, d in delta.items() if d > 0 and had(i, 0) == 0)
+        removed = sorted(i for i, d in delta.items() if d < 0 and had(i, 0) + d <= 0)
+        self._next = (raw, delta)
+        return added, removed
+
+    def commit(self) -> None:
+        if self._next is None:
+            return
+        raw, change = self._next
+        if self.raw is None:                  # a whole file: `change` is every item's count
+            self.count = change
+        else:
+            for item, d in change.items():
+                n = self.count.get(item, 0) + d
+                if n > 0:
+                    self.count[item] = n
+                else:
+                    self.count.pop(item, None)
+        self.raw, self._next = raw, None
 
 
 @dataclass
@@ -55,6 +121,7 @@ class Agent:
     compiler: Any = None            # IncrementalCompiler for the spec, made on the first push
     live: Any = None                # LiveClassifier holding the interface while changes come as deltas
     hold: Any = None                # the interface's lock, held while the agent runs (dataplane/installed.py)
+    local_lines: LocalLines = field(default_factory=lambda: LocalLines())   # the last local file's lines
 
     def hold_interface(self) -> None:
         """Hold the interface for as long as the agent runs: `camus-xdp update`, `detach` and a
@@ -72,8 +139,9 @@ class Agent:
         except (DataplaneError, OSError) as exc:
             raise RuntimeError(f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)) from None
 
-    def apply(self, rules: str, digest: str) -> str:
-        """Compile and install; raises ValueError (bad rules) or RuntimeError (data plane)."""
+    def apply(self, rules: str, digest: str, source: str | None = None) -> str:
+        """Compile and install; raises ValueError (bad rules) or RuntimeError (data plane).
+        `source`: the file the rules came from (a local update), named in the state file."""
         from camus.compiler.compile import CompileOptions
         from camus.compiler.incremental import IncrementalCompiler
         from camus.compiler.language.errors import CompileError, CompileErrors
@@ -82,22 +150,23 @@ class Agent:
         from camus.dataplane import runtime
         path = self.workdir / f"rules-{digest}.txt"
         path.write_text(rules)
+        self.local_lines.forget()              # the live lines are the controller's now
         self._release_live()                   # a whole update owns the interface again
         try:
             if self.compiler is None:          # kept warm: the next rule set is compiled incrementally
                 self.compiler = IncrementalCompiler(load_spec(self.spec_path), CompileOptions())
-            compiled = self.compiler.compile(rules, str(path))
+            compiled = self.compiler.compile(rules, source or str(path))
         except (CompileErrors, CompileError) as exc:
             raise ValueError(str(exc)) from None
         self._held()                           # (a bad rule set was refused before this)
         try:
             if any(i.iface == self.iface for i in state.installed()):
-                report = runtime.update(self.iface, compiled, str(path), hold=self.hold)
+                report = runtime.update(self.iface, compiled, source or str(path), hold=self.hold)
                 summary = (f"{report.old_entries} -> {report.new_entries} entries in {report.seconds * 1000:.0f} ms; "
                            f"{len(report.added)} rules added, {len(report.removed)} removed"
                            if report.written else "unchanged: the same tables are live, nothing written")
             else:
-                runtime.attach(self.iface, compiled, self.spec_path, str(path), mode=self.mode,
+                runtime.attach(self.iface, compiled, self.spec_path, source or str(path), mode=self.mode,
                                ports_path=self.ports_path)
                 summary = f"attached to {self.iface}"
         except Exception as exc:                     # the data plane says why; old tables stay
@@ -136,6 +205,7 @@ class Agent:
         from camus.dataplane.program import DataplaneError
         if not self.digest or base != self.digest:
             raise Conflict(f"holding {repr(self.digest) if self.digest else 'nothing'}, not {base!r}")
+        self.local_lines.forget()
         self._held()
         if self.live is None:          # e.g. a restarted agent: take over what is attached
             why = self._go_live()
@@ -157,6 +227,78 @@ class Agent:
         return (f"{len(added)} rules added, {len(removed)} removed: {report.writes} map entries ({how}) in "
                 f"{report.compile_ms + report.write_ms:.1f} ms")
 
+    def apply_file(self, rules_path: str) -> tuple[dict[str, Any], Callable[[], None]]:
+        """`camus-xdp update IFACE --rules FILE` on this host while the agent holds IFACE: the
+        file's changed lines as a delta through the live classifier (milliseconds), or the whole
+        file when the agent holds no live tables or the change needs a whole write. Returns what
+        changed and what is left to do once the caller has answered: the state file brought up
+        to date, so it names the file (`status`). The controller's next change is then against
+        tables the agent no longer holds (409) and its next push is the whole set again. Raises
+        ValueError (bad rules, with their position) or RuntimeError (data plane); nothing
+        changes then."""
+        import hashlib
+        import time
+        from camus.compiler.incremental import NotLive, split_line
+        from camus.compiler.language.errors import CompileError, CompileErrors
+        from camus.compiler.language.rules_parser import parse_rules
+        from camus.dataplane.program import DataplaneError
+        t0 = time.perf_counter()
+        path = str(Path(rules_path).resolve())
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{rules_path}: {exc}") from None
+        digest = LOCAL + hashlib.sha256(text.encode()).hexdigest()[:16]
+        if self.digest and not self.digest.startswith(LOCAL):
+            raise Conflict(f"{self.iface} is held for live changes by the host agent (pid {os.getpid()}), which "
+                           "serves the controller's tables: change subscriptions through the controller "
+                           "(`camus-xdp subscribe`), or stop the agent to manage the rules here")
+        self._held()
+        if self.live is None:
+            self._go_live()                   # the tables attached (not attached: the whole path)
+        live = self.live
+        if live is not None:
+            old_lines = live.inst.rule_lines
+            added, removed = self.local_lines.change(text, live)
+            try:
+                report = live.apply(added, removed)
+            except (CompileErrors, CompileError) as exc:
+                self.local_lines.forget()
+                try:                          # a typo: said with its position, the live tables kept
+                    parse_rules(text, path)
+                except (CompileErrors, CompileError) as parsed:
+                    raise ValueError(str(parsed)) from None
+                log.info("%s: a line does not compile alone (%s): the whole file is compiled", self.iface, exc)
+            except (KeyError, NotLive, DataplaneError):
+                self.local_lines.forget()     # rules only a whole write takes: the whole path
+            else:
+                self.local_lines.commit()
+                self.digest, self.applied, self.rules = digest, self.applied + 1, self.local_lines.live_count
+
+                def finish() -> None:
+                    live.inst.rules = path
+                    live.save(live.rule_lines_after(old_lines, added, removed))
+
+                def texts(lines: list[str]) -> list[str]:
+                    return sorted({split_line(ln)[0] for ln in lines})
+                return ({"written": bool(report.writes), "path": "whole" if report.whole else "delta",
+                         "added": texts(added), "removed": texts(removed),
+                         "ms": round((time.perf_counter() - t0) * 1e3, 1)}, finish)
+        summary = self.apply(text, digest, source=path)
+        return ({"written": True, "path": "whole", "added": [], "removed": [], "summary": summary,
+                 "ms": round((time.perf_counter() - t0) * 1e3, 1)}, lambda: None)
+
+    def take_over(self) -> None:
+        """Hold the attached unit's tables for deltas now (nothing attached, or rules the delta
+        path does not take: the first update says so)."""
+        from camus.dataplane.installed import state_path
+        if self.live is None and state_path(self.iface).exists():
+            try:
+                self._held()
+            except RuntimeError:
+                return
+            self._go_live()
+
     def _release_live(self) -> None:
         if self.live is not None:
             self.live.close()
@@ -173,11 +315,27 @@ class Agent:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset()) -> web.Application:
+def _peer_uid(sock: socket.socket) -> int:
+    """The connecting process's user (SO_PEERCRED: pid, uid, gid)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def local_socket(unit: str) -> Path:
+    """Where an agent holding `unit` takes `camus-xdp update` from this host."""
+    from camus.dataplane.installed import STATE_ROOT, valid_unit
+    return STATE_ROOT / f"{valid_unit(unit)}.agent"
+
+
+def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset(),
+                   local: Path | None = None) -> web.Application:
     """`controller_names`: under mutual TLS, the names one of which the client's verified
     certificate must carry (the controller's): a certificate the same CA gave another host is
-    refused, and so is a token replayed without the controller's key."""
+    refused, and so is a token replayed without the controller's key. `local`: a Unix socket
+    where `camus-xdp update` on this host hands the agent its rules file (plain HTTP, root's
+    alone, never on the network side)."""
     lock = asyncio.Lock()
+    pending: set[asyncio.Task[None]] = set()       # state-file saves after local updates
 
     def authorised(request: web.Request) -> None:
         if controller_names:
@@ -229,7 +387,62 @@ def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset())
         return web.json_response({"iface": agent.iface, "digest": agent.digest, "applied": agent.applied,
                                   "rules": agent.rules, "last_error": agent.last_error})
 
+    async def local_update(request: web.Request) -> web.Response:
+        """`camus-xdp update` on this host, from root (the socket is root's alone as well)."""
+        sock = request.transport.get_extra_info("socket") if request.transport else None
+        if sock is None or _peer_uid(sock) != 0:
+            raise web.HTTPForbidden(text='{"error": "local updates are root\'s"}', content_type="application/json")
+        try:
+            data = await request.json()
+            rules = str(data["rules"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return web.json_response({"error": "expected {rules: PATH}"}, status=400)
+        async with lock:
+            try:
+                doc, finish = await asyncio.to_thread(agent.apply_file, rules)
+            except Conflict as exc:
+                return web.json_response({"error": str(exc)}, status=409)
+            except (ValueError, RuntimeError) as exc:
+                agent.last_error = str(exc)
+                return web.json_response({"error": str(exc)}, status=422 if isinstance(exc, ValueError) else 503)
+        agent.last_error = ""
+
+        async def saved() -> None:       # after the answer, before the next update
+            async with lock:
+                await asyncio.to_thread(finish)
+        pending.add(task := asyncio.get_running_loop().create_task(saved()))
+        task.add_done_callback(pending.discard)
+        return web.json_response(doc)
+
+    async def take_over(app: web.Application) -> None:
+        """The attached tables taken over for deltas as the agent starts (100K rules: seconds),
+        not on the first local update."""
+        async with lock:
+            await asyncio.to_thread(agent.take_over)
+
+    async def start_local(app: web.Application) -> None:
+        assert local is not None
+        pending.add(task := asyncio.get_running_loop().create_task(take_over(app)))
+        task.add_done_callback(pending.discard)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.unlink(missing_ok=True)            # a dead agent's (the unit's hold says none runs)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(local))
+        os.chmod(local, 0o600)
+        side = web.Application(client_max_size=64 * 1024)
+        side.add_routes([web.post("/v1/local/update", local_update)])
+        runner = web.AppRunner(side, access_log=None)
+        await runner.setup()
+        await web.SockSite(runner, sock).start()
+        app[LOCAL_RUNNER] = runner
+
     async def cleanup(app: web.Application) -> None:
+        for task in list(pending):
+            await task
+        if LOCAL_RUNNER in app:
+            await app[LOCAL_RUNNER].cleanup()
+        if local is not None:
+            local.unlink(missing_ok=True)
         agent.close()
 
     # a whole rule set is one request body: 1M subscriptions are tens of MB (aiohttp's default: 1 MB)
@@ -237,5 +450,7 @@ def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset())
     app = web.Application(client_max_size=MAX_BODY, middlewares=[http_limits.body_in_time])
     app.add_routes([web.post("/v1/tables", tables), web.post("/v1/changes", changes),
                     web.get("/v1/status", status)])
+    if local is not None:
+        app.on_startup.append(start_local)
     app.on_cleanup.append(cleanup)
     return app

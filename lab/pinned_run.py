@@ -11,14 +11,10 @@ from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.language.spec import Spec
 
 from camus.dataplane.installed import load_installed
-from camus.dataplane.maps import CFG_RECORD, MapSet
+from camus.dataplane.maps import CFG_RECORD, MapSet, Result
 from camus.dataplane.testrun import libbpf, test_run
 
 PER_PACKET = 8          # messages per test packet (the program takes up to CAMUS_MAX_MSGS)
-
-
-class Result(ctypes.Structure):         # bpf/camus_xdp.h struct camus_result
-    _fields_ = [("state", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("ports", ctypes.c_uint64 * 4)]
 
 
 def port_bits_of(unit: str, spec: Spec, messages: list[str]) -> list[tuple[int, ...]]:
