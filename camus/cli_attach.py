@@ -6,7 +6,7 @@ import click
 from camus.compiler.ir.resources import resource_report
 from camus.dataplane.program import DataplaneError
 
-from camus.cli_dataplane import COUNT_RULES, MODES, compile_for, fail, prime_live
+from camus.cli_dataplane import COUNT_RULES, MODES, compile_for, fail, prime_live, prime_live_detached
 from camus.cli_options import ALLOW_EMPTY
 
 
@@ -147,8 +147,8 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
     try:
         inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect,
                               fanout_mode=fanout_mode, progress=lambda m: click.echo(m, err=True))
-        prime_live(iface, c, rules)
-        inst = runtime.Attachment(iface).installed        # the live path's tables, when it took them
+        inst = runtime.Attachment(iface).installed
+        prime_live_detached(iface, c, rules)             # the next update's live state, after this exits
     except DataplaneError as exc:
         fail(exc)
     if as_json:

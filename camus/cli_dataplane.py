@@ -112,9 +112,11 @@ def _live_from_parse(unit: str, rules: str, parsed: Parsed, progress) -> UpdateR
     return live_state.rebuild(unit, rules, texts, per_line, progress, parsed)
 
 
-def prime_live(unit: str, c, rules: str) -> None:
+def prime_live(unit: str, c, rules: str, hold=None, say=None) -> None:
     """After `attach` wrote the rules: when they take the live path, write them through it once
-    more, leaving its state for the next update (a delta then, not a whole compile)."""
+    more, leaving its state for the next update (a delta then, not a whole compile). `hold`:
+    the unit's lock, already taken (prime_live_detached); `say`: where its lines go (stderr)."""
+    say = say or (lambda m: click.echo(m, err=True))
     from camus.compiler.incremental import takes_live_path
     from camus.dataplane import live_state
     from camus.dataplane.counting import rule_texts
@@ -123,10 +125,46 @@ def prime_live(unit: str, c, rules: str) -> None:
     texts = rule_texts(c)
     try:
         live_state.rebuild(unit, rules, texts, live_state.line_texts(c.source.text) == texts,
-                           progress=lambda m: click.echo(m, err=True), compiled=c)
+                           progress=say, compiled=c, hold=hold)
     except (DataplaneError, OSError) as exc:       # the attachment serves; only the next update is slower
-        click.echo(f"{unit}: warning: no live state for later updates ({exc}); they take the whole path",
-                   err=True)
+        say(f"{unit}: warning: no live state for later updates ({exc}); they take the whole path")
+
+
+def prime_live_detached(unit: str, c, rules: str) -> bool:
+    """prime_live in a child process that outlives this command: the rules serve already, and
+    the live state is only what makes the next update a delta (100K rules: 2-3 s, 10K: half a
+    second). The unit's lock is taken here and inherited, so a command run right after waits
+    for the live state instead of racing it; the child's lines go to syslog (camus-xdp). False
+    (nothing started) when the rules do not take the live path."""
+    from camus.compiler.incremental import takes_live_path
+    from camus.dataplane.installed import lock_for_command
+    if not takes_live_path(c) or not c.rules:
+        return False
+    hold = lock_for_command(unit)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.close(hold.fd)             # the child's copy keeps the lock (one open file description)
+        return True
+    code = 0
+    try:
+        os.setsid()                   # not in the terminal's process group: a Ctrl-C there leaves it
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        import syslog
+        syslog.openlog("camus-xdp", syslog.LOG_PID)
+        prime_live(unit, c, rules, hold=hold, say=lambda m: syslog.syslog(syslog.LOG_INFO, m))
+    except BaseException as exc:      # (a child never returns into the command's code)
+        code = 1
+        try:
+            syslog.syslog(syslog.LOG_WARNING, f"{unit}: the live state for later updates failed: {exc!r}")
+        except Exception:
+            pass
+    finally:
+        hold.release()
+        os._exit(code)
 
 
 def run_update(iface: str, rules: str, allow_empty: bool) -> dict:

@@ -240,6 +240,15 @@ class UnitHold:
             self.fd = -1
 
 
+def lock_for_command(unit: str) -> UnitHold:
+    """The unit's lock as a command takes it (other commands wait for it, none is refused), kept
+    until release(): for a command that hands the unit to a child process to finish (attach's
+    live state), so no other command slips in between."""
+    fd = _acquire(unit, wait=True)
+    assert fd is not None                        # waiting: a lock or an error
+    return UnitHold(unit, "", fd)
+
+
 def hold_unit(unit: str, who: str) -> UnitHold:
     """Take the unit's lock until `release()` (a killed holder releases it), after any command
     holding it; DataplaneError when another long-lived holder has it."""

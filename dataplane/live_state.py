@@ -44,8 +44,8 @@ from camus.compiler.structure.live_tables import LiveTables
 
 from .attachment import UpdateReport, sync_fan_groups
 from .faults import GRACE_S, fault
-from .installed import (Installed, forget_live_state, live_log_path, live_state_path, load_installed, save,
-                        unit_lock)
+from .installed import (Installed, UnitHold, forget_live_state, live_log_path, live_state_path, load_installed,
+                        save, unit_lock)
 from .journal import settle
 from .live import LiveClassifier, held_keys, map_keys, sorted_has
 from .maps import CFG_ROOT, MapSet
@@ -322,17 +322,18 @@ class Journal:
 
 
 def rebuild(unit: str, rules_path: str, texts: list[str], per_line: bool, progress: Any = None,
-            parsed: tuple[list[Rule], SourceText] | None = None, compiled: Compiled | None = None
-            ) -> UpdateReport | None:
+            parsed: tuple[list[Rule], SourceText] | None = None, compiled: Compiled | None = None,
+            hold: UnitHold | None = None) -> UpdateReport | None:
     """Write the rules as a whole set into the other bank through the live path (what `attach`
     and an update without usable saved parts do), and save the parts for the next update. None
     when the rules do not take the live path (the bit-vector stage serves them, state functions,
     topic fields) or do not fit: the whole path then runs. `parsed`: the file's parse, whose rules
-    are then not parsed again line by line; `compiled`: its whole compile (not lowered again)."""
+    are then not parsed again line by line; `compiled`: its whole compile (not lowered again);
+    `hold`: the unit's lock, taken by the caller (attach's child finishing its live state)."""
     require_root()
     load_installed(unit)
     t0 = time.perf_counter()
-    with unit_lock(unit):
+    with unit_lock(unit, held=hold):
         inst = load_installed(unit)
         settle(inst)
         old_lines, old_n = set(inst.rule_lines), len(inst.keys["desc"])

@@ -10,6 +10,7 @@ import ctypes
 import json
 import os
 import random
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -100,7 +101,9 @@ def attached(tmp_path):
             path = tmp_path / "rules.txt"
             path.write_text("\n".join(lines) + "\n")
             cli("attach", IF_A, "--spec", str(SPEC_PATH), "--rules", str(path), "--mode", "generic")
-            assert state.live_state_path(IF_A).exists()
+            end = time.monotonic() + 300               # attach's child leaves the live state after it exits
+            while not state.live_state_path(IF_A).exists() and time.monotonic() < end:
+                time.sleep(0.05)
             assert _next_update() == "delta"
             yield path, lines, rng
         finally:
