@@ -34,7 +34,7 @@ from aiohttp import web
 
 from . import http_limits
 
-from .tls import peer_names
+from .tls import HandshakeFailures, peer_names
 
 
 log = logging.getLogger("camus.agent")
@@ -78,12 +78,11 @@ class LocalLines:
             self._next = (raw, Counter(items))
             return sorted(items - old), sorted(old - items)
         delta: Counter[str] = Counter()       # per live item: lines giving it, gained or lost
-        for line in self.raw - raw:
+        before = self.raw
+        for line in before.symmetric_difference(raw):       # (one pass over the two sets)
+            gone = -1 if line in before else 1
             for item in line_texts(line):
-                delta[item] -= 1
-        for line in raw - self.raw:
-            for item in line_texts(line):
-                delta[item] += 1
+                delta[item] += gone
         had = self.count.get
         added = sorted(i for i, d in delta.items() if d > 0 and had(i, 0) == 0)
         removed = sorted(i for i, d in delta.items() if d < 0 and had(i, 0) + d <= 0)
@@ -386,7 +385,8 @@ def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset(),
         authorised(request)
         return web.json_response({"iface": agent.iface, "digest": agent.digest, "applied": agent.applied,
                                   "rules": agent.rules, "last_error": agent.last_error,
-                                  "live": agent.live is not None, "starting": bool(pending)})
+                                  "live": agent.live is not None, "starting": bool(pending),
+                                  "tls_handshake_failures": HandshakeFailures.count})
 
     async def local_update(request: web.Request) -> web.Response:
         """`camus-xdp update` on this host, from root (the socket is root's alone as well)."""

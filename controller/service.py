@@ -29,6 +29,7 @@ import time
 from aiohttp import web
 
 from . import http_limits
+from .tls import HandshakeFailures
 
 from .commits import Commits
 from .compile_worker import CompileProcess
@@ -256,7 +257,8 @@ async def status(request: web.Request) -> web.Response:
                 await asyncio.wait_for(request.app[HELD][0].wait(), left)
             except asyncio.TimeoutError:
                 break
-    return web.json_response({**c.status(), "api": _summary(request.app)})
+    return web.json_response({**c.status(), "api": _summary(request.app),
+                              "tls_handshake_failures": HandshakeFailures.count})
 
 
 async def verify(request: web.Request) -> web.Response:

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import os
 import ssl
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger("camus.tls")
 
 
 class TlsError(ValueError):
@@ -62,13 +66,57 @@ def _load_ca(ctx: ssl.SSLContext, ca: str) -> None:
         raise TlsError(f"CA certificate {ca}: not a PEM certificate ({exc.reason or exc})") from None
 
 
+class HandshakeFailures:
+    """Failed TLS handshakes on this process's servers (the controller's API, a host agent's)."""
+    count = 0
+
+
+def _peer() -> str:
+    """The client of the handshake under way: asyncio's SSL protocol (the caller of
+    do_handshake) knows its transport; best effort, "?" when it cannot be found."""
+    try:
+        proto = sys._getframe(2).f_locals.get("self")
+        name = proto._transport.get_extra_info("peername")            # type: ignore[union-attr]
+        return str(name[0]) if isinstance(name, tuple) else str(name or "?")
+    except Exception:
+        return "?"
+
+
+def _side(reason: str) -> str:
+    """Who refused: an alert is the client's word on our certificate; the rest is ours."""
+    if "ALERT" in reason:
+        return "the client refused this server"
+    if reason in ("HTTP_REQUEST", "WRONG_VERSION_NUMBER", "UNSUPPORTED_PROTOCOL"):
+        return "the client does not speak TLS (or an old version)"
+    return "this server refused the client"
+
+
+class _LoggedHandshake(ssl.SSLObject):
+    """A server's TLS connection that logs and counts a failed handshake: asyncio (under
+    aiohttp) logs those only in debug mode, so a client without a certificate, with one from
+    another CA, or speaking plain HTTP left no trace."""
+
+    def do_handshake(self) -> None:
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as exc:
+            HandshakeFailures.count += 1
+            reason = exc.reason or type(exc).__name__
+            log.warning("TLS handshake with %s failed: %s (%s)", _peer(), _side(reason), reason)
+            raise
+
+
 def server_context(files: TlsFiles, require_client: bool = False) -> ssl.SSLContext:
     """A server's context: its certificate; with `require_client`, clients must present a
-    certificate the CA (`files.ca`) signed."""
+    certificate the CA (`files.ca`) signed. Failed handshakes are logged and counted
+    (HandshakeFailures)."""
     if files.cert is None:
         raise TlsError("a TLS server needs its certificate and key (--tls-cert, --tls-key)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.sslobject_class = _LoggedHandshake
     _load_chain(ctx, files)
     if require_client:
         if files.ca is None:

@@ -45,6 +45,7 @@ def _accepting(broker: EdgeBroker, ctx: ssl.SSLContext | None):  # type: ignore[
     as mosquitto logs each, instead of vanishing in asyncio's debug log."""
     if ctx is None:
         return broker.client
+    ctx.sslobject_class = ssl.SSLObject     # (controller/tls.py's logging class: the lines here say it)
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")

@@ -26,7 +26,7 @@ from camus.controller.core import Controller
 from camus.controller.p4rt_client import P4RuntimeClient, P4RuntimeError
 from camus.controller.p4rt_server import P4RuntimeSwitch
 from camus.controller.service import make_app
-from camus.controller.tls import (TlsError, TlsFiles, client_context, grpc_server_credentials, make_pki,
+from camus.controller.tls import (HandshakeFailures, TlsError, TlsFiles, client_context, grpc_server_credentials, make_pki,
                                   server_context)
 from camus.controller.tokens import load_tokens
 from camus.controller.topology import leaf_spine
@@ -109,12 +109,21 @@ def test_the_api_over_tls_and_what_it_refuses(pki) -> None:
         served.close()
 
 
-def test_api_clients_must_show_a_certificate_when_asked(pki) -> None:
+def test_api_clients_must_show_a_certificate_when_asked(pki, caplog) -> None:
     served = Served(make_app(_controller(), TOKENS), server_context(pki["controller"], require_client=True))
     try:
         url = f"https://localhost:{served.port}"
-        with pytest.raises((ConnectionFailure, OSError)):
-            SubscriptionClient(url, "tok-a", tls=TlsFiles(ca=pki["controller"].ca)).subscriptions()
+        failed = HandshakeFailures.count
+        with caplog.at_level(logging.WARNING, logger="camus.tls"):
+            with pytest.raises((ConnectionFailure, OSError)):
+                SubscriptionClient(url, "tok-a", tls=TlsFiles(ca=pki["controller"].ca)).subscriptions()
+            end = time.monotonic() + 30                  # the server's side of the handshake ends after the client's
+            while HandshakeFailures.count == failed and time.monotonic() < end:
+                time.sleep(0.01)
+        # logged (asyncio says nothing of it outside debug mode), with the client and the reason
+        assert HandshakeFailures.count > failed
+        assert any("TLS handshake with 127.0.0.1 failed: this server refused the client" in r.getMessage()
+                   and "CERTIFICATE" in r.getMessage() for r in caplog.records), caplog.text
         ok = SubscriptionClient(url, "tok-a", tls=pki["h1"])                  # a certificate the CA signed
         assert ok.subscriptions() == []
     finally:
