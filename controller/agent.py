@@ -356,17 +356,23 @@ def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset(),
             return web.json_response({"error": "expected {rules, digest}"}, status=400)
         return await applied(agent.apply, rules, digest)
 
-    async def applied(fn: Callable[..., str], *args: Any) -> web.Response:
-        """Run one update at a time off the event loop; its refusal as an HTTP status."""
+    async def locked(fn: Callable[..., Any], *args: Any) -> Any:
+        """Run one update at a time off the event loop; its refusal raised as an HTTP status
+        (409: not the tables the agent holds, 422: the rules, 503: the data plane)."""
         async with lock:
             try:
-                summary = await asyncio.to_thread(fn, *args)
+                out = await asyncio.to_thread(fn, *args)
             except Conflict as exc:
-                return web.json_response({"error": str(exc)}, status=409)
+                raise web.HTTPConflict(text=json.dumps({"error": str(exc)}), content_type="application/json")
             except (ValueError, RuntimeError) as exc:
                 agent.last_error = str(exc)
-                return web.json_response({"error": str(exc)}, status=422 if isinstance(exc, ValueError) else 503)
+                refusal = web.HTTPUnprocessableEntity if isinstance(exc, ValueError) else web.HTTPServiceUnavailable
+                raise refusal(text=json.dumps({"error": str(exc)}), content_type="application/json")
         agent.last_error = ""
+        return out
+
+    async def applied(fn: Callable[..., str], *args: Any) -> web.Response:
+        summary = await locked(fn, *args)
         return web.json_response({"digest": agent.digest, "summary": summary})
 
     async def changes(request: web.Request) -> web.Response:
@@ -398,15 +404,7 @@ def make_agent_app(agent: Agent, controller_names: frozenset[str] = frozenset(),
             rules = str(data["rules"])
         except (json.JSONDecodeError, KeyError, TypeError):
             return web.json_response({"error": "expected {rules: PATH}"}, status=400)
-        async with lock:
-            try:
-                doc, finish = await asyncio.to_thread(agent.apply_file, rules)
-            except Conflict as exc:
-                return web.json_response({"error": str(exc)}, status=409)
-            except (ValueError, RuntimeError) as exc:
-                agent.last_error = str(exc)
-                return web.json_response({"error": str(exc)}, status=422 if isinstance(exc, ValueError) else 503)
-        agent.last_error = ""
+        doc, finish = await locked(agent.apply_file, rules)
 
         async def saved() -> None:       # after the answer, before the next update
             async with lock:
