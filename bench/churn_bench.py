@@ -52,7 +52,7 @@ RUN = f"cx{os.getpid() % 100000}"                       # interfaces named per r
 IFACE, PEER = f"{RUN}h0", f"{RUN}h1"                     # the XDP host's interface (--target xdp)
 sys.path.insert(0, str(ROOT / "bench"))
 from delta_bench import KernelCheck  # noqa: E402   the attached program, asked through the kernel
-from p4rt_bench import SERVER, _port  # noqa: E402   the P4Runtime switch process, a free port
+from p4rt_bench import SERVER, free_port  # noqa: E402   the P4Runtime switch process, a free port
 
 PROBE_RATE = 20.0                                        # the latency probe's calls per second
 LOAD_NICE = 10                                           # open loop: the load's clients yield the CPU
@@ -134,13 +134,13 @@ def _device(target: str, tmp: Path, procs: list, pki: dict | None = None) -> tup
     """The filtering device the subscribers hang off: a software P4Runtime switch in its own
     process, or an XDP host (veths here) with its agent; its topology entry and extra options."""
     if target == "p4":
-        sw_port = _port()
+        sw_port = free_port()
         procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(SPEC), f"127.0.0.1:{sw_port}"],
                                       stdout=subprocess.PIPE, text=True))
         assert procs[0].stdout is not None and procs[0].stdout.readline().strip() == "ready"
         return {"name": "sw", "kind": "p4", "layer": "edge", "p4runtime": f"127.0.0.1:{sw_port}"}, {}
     _veths()
-    agent = f"127.0.0.1:{_port()}"
+    agent = f"127.0.0.1:{free_port()}"
     (tmp / "agent.token").write_text("agent-tok\n")
     (tmp / "ports.yaml").write_text("".join(f"{i}: {{iface: {RUN}p{i}}}\n" for i in (1, 2, 3)))
     tls = ["--tls-cert", pki["agent"].cert, "--tls-key", pki["agent"].key, "--tls-ca", pki["agent"].ca] if pki else []
@@ -282,7 +282,7 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     from camus.controller.client import SubscriptionClient
     from camus.controller.store import SubscriptionStore
 
-    api_port = _port()
+    api_port = free_port()
     hosts = ["h1", "h2", "h3"]
     pki = None
     if tls:                                              # a private CA: the controller's and the agent's certificates

@@ -82,9 +82,9 @@ def _check(path: Path, rng: random.Random, syms: list[str]) -> int:
 def _start_agent(tmp: Path) -> subprocess.Popen:
     """`camus-xdp agent IF_A` (no controller), once it holds the attached tables for deltas."""
     import urllib.request
-    from camus.bench.churn_bench import _port
+    from camus.bench.p4rt_bench import free_port
     (tmp / "agent.token").write_text("bench\n")
-    listen = f"127.0.0.1:{_port()}"
+    listen = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen([sys.executable, "-c", "from camus.cli import main; main()", "agent", IF_A,
                              "--spec", str(SPEC), "--listen", listen,
                              "--token-file", str(tmp / "agent.token")], stderr=subprocess.DEVNULL,

@@ -40,7 +40,8 @@ server.wait_for_termination()
 """
 
 
-def _port() -> int:
+def free_port() -> int:
+    """A TCP port on loopback nobody listens on now (for a server this bench starts)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -51,7 +52,7 @@ def measure(n: int, changes: int, seed: int = 1) -> dict:
     from camus.compiler.language.spec_parser import load_spec
 
     spec = load_spec(SPEC)
-    port = _port()
+    port = free_port()
     # the switch in its own process, as in a deployment (its objects are not the controller's)
     with processes() as procs:
         return _measure(spec, port, n, changes, seed, procs)

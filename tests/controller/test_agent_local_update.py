@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from camus.bench.churn_bench import _port
+from camus.bench.p4rt_bench import free_port
 from camus.compiler.language.spec_parser import load_spec
 from camus.lab.namespaces import processes
 from camus.lab.pinned_run import port_bits_of
@@ -53,7 +53,7 @@ def test_update_hands_the_file_to_the_agent_holding_the_interface(tmp_path: Path
         try:
             with processes() as procs:
                 procs.append(subprocess.Popen([exe, "agent", IF_A, "--spec", str(SPEC_PATH),
-                                               "--listen", f"127.0.0.1:{_port()}",
+                                               "--listen", f"127.0.0.1:{free_port()}",
                                                "--token-file", str(tmp_path / "agent.token")],
                                               stderr=subprocess.DEVNULL))
                 _until("the agent's socket", SOCKET.is_socket)

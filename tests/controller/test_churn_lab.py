@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from camus.bench.churn_bench import _port
+from camus.bench.p4rt_bench import free_port
 from camus.compiler.codec.packets import build_packet, message_from_text, packet_addresses
 from camus.compiler.language.spec_parser import load_spec
 from camus.controller.client import SubscriptionClient
@@ -44,7 +44,7 @@ def _wait(url: str, ok, timeout: float = 60.0):
 def test_unchanged_subscription_loses_nothing_while_others_churn(tmp_path: Path) -> None:
     spec = load_spec(SPEC_PATH)
     exe = str(Path(sys.executable).parent / "camus-xdp")
-    agent, api = f"127.0.0.1:{_port()}", f"127.0.0.1:{_port()}"
+    agent, api = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     with Lab("camus-churn", subscribers=3, remote_endpoint=False) as lab, processes() as procs:
         ports = lab.write_ports(tmp_path / "ports.yaml")
         (tmp_path / "agent.token").write_text("agent-tok\n")
@@ -73,7 +73,7 @@ def test_unchanged_subscription_loses_nothing_while_others_churn(tmp_path: Path)
         warm = churners[0].subscribe("stock == WARM", ttl=600)      # the agent takes its maps over for deltas
         churners[0].wait_installed(warm["version"], timeout=120)
         # the agent holds its interface: a second agent and a CLI update are refused, naming it
-        second = subprocess.run([exe, "agent", lab.broker, "--spec", str(SPEC_PATH), "--listen", f"127.0.0.1:{_port()}",
+        second = subprocess.run([exe, "agent", lab.broker, "--spec", str(SPEC_PATH), "--listen", f"127.0.0.1:{free_port()}",
                                  "--token-file", str(tmp_path / "agent.token")], capture_output=True, text=True,
                                 timeout=300)
         assert second.returncode == 1 and "held for live changes by the host agent" in second.stderr, second.stderr
