@@ -143,12 +143,18 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
         runtime.check_free(iface, mode=mode)      # in milliseconds, before compiling and building
     except DataplaneError as exc:
         fail(exc)
-    c = compile_for(spec, rules, count_rules, allow_empty)
+    from camus.dataplane import compile_cache
+    key = compile_cache.compile_key(spec, rules, count_rules)
+    c = compile_cache.load(key)          # these files attached before: their compile, kept
+    if c is None or not (c.rules or allow_empty):
+        c = compile_for(spec, rules, count_rules, allow_empty)
+    else:
+        click.echo(f"{iface}: the rules' compile from an earlier attach of these files (compile cache)", err=True)
     try:
         inst = runtime.attach(iface, c, spec, rules, mode, ports_path=ports, xdp_redirect=xdp_redirect,
                               fanout_mode=fanout_mode, progress=lambda m: click.echo(m, err=True))
         inst = runtime.Attachment(iface).installed
-        prime_live_detached(iface, c, rules)             # the next update's live state, after this exits
+        prime_live_detached(iface, c, rules, keep=key)   # the next update's live state, after this exits
     except DataplaneError as exc:
         fail(exc)
     if as_json:

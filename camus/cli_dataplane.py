@@ -130,22 +130,25 @@ def prime_live(unit: str, c, rules: str, hold=None, say=None) -> None:
         say(f"{unit}: warning: no live state for later updates ({exc}); they take the whole path")
 
 
-def prime_live_detached(unit: str, c, rules: str) -> bool:
+def prime_live_detached(unit: str, c, rules: str, keep: str | None = None) -> bool:
     """prime_live in a child process that outlives this command: the rules serve already, and
     the live state is only what makes the next update a delta (100K rules: 2-3 s, 10K: half a
     second). The unit's lock is taken here and inherited, so a command run right after waits
     for the live state instead of racing it; the child's lines go to syslog (camus-xdp). False
-    (nothing started) when the rules do not take the live path."""
+    (nothing started) when the rules do not take the live path. `keep`: the compile cache's key
+    for `c` (dataplane/compile_cache.py): the child keeps it there once the live state is saved."""
     from camus.compiler.incremental import takes_live_path
     from camus.dataplane.installed import lock_for_command
-    if not takes_live_path(c) or not c.rules:
+    live = takes_live_path(c) and bool(c.rules)
+    if not live and keep is None:
         return False
-    hold = lock_for_command(unit)
+    hold = lock_for_command(unit) if live else None
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid:
-        os.close(hold.fd)             # the child's copy keeps the lock (one open file description)
+        if hold is not None:
+            os.close(hold.fd)         # the child's copy keeps the lock (one open file description)
         return True
     code = 0
     try:
@@ -155,7 +158,12 @@ def prime_live_detached(unit: str, c, rules: str) -> bool:
             os.dup2(devnull, fd)
         import syslog
         syslog.openlog("camus-xdp", syslog.LOG_PID)
-        prime_live(unit, c, rules, hold=hold, say=lambda m: syslog.syslog(syslog.LOG_INFO, m))
+        if hold is not None:
+            prime_live(unit, c, rules, hold=hold, say=lambda m: syslog.syslog(syslog.LOG_INFO, m))
+            hold.release()            # (commands wait for the live state, not for the cache below)
+        if keep is not None:
+            from camus.dataplane import compile_cache
+            compile_cache.keep(keep, c)
     except BaseException as exc:      # (a child never returns into the command's code)
         code = 1
         try:
@@ -163,7 +171,8 @@ def prime_live_detached(unit: str, c, rules: str) -> bool:
         except Exception:
             pass
     finally:
-        hold.release()
+        if hold is not None:
+            hold.release()
         os._exit(code)
 
 

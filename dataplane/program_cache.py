@@ -242,7 +242,7 @@ def load_entry(entry: dict[str, Any], skip: frozenset[str] = frozenset()) -> Loa
 
 
 # -- the store ---------------------------------------------------------------------------
-def _safe_dir(root: Path) -> bool:
+def safe_dir(root: Path) -> bool:
     """The directory is ours alone: root-owned, not writable by others (its entries become
     kernel code)."""
     st = root.stat()
@@ -255,7 +255,7 @@ def read(key: str) -> dict[str, Any] | None:
         return None
     path = root / f"{key}.json"
     try:
-        if not _safe_dir(root):
+        if not safe_dir(root):
             log.warning("program cache %s is writable by others or not ours: not used", root)
             return None
         with path.open() as f:
@@ -277,7 +277,7 @@ def write(key: str, entry: dict[str, Any]) -> None:
         return
     try:
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _safe_dir(root):
+        if not safe_dir(root):
             return
         fd, tmp = tempfile.mkstemp(dir=root, prefix=".entry-")
         with os.fdopen(fd, "w") as f:

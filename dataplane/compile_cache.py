@@ -1,0 +1,96 @@
+"""Rule sets compiled for an attach, kept for the next attach of the same files.
+
+Attaching 100K rules spends 2 s compiling them (parse, lowering, diagram, slicing); attaching the
+same spec and rules again (after a detach, a reboot of the data plane, a maintenance window)
+need not. The compile is kept as a pickle under /var/cache/camus-xdp/compiled (beside the
+program cache, root's alone), keyed by the spec's and the rules' bytes, the compile options
+and the compiler's code (live_state.code_stamp: each source file's size and time). Loading it
+takes about half the compile's time at 100K. It is written by attach's child process after the
+command returns (the live state first), so no attach waits for it; the newest KEEP stay.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import logging
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .program_cache import cache_root, safe_dir
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+KEEP = 4                       # rule sets kept (100K ITCH rules: 67 MB each)
+
+
+def _root() -> Path | None:
+    programs = cache_root()
+    return None if programs is None else programs.parent / "compiled"
+
+
+def compile_key(spec_path: str, rules_path: str, count_rules: int) -> str | None:
+    """The key of a compile of these files (None: a file cannot be read; the compile says why)."""
+    from .live_state import code_stamp
+    h = hashlib.sha256(f"{FORMAT} {count_rules} {sys.version} {code_stamp()}".encode())
+    try:
+        for path in (spec_path, rules_path):
+            h.update(b"\0" + Path(path).read_bytes())
+    except OSError:
+        return None
+    return h.hexdigest()[:32]
+
+
+def load(key: str | None) -> Any:
+    """The compile kept under `key`, or None."""
+    root = _root()
+    if key is None or root is None:
+        return None
+    path = root / f"{key}.pickle"
+    try:
+        if not safe_dir(root):
+            return None
+        data = path.read_bytes()
+        enabled = gc.isenabled()
+        gc.disable()                 # 100K rules' objects: the collector would walk them all
+        try:
+            found = pickle.loads(data)
+        finally:
+            if enabled:
+                gc.enable()
+        os.utime(path)
+        return found
+    except FileNotFoundError:
+        return None
+    except Exception as exc:         # a damaged or stale entry: removed, compiled again
+        log.info("compile cache entry %s unusable (%s): removed", path, exc)
+        path.unlink(missing_ok=True)
+        return None
+
+
+def keep(key: str | None, compiled: Any) -> None:
+    """Keep a compile (atomically); the oldest past KEEP go."""
+    root = _root()
+    if key is None or root is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not safe_dir(root) or (root / f"{key}.pickle").exists():
+            return
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".entry-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(compiled, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, root / f"{key}.pickle")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        entries = sorted(root.glob("*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[KEEP:]:
+            old.unlink(missing_ok=True)
+    except (OSError, pickle.PicklingError, RecursionError) as exc:
+        log.info("compile cache: could not keep the compile (%s)", exc)
