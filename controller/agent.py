@@ -47,6 +47,16 @@ class Conflict(Exception):
     """The change is not against the tables the agent holds (HTTP 409)."""
 
 
+def _item_counts(raw: set[str]) -> Counter[str]:
+    """How many of the lines give each live item (no rule counters)."""
+    from camus.dataplane.live_state import line_texts
+    count: Counter[str] = Counter()
+    for line in raw:
+        for item in line_texts(line):
+            count[item] += 1
+    return count
+
+
 class LocalLines:
     """The lines of the last rules file `camus-xdp update` handed the agent, and how many of its
     lines give each live item: the next file is diffed by its changed lines only (100K lines:
@@ -75,7 +85,7 @@ class LocalLines:
         if self.raw is None or n:
             items = live_items(line_texts(text), n)
             old = set(live.compiler.live_slots)
-            self._next = (raw, Counter(items))
+            self._next = (raw, _item_counts(raw))
             return sorted(items - old), sorted(old - items)
         delta: Counter[str] = Counter()       # per live item: lines giving it, gained or lost
         before = self.raw
@@ -88,6 +98,21 @@ class LocalLines:
         removed = sorted(i for i, d in delta.items() if d < 0 and had(i, 0) + d <= 0)
         self._next = (raw, delta)
         return added, removed
+
+    def adopt(self, path: str, live: Any) -> None:
+        """Start from the file the attached tables were written from, when its lines are exactly
+        the live ones (the first local update is then a diff of its changed lines too)."""
+        from camus.compiler.incremental import live_items
+        from camus.dataplane.live_state import line_texts
+        if live.compiler.options.count_rules:
+            return
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError):
+            return
+        if live_items(line_texts(text), 0) == set(live.compiler.live_slots):
+            raw = set(text.splitlines())
+            self.raw, self.count, self._next = raw, _item_counts(raw), None
 
     def commit(self) -> None:
         if self._next is None:
@@ -297,6 +322,8 @@ class Agent:
             except RuntimeError:
                 return
             self._go_live()
+            if self.live is not None and not self.digest:
+                self.local_lines.adopt(self.live.inst.rules, self.live)
 
     def _release_live(self) -> None:
         if self.live is not None:
