@@ -159,6 +159,8 @@ def prime_live_detached(unit: str, c, rules: str, keep: str | None = None) -> bo
         import syslog
         syslog.openlog("camus-xdp", syslog.LOG_PID)
         if hold is not None:
+            from camus.dataplane.compile_cache import with_rules
+            c = with_rules(c)         # (a kept compile has no syntax trees; the live state needs them)
             prime_live(unit, c, rules, hold=hold, say=lambda m: syslog.syslog(syslog.LOG_INFO, m))
             hold.release()            # (commands wait for the live state, not for the cache below)
         if keep is not None:

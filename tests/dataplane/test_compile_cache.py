@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from camus.compiler.compile import CompileOptions, compile_files
-from camus.dataplane import compile_cache
+from camus.dataplane import compile_cache, counting
 from tests.conftest import APPS
 
 SPEC = str(APPS / "itch" / "itch.p4")
@@ -24,8 +24,11 @@ def test_a_kept_compile_is_found_by_the_files_and_options(tmp_path, monkeypatch)
     folder = tmp_path / "cache" / "compiled"
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
     again = compile_cache.load(key)
-    assert again.pipeline.to_json() == c.pipeline.to_json() and [r.index for r in again.rules] == [
-        r.index for r in c.rules]
+    assert again.pipeline.to_json() == c.pipeline.to_json()
+    assert [(r.offset, r.index) for r in again.rules] == [(r.offset, r.index) for r in c.rules]
+    assert counting.rule_texts(again) == counting.rule_texts(c) and counting.compiled_key(again) == counting.compiled_key(c)
+    full = compile_cache.with_rules(again)             # the syntax trees, parsed again for the live state
+    assert [r.filter for r in full.rules] == [r.filter for r in c.rules]
     assert compile_cache.compile_key(SPEC, str(rules), 0) != key              # other options
     rules.write_text(RULES.read_text() + "stock == ZZZ : fwd(9)\n")
     assert compile_cache.compile_key(SPEC, str(rules), 64) != key             # other rules
