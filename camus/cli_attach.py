@@ -145,7 +145,7 @@ def attach(iface: str, spec: str | None, rules: str | None, mode: str | None, po
         fail(exc)
     from camus.dataplane import compile_cache
     key = compile_cache.compile_key(spec, rules, count_rules)
-    c = compile_cache.load(key)          # these files attached before: their compile, kept
+    c = compile_cache.load(key, rules)   # these files attached before: their compile, kept
     if c is None or not (c.rules or allow_empty):
         c = compile_for(spec, rules, count_rules, allow_empty)
     else:

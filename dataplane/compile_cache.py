@@ -25,6 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from camus.compiler.language.rules_parser import rule_source
+
 from .program_cache import cache_root, safe_dir
 
 log = logging.getLogger(__name__)
@@ -68,8 +70,9 @@ def compile_key(spec_path: str, rules_path: str, count_rules: int) -> str | None
     return h.hexdigest()[:32]
 
 
-def load(key: str | None) -> Any:
-    """The compile kept under `key`, or None."""
+def load(key: str | None, rules_path: str = "") -> Any:
+    """The compile kept under `key`, or None; `rules_path` names its source now (the same bytes
+    may have been attached from another file)."""
     root = _root()
     if key is None or root is None:
         return None
@@ -84,7 +87,8 @@ def load(key: str | None) -> Any:
             form, lean, offsets = pickle.loads(data)
             if form != FORMAT:
                 raise ValueError(f"format {form}")
-            found = replace(lean, rules=[RuleAt(o, i) for i, o in enumerate(offsets)])
+            found = replace(lean, rules=[RuleAt(o, i) for i, o in enumerate(offsets)],
+                            source=rule_source(lean.source.text, rules_path or lean.source.name))
         finally:
             if enabled:
                 gc.enable()

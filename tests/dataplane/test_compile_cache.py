@@ -23,7 +23,8 @@ def test_a_kept_compile_is_found_by_the_files_and_options(tmp_path, monkeypatch)
     compile_cache.keep(key, c)
     folder = tmp_path / "cache" / "compiled"
     assert oct(folder.stat().st_mode & 0o777) == "0o700"
-    again = compile_cache.load(key)
+    again = compile_cache.load(key, str(tmp_path / "same.txt"))
+    assert again.source.name == str(tmp_path / "same.txt") and again.source.text == c.source.text
     assert again.pipeline.to_json() == c.pipeline.to_json()
     assert [(r.offset, r.index) for r in again.rules] == [(r.offset, r.index) for r in c.rules]
     assert counting.rule_texts(again) == counting.rule_texts(c) and counting.compiled_key(again) == counting.compiled_key(c)
