@@ -321,3 +321,21 @@ def test_deltas_killed_at_random_times_then_back_and_forth(attached) -> None:
             maps.close()
         assert change_line(path, lines, 1 + i, msgs) in ("delta", "live")
         check_record(path.read_text())
+
+
+def test_an_update_right_after_attach_waits_for_its_live_state(tmp_path) -> None:
+    """attach's child builds the live state after the command exits, holding the unit's lock from
+    before: an update run at once waits for it and is a delta, never a race with it."""
+    with veth_pair(IF_A, IF_B):
+        try:
+            rng = random.Random(11)
+            lines = _rules(rng, 300)
+            path = tmp_path / "rules.txt"
+            path.write_text("\n".join(lines) + "\n")
+            cli("attach", IF_A, "--spec", str(SPEC_PATH), "--rules", str(path), "--mode", "generic")
+            msgs = _messages(rng)
+            assert change_line(path, lines, 3, msgs) == "delta"       # no wait here: the lock orders them
+            assert state.live_state_path(IF_A).exists()
+        finally:
+            if state.state_path(IF_A).exists():
+                runtime.detach(IF_A)
