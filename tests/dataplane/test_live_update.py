@@ -329,10 +329,12 @@ def test_an_update_right_after_attach_waits_for_its_live_state(tmp_path) -> None
     with veth_pair(IF_A, IF_B):
         try:
             rng = random.Random(11)
-            lines = _rules(rng, 300)
+            lines = _rules(rng, 20_000)            # the live state takes a while: the update comes first
             path = tmp_path / "rules.txt"
             path.write_text("\n".join(lines) + "\n")
             cli("attach", IF_A, "--spec", str(SPEC_PATH), "--rules", str(path), "--mode", "generic")
+            with state.unit_lock(IF_A, wait=False) as free:
+                assert not free                 # the child holds it from before attach returned
             msgs = _messages(rng)
             assert change_line(path, lines, 3, msgs) == "delta"       # no wait here: the lock orders them
             assert state.live_state_path(IF_A).exists()
