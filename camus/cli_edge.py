@@ -55,7 +55,24 @@ def _reload(broker, password_file: str | None, acl_file: str | None, ssl_context
                                                            tls_cert and f"certificate ({tls_cert})") if x) or "nothing to reload")
 
 
+def _read_config(ctx: click.Context, _: click.Parameter, path: str | None) -> str | None:
+    """--config: the file's options become the defaults the command line overrides."""
+    if path:
+        from camus.edge.mosquitto_conf import ConfError, read_conf
+        try:
+            ctx.default_map = {**(ctx.default_map or {}), **read_conf(path)}
+        except ConfError as exc:
+            raise click.BadParameter(str(exc), param_hint="--config") from None
+    return path
+
+
 @click.command()
+@click.option("--config", type=click.Path(exists=True, dir_okay=False), default=None, is_eager=True,
+              expose_value=False, callback=_read_config,
+              help="A mosquitto.conf with the options the two brokers share (listener with certfile/keyfile/"
+                   "cafile/require_certificate, password_file, acl_file, allow_anonymous, max_packet_size, "
+                   "max_inflight_messages, max_queued_messages, max_queued_bytes, queue_qos0_messages, "
+                   "sys_interval); options on the command line win.")
 @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The spec with a topic field, e.g. apps/topics/topics.p4.")
 @click.option("--topic", "topic_path", default=None, help="Which topic field (when the spec has several).")
