@@ -16,10 +16,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
-import os
 import pickle
 import sys
-import tempfile
 from array import array
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,12 +25,13 @@ from typing import Any
 
 from camus.compiler.language.rules_parser import rule_source
 
-from .program_cache import cache_root, safe_dir
+from .cache_dir import CacheDir
 
 log = logging.getLogger(__name__)
 
 FORMAT = 2
 KEEP = 4                       # rule sets kept (100K ITCH rules: 27 MB each)
+STORE = CacheDir("compiled", ".pickle", KEEP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +52,6 @@ def with_rules(c: Any) -> Any:
     return replace(c, rules=rules)
 
 
-def _root() -> Path | None:
-    programs = cache_root()
-    return None if programs is None else programs.parent / "compiled"
-
-
 def compile_key(spec_path: str, rules_path: str, count_rules: int) -> str | None:
     """The key of a compile of these files (None: a file cannot be read; the compile says why)."""
     from .live_state import code_stamp
@@ -73,55 +67,34 @@ def compile_key(spec_path: str, rules_path: str, count_rules: int) -> str | None
 def load(key: str | None, rules_path: str = "") -> Any:
     """The compile kept under `key`, or None; `rules_path` names its source now (the same bytes
     may have been attached from another file)."""
-    root = _root()
-    if key is None or root is None:
+    data = None if key is None else STORE.read(key)
+    if data is None:
         return None
-    path = root / f"{key}.pickle"
+    enabled = gc.isenabled()
+    gc.disable()                     # 100K rules' objects: the collector would walk them all
     try:
-        if not safe_dir(root):
-            return None
-        data = path.read_bytes()
-        enabled = gc.isenabled()
-        gc.disable()                 # 100K rules' objects: the collector would walk them all
-        try:
-            form, lean, offsets = pickle.loads(data)
-            if form != FORMAT:
-                raise ValueError(f"format {form}")
-            found = replace(lean, rules=[RuleAt(o, i) for i, o in enumerate(offsets)],
-                            source=rule_source(lean.source.text, rules_path or lean.source.name))
-        finally:
-            if enabled:
-                gc.enable()
-        os.utime(path)
-        return found
-    except FileNotFoundError:
+        form, lean, offsets = pickle.loads(data)
+        if form != FORMAT:
+            raise ValueError(f"format {form}")
+        return replace(lean, rules=[RuleAt(o, i) for i, o in enumerate(offsets)],
+                       source=rule_source(lean.source.text, rules_path or lean.source.name))
+    except Exception:                # a damaged or stale entry: removed, compiled again
+        if key is not None:
+            STORE.drop(key)
         return None
-    except Exception as exc:         # a damaged or stale entry: removed, compiled again
-        log.info("compile cache entry %s unusable (%s): removed", path, exc)
-        path.unlink(missing_ok=True)
-        return None
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def keep(key: str | None, compiled: Any) -> None:
-    """Keep a compile (atomically); the oldest past KEEP go."""
-    root = _root()
-    if key is None or root is None:
+    """Keep a compile (once: the same key is the same compile)."""
+    if key is None or STORE.has(key):
         return
     try:
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not safe_dir(root) or (root / f"{key}.pickle").exists():
-            return
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".entry-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump((FORMAT, replace(compiled, rules=[]), array("q", [r.offset for r in compiled.rules])),
-                            f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, root / f"{key}.pickle")
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        entries = sorted(root.glob("*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[KEEP:]:
-            old.unlink(missing_ok=True)
-    except (OSError, pickle.PicklingError, RecursionError) as exc:
+        data = pickle.dumps((FORMAT, replace(compiled, rules=[]), array("q", [r.offset for r in compiled.rules])),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, RecursionError) as exc:
         log.info("compile cache: could not keep the compile (%s)", exc)
+        return
+    STORE.write(key, data)

@@ -21,32 +21,22 @@ import json
 import logging
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from .cache_dir import CacheDir
 from .testrun import libbpf
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1                      # bump when an entry's meaning changes
 KEEP = 16                       # entries kept (one per spec, limits and app id in use, roughly)
-DEFAULT_ROOT = Path("/var/cache/camus-xdp/programs")
 MAP_OF_MAPS = (12, 13)          # BPF_MAP_TYPE_ARRAY_OF_MAPS, _HASH_OF_MAPS: created with an inner map
 DEVMAPS = (14, 25)              # BPF_MAP_TYPE_DEVMAP, _DEVMAP_HASH: the kernel sets BPF_F_RDONLY_PROG on
 BPF_F_RDONLY_PROG = 1 << 7      # them itself and refuses it at creation (kernel/bpf/devmap.c)
 LD_IMM64 = 0x18                 # BPF_LD | BPF_IMM | BPF_DW: two instruction slots
 PSEUDO_MAP_FD = 1               # its src_reg when imm is a map's fd
 PROG_NAME_LEN = 15              # BPF_OBJ_NAME_LEN - 1: the kernel's (and BCC's) program names
-
-
-def cache_root() -> Path | None:
-    """Where entries live; None when the cache is off."""
-    where = os.environ.get("CAMUS_XDP_CACHE", "")
-    if where.lower() in ("off", "0", "no"):
-        return None
-    return Path(where) if where else DEFAULT_ROOT
 
 
 def cache_key(source: str, cflags: list[str], bcc_version: str) -> str:
@@ -242,55 +232,26 @@ def load_entry(entry: dict[str, Any], skip: frozenset[str] = frozenset()) -> Loa
 
 
 # -- the store ---------------------------------------------------------------------------
-def safe_dir(root: Path) -> bool:
-    """The directory is ours alone: root-owned, not writable by others (its entries become
-    kernel code)."""
-    st = root.stat()
-    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+STORE = CacheDir("programs", ".json", KEEP)
 
 
 def read(key: str) -> dict[str, Any] | None:
-    root = cache_root()
-    if root is None:
+    data = STORE.read(key)
+    if data is None:
         return None
-    path = root / f"{key}.json"
     try:
-        if not safe_dir(root):
-            log.warning("program cache %s is writable by others or not ours: not used", root)
-            return None
-        with path.open() as f:
-            entry = json.load(f)
-        os.utime(path)                      # newest use: kept longest
-        return entry if isinstance(entry, dict) else None
-    except FileNotFoundError:
+        entry = json.loads(data)
+    except ValueError:
+        entry = None
+    if not isinstance(entry, dict):
+        STORE.drop(key)
         return None
-    except (OSError, ValueError) as exc:
-        log.info("program cache entry %s unreadable (%s): removed", path, exc)
-        path.unlink(missing_ok=True)
-        return None
+    return entry
 
 
 def write(key: str, entry: dict[str, Any]) -> None:
-    """Keep an entry (atomically: a reader sees the whole file or none); the oldest past KEEP go."""
-    root = cache_root()
-    if root is None:
-        return
-    try:
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not safe_dir(root):
-            return
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".entry-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(entry, f)
-        os.replace(tmp, root / f"{key}.json")
-        entries = sorted(root.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[KEEP:]:
-            old.unlink(missing_ok=True)
-    except OSError as exc:              # a read-only /var: the next attach builds again
-        log.info("program cache: could not keep the build (%s)", exc)
+    STORE.write(key, json.dumps(entry).encode())
 
 
 def drop(key: str) -> None:
-    root = cache_root()
-    if root is not None:
-        (root / f"{key}.json").unlink(missing_ok=True)
+    STORE.drop(key)
