@@ -57,12 +57,6 @@ struct camus_bv_segs {           /* one bank's stage in one value: no lookup per
 BPF_ARRAY(bv_segs, struct camus_bv_segs, 2);
 BPF_PERCPU_ARRAY(bv_acc, struct camus_bv_work, 1);
 
-/* The matched leaves of one message, united (ports, flags); per-rule hits counted here. */
-struct camus_bv_out {
-    __u64 ports[CAMUS_PORT_WORDS];
-    __u32 flags;
-};
-
 /* i & (n - 1) that the compiler cannot drop (it knows i < n, the verifier does not once clang
  * has rewritten the loop around a run-time trip count). n is a power of two. */
 static __always_inline __u32 bv_index(__u32 i, __u32 n) {
@@ -121,7 +115,7 @@ static __always_inline __u64 bv_quad(struct camus_bv_work *acc, struct camus_bv_
 
 /* Unite a leaf's (or a plane's) ports and delivery flags into the message's result. */
 static __always_inline void bv_unite(struct camus_bv_out *out, __u64 *ports, __u32 flags) {
-    #pragma unroll
+    CAMUS_EACH_WORD
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
         out->ports[w] |= ports[w];
     out->flags |= flags & (CAMUS_LEAF_DROP | CAMUS_LEAF_CALL | CAMUS_LEAF_PORTS);
@@ -172,7 +166,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
 #endif
     acc->zero = 0;
     __u64 unknown0 = *(volatile __u64 *)&acc->zero;
-    #pragma unroll
+    CAMUS_EACH_WORD
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
         out->ports[w] = unknown0;
     out->flags = (__u32)unknown0;
@@ -184,7 +178,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
 #if CAMUS_BV_COLUMNS
     __u32 ncols = segs->ncols;
     if (ncols) {
-        #pragma unroll
+        CAMUS_EACH_WORD
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             acc->col[w] = unknown0;
         __u32 c = (__u32)unknown0;
@@ -210,7 +204,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
          * lives in the work area, read back as values the verifier does not know, so every
          * iteration has one AND of a word and the verifier's paths meet at the loop head. */
         if (segs->nruns) {
-            #pragma unroll
+            CAMUS_EACH_WORD
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
                 acc->open[w] = segs->runmask[w] & ~acc->col[w];
             acc->rcur = 0;
@@ -246,7 +240,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
             }
         }
         __u64 any = 0;
-        #pragma unroll
+        CAMUS_EACH_WORD
         for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
             out->ports[w] = acc->col[w];
             any |= acc->col[w];
@@ -344,7 +338,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         }
         out->ports[0] |= sg->ports[0];
         if (sg->flags & CAMUS_LEAF_WIDE) {   /* ports 64 and up: rare, and 3 words more per match */
-            #pragma unroll
+            CAMUS_EACH_WORD
             for (int w = 1; w < CAMUS_PORT_WORDS; w++)
                 out->ports[w] |= sg->ports[w];
         }
@@ -354,7 +348,7 @@ static __always_inline int bv_classify(struct camus_desc *root, __u32 root_state
         j = bv_index(sg->next, 2 * CAMUS_MAX_BV_SEGS);
     }
     if (out->flags & CAMUS_LEAF_DROP) {  /* an explicit drop wins over forwarding */
-        #pragma unroll
+        CAMUS_EACH_WORD
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             out->ports[w] = 0;
         out->flags &= ~CAMUS_LEAF_PORTS;

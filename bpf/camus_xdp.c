@@ -289,6 +289,11 @@ struct camus_scratch {
     __u32 msg_state[CAMUS_MAX_MSGS_RING];   /* each message's final state (0: nobody) */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];   /* bit-vector stage: each message's
                                                                 ports (no leaf state holds them) */
+#if CAMUS_PORT_WORDS > 4
+    struct { __u64 word; __u32 n, w; } one; /* finish: the packet's one port word, if one */
+    struct camus_bv_out got;                /* the message being delivered (deliver) */
+    struct camus_portset fan_key;           /* a packet's ports, as fan_groups' key (fan_out) */
+#endif
     struct camus_desc root_desc;            /* the root's descriptor, copied once per packet */
 };
 BPF_PERCPU_ARRAY(scratch, struct camus_scratch, 1);
@@ -346,6 +351,14 @@ static __always_inline __u32 nonzero(__u64 x) {
     return (__u32)((x | -x) >> 63);
 }
 
+/* nonzero(), which clang cannot turn back into a compare and branch (it does when the result
+ * selects a value). */
+static __always_inline __u32 nonzero_opaque(__u64 x) {
+    __u64 y = x | -x;
+    asm volatile("" : "+r"(y));
+    return (__u32)(y >> 63);
+}
+
 static __always_inline __u32 bit_index(__u64 low) {   /* low has exactly one bit set */
     return (nonzero(low & 0xFFFFFFFF00000000ULL) << 5) | (nonzero(low & 0xFFFF0000FFFF0000ULL) << 4) |
            (nonzero(low & 0xFF00FF00FF00FF00ULL) << 3) | (nonzero(low & 0xF0F0F0F0F0F0F0F0ULL) << 2) |
@@ -365,7 +378,7 @@ static __always_inline struct camus_pkt *ring_slot(struct camus_scratch *s) {
     __u32 slot = s->seq & (CAMUS_RING - 1);
     return ring.lookup(&slot);
 }
-BPF_PROG_ARRAY(progs, 2);       /* [0]: camus_msg, [1]: camus_fan_decide (camus_fan.c) */
+BPF_PROG_ARRAY(progs, 3);       /* [0]: camus_msg, [1]: camus_fan_decide (camus_fan.c), [2]: camus_finish */
 
 /*@CAMUS_TOPIC_H@*/
 
@@ -384,37 +397,47 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
     s->acc.group ^= (__u32)s->v[0];
     return;
 #endif
-    struct camus_bv_out got = {};
+#if CAMUS_PORT_WORDS > 4
+    struct camus_bv_out *got = &s->got;         /* wide port sets: too big for the 512-byte stack */
+    got->flags = 0;                             /* every path below writes all of its ports */
+#else
+    struct camus_bv_out got_here = {};
+    struct camus_bv_out *got = &got_here;
+#endif
     __u32 state;
     if (s->bypass) {
         __u32 bank = camus_bank(s->root);
         struct camus_bypass *b = bypass.lookup(&bank);
         state = CAMUS_STATE_BV;                  /* its ports are in the scratch, as below */
         count(CAMUS_STAT_BYPASS);
-        #pragma unroll
+        CAMUS_EACH_WORD
         for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
-            got.ports[w] = b ? b->ports[w] : 0;
-            s->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)][w] = got.ports[w];
-            if (got.ports[w])
-                got.flags = CAMUS_LEAF_PORTS;
+            got->ports[w] = b ? b->ports[w] : 0;
+            s->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)][w] = got->ports[w];
+            if (got->ports[w])
+                got->flags = CAMUS_LEAF_PORTS;
         }
-        got.flags |= b ? b->flags : 0;
+        got->flags |= b ? b->flags : 0;
+#if CAMUS_BV_STAGE
     } else if (s->root_desc.kind == CAMUS_KIND_BV) {
         state = CAMUS_STATE_BV;                  /* the matching terms' leaves, united */
-        if (!bv_classify(&s->root_desc, s->root, s->v, &got))
-            got.flags = 0;                       /* maps inconsistent: deliver nothing */
-        #pragma unroll
+        if (!bv_classify(&s->root_desc, s->root, s->v, got))
+            got->flags = 0;                       /* maps inconsistent: deliver nothing */
+        CAMUS_EACH_WORD
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-            s->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)][w] = got.ports[w];
+            s->msg_ports[index & (CAMUS_MAX_MSGS_RING - 1)][w] = got->ports[w];
+#endif
     } else {
         state = classify(s->root, s->root_desc.kind ? &s->root_desc : 0, s->v, s->nsvars);
         struct camus_leaf *l = leaf.lookup(&state);
         if (!l)
             return;
-        got.flags = l->flags;
-        #pragma unroll
+        got->flags = l->flags;
+#if CAMUS_PORT_WORDS <= 4                        /* wide sets: wide_union reads them from the leaf */
+        CAMUS_EACH_WORD
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-            got.ports[w] = l->ports[w];
+            got->ports[w] = l->ports[w];
+#endif
 #if CAMUS_DNS_ANSWERS || CAMUS_ILA
         if (l->flags & (CAMUS_LEAF_ANSWER | CAMUS_LEAF_ILA))
             s->value = l->value;
@@ -423,15 +446,17 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
 #ifdef CAMUS_DEFAULT_FLAGS
     /* query_default_action: a message no rule delivered gets the spec's default (its custom
      * actions run on the host stack); a leaf that only counts does not deliver either. */
-    if (!(got.flags & (CAMUS_LEAF_PORTS | CAMUS_LEAF_DROP | CAMUS_LEAF_CALL)))
-        got.flags |= CAMUS_DEFAULT_FLAGS;
+    if (!(got->flags & (CAMUS_LEAF_PORTS | CAMUS_LEAF_DROP | CAMUS_LEAF_CALL)))
+        got->flags |= CAMUS_DEFAULT_FLAGS;
 #endif
     s->msg_state[index & (CAMUS_MAX_MSGS_RING - 1)] = state;
-    __u32 flags = got.flags;
+    __u32 flags = got->flags;
     s->call_keep |= ((flags / CAMUS_LEAF_CALL) & 1) << (index & (CAMUS_MAX_MSGS_RING - 1));
-    #pragma unroll
+#if CAMUS_PORT_WORDS <= 4
+    CAMUS_EACH_WORD
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-        s->acc.ports[w] |= got.ports[w];
+        s->acc.ports[w] |= got->ports[w];
+#endif
     s->empty += ((flags / CAMUS_LEAF_PORTS) & 1) ^ 1;
     s->acc.flags |= flags;
     if (flags & CAMUS_LEAF_DROP) {
@@ -444,9 +469,11 @@ static __always_inline void deliver(struct camus_scratch *s, __u32 index) {
         if (r) {
             r->state = state;
             r->flags = flags;
-            #pragma unroll
+#if CAMUS_PORT_WORDS <= 4                        /* wide sets: wide_union records them */
+            CAMUS_EACH_WORD
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
-                r->ports[w] = got.ports[w];
+                r->ports[w] = got->ports[w];
+#endif
         }
     }
 }
@@ -491,16 +518,21 @@ static __always_inline int fan_out(struct camus_scratch *s) {
         return XDP_PASS;                     /* custom actions run on the host: by TC */
     __u64 outside = 0;
     __u32 copies = 0;
-    struct camus_portset key;
-    #pragma unroll
+#if CAMUS_PORT_WORDS > 4
+    struct camus_portset *key = &s->fan_key;    /* too big for the stack */
+#else
+    struct camus_portset key_here;
+    struct camus_portset *key = &key_here;
+#endif
+    CAMUS_EACH_WORD
     for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
         outside |= s->acc.ports[w] & ~f->mask[w];
         copies += popcount64(s->acc.ports[w]);
-        key.w[w] = s->acc.ports[w];
+        key->w[w] = s->acc.ports[w];
     }
     if (outside || copies < f->min_group)
         return XDP_PASS;
-    void *group = fan_groups.lookup(&key);
+    void *group = fan_groups.lookup(key);
     if (!group && copies < f->min_copies)
         return XDP_PASS;
     count_packet_hits(s, 1);                 /* TC counts the packets it copies; these it never sees */
@@ -514,7 +546,7 @@ static __always_inline int fan_out(struct camus_scratch *s) {
 static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     add_stat(CAMUS_STAT_MESSAGES, s->nmsgs - s->skipped);
     __u64 any = 0;
-    #pragma unroll
+    CAMUS_EACH_WORD
     for (int w = 0; w < CAMUS_PORT_WORDS; w++)
         any |= s->acc.ports[w];
     if (s->record) {
@@ -523,7 +555,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
         if (r) {
             r->state = s->nmsgs;
             r->flags = s->acc.flags;
-            #pragma unroll
+            CAMUS_EACH_WORD
             for (int w = 0; w < CAMUS_PORT_WORDS; w++)
                 r->ports[w] = s->acc.ports[w];
         }
@@ -556,7 +588,26 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     if (s->empty == 0 && !(s->acc.flags & CAMUS_LEAF_CALL) && cfg_get(CAMUS_CFG_REDIRECT)) {
         __u32 nonzero_words = 0, widx = 0;
         __u64 word = 0;
-        #pragma unroll
+#if CAMUS_PORT_WORDS > 4
+        /* Without a branch per word (each would double the verifier's paths: 2^words), and the
+         * sums in memory (in registers the verifier would follow each distinct value): with one
+         * word in use, `word` is that word and `widx` its index. */
+        s->one.n = 0;
+        s->one.w = 0;
+        s->one.word = 0;
+        CAMUS_EACH_WORD
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
+            __u64 x = s->acc.ports[w];
+            __u32 nz = nonzero_opaque(x);
+            *(volatile __u32 *)&s->one.n += nz;
+            *(volatile __u64 *)&s->one.word |= x;
+            *(volatile __u32 *)&s->one.w |= w & -nz;
+        }
+        nonzero_words = *(volatile __u32 *)&s->one.n;
+        word = *(volatile __u64 *)&s->one.word;
+        widx = *(volatile __u32 *)&s->one.w & (CAMUS_PORT_WORDS - 1);
+#else
+        CAMUS_EACH_WORD
         for (int w = 0; w < CAMUS_PORT_WORDS; w++) {
             if (s->acc.ports[w]) {
                 nonzero_words++;
@@ -564,6 +615,7 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
                 widx = w;
             }
         }
+#endif
         if (nonzero_words == 1 && (word & (word - 1)) == 0) {
             __u32 port = (widx << 6) + bit_index(word);
             struct camus_port *pc = ports_cfg.lookup(&port);
@@ -583,12 +635,24 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     if (pk) {
         pk->nmsgs = s->nmsgs;
         pk->call_keep = s->call_keep;
-        #pragma unroll
+        CAMUS_EACH_WORD
         for (int w = 0; w < CAMUS_PORT_WORDS; w++)
             pk->ports[w] = s->acc.ports[w];
         __builtin_memcpy(pk->msg_state, s->msg_state, sizeof(pk->msg_state));   /* TC reads nmsgs */
-        if (s->root_desc.kind == CAMUS_KIND_BV || s->bypass)   /* no leaf state holds these ports */
+        if (s->root_desc.kind == CAMUS_KIND_BV || s->bypass) {  /* no leaf state holds these ports */
+#if CAMUS_PORT_WORDS > 4
+            /* wide port sets: the messages there are (a memcpy this long is no BPF instruction) */
+            for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
+                if (i >= s->nmsgs)
+                    break;
+                CAMUS_EACH_WORD
+                for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                    pk->msg_ports[i][w] = s->msg_ports[i][w];
+            }
+#else
             __builtin_memcpy(pk->msg_ports, s->msg_ports, sizeof(pk->msg_ports));
+#endif
+        }
     }
     __u32 seq = s->seq;
     s->seq = seq + 1;
@@ -606,6 +670,45 @@ static __always_inline int finish(struct xdp_md *ctx, struct camus_scratch *s) {
     }
     return XDP_PASS;
 }
+
+#if CAMUS_PORT_WORDS > 4
+/* Wide port sets: every loop over a set's words is walked by the verifier once per path that
+ * reaches it, and the classifier has many paths (a thousand loops of 64 words exhaust the
+ * budget). So deliver() keeps only each message's state (and the ports of the bit-vector stage
+ * and the bypass, which no leaf holds), and the packet's end runs in a program of its own,
+ * camus_finish (tail-called, verified from one state): there each message's ports are read from
+ * its leaf and united, then finish() as for narrow sets. */
+static __always_inline void wide_union(struct camus_scratch *s) {
+    for (int i = 0; i < CAMUS_MAX_MSGS_RING; i++) {
+        if (i >= s->nmsgs)
+            break;
+        __u32 state = s->msg_state[i];
+        if (state != CAMUS_STATE_BV) {
+            struct camus_leaf *l = leaf.lookup(&state);
+            CAMUS_EACH_WORD
+            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                s->msg_ports[i][w] = l ? l->ports[w] : 0;
+        }
+        CAMUS_EACH_WORD
+        for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+            s->acc.ports[w] |= s->msg_ports[i][w];
+        __u32 idx = i;
+        struct camus_result *r = s->record ? results.lookup(&idx) : 0;
+        if (r) {
+            CAMUS_EACH_WORD
+            for (int w = 0; w < CAMUS_PORT_WORDS; w++)
+                r->ports[w] = s->msg_ports[i][w];
+        }
+    }
+}
+#define CAMUS_FINISH(ctx, s) finish_apart(ctx)
+static __always_inline int finish_apart(struct xdp_md *ctx) {
+    progs.call(ctx, 2);                        /* camus_finish */
+    return XDP_PASS;                           /* not loaded: over-deliver rather than lose */
+}
+#else
+#define CAMUS_FINISH(ctx, s) finish(ctx, s)
+#endif
 
 static __always_inline int malformed(void) {
     count(CAMUS_STAT_MALFORMED);
@@ -676,7 +779,7 @@ int camus_msg(struct xdp_md *ctx) {
         progs.call(ctx, 0);
     if (s->index < s->nmsgs)
         return malformed();                 /* tail call failed: cannot finish honestly */
-    return finish(ctx, s);
+    return CAMUS_FINISH(ctx, s);
 }
 
 int camus_xdp(struct xdp_md *ctx) {
@@ -700,7 +803,7 @@ int camus_xdp(struct xdp_md *ctx) {
         return malformed();
     sa->nmsgs = 1;
     deliver(sa, 0);
-    return finish(ctx, sa);
+    return CAMUS_FINISH(ctx, sa);
 #endif
     void *l4;
     __u32 ip_end;                             /* where the IP packet ends, by its length field */
@@ -761,7 +864,7 @@ int camus_xdp(struct xdp_md *ctx) {
     s->index = 0;
     s->off = (payload + 20) - data;
     if (nmsgs == 0)
-        return finish(ctx, s);
+        return CAMUS_FINISH(ctx, s);
     progs.call(ctx, 0);
     return malformed();                        /* tail call failed: not loaded properly */
 #else
@@ -778,12 +881,23 @@ int camus_xdp(struct xdp_md *ctx) {
         s->skipped++;
         s->msg_state[0] = 0;
     }
-    return finish(ctx, s);
+    return CAMUS_FINISH(ctx, s);
 #endif
 
 other:
     count(CAMUS_STAT_OTHER);
     return XDP_PASS;
 }
+
+#if CAMUS_PORT_WORDS > 4
+/* Tail-called at a packet's end (wide port sets: wide_union above). */
+int camus_finish(struct xdp_md *ctx) {
+    struct camus_scratch *s = get_scratch();
+    if (!s)
+        return XDP_PASS;
+    wide_union(s);
+    return finish(ctx, s);
+}
+#endif
 
 /*@CAMUS_TC_C@*/

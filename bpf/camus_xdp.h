@@ -30,7 +30,20 @@
 #define CAMUS_KIND_BV    5   /* the root of a bit-vector stage (camus_bv.h) */
 #define CAMUS_KIND_DIRECT 6  /* bit-vector field: one range bucket per key up to count, keys past clamped */
 
-#define CAMUS_PORT_WORDS 4   /* 256 logical ports per broker */
+#ifndef CAMUS_PORT_WORDS
+#define CAMUS_PORT_WORDS 4   /* 64 logical ports per word: 256 per broker. A broker serving more is
+                                built with more words (a power of two, at most 64: 4,096 ports;
+                                compiler/backends/ebpf/program.py defines it before this header) */
+#endif
+
+/* A loop over a port set's words: unrolled for the usual 4; a loop for more (unrolled, clang
+ * keeps the words in registers it spills to the stack, and the verifier then tells apart paths
+ * whose spilled words differ: a broker with 1,024 ports no longer verified). */
+#if CAMUS_PORT_WORDS > 4
+#define CAMUS_EACH_WORD _Pragma("nounroll")
+#else
+#define CAMUS_EACH_WORD _Pragma("unroll")
+#endif
 
 #define CAMUS_LEAF_DROP  1   /* an explicit drop rule matched */
 #define CAMUS_LEAF_CALL  2   /* custom actions: handed to the host stack */
@@ -224,6 +237,12 @@ struct camus_bv_seg {        /* terms of one leaf inside one word of the matched
     __u64 ports[CAMUS_PORT_WORDS];   /* the leaf's ports, inline: no lookup per segment */
 };
 
+/* What one message delivers: the matched leaves united (ports, flags). */
+struct camus_bv_out {
+    __u64 ports[CAMUS_PORT_WORDS];
+    __u32 flags;
+};
+
 struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */
     __u32 state;             /* final state (0: nobody subscribed) */
     __u32 flags;
@@ -242,7 +261,9 @@ struct camus_result {        /* per message, when CAMUS_CFG_RECORD is set */
 #define CAMUS_META_MAGIC (0xCA3005E1 + CAMUS_APP_ID + (CAMUS_GEN << 8))
 #define CAMUS_RING       256         /* per-CPU packets in flight between XDP and TC (> NAPI budget) */
 #define CAMUS_MARK_TAG   (0xC0000000 | (CAMUS_APP_ID << 24))  /* skb->mark of a copy:
-                                        tag | app << 24 | port << 16 | kept-messages mask */
+                                        tag | app << 24 | port << 16 | kept-messages mask; with
+                                        more than 256 ports tag | app << 24 | ring slot << 16, and
+                                        the port in skb->tc_index (camus_tc.c) */
 #define CAMUS_MARK_MASK  0xFF000000
 #define CAMUS_MAX_FANOUT 256         /* copies of one packet */
 
@@ -269,6 +290,15 @@ struct camus_pkt {                   /* ring slot: which ports each message goes
     __u64 ports[CAMUS_PORT_WORDS];   /* union */
     __u32 msg_state[CAMUS_MAX_MSGS_RING];                    /* XDP: each message's final state */
     __u64 msg_ports[CAMUS_MAX_MSGS_RING][CAMUS_PORT_WORDS];  /* TC: its ports, from leaf[] */
+#if CAMUS_PORT_WORDS > 4
+    /* TC's cursor over the ports when there are more than 256 (camus_tc.c, tc_copies_wide) */
+    __u64 cur_bits;                  /* the port word at hand: its ports not copied to yet */
+    __u32 cur_w;                     /* its index */
+    __u32 cur_end;                   /* the word this program run stops at */
+    __u32 local_any;                 /* a LOCAL port is among the packet's */
+    __u32 pad2;
+    __u64 local_ports[CAMUS_PORT_WORDS];   /* those LOCAL ports */
+#endif
 };
 
 /* Fan-out by XDP broadcast (camus_fan.c): the ports in the fan devmap, written with the ports.

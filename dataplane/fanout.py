@@ -56,12 +56,6 @@ NDO_XMIT = XDP_ACT_NDO_XMIT      # the port's interface takes XDP frames (datapl
 BPF_XDP_DEVMAP = 33              # the egress program's expected attach type
 
 
-class FanCfg(ctypes.Structure):
-    c_struct = "camus_fan"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("mask", ctypes.c_uint64 * 4), ("entries", ctypes.c_uint32), ("min_copies", ctypes.c_uint32),
-                ("min_group", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
-
-
 class DevmapVal(ctypes.Structure):   # struct bpf_devmap_val
     _fields_ = [("ifindex", ctypes.c_uint32), ("prog_fd", ctypes.c_int32)]
 
@@ -76,7 +70,7 @@ class FanPlan:
     @property
     def mask(self) -> list[int]:
         """The broadcast ports as port words."""
-        words = [0, 0, 0, 0]
+        words = [0] * max([4] + [(bit >> 6) + 1 for bit, _ in self.ports])
         for bit, _ in self.ports:
             words[bit >> 6] |= 1 << (bit & 63)
         return words
@@ -142,17 +136,12 @@ def install(maps, fan_prog_fd: int, p: FanPlan) -> None:
     for i, (bit, ifindex) in enumerate(p.ports):
         maps.update("fan_ports", ctypes.c_uint32(i), DevmapVal(ifindex, fan_prog_fd))
         maps.update("fan_port", ctypes.c_uint32(ifindex), ctypes.c_uint32(bit))
-    maps.update("fan", ctypes.c_uint32(0), FanCfg((ctypes.c_uint64 * 4)(*p.mask), len(p.ports), p.min_copies,
+    maps.update("fan", ctypes.c_uint32(0), maps.structs.FanCfg(maps.structs.Words(*p.mask), len(p.ports), p.min_copies,
                                                   p.min_group))
 
 
 MAX_GROUPS = 1024                # CAMUS_MAX_FAN_GROUPS
 BPF_MAP_TYPE_DEVMAP = 14
-
-
-class PortSet(ctypes.Structure):     # struct camus_portset: fan_groups' key
-    c_struct = "camus_portset"
-    _fields_ = [("w", ctypes.c_uint64 * 4)]
 
 
 def group_sets(leaf_ports: list[tuple[int, ...]], p: FanPlan) -> list[tuple[int, ...]]:
@@ -163,7 +152,7 @@ def group_sets(leaf_ports: list[tuple[int, ...]], p: FanPlan) -> list[tuple[int,
     mask = p.mask
     counts: dict[tuple[int, ...], int] = {}
     for words in leaf_ports:
-        words = tuple(words) + (0,) * (4 - len(words))
+        words = tuple(words) + (0,) * (len(mask) - len(words))
         if (sum(bin(w).count("1") for w in words) >= max(1, p.min_group)
                 and all(w & ~m == 0 for w, m in zip(words, mask))):
             counts[words] = counts.get(words, 0) + 1
@@ -183,11 +172,12 @@ def group_keys(maps) -> set[tuple[int, ...]]:
     """The port sets fan_groups has a devmap for."""
     lib = _libbpf_groups()
     have: set[tuple[int, ...]] = set()
-    key, nxt = PortSet(), PortSet()
+    port_set = maps.structs.PortSet
+    key, nxt = port_set(), port_set()
     prev = None
     while lib.bpf_map_get_next_key(maps.fds["fan_groups"], prev, ctypes.byref(nxt)) == 0:
         have.add(tuple(nxt.w))
-        ctypes.memmove(ctypes.byref(key), ctypes.byref(nxt), ctypes.sizeof(PortSet))
+        ctypes.memmove(ctypes.byref(key), ctypes.byref(nxt), ctypes.sizeof(port_set))
         prev = ctypes.byref(key)
     return have
 
@@ -218,11 +208,11 @@ def sync_groups(maps, fan_prog_fd: int, p: FanPlan, sets: list[tuple[int, ...]])
                 val = DevmapVal(ifindex[bit], fan_prog_fd)
                 if lib.bpf_map_update_elem(fd, ctypes.byref(ctypes.c_uint32(i)), ctypes.byref(val), 0) != 0:
                     raise OSError(ctypes.get_errno(), "could not fill a fan-out group devmap")
-            maps.update("fan_groups", PortSet((ctypes.c_uint64 * 4)(*words)), ctypes.c_int(fd))
+            maps.update("fan_groups", maps.structs.PortSet(maps.structs.Words(*words)), ctypes.c_int(fd))
             added += 1
         finally:
             os.close(fd)                          # fan_groups holds it now
     stale = have - want
     for words in stale:
-        maps.delete("fan_groups", PortSet((ctypes.c_uint64 * 4)(*words)))
+        maps.delete("fan_groups", maps.structs.PortSet(maps.structs.Words(*words)))
     return added, len(stale)

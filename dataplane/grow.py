@@ -206,7 +206,7 @@ def grow(inst: Installed, compiled: Compiled, rules_path: str, bits: list[object
         copy_array(old, new, "overload")
         fan_fd = prog.fd("camus_fan_out")
         if inst.fan_entries:
-            was = fanout.FanCfg()
+            was = old.structs.FanCfg()
             old.lookup("fan", ctypes.c_uint32(0), was)
             plan = fanout.FanPlan(tuple((int(b), int(i)) for b, i in inst.fan_entries), was.min_copies, (),
                                   inst.fan_min_group)

@@ -27,7 +27,7 @@ from .program import DataplaneError
 PIN_ROOT = Path("/sys/fs/bpf/camus")
 STATE_ROOT = Path("/run/camus")
 APP_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
-TABLE_CAPACITY = (*DIAGRAM_MAPS, "max_labels")   # what attach may size past the defaults; kept for updates
+TABLE_CAPACITY = (*DIAGRAM_MAPS, "max_labels", "port_words")   # what attach may size past the defaults; kept for updates
 
 
 @dataclass
@@ -284,7 +284,8 @@ def keys_of(c: MapContents) -> dict[str, list]:
             "lpm": sorted(list(k) for k in c.lpm), "updates": sorted(c.updates),
             "labels": sorted([var, level.hex()] for var, level in c.labels),
             "label_bank": c.label_bank, "label_words": c.label_words,
-            "ports": list(c.ports)}            # leaf bit i -> port (verify reads leaves back with it)
+            "ports": list(c.ports),            # leaf bit i -> port (verify reads leaves back with it)
+            "port_words": c.port_words}
 
 
 def contents_from_keys(keys: dict[str, list]) -> MapContents:
@@ -296,6 +297,7 @@ def contents_from_keys(keys: dict[str, list]) -> MapContents:
     c.updates = {s: 0 for s in keys["updates"]}
     c.labels = {(var, bytes.fromhex(level)): 0 for var, level in keys.get("labels", [])}
     c.label_bank, c.label_words = keys.get("label_bank", 0), keys.get("label_words", 0)
+    c.port_words = keys.get("port_words", c.port_words)
     return c
 
 

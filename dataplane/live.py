@@ -36,7 +36,7 @@ from typing import Any
 
 from camus.compiler.backends.ebpf.delta import EbpfLayout, Held, MapDelta
 from camus.compiler.ir.pipeline import ActionSet
-from camus.compiler.backends.ebpf.contents import PORT_WORDS, STATE_FINAL, STATE_MASK, CapacityError, Desc
+from camus.compiler.backends.ebpf.contents import STATE_FINAL, STATE_MASK, CapacityError, Desc
 from camus.compiler.backends.emit import BackendError
 from camus.compiler.compile import CompileOptions
 from camus.compiler.heap import HeapKeeper
@@ -51,7 +51,7 @@ from .faults import GRACE_S
 from .installed import (Installed, UnitHold, contents_from_keys, forget_live_state, hold_unit, load_installed,
                         save)
 from .journal import finish_or_undo
-from .maps import CFG_ROOT, SLOT_BYTES, Bound, Leaf, MapSet, RNode, RSub, lpm_key, bypass_value
+from .maps import CFG_ROOT, SLOT_BYTES, Bound, MapSet, RNode, RSub, lpm_key
 from .maps import Desc as CDesc
 from .preflight import port_specs
 from .program import DataplaneError, require_root
@@ -104,10 +104,11 @@ def write_delta(maps: MapSet, md: MapDelta, descs: dict[int, Desc]) -> None:
     for (plen, s, v), nxt in md.lpm.items():
         maps.update("lpm", lpm_key(plen, s, v), u32(nxt))
     maps.update_many("desc", u32, CDesc, [(u32(s), _cdesc(d)) for s, d in md.desc.items()])
-    maps.update_many("leaf", u32, Leaf, [(u32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*w), flags, group, value))
-                                         for s, (w, flags, group, value) in md.leaf.items()])
+    ps = maps.structs
+    maps.update_many("leaf", u32, ps.Leaf, [(u32(s), ps.leaf(w, flags, group, value))
+                                            for s, (w, flags, group, value) in md.leaf.items()])
     if md.cover is not None:
-        maps.update("bypass", u32(md.bank), bypass_value(md.cover, md.cover_flags))
+        maps.update("bypass", u32(md.bank), ps.bypass(md.cover, md.cover_flags))
     maps.cfg(CFG_ROOT, md.root)
 
 
@@ -116,7 +117,8 @@ def clear_states(maps: MapSet, held: list[Held]) -> None:
     needs nothing: it is only read through a descriptor, and is overwritten when reused)."""
     u32 = ctypes.c_uint32
     maps.update_many("desc", u32, CDesc, [(u32(h.sid), CDesc()) for h in held if h.tests])
-    maps.update_many("leaf", u32, Leaf, [(u32(h.sid), Leaf()) for h in held if not h.tests])
+    blank = maps.structs.Leaf
+    maps.update_many("leaf", u32, blank, [(u32(h.sid), blank()) for h in held if not h.tests])
     for h in held:
         for plen, s, v in h.lpm:
             maps.delete("lpm", lpm_key(plen, s, v))

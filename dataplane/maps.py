@@ -5,6 +5,7 @@ operations through libbpf, so a process that did not load the program (`camus-xd
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import struct
 from array import array
@@ -63,38 +64,11 @@ class LpmKey(ctypes.Structure):
     _fields_ = [("prefixlen", ctypes.c_uint32), ("data", ctypes.c_uint8 * 12)]
 
 
-class Bypass(ctypes.Structure):
-    c_struct = "camus_bypass"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
-
-
-class Result(ctypes.Structure):
-    c_struct = "camus_result"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("state", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("ports", ctypes.c_uint64 * PORT_WORDS)]
-
-
-def bypass_value(ports: tuple[int, ...], flags: int) -> Bypass:
-    return Bypass((ctypes.c_uint64 * PORT_WORDS)(*ports), flags, 0)
-
-
-class Leaf(ctypes.Structure):
-    c_struct = "camus_leaf"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("ports", ctypes.c_uint64 * PORT_WORDS), ("flags", ctypes.c_uint32), ("group", ctypes.c_uint32),
-                ("value", ctypes.c_uint64)]
-
-
 class PortCfg(ctypes.Structure):
     c_struct = "camus_port"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
     _fields_ = [("kind", ctypes.c_uint32), ("ifindex", ctypes.c_uint32), ("mac", ctypes.c_uint8 * 6),
                 ("src_mac", ctypes.c_uint8 * 6), ("ip", ctypes.c_uint32), ("udp_port", ctypes.c_uint16),
                 ("pad", ctypes.c_uint16)]
-
-
-class BvSeg(ctypes.Structure):
-    c_struct = "camus_bv_seg"             # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("mask", ctypes.c_uint64), ("lbit", ctypes.c_uint64), ("word", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32), ("next", ctypes.c_uint32),
-                ("ports", ctypes.c_uint64 * PORT_WORDS)]
 
 
 class BvCol(ctypes.Structure):
@@ -113,17 +87,61 @@ class BvPortRun(ctypes.Structure):
     _fields_ = [("first", ctypes.c_uint16), ("n", ctypes.c_uint16)]
 
 
-class BvPrefixLeaf(ctypes.Structure):
-    c_struct = "camus_bv_pleaf"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("tbit", ctypes.c_uint64), ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32),
-                ("ports", ctypes.c_uint64 * PORT_WORDS)]
+class PortStructs:
+    """The structs of bpf/camus_xdp.h that hold a port set, for a program whose port sets have
+    `words` 64-bit words (CAMUS_PORT_WORDS: 4 unless the program serves more than 256 ports)."""
+
+    def __init__(self, words: int) -> None:
+        self.words = words
+        self.Words = ctypes.c_uint64 * words
+        W = self.Words
+
+        def struct(name: str, c_struct: str, fields: list[tuple[str, Any]]) -> Any:
+            return type(f"{name}{words}" if words != PORT_WORDS else name, (ctypes.Structure,),
+                        {"c_struct": c_struct, "_fields_": fields})   # tests/dataplane/test_layout.py compares
+        self.Bypass = struct("Bypass", "camus_bypass", [("ports", W), ("flags", ctypes.c_uint32),
+                                                        ("pad", ctypes.c_uint32)])
+        self.Result = struct("Result", "camus_result", [("state", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                                                        ("ports", W)])
+        self.Leaf = struct("Leaf", "camus_leaf", [("ports", W), ("flags", ctypes.c_uint32), ("group", ctypes.c_uint32),
+                                                  ("value", ctypes.c_uint64)])
+        self.BvSeg = struct("BvSeg", "camus_bv_seg", [
+            ("mask", ctypes.c_uint64), ("lbit", ctypes.c_uint64), ("word", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+            ("leaf", ctypes.c_uint32), ("next", ctypes.c_uint32), ("ports", W)])
+        self.BvPrefixLeaf = struct("BvPrefixLeaf", "camus_bv_pleaf", [
+            ("tbit", ctypes.c_uint64), ("flags", ctypes.c_uint32), ("leaf", ctypes.c_uint32), ("ports", W)])
+        self.BvPlane = struct("BvPlane", "camus_bv_plane", [
+            ("tops", ctypes.c_uint64), ("rest", ctypes.c_uint64), ("all_ports", W), ("all_flags", ctypes.c_uint32),
+            ("words", ctypes.c_uint32), ("first_word", ctypes.c_uint32), ("counted", ctypes.c_uint32),
+            ("pad", ctypes.c_uint32), ("grp", ctypes.c_uint8 * 64)])
+        self.FanCfg = struct("FanCfg", "camus_fan", [
+            ("mask", W), ("entries", ctypes.c_uint32), ("min_copies", ctypes.c_uint32), ("min_group", ctypes.c_uint32),
+            ("pad", ctypes.c_uint32)])
+        self.PortSet = struct("PortSet", "camus_portset", [("w", W)])   # fan_groups' key
+
+    def words_of(self, ports: tuple[int, ...] | list[int]) -> Any:
+        """A port set's words as the C array (fewer given: the rest are 0)."""
+        return self.Words(*ports)
+
+    def leaf(self, ports: tuple[int, ...], flags: int = 0, group: int = 0, value: int = 0) -> Any:
+        return self.Leaf(self.Words(*ports), flags, group, value)
+
+    def bypass(self, ports: tuple[int, ...], flags: int) -> Any:
+        return self.Bypass(self.Words(*ports), flags, 0)
 
 
-class BvPlane(ctypes.Structure):
-    c_struct = "camus_bv_plane"           # bpf/camus_xdp.h; tests/dataplane/test_layout.py compares
-    _fields_ = [("tops", ctypes.c_uint64), ("rest", ctypes.c_uint64), ("all_ports", ctypes.c_uint64 * PORT_WORDS),
-                ("all_flags", ctypes.c_uint32), ("words", ctypes.c_uint32), ("first_word", ctypes.c_uint32),
-                ("counted", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("grp", ctypes.c_uint8 * 64)]
+@functools.lru_cache(maxsize=None)
+def port_structs(words: int = PORT_WORDS) -> PortStructs:
+    return PortStructs(words)
+
+
+_DEFAULT = port_structs(PORT_WORDS)     # a program of up to 256 ports (tests and tools name these)
+Bypass, Result, Leaf = _DEFAULT.Bypass, _DEFAULT.Result, _DEFAULT.Leaf
+BvSeg, BvPrefixLeaf, BvPlane = _DEFAULT.BvSeg, _DEFAULT.BvPrefixLeaf, _DEFAULT.BvPlane
+
+
+def bypass_value(ports: tuple[int, ...], flags: int) -> Any:
+    return _DEFAULT.bypass(ports, flags)
 
 
 DEBRUIJN = 0x03F79D71B4CB0A89             # bpf/camus_xdp.h CAMUS_DEBRUIJN
@@ -150,14 +168,16 @@ def debruijn_index(bit: int) -> int:
 
 
 
-def bv_stage_value(fields: int, max_segs: int, columns: int) -> type[ctypes.Structure]:
+def bv_stage_value(fields: int, max_segs: int, columns: int, port_words: int = PORT_WORDS) -> type[ctypes.Structure]:
     """struct camus_bv_segs (bpf/camus_bv.h) for a program with these limits."""
+    ps = port_structs(port_words)
+
     class BvStage(ctypes.Structure):
         _fields_ = [("nplanes", ctypes.c_uint32), ("walk_all", ctypes.c_uint32), ("ncols", ctypes.c_uint32),
-                    ("nruns", ctypes.c_uint32), ("runmask", ctypes.c_uint64 * PORT_WORDS),
-                    ("pr", BvPortRun * (64 * PORT_WORDS)), ("pn", BvPlane * MAX_PLANES),
-                    ("fd", Desc * fields), ("pl", BvPrefixLeaf * (MAX_PLANES * PLANE_LEAVES)),
-                    ("s", BvSeg * max_segs), ("c", BvCol * columns), ("r", BvRun * columns)]
+                    ("nruns", ctypes.c_uint32), ("runmask", ps.Words),
+                    ("pr", BvPortRun * (64 * port_words)), ("pn", ps.BvPlane * MAX_PLANES),
+                    ("fd", Desc * fields), ("pl", ps.BvPrefixLeaf * (MAX_PLANES * PLANE_LEAVES)),
+                    ("s", ps.BvSeg * max_segs), ("c", BvCol * columns), ("r", BvRun * columns)]
     return BvStage
 
 
@@ -202,6 +222,21 @@ class MapSet:
         self.fds = fds
         self.owned = owned           # opened from pins: close them when done
         self.lib = libbpf()
+        self._port_words: int | None = None
+
+    @property
+    def port_words(self) -> int:
+        """The program's port-set words (CAMUS_PORT_WORDS), read off its leaf map: a camus_leaf
+        value is the words, then 16 bytes."""
+        if self._port_words is None:
+            from .bpfinfo import MapInfo, obj_info
+            self._port_words = (obj_info(self.fds["leaf"], MapInfo()).value_size - 16) // 8
+        return self._port_words
+
+    @property
+    def structs(self) -> PortStructs:
+        """The port-set structs as this program lays them out."""
+        return port_structs(self.port_words)
 
     @classmethod
     def from_pins(cls, directory: Path) -> "MapSet":
@@ -332,6 +367,7 @@ class MapSet:
     # -- table sets --------------------------------------------------------------------------
     def write(self, c: MapContents) -> None:
         """Write a table set; the root moves to it last (one atomic array write)."""
+        ps = port_structs(c.port_words)
         for s, (kind, var, bits, default, base, count, mult) in c.desc.items():
             self.update("desc", ctypes.c_uint32(s), Desc(kind, var, bits, 0, default, base, count, mult))
         no_desc = (0, 0, 0, 0, 0, 0, 0)
@@ -349,7 +385,7 @@ class MapSet:
         for (plen, s, v), nxt in c.lpm.items():
             self.update("lpm", lpm_key(plen, s, v), ctypes.c_uint32(nxt))
         for s, (words, flags, group, value) in c.leaf.items():
-            self.update("leaf", ctypes.c_uint32(s), Leaf((ctypes.c_uint64 * PORT_WORDS)(*words), flags, group, value))
+            self.update("leaf", ctypes.c_uint32(s), ps.leaf(words, flags, group, value))
         for s, mask in c.updates.items():
             self.update("updates", ctypes.c_uint32(s), ctypes.c_uint64(mask))
         for (var, level), code in c.labels.items():
@@ -358,7 +394,7 @@ class MapSet:
             bits_t = ctypes.c_uint64 * c.bv_words
             for k, words in c.bv_bits.items():
                 self.update("bv_bits", ctypes.c_uint32(k), bits_t(*words))
-            segs = bv_stage_value(c.bv_fields, c.bv_max_segs, c.bv_columns)()
+            segs = bv_stage_value(c.bv_fields, c.bv_max_segs, c.bv_columns, c.port_words)()
             for i in range(c.bv_fields):            # the fields' interval tables, inline
                 kind, var, bits, default, base, count, mult = c.desc[c.root + 1 + i]
                 segs.fd[i] = Desc(kind, var, bits, 0, default, base, count, mult)
@@ -373,25 +409,24 @@ class MapSet:
                 segs.pr[bit // 64 * 64 + debruijn_index(1 << (bit % 64))] = BvPortRun(first, n)
             first_leaf = 0
             for k, (tops, rest, words, first_word, leaves) in enumerate(c.bv_planes):
-                union, all_flags = [0] * PORT_WORDS, 0
+                union, all_flags = [0] * c.port_words, 0
                 for g, (tbit, flags, leaf, ports) in enumerate(leaves):
-                    segs.pl[first_leaf + g] = BvPrefixLeaf(tbit, flags | k << SEG_PLANE_SHIFT, leaf,
-                                                           (ctypes.c_uint64 * PORT_WORDS)(*ports))
+                    segs.pl[first_leaf + g] = ps.BvPrefixLeaf(tbit, flags | k << SEG_PLANE_SHIFT, leaf, ps.Words(*ports))
                     union = [u | w for u, w in zip(union, ports)]
                     all_flags |= flags
                 grp = [0] * 64
                 for g, (tbit, _, _, _) in enumerate(leaves):
                     grp[debruijn_index(tbit)] = first_leaf + g
-                segs.pn[k] = BvPlane(tops, rest, (ctypes.c_uint64 * PORT_WORDS)(*union), all_flags, words, first_word,
+                segs.pn[k] = ps.BvPlane(tops, rest, ps.Words(*union), all_flags, words, first_word,
                                      int(bool(all_flags & LEAF_COUNTED)), 0, (ctypes.c_uint8 * 64)(*grp))
                 first_leaf += len(leaves)
             for j, (mask, word, leaf, ports, flags, nxt, lbit) in enumerate(c.bv_segs):
-                segs.s[j] = BvSeg(mask, lbit, word, flags, leaf, nxt, (ctypes.c_uint64 * PORT_WORDS)(*ports))
+                segs.s[j] = ps.BvSeg(mask, lbit, word, flags, leaf, nxt, ps.Words(*ports))
             self.update("bv_segs", ctypes.c_uint32(c.bv_segs_base), segs)
         for k, (window_ns, fn, fld, modulus) in enumerate(c.svar_cfg):
             self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld, modulus))
         self.cfg(CFG_NSVARS, len(c.svar_cfg))
-        self.update("bypass", ctypes.c_uint32(c.label_bank), bypass_value(c.cover_ports, c.cover_flags))
+        self.update("bypass", ctypes.c_uint32(c.label_bank), ps.bypass(c.cover_ports, c.cover_flags))
         self.cfg(CFG_ROOT, c.root)
 
     def write_ports(self, bits: list[object], specs: dict) -> None:
@@ -420,8 +455,9 @@ class MapSet:
             self.update("desc", ctypes.c_uint32(s), Desc())
         for i in c.xslots:
             self.update("xslots", ctypes.c_uint32(i), Slot())
+        blank = port_structs(c.port_words).Leaf()
         for s in c.leaf:
-            self.update("leaf", ctypes.c_uint32(s), Leaf())
+            self.update("leaf", ctypes.c_uint32(s), blank)
         for plen, s, v in c.lpm:
             self.delete("lpm", lpm_key(plen, s, v))
         for s in c.updates:

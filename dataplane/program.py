@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from camus.compiler.backends.ebpf.program import EbpfLimits, program_text
+from camus.compiler.backends.ebpf.program import PORT_WORDS, EbpfLimits, program_text
 from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.language.spec import Spec
 
 from .fanout import BPF_XDP_DEVMAP
-from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, OPTIONAL_MAPS, MapSet, Result
+from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, OPTIONAL_MAPS, MapSet
 from . import program_cache
 from .program_cache import ProgramSpec
 from .testrun import TestRun, libbpf, skb_context, test_run
@@ -63,9 +63,19 @@ PROGRAMS = (ProgramSpec("camus_xdp", XDP_PROG, 0), ProgramSpec("camus_msg", XDP_
             ProgramSpec("camus_tc_local", SCHED_CLS_PROG, 0),
             ProgramSpec("camus_fan_out", XDP_PROG, BPF_XDP_DEVMAP),      # fanout.py
             ProgramSpec("camus_fan_decide", XDP_PROG, 0))
-TC_PROGRAMS = frozenset({"camus_tc_in", "camus_tc_out", "camus_tc_local"})   # only with subscriber ports
+# More than 256 ports: a packet's end in a program of its own (bpf/camus_xdp.c, wide_union); more
+# than 1,024: TC's copies go on in a tail call per 1,024 (bpf/camus_tc.c)
+FINISH, TC_MORE, TC_CHUNK_WORDS = ProgramSpec("camus_finish", XDP_PROG, 0), ProgramSpec("camus_tc_more", SCHED_CLS_PROG, 0), 16
+TC_PROGRAMS = frozenset({"camus_tc_in", "camus_tc_out", "camus_tc_local", TC_MORE.name})   # only with subscriber ports
 # tail calls: (program array, slot) -> the program it runs (bpf/camus_xdp.c)
-TAIL_CALLS = ((("progs", 0), "camus_msg"), (("tc_progs", 0), "camus_tc_local"), (("progs", 1), "camus_fan_decide"))
+TAIL_CALLS = ((("progs", 0), "camus_msg"), (("tc_progs", 0), "camus_tc_local"), (("progs", 1), "camus_fan_decide"),
+              (("tc_progs", 1), TC_MORE.name), (("progs", 2), FINISH.name))
+
+
+def programs_of(limits: EbpfLimits) -> tuple[ProgramSpec, ...]:
+    """The programs a build with these limits has."""
+    return (PROGRAMS + ((FINISH,) if limits.port_words > PORT_WORDS else ())
+            + ((TC_MORE,) if limits.port_words > TC_CHUNK_WORDS else ()))
 
 
 @dataclass(frozen=True)
@@ -135,12 +145,12 @@ class XdpProgram:
             progress("BCC compiles the program (seconds, once: it is kept in the program cache)")
         bpf = _bcc_build(source, cflags)
         try:
-            programs = _bcc_load(bpf, skip)
+            programs = _bcc_load(bpf, skip, programs_of(lim))
             maps = _bcc_maps(bpf)
             _link_tail_calls(programs, maps)
             try:
                 program_cache.write(key, program_cache.capture(
-                    maps, {ps: bpf.dump_func(ps.name.encode()) for ps in PROGRAMS},
+                    maps, {ps: bpf.dump_func(ps.name.encode()) for ps in programs_of(lim)},
                     _bcc_license(bpf), inner_maps(source)))
             except (program_cache.EntryUnusable, OSError) as exc:     # attach goes on: only the cache misses
                 log.info("program not kept in the cache: %s", exc)
@@ -181,13 +191,14 @@ class XdpProgram:
         self.set_recording(True)
         fd, n = self.map_fds["results"], self.limits.max_msgs
         lib = libbpf()
-        blank = Result()
+        result_t = self.maps.structs.Result
+        blank = result_t()
         for i in range(n + 1):
             lib.bpf_map_update_elem(fd, ctypes.byref(ctypes.c_int(i)), ctypes.byref(blank), 0)
         out = self.run(packet)
 
-        def result(i: int) -> Result:
-            r = Result()
+        def result(i: int) -> Any:
+            r = result_t()
             lib.bpf_map_lookup_elem(fd, ctypes.byref(ctypes.c_int(i)), ctypes.byref(r))
             return r
         summary = result(n)
@@ -237,14 +248,14 @@ def _bcc_build(source: str, cflags: list[str]) -> Any:
         raise DataplaneError(f"BCC could not compile the program: {exc}") from exc
 
 
-def _bcc_load(bpf: Any, skip: frozenset[str]) -> dict[str, int]:
+def _bcc_load(bpf: Any, skip: frozenset[str], specs: tuple[ProgramSpec, ...] = PROGRAMS) -> dict[str, int]:
     """Every program (but `skip`) through the verifier; its log's tail in the error when one is
     refused."""
     with _capture_fd2() as log_text:
         try:
             fds = {ps.name: bpf.load_func(ps.name.encode(), ps.prog_type,
                                           attach_type=ps.attach_type or -1).fd
-                   for ps in PROGRAMS if ps.name not in skip}
+                   for ps in specs if ps.name not in skip}
             failure = None
         except Exception as exc:     # BCC prints the verifier log to fd 2
             failure = exc

@@ -11,7 +11,7 @@ from camus.compiler.codec.packets import build_packet, message_from_text
 from camus.compiler.language.spec import Spec
 
 from camus.dataplane.installed import load_installed
-from camus.dataplane.maps import CFG_RECORD, MapSet, Result
+from camus.dataplane.maps import CFG_RECORD, MapSet
 from camus.dataplane.testrun import libbpf, test_run
 
 PER_PACKET = 8          # messages per test packet (the program takes up to CAMUS_MAX_MSGS)
@@ -33,10 +33,10 @@ def port_bits_of(unit: str, spec: Spec, messages: list[str]) -> list[tuple[int, 
                 test_run(fd, build_packet(spec, [message_from_text(spec, m) for m in chunk],
                                           src_ip="10.9.0.1", dst_ip="10.9.0.2"))
                 for i in range(len(chunk)):
-                    r = Result()
+                    r = maps.structs.Result()
                     if not maps.lookup("results", ctypes.c_uint32(i), r):
                         raise OSError(f"{unit}: no result recorded for message {k + i}")
-                    out.append(tuple(w * 64 + b for w in range(4) for b in range(64) if r.ports[w] >> b & 1))
+                    out.append(tuple(w * 64 + b for w in range(len(r.ports)) for b in range(64) if r.ports[w] >> b & 1))
         finally:
             maps.cfg(CFG_RECORD, 0)
     finally:

@@ -185,7 +185,7 @@ class LiveReader:
         return self._lpm
 
     def leaf(self, state: int) -> Any:
-        return self._get("leaf", state, self.m.Leaf())
+        return self._get("leaf", state, self.maps.structs.Leaf())
 
 
 def _merge(ps: list[tuple[int, int, int, str]]) -> list[Piece]:
@@ -464,5 +464,6 @@ def written_maps(c: Any) -> Any:
             return [key_type.from_buffer_copy(k) for k in self.store.get(name, {})]
 
     maps = WrittenMaps()
+    maps._port_words = c.port_words        # no leaf map to read them off
     maps.write(c)
     return maps

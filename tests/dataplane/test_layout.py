@@ -14,11 +14,18 @@ from camus.compiler.structure import bv_layout as bitvector
 from camus.dataplane import fanout, maps
 from tests.conftest import ROOT
 
-STRUCTS = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.Leaf, maps.PortCfg,
-           maps.SvarCfg, maps.BvSeg, maps.BvCol, maps.BvRun, maps.BvPortRun, maps.BvPrefixLeaf, maps.BvPlane,
-           maps.Bypass, maps.Result, fanout.FanCfg, fanout.PortSet]
+FIXED = [maps.Desc, maps.Slot, maps.Bound, maps.RNode, maps.RSub, maps.LpmKey, maps.PortCfg,
+         maps.SvarCfg, maps.BvCol, maps.BvRun, maps.BvPortRun]
+
+
+def structs(words: int) -> list:
+    """Every mirrored struct, those holding a port set as a program with `words` words lays them out."""
+    ps = maps.port_structs(words)
+    return FIXED + [ps.Leaf, ps.BvSeg, ps.BvPrefixLeaf, ps.BvPlane, ps.Bypass, ps.Result, ps.FanCfg, ps.PortSet]
+
+
 CONSTANTS = {
-    "CAMUS_PORT_WORDS": ebpf_contents.PORT_WORDS, "CAMUS_MAX_PROBE": ebpf_contents.MAX_PROBE,
+    "CAMUS_MAX_PROBE": ebpf_contents.MAX_PROBE,
     "CAMUS_FANOUT": ebpf_contents.FANOUT, "CAMUS_RADIX_SUB": ebpf_contents.RADIX_SUB,
     "CAMUS_STATE_FINAL": ebpf_contents.STATE_FINAL, "CAMUS_STATE_MASK": ebpf_contents.STATE_MASK,
     "CAMUS_KIND_EXACT": ebpf_contents.KIND["exact"], "CAMUS_KIND_RANGE": ebpf_contents.KIND["range"],
@@ -40,23 +47,25 @@ CONSTANTS = {
 }
 
 
-def _c_layout(tmp_path) -> dict[str, int]:
+def _c_layout(tmp_path, words: int) -> dict[str, int]:
     cc = shutil.which("cc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler")
     lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <linux/types.h>", "#include <linux/bpf.h>",
              '#include "camus_xdp.h"', "int main(void) {"]
-    for s in STRUCTS:
+    for s in structs(words):
         lines.append(f'printf("{s.c_struct} %zu\\n", sizeof(struct {s.c_struct}));')
         for name, _ in s._fields_:
             lines.append(f'printf("{s.c_struct}.{name} %zu\\n", offsetof(struct {s.c_struct}, {name}));')
-    for name in CONSTANTS:
+    for name in [*CONSTANTS, "CAMUS_PORT_WORDS"]:
         lines.append(f'printf("{name} %llu\\n", (unsigned long long)({name}));')
     lines += ["return 0;", "}"]
     src = tmp_path / "layout.c"
     src.write_text("\n".join(lines) + "\n")
     exe = tmp_path / "layout"
-    built = subprocess.run([cc, "-I", str(ROOT / "bpf"), "-o", str(exe), str(src)], capture_output=True, text=True)
+    defines = [] if words == ebpf_contents.PORT_WORDS else [f"-DCAMUS_PORT_WORDS={words}"]   # as program_text defines it
+    built = subprocess.run([cc, *defines, "-I", str(ROOT / "bpf"), "-o", str(exe), str(src)], capture_output=True,
+                           text=True)
     if built.returncode and ("linux/types.h" in built.stderr or "linux/bpf.h" in built.stderr):
         pytest.skip("no kernel UAPI headers (linux-libc-dev)")
     assert built.returncode == 0, built.stderr
@@ -64,9 +73,11 @@ def _c_layout(tmp_path) -> dict[str, int]:
     return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
 
 
-def test_ctypes_mirrors_and_constants_match_the_header(tmp_path) -> None:
-    c = _c_layout(tmp_path)
-    for s in STRUCTS:
+@pytest.mark.parametrize("words", [4, 16, 64])     # 256 ports (the usual program), 1,024, 4,096
+def test_ctypes_mirrors_and_constants_match_the_header(tmp_path, words) -> None:
+    c = _c_layout(tmp_path, words)
+    assert c["CAMUS_PORT_WORDS"] == words
+    for s in structs(words):
         assert ctypes.sizeof(s) == c[s.c_struct], s.c_struct
         for name, _ in s._fields_:
             assert getattr(s, name).offset == c[f"{s.c_struct}.{name}"], f"{s.c_struct}.{name}"

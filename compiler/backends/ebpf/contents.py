@@ -11,11 +11,10 @@ from typing import Any
 from ...ir.pipeline import ActionSet
 from ..emit import BackendError
 from .custom import custom_flags, custom_value
-from .program import RADIX_LEVELS
+from .program import MAX_PORT_WORDS, PORT_WORDS, RADIX_LEVELS
 
 KIND = {"exact": 1, "range": 2, "lpm": 3, "radix": 4, "direct": 6}
 MAX_PROBE = 4          # bpf/camus_xdp.h CAMUS_MAX_PROBE
-PORT_WORDS = 4
 FN = {"count": 0, "sum": 1, "avg": 2, "every": 3}
 LEAF_DROP, LEAF_CALL, LEAF_PORTS = 1, 2, 4
 
@@ -42,6 +41,7 @@ class MapContents:
     leaf_rules: dict[int, tuple[int, ...]] = field(default_factory=dict)            # state -> counted rules it matched
     svar_cfg: list[tuple[int, int, int, int]] = field(default_factory=list)    # window_ns, fn, field, modulus
     ports: list[object] = field(default_factory=list)                               # bit i -> logical port
+    port_words: int = PORT_WORDS                # words of a port set in the program these are for
     cover_ports: tuple[int, ...] = ()           # port words of every port a rule forwards to: the overload bypass
     cover_flags: int = 0                        # LEAF_CALL when a rule has custom actions: the stack is in the cover
     xslot_count: int = 0                                                            # slots used, holes included
@@ -76,7 +76,7 @@ class MapContents:
                                                                  compare=False)   # (ports, port -> bit)
 
     def port_mask(self, ports: tuple[Any, ...]) -> tuple[int, ...]:
-        words = [0] * PORT_WORDS
+        words = [0] * self.port_words
         key = tuple(self.ports)                # the index once per table set, not per leaf (15K at 100K rules)
         if self._port_index[0] != key:
             self._port_index = (key, {p: i for i, p in enumerate(key)})
@@ -230,13 +230,25 @@ def slot_table(state: int, entries: dict[int, int]) -> tuple[int, int, list[Any]
 Desc = tuple[int, int, int, int, int, int, int]     # kind, var, bits, default, base, count, mult
 
 
-def check_ports(ports: list[object], used: Any) -> None:
+def check_ports(ports: list[object], used: Any, words: int = PORT_WORDS) -> None:
     """The port bits (`ports`) must name every port the rules use and fit the port words."""
     missing = set(used) - set(ports)
     if missing:
         raise BackendError(f"ports {sorted(map(str, missing))} used by the rules have no port mapping")
-    if len(ports) > 64 * PORT_WORDS:
-        raise CapacityError(f"{len(ports)} ports; an XDP broker serves at most {64 * PORT_WORDS}")
+    if len(ports) > 64 * MAX_PORT_WORDS:
+        raise CapacityError(f"{len(ports)} ports; an XDP broker serves at most {64 * MAX_PORT_WORDS} (split the "
+                            "subscribers across hosts)")
+    if len(ports) > 64 * words:
+        raise CapacityError(f"{len(ports)} ports; this program serves at most {64 * words}")
+
+
+def port_words_for(n_ports: int) -> int:
+    """The words of a port set for a program serving `n_ports` ports: 4 (256 ports) at least, a
+    power of two."""
+    words = PORT_WORDS
+    while 64 * words < n_ports and words < MAX_PORT_WORDS:
+        words *= 2
+    return words
 
 
 def leaf_flags(a: ActionSet) -> int:

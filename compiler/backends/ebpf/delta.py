@@ -105,9 +105,10 @@ class EbpfLayout:
             "bounds": Region(bank * (limits.max_bounds // 2), (bank + 1) * (limits.max_bounds // 2)),
         }
         self.lpm_free = limits.max_lpm // 2
-        check_ports(ports, ())
+        self.port_words = limits.port_words
+        check_ports(ports, (), self.port_words)
         self.ports = ports
-        self._mask = MapContents(0, ports=list(ports))           # port bits of a port set
+        self._mask = MapContents(0, ports=list(ports), port_words=self.port_words)   # port bits of a port set
         self.held: dict[int, Held] = {}                         # node -> its id and storage
         self.descs: dict[int, Desc] = {}                         # id -> descriptor (exact slots inline it)
         self.port_refs: Counter[Any] = Counter()                 # ports of live leaves: the bypass cover
@@ -187,7 +188,7 @@ class EbpfLayout:
         return md
 
     def _leaf(self, a: ActionSet) -> tuple[tuple[int, ...], int, int, int]:
-        check_ports(self.ports, a.ports)
+        check_ports(self.ports, a.ports, self.port_words)
         if self.spec is not None:            # an ila()/answerDNS the program cannot run: refused
             check_custom(self.spec, a, diagram=True)
         return leaf_value(a, self._mask)

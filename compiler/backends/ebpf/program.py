@@ -19,6 +19,8 @@ from ..emit import BackendError, Emitter
 
 
 RADIX_LEVELS = 4      # radix range tables: bucket lookups before a range test gives up
+PORT_WORDS = 4        # bpf/camus_xdp.h CAMUS_PORT_WORDS unless defined: 256 subscriber ports
+MAX_PORT_WORDS = 64   # 4,096 subscriber ports on one host
 # The bit-vector stage ANDs this many fields inside its segment loop (bpf/camus_bv.h); fields
 # beyond them are ANDed once per word before it. The verifier walks the segment loop
 # CAMUS_MAX_BV_SEGS times, so its cost grows with the fields in it: 10 fields x 2048 segments
@@ -27,16 +29,23 @@ BV_LOOP_FIELDS = 10
 MAX_QUERY_FIELDS = 32  # the stage keeps one bitmap pointer per field on the 512-byte BPF stack
 
 
-def max_bv_segs_for(fields: int, columns: int = 0) -> int:
+BV_MAX_PORT_WORDS = 16  # a program with wider port sets has no bit-vector stage (the verifier's budget)
+
+
+def max_bv_segs_for(fields: int, columns: int = 0, port_words: int = PORT_WORDS) -> int:
     """The most bit-vector segments a program with this many query fields can hold: the
     verifier's work grows with segments x fields in the loop plus the per-field lookups
     (measured: 10 fields x 2048 segments 0.65M instructions, 12 x 2048 0.69M, 16 x 1024 0.44M,
     32 x 1024 0.57M).
     A program with port columns (whose segments only hold drops, custom actions and counted
-    rules) spends part of the budget on them."""
+    rules) spends part of the budget on them. Wider port sets cost more per segment and per
+    path (8 fields, 1,024 segments: 4 words 0.38M, 16 words 0.60M; 2,048 at 16 words 0.93M)."""
+    if port_words > BV_MAX_PORT_WORDS:
+        return 0
     if columns:
         return 256
-    return 2048 if fields <= 12 else 1024
+    most = 2048 if fields <= 12 else 1024
+    return most // 2 if port_words > PORT_WORDS * 2 else most
 
 
 def max_bv_columns_for(fields: int) -> int:
@@ -90,6 +99,8 @@ class EbpfLimits:
                                   # at most max_bv_segs_for(query fields): the verifier's budget
     bv_columns: int = 0           # port-column word quads and port-run pieces (structure/bv_layout.py);
                                   # 0: no port columns (the program walks planes and segments only)
+    port_words: int = 4           # 64-bit words of a port set (64 subscriber ports each), a power of two up
+                                  # to MAX_PORT_WORDS; attach sizes it from the ports (fitted_contents)
     parse_only: bool = False      # benchmark floor: parse and read fields, classify nothing, drop
 
     @property
@@ -133,10 +144,12 @@ def n_svars(spec: Spec, limits: EbpfLimits) -> int:
 
 
 def generate_header(spec: Spec, limits: EbpfLimits) -> str:
-    for name in ("bv_words", "max_bv_segs", "bv_columns"):
+    for name in ("bv_words", "max_bv_segs", "bv_columns", "port_words"):
         n = getattr(limits, name)
         if (n < 1 and name != "bv_columns") or n & (n - 1):
             raise BackendError(f"{name} must be a power of two (is {n})")
+    if not PORT_WORDS <= limits.port_words <= MAX_PORT_WORDS:
+        raise BackendError(f"port_words must be {PORT_WORDS}..{MAX_PORT_WORDS} (is {limits.port_words})")
     if not 1 <= limits.max_msgs <= 16:
         raise BackendError("messages per packet must be 1..16 (one tail call each; 16-bit keep masks)")
     for q in spec.query_fields:
@@ -161,7 +174,8 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
         raise BackendError(f"the XDP program classifies at most {MAX_QUERY_FIELDS} query fields; spec "
                            f"'{spec.name}' has {nf} (drop the @pragma query_field lines of fields no rule tests)")
     for what, asked, most in (("words", limits.bv_words, max_bv_words_for(nf)),
-                              ("segments", limits.max_bv_segs, max_bv_segs_for(nf, limits.bv_columns)),
+                              ("segments", limits.max_bv_segs if limits.port_words <= BV_MAX_PORT_WORDS else 0,
+                               max_bv_segs_for(nf, limits.bv_columns, limits.port_words)),
                               ("port columns", limits.bv_columns, max_bv_columns_for(nf))):
         if asked > most:
             raise BackendError(f"bit-vector {what}: {asked} asked, a program with {nf} query fields holds at "
@@ -179,6 +193,7 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
                         ("CAMUS_BV_WORDS", limits.bv_words), ("CAMUS_MAX_BV_BITMAPS", limits.max_bv_bitmaps),
                         ("CAMUS_MAX_BV_SEGS", limits.max_bv_segs), ("CAMUS_BV_COLUMNS", limits.bv_columns),
                         ("CAMUS_BV_LOOP_FIELDS", min(nf, BV_LOOP_FIELDS)),
+                        ("CAMUS_BV_STAGE", int(limits.port_words <= BV_MAX_PORT_WORDS)),
                         ("CAMUS_FRAMING_MOLD", int(spec.framing.kind == "moldudp64")),
                         ("CAMUS_FRAMING_ATTRS", {"attrs_pairs": 1, "attrs_bitmask": 2}.get(spec.framing.kind, 0)),
                         ("CAMUS_MSG_BYTES", spec.message_min_bytes),
@@ -287,6 +302,8 @@ def program_text(spec: Spec, limits: EbpfLimits | None = None) -> str:
     prune = bpf.joinpath("camus_prune.h").read_text()      # pasted into both ways a copy leaves
     tc = bpf.joinpath("camus_tc.c").read_text().replace("/*@CAMUS_PRUNE_H@*/", prune)
     fan = bpf.joinpath("camus_fan.c").read_text().replace("/*@CAMUS_PRUNE_H@*/", prune)
+    if lim.port_words != PORT_WORDS:              # the shared header's structs are sized by it
+        shared = f"#define CAMUS_PORT_WORDS {lim.port_words}   /* {64 * lim.port_words} subscriber ports */\n" + shared
     return (main.replace("/*@CAMUS_XDP_H@*/", shared)
                 .replace("/*@CAMUS_GEN_H@*/", generate_header(spec, lim))
                 .replace("/*@CAMUS_TC_C@*/", tc + fan))

@@ -16,9 +16,9 @@ from ...language.spec import Spec
 from .bitvector import KIND_BV, sized_limits
 from ...structure.bv_layout import preferred_ports
 from .contents import (FN, KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, STATE_MASK, CapacityError, Desc, MapContents,
-                       check_ports, leaf_value, put_start, range_desc, slot_table)
+                       check_ports, leaf_value, port_words_for, put_start, range_desc, slot_table)
 from .custom import check_custom
-from .program import EbpfLimits, n_svars
+from .program import BV_MAX_PORT_WORDS, EbpfLimits, max_bv_segs_for, n_svars
 from ..emit import BackendError
 
 
@@ -107,7 +107,8 @@ def _shift(c: MapContents, lim: EbpfLimits) -> MapContents:
 
     def ref(r: int) -> int:
         return r + dsub if r & RADIX_SUB else st(r)
-    out = MapContents(st(c.root), ports=c.ports, svar_cfg=c.svar_cfg, cover_ports=c.cover_ports, cover_flags=c.cover_flags,
+    out = MapContents(st(c.root), ports=c.ports, port_words=c.port_words, svar_cfg=c.svar_cfg,
+                      cover_ports=c.cover_ports, cover_flags=c.cover_flags,
                       xslot_count=c.xslot_count + dx,
                       bounds_base=db, rnodes_base=dr, rsub_base=dsub,
                       bounds=[(keys, tuple(st(v) if leaf else v + db for v in vals), n, leaf)
@@ -156,7 +157,9 @@ def _mark_final(out: MapContents) -> None:
     out.lpm = {k: ref(n) for k, n in out.lpm.items()}
 
 
-def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | None) -> MapContents:
+def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | None,
+              fit_ports: bool = False) -> MapContents:
+    """`fit_ports`: port sets as wide as the ports need (fitted_contents), else lim.port_words."""
     field_index = {q.path: i for i, q in enumerate(spec.query_fields)}
     nf = len(spec.query_fields)
     out = MapContents(p.root)
@@ -172,7 +175,8 @@ def _contents(p: Pipeline, spec: Spec, lim: EbpfLimits, ports: list[object] | No
         raise CapacityError(f"{len(out.labels)} topic level labels; this program holds {lim.max_labels}")
     all_ports = sort_ports({x for a in p.leaves.values() for x in a.ports})
     out.ports = list(ports) if ports is not None else preferred_ports(p.bitvector, list(all_ports))
-    check_ports(out.ports, all_ports)
+    out.port_words = max(lim.port_words, port_words_for(len(out.ports))) if fit_ports else lim.port_words
+    check_ports(out.ports, all_ports, out.port_words)
     if len(p.state_vars) > n_svars(spec, lim):
         raise CapacityError(f"{len(p.state_vars)} state variables; this program holds {n_svars(spec, lim)}")
 
@@ -241,6 +245,20 @@ def _needs(p: Pipeline, out: MapContents) -> dict[str, int]:
             "max_updates": len(out.updates)}
 
 
+def _bv_room_for_ports(out: MapContents, lim: EbpfLimits, fields: int) -> dict[str, int]:
+    """The bit-vector stage's segments in a program with `out`'s port sets: wider sets leave
+    the verifier room for fewer (none past BV_MAX_PORT_WORDS). Raises CapacityError when the
+    rules' segments do not fit."""
+    most = max_bv_segs_for(fields, lim.bv_columns, out.port_words)
+    if not most:
+        raise CapacityError(f"{len(out.ports)} ports: these rules take the bit-vector stage, which serves at most "
+                            f"{64 * BV_MAX_PORT_WORDS} ports on one host (split the subscribers across hosts)")
+    if len(out.bv_segs) > most:
+        raise CapacityError(f"bit-vector stage: {len(out.bv_segs)} segments; a program with {fields} query fields "
+                            f"and {len(out.ports)} ports holds {most}")
+    return {"max_bv_segs": most} if lim.max_bv_segs > most else {}
+
+
 def fitted_contents(p: Pipeline, spec: Spec, lim: EbpfLimits,
                     ports: list[object] | None = None) -> tuple[EbpfLimits, MapContents]:
     """`lim` with each diagram map grown where `p` needs more than it holds (one bank with a
@@ -249,8 +267,11 @@ def fitted_contents(p: Pipeline, spec: Spec, lim: EbpfLimits,
     both; the defaults stay where they suffice (the usual program, unchanged)."""
     from dataclasses import replace
     room: dict[str, Any] = {key: 1 << 30 for key in DIAGRAM_MAPS} | {"max_states": STATE_FINAL // 2}
-    out = _contents(p, spec, replace(_half(lim), **room), ports)
-    grown: dict[str, Any] = {}
+    out = _contents(p, spec, replace(_half(lim), **room), ports, fit_ports=True)
+    grown: dict[str, Any] = {"port_words": out.port_words} if out.port_words > lim.port_words else {}
+    if p.bitvector is not None:
+        grown.update(_bv_room_for_ports(out, lim, len(spec.query_fields)))
+        out.bv_max_segs = grown.get("max_bv_segs", out.bv_max_segs)      # the stage value is sized by it
     for key, have in _needs(p, out).items():
         want = 2 * (1 << max(0, (have + have // 4 - 1).bit_length()))
         if want > getattr(lim, key):
