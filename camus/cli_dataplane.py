@@ -12,6 +12,7 @@ import click
 from camus.cli_options import APP_OPTION, unit_of as _unit
 from camus.compiler.compile import CompileOptions, compile_files
 from camus.compiler.language.errors import CompileError, CompileErrors
+from camus.compiler.backends.ebpf.program import BV_MAX_PORT_WORDS
 from camus.dataplane.program import DataplaneError
 
 if TYPE_CHECKING:
@@ -399,9 +400,11 @@ def status(as_json: bool) -> None:
                        f"minute under changes, and when it stops): the rule count and root above lag "
                        f"(live root state {live})")
         lim = inst.limits()
-        click.echo(f"  capacity: {lim.max_states // 2} states per bank; bit-vector stage {64 * lim.bv_words} "
-                   f"terms, {lim.max_bv_bitmaps // 2} bitmaps and {lim.max_bv_segs} segments per bank"
-                   + (f", port columns {4 * lim.bv_columns} words" if lim.bv_columns else ""))
+        stage = (f"bit-vector stage {64 * lim.bv_words} terms, {lim.max_bv_bitmaps // 2} bitmaps and "
+                 f"{lim.max_bv_segs} segments per bank" if lim.port_words <= BV_MAX_PORT_WORDS
+                 else "no bit-vector stage (more ports than it serves)")
+        click.echo(f"  capacity: {lim.max_states // 2} states per bank; {64 * lim.port_words} subscriber ports; "
+                   + stage + (f", port columns {4 * lim.bv_columns} words" if lim.bv_columns else ""))
         if inst.fanout:
             click.echo(f"  copies: {inst.fanout}")
         from camus.dataplane.report import next_update

@@ -127,7 +127,8 @@ class Attachment:
                else fanout.FanPlan((), 0))
         try:
             if limits is None:     # map capacity from the rule set, with headroom for updates
-                limits = sized_limits(compiled.pipeline, EbpfLimits(), len(compiled.spec.query_fields))
+                limits = sized_limits(compiled.pipeline, EbpfLimits(), len(compiled.spec.query_fields),
+                                      len(bits) if bits is not None else None)
                 limits, contents = fitted_contents(compiled.pipeline, compiled.spec, limits, bits)
             else:
                 contents = map_contents(compiled.pipeline, compiled.spec, limits, bits, bank=0)

@@ -74,7 +74,7 @@ def _del_filters(found: list[tuple[str, str, int]]) -> None:
 def grown_limits(compiled: Compiled, inst: Installed) -> EbpfLimits:
     """Room for `compiled` as attach gives it, never less than the program had."""
     nf = len(compiled.spec.query_fields)
-    want = sized_limits(compiled.pipeline, EbpfLimits(), nf)
+    want = sized_limits(compiled.pipeline, EbpfLimits(), nf, len(inst.port_bits) if inst.port_bits else None)
     have = inst.limits()
     got = replace(want, **{f.name: max(getattr(want, f.name), getattr(have, f.name)) for f in fields(EbpfLimits)
                            if isinstance(getattr(want, f.name), int) and not isinstance(getattr(want, f.name), bool)})

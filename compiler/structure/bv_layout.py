@@ -31,7 +31,7 @@ from .slicing import sort_ports
 PLANE_LEAVES = 64          # one bit per leaf in a 64-bit word
 MAX_PLANES = 4             # leaves past 4 planes (256) are only walked
 PLANE_WORDS = 4            # a plane's most words (rounds past the second are rarely read)
-COLUMN_PORTS = 256         # bpf/camus_xdp.h CAMUS_PORT_WORDS x 64
+COLUMN_PORTS = 1024        # ebpf/program.py BV_MAX_PORT_WORDS x 64: the most ports of a program with the stage
 COLUMN_WORDS = 2048        # the most column words a program walks (bpf/camus_bv.h: 512 quads)
 # The most quads of one group and run pieces a layout may need, by the spec's query fields: what
 # an XDP program with that many fields holds (ebpf/program.max_bv_columns_for, the verifier's budget)

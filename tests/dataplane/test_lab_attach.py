@@ -108,8 +108,8 @@ def test_attach_errors_leave_nothing_behind(lab) -> None:
     runtime.attach(BRK, compiled, "s", "r", "native")
     with pytest.raises(DataplaneError, match="already has camus-xdp attached"):
         runtime.attach(BRK, compiled, "s", "r", "native")
-    many = "\n".join(f"stock == S{i} : fwd({i})" for i in range(300))       # 300 ports > 256
-    with pytest.raises(DataplaneError, match="old tables keep serving"):
+    many = "\n".join(f"stock == S{i} : fwd({i})" for i in range(4100))      # 4,100 ports > 4,096
+    with pytest.raises(DataplaneError, match="old tables keep serving.*4100 ports; an XDP broker serves at most 4096"):
         runtime.update(BRK, compile_rules(spec, many), "many.txt")
     assert state.load_installed(BRK).rule_lines == ["stock == GOOGL : fwd(1)"]
 

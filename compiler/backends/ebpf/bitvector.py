@@ -13,7 +13,7 @@ from ...ir.labels import long_label_count
 from ...ir.pipeline import COLUMN_CHUNK, BitvectorPlane, BitvectorStage, Pipeline
 from ...structure.bv_layout import reorder_columns
 from ...language.spec import Spec
-from .contents import PORT_WORDS, CapacityError, MapContents, direct_desc, leaf_flags, put_start, range_desc
+from .contents import CapacityError, MapContents, direct_desc, leaf_flags, port_words_for, put_start, range_desc
 from .program import EbpfLimits, max_bv_columns_for, max_bv_segs_for, max_bv_words_for
 
 
@@ -31,12 +31,12 @@ def _pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
+def sized_limits(p: Pipeline, base: EbpfLimits, fields: int, n_ports: int | None = None) -> EbpfLimits:
     """`base` with the labels map sized for the long topic levels and DNS labels `p` names, and
     the bit-vector capacities grown to hold `p` with headroom (updates may grow
     the rule set; both banks), within what the verifier accepts for a program with `fields`
     query fields and within BITMAP_BYTES of bitmaps. Raises CapacityError when the stage
-    cannot fit an XDP host at all."""
+    cannot fit an XDP host at all. `n_ports`: the ports a ports file numbers (else the rules')."""
     from dataclasses import replace
 
     longs = long_label_count(p)
@@ -47,8 +47,10 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
         return base
     max_words = max_bv_words_for(fields)
     needed = bv.words
-    if bv.columns is not None:      # a ports file's order may spread the columns over every port word
-        needed += max(0, (PORT_WORDS * max(bv.columns.layers)) - bv.columns.words)
+    # the program's port words: a ports file's order may spread the columns over every one
+    port_words = port_words_for(max(n_ports or 0, len({x for a in p.leaves.values() for x in a.ports})))
+    if bv.columns is not None:
+        needed += max(0, (port_words * max(bv.columns.layers)) - bv.columns.words)
     if bv.words > max_words:
         raise CapacityError(f"bit-vector stage: {bv.terms} terms; an XDP host with {fields} query fields "
                             f"classifies at most {64 * max_words} with this stage (split the subscriptions "
@@ -56,7 +58,7 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int) -> EbpfLimits:
     columns = 0
     if bv.columns is not None:      # the segments hold only leaves no column serves
         segs = len({(t // 64, bv.term_leaf[t]) for t in range(bv.prefix, bv.terms)}) + 1
-        walk = max(max(bv.columns.layers) * PORT_WORDS // 4, len(port_runs(bv)[0]), 1)
+        walk = max(max(bv.columns.layers) * port_words // 4, len(port_runs(bv)[0]), 1)
         if walk > max_bv_columns_for(fields):
             raise CapacityError(f"bit-vector stage: {walk} port-column quads or run pieces; a program with "
                                 f"{fields} query fields holds {max_bv_columns_for(fields)}")
