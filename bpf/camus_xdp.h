@@ -52,6 +52,8 @@
 #define CAMUS_LEAF_WIDE 16   /* bit-vector segments: ports beyond the first 64 (else only word 0 is OR-ed) */
 #define CAMUS_LEAF_ANSWER 32 /* answerDNS(a.b.c.d): XDP answers the query itself (leaf.value, camus_dns.h) */
 #define CAMUS_LEAF_ILA   64  /* ila(L::): XDP writes locator L into the IPv6 destination (leaf.value, camus_ila.h) */
+#define CAMUS_ONE_WORD_SHIFT 16  /* bit-vector leaves of a program with more than 4 port words, not WIDE:
+                                    all their ports in one word, held first, its index here in the flags */
 
 /* stats[] indices */
 #define CAMUS_STAT_PACKETS      0   /* packets seen */

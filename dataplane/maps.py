@@ -12,7 +12,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from camus.compiler.backends.ebpf.bitvector import LEAF_COUNTED, SEG_PLANE_SHIFT
+from camus.compiler.backends.ebpf.bitvector import LEAF_COUNTED, LEAF_WIDE, SEG_PLANE_SHIFT
 from camus.compiler.backends.ebpf.contents import PORT_WORDS, STATE_MASK, MapContents
 from camus.compiler.structure.bv_layout import MAX_PLANES, PLANE_LEAVES
 
@@ -145,6 +145,21 @@ def bypass_value(ports: tuple[int, ...], flags: int) -> Any:
 
 
 DEBRUIJN = 0x03F79D71B4CB0A89             # bpf/camus_xdp.h CAMUS_DEBRUIJN
+ONE_WORD_SHIFT = 16                        # bpf/camus_xdp.h CAMUS_ONE_WORD_SHIFT
+
+
+def inline_ports(ports: tuple[int, ...], flags: int, words: int) -> tuple[tuple[int, ...], int]:
+    """A bit-vector leaf's ports and flags as its segments and plane entries hold them (bpf/
+    camus_bv.h bv_unite_leaf): a program of 4 port words keeps the words (WIDE past word 0); a
+    wider one's leaf with its ports in one word k holds that word first and k in its flags, else
+    WIDE with every word."""
+    if words <= PORT_WORDS:
+        return ports, flags
+    used = [i for i, w in enumerate(ports) if w]
+    if len(used) > 1:
+        return ports, flags | LEAF_WIDE
+    k = used[0] if used else 0
+    return (ports[k] if used else 0,), (flags & ~LEAF_WIDE) | k << ONE_WORD_SHIFT
 
 
 def label_key_type(words: int) -> type[ctypes.Structure]:
@@ -411,7 +426,9 @@ class MapSet:
             for k, (tops, rest, words, first_word, leaves) in enumerate(c.bv_planes):
                 union, all_flags = [0] * c.port_words, 0
                 for g, (tbit, flags, leaf, ports) in enumerate(leaves):
-                    segs.pl[first_leaf + g] = ps.BvPrefixLeaf(tbit, flags | k << SEG_PLANE_SHIFT, leaf, ps.Words(*ports))
+                    held, held_flags = inline_ports(ports, flags, c.port_words)
+                    segs.pl[first_leaf + g] = ps.BvPrefixLeaf(tbit, held_flags | k << SEG_PLANE_SHIFT, leaf,
+                                                              ps.Words(*held))
                     union = [u | w for u, w in zip(union, ports)]
                     all_flags |= flags
                 grp = [0] * 64
@@ -421,7 +438,8 @@ class MapSet:
                                      int(bool(all_flags & LEAF_COUNTED)), 0, (ctypes.c_uint8 * 64)(*grp))
                 first_leaf += len(leaves)
             for j, (mask, word, leaf, ports, flags, nxt, lbit) in enumerate(c.bv_segs):
-                segs.s[j] = ps.BvSeg(mask, lbit, word, flags, leaf, nxt, ps.Words(*ports))
+                held, held_flags = inline_ports(ports, flags, c.port_words)
+                segs.s[j] = ps.BvSeg(mask, lbit, word, held_flags, leaf, nxt, ps.Words(*held))
             self.update("bv_segs", ctypes.c_uint32(c.bv_segs_base), segs)
         for k, (window_ns, fn, fld, modulus) in enumerate(c.svar_cfg):
             self.update("svar_cfg", ctypes.c_uint32(k), SvarCfg(window_ns, fn, fld, modulus))

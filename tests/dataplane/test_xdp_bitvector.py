@@ -246,3 +246,38 @@ def test_port_columns_agree_with_the_ir_for_hundreds_of_port_sets(programs, host
             check(prog, compiled, contents, interp, build_packet(spec, msgs[k:k + 12]))
     finally:
         prog.remove(contents)
+
+
+@pytest.mark.parametrize("layout, count", [("planes", 0), ("planes", 64), ("columns", 0)])
+def test_a_program_of_a_thousand_ports_agrees_with_the_ir(layout, count) -> None:
+    """Port sets of 16 words (filters over ~600 of 1,000 ports): leaves held as their one port word and its
+    index (bv_unite_leaf), a leaf over several words (WIDE), counted leaves settled one by one,
+    and port columns over eleven 64-port groups: the kernel's ports are the IR's, message by
+    message (the packet's ports united in camus_finish)."""
+    from camus.compiler.backends.ebpf.tables import sized_contents
+    spec = parse_spec(SIENA.spec_text(), "siena.p4")
+    rules = siena_rules(900, SIENA, seed=3, n_hosts=1000, max_constraints=3)
+    rules.append(f"{rules[0].split(':')[0].strip()} : fwd(1, 100, 900)")        # ports in three words
+    compiled = compile_rules(spec, "\n".join(rules), options=CompileOptions(strategy="bitvector", bv_layout=layout,
+                                                                             count_rules=count))
+    bv = compiled.pipeline.bitvector
+    assert bv is not None and (bv.columns is not None) == (layout == "columns")
+    lim, contents = sized_contents(compiled.pipeline, spec)
+    assert lim.port_words == 16
+    prog = XdpProgram.load(spec, lim)
+    try:
+        prog.write(contents)
+        interp = PipelineInterpreter(compiled.pipeline)
+        rng = random.Random(7)
+        seen: set[int] = set()
+        for _ in range(200):
+            pkt = build_packet(spec, [message_from_text(spec, siena_message(SIENA, rng))])
+            want = expected_verdict(spec, interp, pkt, lim.max_msgs)
+            got = prog.classify(pkt)
+            assert got.verdict == want.verdict
+            for i, (_, actions) in want.messages.items():
+                assert sorted(contents.ports_of(got.messages[i][2])) == sorted(actions.ports)   # bits by column
+                seen.update(p for p in actions.ports if isinstance(p, int))
+        assert max(seen) > 256                           # ports past the narrow program's words
+    finally:
+        prog.close()
