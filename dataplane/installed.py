@@ -139,6 +139,38 @@ def _lock_file(unit: str) -> int:
     return os.open(_lock_path(unit), os.O_RDWR | os.O_CREAT, 0o600)
 
 
+def remove_stale_lock(unit: str) -> bool:
+    """Remove the unit's lock file if no process holds it (a holder killed with -9 leaves its
+    file behind). True when removed. A process that opened the file before and locks it after
+    finds it gone from the path and opens the path again (_acquire)."""
+    path = _lock_path(unit)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False                               # held: a live command's
+        path.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def stale_lock_units() -> list[str]:
+    """Units with a lock file and nothing else: no state file and no interface (an attachment
+    cannot outlive its interface), the leftovers of killed commands and benches."""
+    folder = STATE_ROOT / "locks"
+    out = []
+    for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+        iface = f.name.partition("@")[0]
+        if not (STATE_ROOT / f"{f.name}.json").exists() and not (Path("/sys/class/net") / iface).exists():
+            out.append(f.name)
+    return out
+
+
 def _acquire(unit: str, wait: bool) -> int | None:
     """The unit's lock file, opened and locked (None: `wait` is off and another process holds
     it). A holder removes the file as it lets go (nothing stays under the lock folder); one that

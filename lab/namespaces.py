@@ -160,8 +160,12 @@ def free_net(first: int = 80) -> str:
 
 def remove_stale_labs() -> list[str]:
     """Remove the labs of processes that died without removing them (kill -9, a crash): their
-    prefixes, from LAB_OWNERS. Returns the prefixes removed."""
+    prefixes, from LAB_OWNERS, and the lock files such runs leave for units whose interface is
+    gone. Returns the prefixes removed."""
+    from camus.dataplane import installed as state
     gone = []
+    for unit in state.stale_lock_units():
+        state.remove_stale_lock(unit)
     for record in sorted(LAB_OWNERS.glob("*")) if LAB_OWNERS.exists() else []:
         try:
             pid = int(record.read_text().strip())
@@ -271,6 +275,9 @@ class Lab:
         for name in netns.listnetns():
             if name.startswith(self.prefix + "-"):
                 netns.remove(name)
+        for unit in state.stale_lock_units():          # a killed run's lock files for our units
+            if unit.startswith(self.prefix[:8] + "-"):
+                state.remove_stale_lock(unit)
         (LAB_OWNERS / self.prefix).unlink(missing_ok=True)
 
     # use ---------------------------------------------------------------------------------

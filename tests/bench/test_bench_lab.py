@@ -73,9 +73,16 @@ def test_labs_of_two_runs_stand_apart_and_a_dead_runs_lab_is_removed() -> None:
     stale = Lab("tdead", subscribers=1)
     stale.__enter__()                                   # entered, never exited: as a killed run leaves it
     (LAB_OWNERS / "tdead").write_text(str(gone.pid))
+    from camus.dataplane.installed import STATE_ROOT
+    lock = STATE_ROOT / "locks" / stale.broker          # a command on its broker killed while holding it
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.touch()
+    held = STATE_ROOT / "locks" / "cxgone-brk"          # another killed run's, its interface long gone
+    held.touch()
     with Lab(run_lab_prefix("tc"), subscribers=1):
         assert "tdead-" not in sh("ip", "netns", "list").stdout and "tdead-" not in sh("ip", "-o", "link").stdout
         assert not (LAB_OWNERS / "tdead").exists()
+        assert not lock.exists() and not held.exists()
 
 
 def test_bench_run_refuses_a_lab_prefix_too_long_for_interface_names() -> None:

@@ -142,3 +142,15 @@ def test_a_waiter_that_locks_a_removed_file_opens_the_path_again(monkeypatch) ->
             assert got is False                     # the unit is held: one holder, at the path
     finally:
         hold.release()
+
+
+def test_a_killed_commands_lock_file_is_swept_and_a_held_one_is_not(tmp_path) -> None:
+    """A lock file with no state file and no interface behind it is a killed command's: swept
+    (lab/namespaces.remove_stale_labs does it before every lab); one a live command holds stays."""
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "locks" / "cxgone0").touch()             # killed: nobody holds it
+    with state.unit_lock("cxgone1"):                     # a live command's (no interface either)
+        assert state.stale_lock_units() == ["cxgone0", "cxgone1"]
+        assert [u for u in state.stale_lock_units() if state.remove_stale_lock(u)] == ["cxgone0"]
+        assert (tmp_path / "locks" / "cxgone1").exists()
+    assert not (tmp_path / "locks" / "cxgone0").exists() and not (tmp_path / "locks" / "cxgone1").exists()
