@@ -109,3 +109,39 @@ def test_4096_ports_each_get_exactly_their_messages(lab: Path) -> None:
     assert not {k for k in got if not want[k]}
     stats = runtime.stats(BRK)
     assert stats["deliver"] == len(frames) and stats["cross_cpu"] == 0
+
+
+def test_an_update_naming_more_ports_grows_the_port_sets() -> None:
+    """Attached for 10 ports (4 words), updated to rules over 600: the program grows to 16-word
+    port sets (make before break, dataplane/grow.py) and the kernel gives each message the ports
+    the rules say; an update past 4,096 is refused and the old tables keep serving."""
+    from camus.dataplane.program import DataplaneError
+    from camus.lab.pinned_run import port_bits_of
+    from camus.compiler.semantics.interpreter import PipelineInterpreter as Interp
+    from camus.compiler.codec.packets import message_from_text
+    unit = "cxw-g0"
+    sh("ip", "link", "del", unit, check=False)
+    sh("ip", "link", "add", unit, "type", "veth", "peer", "name", "cxw-g1")
+    try:
+        spec = load_spec(APPS / "itch" / "itch.p4")
+        few = compile_rules(spec, "".join(f"stock == S{k:04d} : fwd({k})\n" for k in range(1, 11)))
+        runtime.attach(unit, few, str(APPS / "itch" / "itch.p4"), "few", "generic")
+        assert state.load_installed(unit).limits().port_words == 4
+        text = "".join(f"stock == S{k:04d} : fwd({k})\n" for k in range(1, 601)) + "stock == FANOUT : fwd(2, 300, 600)\n"
+        many = compile_rules(spec, text)
+        assert runtime.update(unit, many, "many").grown
+        inst = state.load_installed(unit)
+        assert inst.limits().port_words == 16
+        msgs = [f"stock=S{k:04d} price=5" for k in (1, 64, 65, 257, 599, 600)] + ["stock=FANOUT price=1", "stock=NONE price=1"]
+        names = inst.keys["ports"]
+        interp = Interp(many.pipeline)
+        got = [sorted(names[b] for b in bits) for bits in port_bits_of(unit, spec, msgs)]
+        assert got == [sorted(interp.run(message_from_text(spec, m)).actions.ports) for m in msgs]
+        with pytest.raises(DataplaneError, match="old tables keep serving"):
+            runtime.update(unit, compile_rules(spec, "".join(f"stock == T{k:04d} : fwd({k})\n" for k in range(1, 4200))),
+                           "too-many")
+        assert state.load_installed(unit).limits().port_words == 16
+    finally:
+        if state.state_path(unit).exists():
+            runtime.detach(unit)
+        sh("ip", "link", "del", unit, check=False)
