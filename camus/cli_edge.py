@@ -72,7 +72,7 @@ def _read_config(ctx: click.Context, _: click.Parameter, path: str | None) -> st
               help="A mosquitto.conf with the options the two brokers share (listener with certfile/keyfile/"
                    "cafile/require_certificate, password_file, acl_file, allow_anonymous, max_packet_size, "
                    "max_inflight_messages, max_queued_messages, max_queued_bytes, queue_qos0_messages, "
-                   "sys_interval); options on the command line win.")
+                   "sys_interval, persistence with persistence_location); options on the command line win.")
 @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The spec with a topic field, e.g. apps/topics/topics.p4.")
 @click.option("--topic", "topic_path", default=None, help="Which topic field (when the spec has several).")
@@ -132,12 +132,16 @@ def _read_config(ctx: click.Context, _: click.Parameter, path: str | None) -> st
               help="Queue QoS 0 publications for a persistent session whose client is away.")
 @click.option("--max-retained-bytes", type=click.IntRange(0), default=Limits.max_retained_bytes, show_default=True,
               help="Payload bytes of all retained messages; past it new ones are sent on but not kept.")
+@click.option("--persistence", "persistence", type=click.Path(file_okay=False), default=None,
+              help="Keep retained messages and persistent sessions (subscriptions, owed QoS 1/2 publications) "
+                   "in DIR/camus-edge.db across restarts and kill -9 (mosquitto's persistence_location).")
 def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str | None, deliveries: str | None,
          iface: str | None, port: int | None, batch_ms: int, batch: int, log_level: str,
          password_file: str | None, acl_file: str | None, allow_anonymous: bool | None, tls_cert: str | None,
          tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, sys_interval: float,
          packet_timeout: float, max_inflight: int,
-         max_queued: int, max_queued_bytes: int, queue_qos0: bool, max_retained_bytes: int) -> None:
+         max_queued: int, max_queued_bytes: int, queue_qos0: bool, max_retained_bytes: int,
+         persistence: str | None) -> None:
     """Run an edge broker: unmodified MQTT 3.1.1 clients publish and subscribe here; the
     XDP broker does the matching and the fan-out between edge brokers. What a mosquitto user
     relies on works: wills, keep-alive, session takeover, persistent sessions (queued and
@@ -203,8 +207,16 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
                     max_queued_bytes=max_queued_bytes, queue_qos0=queue_qos0,
                     max_retained_bytes=max_retained_bytes, max_buffered=max_buffered,
                     packet_timeout=packet_timeout)
+    store = None
+    if persistence:
+        from camus.edge.store import EdgeStore, StoreError
+        try:
+            store = EdgeStore(persistence)
+        except StoreError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
     broker = EdgeBroker(framing, _addr(feed, "--feed") if feed else None, port, sink, batch_ms / 1000, limits,
-                        passwords, acl, allow_anonymous)
+                        passwords, acl, allow_anonymous, store)
     broker.sys_interval = sys_interval
     places = [_listener(x, ssl_context is not None) for x in listens]
     back = _addr(deliveries, "--deliveries") if deliveries else None

@@ -42,6 +42,7 @@ from . import mqtt
 from .auth import Acl, Passwords
 from .framing import Framing, Message
 from .session import Limits, Outgoing, Session
+from .store import EdgeStore
 from .trie import KNOWN_TOPICS, TopicTrie
 
 __all__ = ["EdgeBroker", "EdgeStats", "Framing", "Limits", "Message", "RuleSink"]
@@ -83,9 +84,10 @@ class EdgeBroker:
     def __init__(self, framing: Framing, feed: tuple[str, int] | None, port: int | None,
                  sink: RuleSink | None, batch_s: float = 0.02, limits: Limits | None = None,
                  passwords: Passwords | None = None, acl: Acl | None = None,
-                 allow_anonymous: bool | None = None) -> None:
+                 allow_anonymous: bool | None = None, store: EdgeStore | None = None) -> None:
         """`allow_anonymous`: clients without a user name may connect (default: unless there
-        is a password file, as mosquitto 2.0 does)."""
+        is a password file, as mosquitto 2.0 does). `store`: what is kept across restarts
+        (edge/store.py); the retained messages and persistent sessions in it are taken back."""
         self.framing, self.feed, self.port, self.sink, self.batch_s = framing, feed, port, sink, batch_s
         self.limits = limits or Limits()
         self.passwords, self.acl = passwords, acl
@@ -113,6 +115,9 @@ class EdgeBroker:
         self.retained: dict[str, tuple[bytes, int]] = {}   # topic -> its last retained payload, QoS
         self.retained_bytes = 0
         self._retain_full = False                       # the bytes limit was hit (logged once until under)
+        self.store = store
+        if store is not None:
+            self._restore(store)
 
     # -- subscriptions -> the XDP broker's rules ----------------------------------------------
     async def sync(self) -> None:
@@ -194,6 +199,8 @@ class EdgeBroker:
         old = self.retained.pop(topic, None)
         if old is not None:
             self.retained_bytes -= len(old[0])
+            if self.store is not None:
+                self.store.unretain(topic)
         if not payload:
             self._retain_full = False
             return
@@ -207,6 +214,8 @@ class EdgeBroker:
             return
         self.retained[topic] = (payload, qos)
         self.retained_bytes += len(payload)
+        if self.store is not None:
+            self.store.retain(topic, payload, qos)
 
     async def send_retained(self, s: Session, granted: dict[str, int]) -> int:
         """The retained messages matching any of the filters just `granted` (filter -> QoS), to
@@ -225,8 +234,7 @@ class EdgeBroker:
             payload, qos = got
             best = max((q for f, q in granted.items() if topics.matches(flavor, f, topic)), default=-1)
             if best >= 0 and not any(topics.matches("mqtt", d, topic) for d in s.denied):
-                data, kept = s.send(Outgoing(topic, payload, min(qos, best), retain=True), self.limits)
-                self.stats.queue_dropped += not kept
+                data, kept = self._send(s, Outgoing(topic, payload, min(qos, best), retain=True))
                 n += 1
                 if data:
                     out.append(data)
@@ -271,8 +279,7 @@ class EdgeBroker:
                         packet = mqtt.publish_wire(wire, payload)
                     data, always = packet, False
                 else:
-                    data, kept = s.send(Outgoing(topic, payload, q), self.limits)
-                    self.stats.queue_dropped += not kept
+                    data, _ = self._send(s, Outgoing(topic, payload, q))
                     always = True                          # owed (QoS 1/2): never dropped as slow
                     if not data:
                         continue
@@ -282,6 +289,39 @@ class EdgeBroker:
                     self._write(s, data, 1, always)
         self.stats.delivered += len(hits)
         return len(hits)
+
+    def _send(self, s: Session, msg: Outgoing) -> tuple[bytes, bool]:
+        """Session.send, counted, and kept in the store while a persistent session is owed it."""
+        data, kept = s.send(msg, self.limits)
+        self.stats.queue_dropped += not kept
+        if kept and msg.qos and not s.clean and self.store is not None:
+            msg.seq = self.store.owe(s.client_id, msg.topic, msg.payload, msg.qos, msg.retain)
+        return data, kept
+
+    def commit(self) -> None:
+        """What the store was told since the last time, durable: before an acknowledgement."""
+        if self.store is not None:
+            self.store.commit()
+
+    def _restore(self, store: EdgeStore) -> None:
+        """The retained messages and persistent sessions a previous run kept (offline, their
+        subscriptions in the trie, what they are owed queued in order)."""
+        for topic, (payload, qos) in store.retained().items():
+            self.retained[topic] = (payload, qos)
+            self.retained_bytes += len(payload)
+        kept = store.sessions()
+        for client_id, st in kept.items():
+            s = Session(next(self._ids), client_id, clean=False, user=st.user, paid=store.paid)
+            self.sessions[s.sid] = s
+            self.by_client[client_id] = s
+            for flt, qos in st.subs.items():
+                self._add_sub(s, flt, qos)
+            for seq, topic, payload, qos, retain in st.owed:
+                s.queue.append(Outgoing(topic, payload, qos, retain, seq=seq))
+                s.queued_bytes += len(payload)
+        if kept or self.retained:
+            log.info("persistence: %d retained messages and %d persistent sessions (%d publications owed) taken back "
+                     "from %s", len(self.retained), len(kept), sum(len(st.owed) for st in kept.values()), store.path)
 
     def flush(self, out: dict[int, list[bytes]]) -> None:
         for sid, packets in out.items():
@@ -329,6 +369,9 @@ class EdgeBroker:
             old = None
         s = old or Session(next(self._ids), client_id, clean=hello.clean)
         s.writer, s.will, s.user, s.clean = writer, hello.will, hello.username, hello.clean
+        if self.store is not None and not hello.clean:
+            s.paid = self.store.paid
+            self.store.save_session(client_id, hello.username)
         s.keepalive, s.seen = hello.keepalive, asyncio.get_running_loop().time()
         s.denied = self.acl.denied(s.user, client_id) if self.acl is not None else ()
         self.sessions[s.sid] = s
@@ -395,10 +438,16 @@ class EdgeBroker:
         self.sessions.pop(s.sid, None)
         if self.by_client.get(s.client_id) is s:
             del self.by_client[s.client_id]
+        if self.store is not None and not s.clean:
+            self.store.drop_session(s.client_id)
         if s.subs:
             for flt in list(s.subs):
                 self.unsubscribe(s, flt)
             asyncio.get_running_loop().create_task(self._quiet_sync())
+
+    async def resync(self) -> None:
+        """sync(), its failure logged only (the filters taken back from the store at start)."""
+        await self._quiet_sync()
 
     async def _quiet_sync(self) -> None:
         try:
@@ -407,6 +456,11 @@ class EdgeBroker:
             pass                                            # logged in sync
 
     def subscribe(self, s: Session, flt: str, qos: int) -> None:
+        self._add_sub(s, flt, qos)
+        if self.store is not None and not s.clean:
+            self.store.save_sub(s.client_id, flt, qos)
+
+    def _add_sub(self, s: Session, flt: str, qos: int) -> None:
         if flt not in s.subs:
             self.filters[flt] += 1
             self.trie.add(flt, s.sid)
@@ -418,6 +472,8 @@ class EdgeBroker:
             self.filters[flt] -= 1
             if self.filters[flt] <= 0:
                 del self.filters[flt]
+            if self.store is not None and not s.clean:
+                self.store.drop_sub(s.client_id, flt)
 
 
 def _version() -> str:

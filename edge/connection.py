@@ -41,6 +41,7 @@ class Connection:
         self.held = 0                  # bytes of an unfinished packet counted in broker.buffered
         self.since = 0.0               # when that packet's first byte came (loop time)
         self.session: Session | None = None
+        self.acks: list[bytes] = []    # PUBACK/PUBREC for publications read, written once they are sent on
 
     async def run(self) -> None:
         b = self.broker
@@ -138,21 +139,31 @@ class Connection:
                     try:
                         pub = self._publication(s, p)
                     except mqtt.ProtocolError:
-                        b.publish(pubs)        # the ones before it still go
+                        self._send_on(pubs)        # the ones before it still go
                         raise
                     if pub is not None:
                         pubs.append(pub)
                     if len(pubs) == b.framing.batch:
-                        b.publish(pubs)        # a full datagram leaves now: the subscribers'
+                        self._send_on(pubs)        # a full datagram leaves now: the subscribers'
                         pubs = []              # side works on it while we parse the rest
                     continue
-                b.publish(pubs)                # in order with what follows (a SUBSCRIBE)
+                self._send_on(pubs)                # in order with what follows (a SUBSCRIBE)
                 pubs = []
                 if not await self._handle(s, p):
                     return True
-            b.publish(pubs)
+            self._send_on(pubs)
             await writer.drain()
         return False
+
+    def _send_on(self, pubs: list[mqtt.Publish]) -> None:
+        """Publications read, sent on; then their PUBACKs and PUBRECs, once what they made the
+        store keep (owed copies, retained messages: edge/store.py) is committed: an
+        acknowledged publication survives a kill -9 of the edge from then on."""
+        self.broker.publish(pubs)
+        if self.acks:
+            self.broker.commit()
+            self.writer.write(b"".join(self.acks))
+            self.acks.clear()
 
     async def _read(self, buf: bytearray, s: Session, loop: asyncio.AbstractEventLoop) -> bytes:
         """The next bytes; while a packet is unfinished, only until its time is up."""
@@ -203,9 +214,9 @@ class Connection:
         b = self.broker
         pub = mqtt.parse_publish(p)
         if pub.qos == 1:
-            self.writer.write(mqtt.ack(mqtt.PUBACK, pub.packet_id))
+            self.acks.append(mqtt.ack(mqtt.PUBACK, pub.packet_id))
         elif pub.qos == 2:
-            self.writer.write(mqtt.ack(mqtt.PUBREC, pub.packet_id))
+            self.acks.append(mqtt.ack(mqtt.PUBREC, pub.packet_id))
             if pub.packet_id in s.awaiting_release:
                 return None                      # a re-send: published once already (4.3.3)
             s.awaiting_release.add(pub.packet_id)
@@ -280,8 +291,10 @@ class Connection:
             codes = [0x80] * len(codes)          # not installed: the client is told, and the
             for flt in added:                    # filters it did not hold before are taken back
                 b.unsubscribe(s, flt)
+        b.commit()                               # the subscriptions outlive the edge from here on
         self.writer.write(mqtt.suback(sub.packet_id, codes))
         await b.send_retained(s, {f: c for (f, _), c in zip(sub.filters, codes) if c != 0x80})
+        b.commit()
 
 
 def _packet_id(p: mqtt.Packet) -> int:

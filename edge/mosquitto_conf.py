@@ -43,10 +43,13 @@ GLOBAL: dict[str, tuple[str, Any]] = {
     "max_queued_bytes": ("max_queued_bytes", _count),
     "queue_qos0_messages": ("queue_qos0", _bool),
     "sys_interval": ("sys_interval", float),
+    "persistence": ("persist", _bool),                  # with persistence_location: --persistence DIR
+    "persistence_location": ("persistence_location", str),
 }
 TLS_FILES = {"certfile": "tls_cert", "keyfile": "tls_key", "cafile": "tls_ca"}
 # mosquitto options that change nothing here (logging goes to the edge's own log)
-IGNORED = {"log_dest", "log_type", "log_timestamp", "connection_messages", "per_listener_settings"}
+IGNORED = {"log_dest", "log_type", "log_timestamp", "connection_messages", "per_listener_settings",
+           "autosave_interval", "autosave_on_changes"}   # the edge's store commits every change
 
 
 def read_conf(path: str) -> dict[str, Any]:
@@ -105,6 +108,9 @@ def read_conf(path: str) -> dict[str, Any]:
                         "cafile with require_certificate true, or neither")
     for k, v in tls.items():
         out[TLS_FILES[k]] = v
+    persist, where = out.pop("persist", False), out.pop("persistence_location", None)
+    if persist:                            # mosquitto's default location: the directory it runs in
+        out["persistence"] = where or "."
     if listeners:
         out["listens"] = tuple(f"{'mqtts' if i in tls_listeners else 'mqtt'}://"
                                f"{f'[{h}]' if ':' in h else h}:{p}" for i, (h, p) in enumerate(listeners))

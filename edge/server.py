@@ -28,6 +28,7 @@ def _drain(broker: EdgeBroker, sock: socket.socket) -> None:
             break
         broker.datagram(data, out)
     broker.flush(out)
+    broker.commit()                         # what persistent sessions are owed, kept (edge/store.py)
 
 
 async def _sys_updates(broker: EdgeBroker) -> None:
@@ -83,6 +84,8 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
         sock.setblocking(False)
         asyncio.get_running_loop().add_reader(sock.fileno(), _drain, broker, sock)
         reading = sock
+    if broker.filters:                      # persistent sessions taken back: their rules on the XDP broker
+        asyncio.get_running_loop().create_task(broker.resync())
     if ready is not None:
         ready.set()
     try:
@@ -100,3 +103,5 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
             asyncio.get_running_loop().remove_reader(reading.fileno())
             reading.close()
         await broker.withdraw()                                          # leave nothing behind
+        if broker.store is not None:
+            broker.store.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from camus.compiler.language.topics import matches
@@ -42,6 +43,7 @@ class Outgoing:
     qos: int
     retain: bool = False
     released: bool = False                 # QoS 2: PUBREC came, PUBREL sent, PUBCOMP awaited
+    seq: int = 0                           # its row in the broker's store (edge/store.py), 0: not stored
 
 
 @dataclass(eq=False)
@@ -63,6 +65,7 @@ class Session:
     expired: bool = False                  # its connection was closed for silence
     stalled: bool = False                  # QoS 0 publications are being dropped: it does not read
     full: bool = False                     # its queue is full: publications dropped (logged once)
+    paid: Callable[[int], None] | None = None   # told the store row of each acknowledged publication
     _next_id: int = 0
 
     @property
@@ -123,6 +126,8 @@ class Session:
             return mqtt.ack(mqtt.PUBREL, pid)       # answered even for an unknown id (4.3.3)
         if msg is not None and (kind == mqtt.PUBACK) == (msg.qos == 1):
             del self.inflight[pid]
+            if msg.seq and self.paid is not None:
+                self.paid(msg.seq)
         return self.pump(limits)
 
     def pump(self, limits: Limits) -> bytes:

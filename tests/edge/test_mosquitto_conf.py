@@ -50,7 +50,7 @@ sys_interval 5
 
 
 @pytest.mark.parametrize("text, said", [
-    ("listener 1883\npersistence true\n", ":2: persistence true: `persistence` is not an option"),
+    ("listener 1883\nconnection bridge1\n", ":2: connection bridge1: `connection` is not an option"),
     ("certfile a.crt\nlistener 8883\n", ":1: certfile a.crt: certfile belongs to a listener"),
     ("listener 1\ncertfile a.crt\nkeyfile a.key\nlistener 2\ncertfile b.crt\n", ":5: certfile b.crt: the edge serves one"),
     ("listener 70000\n", ":1: listener 70000: a port from 1 to 65535"),
@@ -73,5 +73,12 @@ def test_the_command_line_wins_over_the_file(tmp_path: Path) -> None:
     ctx = edge.make_context("edge", ["--config", conf, "--spec", SPEC, "--max-packet", "9999"])
     assert ctx.params["max_packet"] == 9999 and ctx.params["password_file"] == str(passwd)
     assert ctx.params["listens"] == ("mqtt://127.0.0.1:1999",)
-    with pytest.raises(click.BadParameter, match="persistence"):
-        edge.make_context("edge", ["--config", _conf(tmp_path, "persistence true\n"), "--spec", SPEC])
+    with pytest.raises(click.BadParameter, match="bridge"):
+        edge.make_context("edge", ["--config", _conf(tmp_path, "connection bridge\n"), "--spec", SPEC])
+    store = tmp_path / "store"
+    ctx = edge.make_context("edge", ["--config", _conf(tmp_path, f"persistence true\npersistence_location {store}\n"),
+                                     "--spec", SPEC])
+    assert ctx.params["persistence"] == str(store)
+    ctx = edge.make_context("edge", ["--config", _conf(tmp_path, f"persistence false\npersistence_location {store}\n"),
+                                     "--spec", SPEC])
+    assert ctx.params["persistence"] is None

@@ -1,0 +1,98 @@
+"""`camus-xdp edge --persistence DIR`: retained messages and persistent sessions (subscriptions,
+owed QoS 1/2 publications) survive a kill -9 of the edge; what clean sessions, unsubscribes and
+cleared retained messages leave is nothing."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from camus.edge.store import EdgeStore
+from tests.conftest import APPS
+from tests.edge.edge_server import free_port, running, topics_broker
+from tests.edge.test_mqtt_sessions import Paho
+
+
+def _edge(port: int, store: Path, said: list[str] | None = None) -> subprocess.Popen:
+    """The edge command on `port` keeping its state in `store`; its lines up to "MQTT on" into `said`."""
+    edge = subprocess.Popen([str(Path(sys.executable).parent / "camus-xdp"), "edge", "--spec",
+                             str(APPS / "topics" / "topics.p4"), "--listen", f"127.0.0.1:{port}",
+                             "--persistence", str(store), "--log-level", "info"], stderr=subprocess.PIPE, text=True)
+    assert edge.stderr is not None
+    for line in edge.stderr:                      # its start is logged: no fixed wait
+        if said is not None:
+            said.append(line)
+        if "edge broker: MQTT on" in line:
+            return edge
+    raise AssertionError(f"the edge did not start (exit {edge.wait()})")
+
+
+def test_acknowledged_publications_and_retained_messages_survive_a_kill_9(tmp_path) -> None:
+    store, port = tmp_path / "store", free_port()
+    edge = _edge(port, store)
+    try:
+        keeper = Paho(port, "keeper", clean=False)
+        assert keeper.subscribe(("plant/#", 1)) == [1]
+        keeper.stop()                              # away: what it is owed is queued
+        pub = Paho(port, "pub")
+        pub.publish("plant/1/temp", b"81", 1, retain=True)
+        for k in range(200):
+            pub.publish(f"plant/2/p{k}", str(k).encode(), 1)   # returns once the edge sent PUBACK
+        pub.publish("plant/3/q2", b"exactly", 2)
+    finally:
+        edge.send_signal(signal.SIGKILL)                   # no shutdown: only what was committed
+        edge.wait(60)
+    said: list[str] = []
+    edge = _edge(port, store, said)
+    try:
+        late = Paho(port, "late")
+        assert late.subscribe(("plant/1/#", 0)) == [0]
+        assert late.next() == ("plant/1/temp", b"81", 0, True)      # the retained message is back
+        late.stop()
+        back = Paho(port, "keeper", clean=False)
+        assert back.session_present
+        got = [back.next() for _ in range(202)]
+        assert got[0] == ("plant/1/temp", b"81", 1, False)
+        assert [m[1] for m in got[1:201]] == [str(k).encode() for k in range(200)]   # in order, none lost
+        assert got[201] == ("plant/3/q2", b"exactly", 1, False)       # at the subscription's QoS
+        assert back.nothing_more()
+        back.stop()
+    finally:
+        edge.send_signal(signal.SIGINT)
+        _, err = edge.communicate(timeout=60)
+    assert "persistence: 1 retained messages and 1 persistent sessions (202 publications owed) taken back" in "".join(said)
+    kept = EdgeStore(store)
+    try:
+        assert kept.sessions()["keeper"].owed == []          # acknowledged by the client: paid
+        assert kept.sessions()["keeper"].subs == {"plant/#": 1}
+    finally:
+        kept.close()
+
+
+def test_clean_sessions_unsubscribes_and_cleared_retained_messages_leave_nothing(tmp_path) -> None:
+    store = EdgeStore(tmp_path)
+    b = topics_broker(store=store)
+    with running(b) as port:
+        p = Paho(port, "p", clean=False)
+        assert p.subscribe(("a/#", 1), ("b/#", 2)) == [1, 2]
+        p.unsubscribe("b/#")
+        p.publish("a/x", b"kept", 1, retain=True)
+        p.publish("a/y", b"gone", 1, retain=True)
+        p.publish("a/y", b"", 1, retain=True)                  # an empty retained message clears it
+        assert p.next()[1] == b"kept"
+        p.stop()
+        q = Paho(port, "q", clean=False)
+        q.subscribe(("z", 0))
+        q.stop()
+        Paho(port, "q", clean=True).stop()                   # a clean session ends what "q" kept
+    store = EdgeStore(tmp_path)                              # as the next run opens it
+    try:
+        assert store.retained() == {"a/x": (b"kept", 1)}
+        kept = store.sessions()
+        assert list(kept) == ["p"] and kept["p"].subs == {"a/#": 1}
+    finally:
+        store.close()
+    again = topics_broker(store=EdgeStore(tmp_path))
+    assert set(again.filters) == {"a/#"} and again.by_client["p"].subs == {"a/#": 1}
+    assert not again.by_client["p"].online and again.retained == {"a/x": (b"kept", 1)}
