@@ -79,8 +79,9 @@ def grown_limits(compiled: Compiled, inst: Installed) -> EbpfLimits:
     got = replace(want, **{f.name: max(getattr(want, f.name), getattr(have, f.name)) for f in fields(EbpfLimits)
                            if isinstance(getattr(want, f.name), int) and not isinstance(getattr(want, f.name), bool)})
     # segments and port columns share the verifier's budget: the new rule set's needs first
-    columns = min(got.bv_columns, max_bv_columns_for(nf)) if want.bv_columns else 0
-    return replace(got, bv_columns=columns, max_bv_segs=min(got.max_bv_segs, max_bv_segs_for(nf, columns)))
+    columns = min(got.bv_columns, max_bv_columns_for(nf, got.port_words)) if want.bv_columns else 0
+    return replace(got, bv_columns=columns,
+                   max_bv_segs=min(got.max_bv_segs, max_bv_segs_for(nf, columns, got.port_words)))
 
 
 def tc_interfaces(inst: Installed) -> list[str]:

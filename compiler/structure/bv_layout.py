@@ -144,7 +144,7 @@ def column_terms(term_leaf: list[int], guess: list[float],
 
 def column_order(term_leaf: list[int], guess: list[float], actions: dict[int, ActionSet],
                  ports: list[Any], cols: list[list[int]], cut: int,
-                 steps: int = COLUMN_STEPS[-1][1]) -> tuple[Order, BitvectorColumns] | None:
+                 steps: int = COLUMN_STEPS[-1][1], words: int = 4) -> tuple[Order, BitvectorColumns] | None:
     """The port-columns layout with each column cut after `cut` terms: (term per bit; the
     columns), or None when the columns exceed the kernel's walk. A port's terms past the cut
     are its run, the runs one after another after the columns (a data plane tests the run of a
@@ -166,7 +166,7 @@ def column_order(term_leaf: list[int], guess: list[float], actions: dict[int, Ac
         if tail:
             pieces += (len(order) + len(tail) - 1) // 64 - len(order) // 64 + 1
         order += tail
-    if pieces > steps or max(layers) > steps:
+    if pieces > steps or max(layers) * words // 4 > steps:
         return None         # past what every data plane walks: a longer cut, or planes
     served = {leaf for leaf in set(term_leaf) if column_ready(actions[leaf])}
     for leaf, ts in _by_leaf(term_leaf, guess).items():
@@ -341,8 +341,13 @@ def choose_layout(lowered: Lowered, terms: list[Term], term_leaf: list[int],
     if found is None:
         return order, planes, None
     ports, cols = found
-    steps = column_steps(sum(1 for v in lowered.variables if v.state is None))
-    cuts = [k for k in _cuts(cols) if _chunked(k) <= steps and sum(max(0, len(c) - k) for c in cols) <= 64 * steps]
+    # An XDP program's port words for these ports (ebpf/contents.port_words_for): past 512 ports its
+    # verifier budget holds half the steps (ebpf/program.max_bv_columns_for), and the walk's bound
+    # counts every group of the words
+    words = 4 if len(ports) <= 256 else 8 if len(ports) <= 512 else 16
+    steps = column_steps(sum(1 for v in lowered.variables if v.state is None)) // (2 if words > 8 else 1)
+    cuts = [k for k in _cuts(cols) if _chunked(k) * words // 4 <= steps
+            and sum(max(0, len(c) - k) for c in cols) <= 64 * steps]
     if not cuts:
         return order, planes, None      # too many terms a port for any cut to fit the walk
     samples = sample_matches(lowered, terms)
@@ -353,7 +358,7 @@ def choose_layout(lowered: Lowered, terms: list[Term], term_leaf: list[int],
     firsts = first_matches(cols, samples)
     best: tuple[tuple[float, float], Order, BitvectorColumns] | None = None
     for cut in cuts:
-        by_cols = column_order(term_leaf, guess, actions, ports, cols, cut, steps)
+        by_cols = column_order(term_leaf, guess, actions, ports, cols, cut, steps, words)
         if by_cols is None:
             continue
         c = columns_cost(cols, cut, firsts, rest)

@@ -59,13 +59,14 @@ def sized_limits(p: Pipeline, base: EbpfLimits, fields: int, n_ports: int | None
     if bv.columns is not None:      # the segments hold only leaves no column serves
         segs = len({(t // 64, bv.term_leaf[t]) for t in range(bv.prefix, bv.terms)}) + 1
         walk = max(max(bv.columns.layers) * port_words // 4, len(port_runs(bv)[0]), 1)
-        if walk > max_bv_columns_for(fields):
+        most_columns = max_bv_columns_for(fields, port_words)
+        if walk > most_columns:
             raise CapacityError(f"bit-vector stage: {walk} port-column quads or run pieces; a program with "
-                                f"{fields} query fields holds {max_bv_columns_for(fields)}")
-        columns = min(max_bv_columns_for(fields), _pow2(2 * walk))
+                                f"{fields} query fields and {64 * port_words} ports holds {most_columns}")
+        columns = min(most_columns, _pow2(2 * walk))
     else:
         segs = bv.words + len(p.leaves)
-    max_segs = max_bv_segs_for(fields, columns)
+    max_segs = max_bv_segs_for(fields, columns, port_words)
     if segs > max_segs:
         raise CapacityError(f"bit-vector stage: {segs} segments (words + distinct actions); a program with "
                             f"{fields} query fields holds {max_segs}")

@@ -45,15 +45,18 @@ def max_bv_segs_for(fields: int, columns: int = 0, port_words: int = PORT_WORDS)
     if columns:
         return 256
     most = 2048 if fields <= 12 else 1024
-    return most // 2 if port_words > PORT_WORDS * 2 else most
+    # 16 words: 12 fields x 1,024 segments 0.92M, 32 x 512 0.92M: a quarter keeps a margin
+    return most // 4 if port_words > PORT_WORDS * 2 else most
 
 
-def max_bv_columns_for(fields: int) -> int:
+def max_bv_columns_for(fields: int, port_words: int = PORT_WORDS) -> int:
     """The most port-column quads and port-run pieces (bv_columns) a program with this many
     query fields can hold beside max_bv_segs_for(fields, columns) segments: the verifier walks
     both loops that many times (measured with 256 segments: 10 fields x 512 0.55M instructions,
-    12 x 512 0.57M, 16 x 512 0.59M, 32 x 256 0.54M, 32 x 512 0.72M; 10 x 1024 0.89M)."""
-    return 512 if fields <= 16 else 256
+    12 x 512 0.57M, 16 x 512 0.59M, 32 x 256 0.54M, 32 x 512 0.72M; 10 x 1024 0.89M). With 16
+    port words: 16 x 512 0.89M, 32 x 256 0.96M, so half."""
+    most = 512 if fields <= 16 else 256
+    return most // 2 if port_words > PORT_WORDS * 2 else most
 
 
 def max_bv_words_for(fields: int) -> int:
@@ -176,7 +179,7 @@ def generate_header(spec: Spec, limits: EbpfLimits) -> str:
     for what, asked, most in (("words", limits.bv_words, max_bv_words_for(nf)),
                               ("segments", limits.max_bv_segs if limits.port_words <= BV_MAX_PORT_WORDS else 0,
                                max_bv_segs_for(nf, limits.bv_columns, limits.port_words)),
-                              ("port columns", limits.bv_columns, max_bv_columns_for(nf))):
+                              ("port columns", limits.bv_columns, max_bv_columns_for(nf, limits.port_words))):
         if asked > most:
             raise BackendError(f"bit-vector {what}: {asked} asked, a program with {nf} query fields holds at "
                                f"most {most} (the kernel verifier's instruction budget)")

@@ -18,7 +18,7 @@ from ...structure.bv_layout import preferred_ports
 from .contents import (FN, KIND, LEAF_CALL, RADIX_SUB, STATE_FINAL, STATE_MASK, CapacityError, Desc, MapContents,
                        check_ports, leaf_value, port_words_for, put_start, range_desc, slot_table)
 from .custom import check_custom
-from .program import BV_MAX_PORT_WORDS, EbpfLimits, max_bv_segs_for, n_svars
+from .program import BV_MAX_PORT_WORDS, EbpfLimits, max_bv_columns_for, max_bv_segs_for, n_svars
 from ..emit import BackendError
 
 
@@ -253,10 +253,15 @@ def _bv_room_for_ports(out: MapContents, lim: EbpfLimits, fields: int) -> dict[s
     if not most:
         raise CapacityError(f"{len(out.ports)} ports: these rules take the bit-vector stage, which serves at most "
                             f"{64 * BV_MAX_PORT_WORDS} ports on one host (split the subscribers across hosts)")
-    if len(out.bv_segs) > most:
-        raise CapacityError(f"bit-vector stage: {len(out.bv_segs)} segments; a program with {fields} query fields "
-                            f"and {len(out.ports)} ports holds {most}")
-    return {"max_bv_segs": most} if lim.max_bv_segs > most else {}
+    most_columns = max_bv_columns_for(fields, out.port_words) if lim.bv_columns else 0
+    for what, have, room in (("segments", len(out.bv_segs), most),
+                             ("port-column quads", len(out.bv_cols), most_columns),
+                             ("port-run pieces", len(out.bv_runs), most_columns)):
+        if have > room:
+            raise CapacityError(f"bit-vector stage: {have} {what}; a program with {fields} query fields and "
+                                f"{len(out.ports)} ports holds {room}")
+    return ({"max_bv_segs": most} if lim.max_bv_segs > most else {}) | (
+        {"bv_columns": most_columns} if lim.bv_columns > most_columns else {})
 
 
 def fitted_contents(p: Pipeline, spec: Spec, lim: EbpfLimits,
@@ -271,7 +276,8 @@ def fitted_contents(p: Pipeline, spec: Spec, lim: EbpfLimits,
     grown: dict[str, Any] = {"port_words": out.port_words} if out.port_words > lim.port_words else {}
     if p.bitvector is not None:
         grown.update(_bv_room_for_ports(out, lim, len(spec.query_fields)))
-        out.bv_max_segs = grown.get("max_bv_segs", out.bv_max_segs)      # the stage value is sized by it
+        out.bv_max_segs = grown.get("max_bv_segs", out.bv_max_segs)      # the stage value is sized by these
+        out.bv_columns = grown.get("bv_columns", out.bv_columns)
     for key, have in _needs(p, out).items():
         want = 2 * (1 << max(0, (have + have // 4 - 1).bit_length()))
         if want > getattr(lim, key):
