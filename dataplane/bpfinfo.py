@@ -6,7 +6,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from .program import DataplaneError
+from .errors import DataplaneError
 from .testrun import libbpf
 class MapInfo(ctypes.Structure):    # the head of struct bpf_map_info (uapi/linux/bpf.h)
     _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32), ("key_size", ctypes.c_uint32),

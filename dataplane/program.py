@@ -19,6 +19,7 @@ from camus.compiler.backends.ebpf.program import PORT_WORDS, EbpfLimits, program
 from camus.compiler.backends.ebpf.contents import MapContents
 from camus.compiler.language.spec import Spec
 
+from .errors import DataplaneError
 from .fanout import BPF_XDP_DEVMAP
 from .maps import CFG_MALFORMED, CFG_RECORD, MAP_NAMES, OPTIONAL_MAPS, MapSet
 from . import program_cache
@@ -29,10 +30,6 @@ log = logging.getLogger(__name__)
 
 CAMUS_MARK_TAG = 0xC0000000          # bpf/camus_xdp.h: skb->mark of a copy
 
-
-
-class DataplaneError(RuntimeError):
-    """A data-plane operation failed; the message says what to do."""
 
 
 def require_root() -> None:
