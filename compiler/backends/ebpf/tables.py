@@ -245,22 +245,23 @@ def _needs(p: Pipeline, out: MapContents) -> dict[str, int]:
             "max_updates": len(out.updates)}
 
 
-def _bv_room_for_ports(out: MapContents, lim: EbpfLimits, fields: int) -> dict[str, int]:
-    """The bit-vector stage's segments in a program with `out`'s port sets: wider sets leave
-    the verifier room for fewer (none past BV_MAX_PORT_WORDS). Raises CapacityError when the
-    rules' segments do not fit."""
+def _bv_room_for_ports(out: MapContents, lim: EbpfLimits, fields: int, uses_stage: bool) -> dict[str, int]:
+    """The bit-vector stage's capacity in a program with `out`'s port sets: wider sets leave the
+    verifier room for fewer segments and column steps (none past BV_MAX_PORT_WORDS). Raises
+    CapacityError when the rules take the stage and it does not fit."""
     most = max_bv_segs_for(fields, lim.bv_columns, out.port_words)
-    if not most:
-        raise CapacityError(f"{len(out.ports)} ports: these rules take the bit-vector stage, which serves at most "
-                            f"{64 * BV_MAX_PORT_WORDS} ports on one host (split the subscribers across hosts)")
     most_columns = max_bv_columns_for(fields, out.port_words) if lim.bv_columns else 0
-    for what, have, room in (("segments", len(out.bv_segs), most),
-                             ("port-column quads", len(out.bv_cols), most_columns),
-                             ("port-run pieces", len(out.bv_runs), most_columns)):
-        if have > room:
-            raise CapacityError(f"bit-vector stage: {have} {what}; a program with {fields} query fields and "
-                                f"{len(out.ports)} ports holds {room}")
-    return ({"max_bv_segs": most} if lim.max_bv_segs > most else {}) | (
+    if uses_stage:
+        if not most:
+            raise CapacityError(f"{len(out.ports)} ports: these rules take the bit-vector stage, which serves at "
+                                f"most {64 * BV_MAX_PORT_WORDS} ports on one host (split the subscribers across hosts)")
+        for what, have, room in (("segments", len(out.bv_segs), most),
+                                 ("port-column quads", len(out.bv_cols), most_columns),
+                                 ("port-run pieces", len(out.bv_runs), most_columns)):
+            if have > room:
+                raise CapacityError(f"bit-vector stage: {have} {what}; a program with {fields} query fields and "
+                                    f"{len(out.ports)} ports holds {room}")
+    return ({"max_bv_segs": most} if most and lim.max_bv_segs > most else {}) | (
         {"bv_columns": most_columns} if lim.bv_columns > most_columns else {})
 
 
@@ -274,8 +275,8 @@ def fitted_contents(p: Pipeline, spec: Spec, lim: EbpfLimits,
     room: dict[str, Any] = {key: 1 << 30 for key in DIAGRAM_MAPS} | {"max_states": STATE_FINAL // 2}
     out = _contents(p, spec, replace(_half(lim), **room), ports, fit_ports=True)
     grown: dict[str, Any] = {"port_words": out.port_words} if out.port_words > lim.port_words else {}
+    grown.update(_bv_room_for_ports(out, lim, len(spec.query_fields), p.bitvector is not None))
     if p.bitvector is not None:
-        grown.update(_bv_room_for_ports(out, lim, len(spec.query_fields)))
         out.bv_max_segs = grown.get("max_bv_segs", out.bv_max_segs)      # the stage value is sized by these
         out.bv_columns = grown.get("bv_columns", out.bv_columns)
     for key, have in _needs(p, out).items():
