@@ -12,7 +12,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from camus.compiler.backends.ebpf.bitvector import LEAF_COUNTED, LEAF_WIDE, SEG_PLANE_SHIFT
+from camus.compiler.backends.ebpf.bitvector import LEAF_COUNTED, SEG_PLANE_SHIFT, inline_ports
 from camus.compiler.backends.ebpf.contents import PORT_WORDS, STATE_MASK, MapContents
 from camus.compiler.structure.bv_layout import MAX_PLANES, PLANE_LEAVES
 
@@ -137,29 +137,10 @@ def port_structs(words: int = PORT_WORDS) -> PortStructs:
 
 _DEFAULT = port_structs(PORT_WORDS)     # a program of up to 256 ports (tests and tools name these)
 Bypass, Result, Leaf = _DEFAULT.Bypass, _DEFAULT.Result, _DEFAULT.Leaf
-BvSeg, BvPrefixLeaf, BvPlane = _DEFAULT.BvSeg, _DEFAULT.BvPrefixLeaf, _DEFAULT.BvPlane
-
-
-def bypass_value(ports: tuple[int, ...], flags: int) -> Any:
-    return _DEFAULT.bypass(ports, flags)
 
 
 DEBRUIJN = 0x03F79D71B4CB0A89             # bpf/camus_xdp.h CAMUS_DEBRUIJN
-ONE_WORD_SHIFT = 16                        # bpf/camus_xdp.h CAMUS_ONE_WORD_SHIFT
 
-
-def inline_ports(ports: tuple[int, ...], flags: int, words: int) -> tuple[tuple[int, ...], int]:
-    """A bit-vector leaf's ports and flags as its segments and plane entries hold them (bpf/
-    camus_bv.h bv_unite_leaf): a program of 4 port words keeps the words (WIDE past word 0); a
-    wider one's leaf with its ports in one word k holds that word first and k in its flags, else
-    WIDE with every word."""
-    if words <= PORT_WORDS:
-        return ports, flags
-    used = [i for i, w in enumerate(ports) if w]
-    if len(used) > 1:
-        return ports, flags | LEAF_WIDE
-    k = used[0] if used else 0
-    return (ports[k] if used else 0,), (flags & ~LEAF_WIDE) | k << ONE_WORD_SHIFT
 
 
 def label_key_type(words: int) -> type[ctypes.Structure]:

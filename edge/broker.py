@@ -443,13 +443,11 @@ class EdgeBroker:
         if s.subs:
             for flt in list(s.subs):
                 self.unsubscribe(s, flt)
-            asyncio.get_running_loop().create_task(self._quiet_sync())
+            asyncio.get_running_loop().create_task(self.sync_quietly())
 
-    async def resync(self) -> None:
-        """sync(), its failure logged only (the filters taken back from the store at start)."""
-        await self._quiet_sync()
-
-    async def _quiet_sync(self) -> None:
+    async def sync_quietly(self) -> None:
+        """sync(), its failure logged only (a session that ended; the filters taken back from
+        the store at start)."""
         try:
             await self.sync()
         except Exception:

@@ -85,7 +85,7 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
         asyncio.get_running_loop().add_reader(sock.fileno(), _drain, broker, sock)
         reading = sock
     if broker.filters:                      # persistent sessions taken back: their rules on the XDP broker
-        asyncio.get_running_loop().create_task(broker.resync())
+        asyncio.get_running_loop().create_task(broker.sync_quietly())
     if ready is not None:
         ready.set()
     try:

@@ -13,18 +13,34 @@ from ...ir.labels import long_label_count
 from ...ir.pipeline import COLUMN_CHUNK, BitvectorPlane, BitvectorStage, Pipeline
 from ...structure.bv_layout import reorder_columns
 from ...language.spec import Spec
-from .contents import CapacityError, MapContents, direct_desc, leaf_flags, port_words_for, put_start, range_desc
-from .program import EbpfLimits, max_bv_columns_for, max_bv_segs_for, max_bv_words_for
+from .contents import (CapacityError, MapContents, direct_desc, leaf_flags, port_words_for, put_start,
+                       range_desc)
+from .program import PORT_WORDS, EbpfLimits, max_bv_columns_for, max_bv_segs_for, max_bv_words_for
 
 
 KIND_BV = 5                 # bpf/camus_xdp.h CAMUS_KIND_BV
 LEAF_COUNTED = 8            # bpf/camus_xdp.h CAMUS_LEAF_COUNTED
 LEAF_WIDE = 16              # bpf/camus_xdp.h CAMUS_LEAF_WIDE: a port above 63 (the kernel ORs every word)
 SEG_PLANE_SHIFT = 8         # bpf/camus_xdp.h CAMUS_SEG_PLANE_SHIFT: a segment's prefix plane, in its flags
+ONE_WORD_SHIFT = 16         # bpf/camus_xdp.h CAMUS_ONE_WORD_SHIFT
 STATE_BV = 0x3FFFFFFF       # bpf/camus_xdp.h CAMUS_STATE_BV: a message the stage classified
 
 
 BITMAP_BYTES = 512 << 20    # the most map memory the stage's bitmaps may take on a host
+
+
+def inline_ports(ports: tuple[int, ...], flags: int, words: int) -> tuple[tuple[int, ...], int]:
+    """A bit-vector leaf's ports and flags as its segments and plane entries hold them (bpf/
+    camus_bv.h bv_unite_leaf): a program of 4 port words keeps the words (WIDE past word 0); a
+    wider one's leaf with its ports in one word k holds that word first and k in its flags, else
+    WIDE with every word."""
+    if words <= PORT_WORDS:
+        return ports, flags
+    used = [i for i, w in enumerate(ports) if w]
+    if len(used) > 1:
+        return ports, flags | LEAF_WIDE
+    k = used[0] if used else 0
+    return (ports[k] if used else 0,), (flags & ~LEAF_WIDE) | k << ONE_WORD_SHIFT
 
 
 def _pow2(n: int) -> int:
