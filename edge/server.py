@@ -40,27 +40,69 @@ async def _sys_updates(broker: EdgeBroker) -> None:
 TLS_HANDSHAKE_S = 15.0      # a client that has not finished its TLS handshake by then is let go
 
 
-def _accepting(broker: EdgeBroker, ctx: ssl.SSLContext | None):  # type: ignore[no-untyped-def]
-    """The connection handler of one listener: on a TLS listener the handshake is done here
-    (not inside the server), so a failed one is logged with its peer and reason and counted,
-    as mosquitto logs each, instead of vanishing in asyncio's debug log."""
-    if ctx is None:
-        return broker.client
-    ctx.sslobject_class = ssl.SSLObject     # (controller/tls.py's logging class: the lines here say it)
+_HANDSHAKES: set[asyncio.Task[None]] = set()
 
-    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        try:
-            await asyncio.wait_for(writer.start_tls(ctx), TLS_HANDSHAKE_S)
-        except (ssl.SSLError, OSError, asyncio.TimeoutError, ConnectionError) as exc:
-            broker.stats.tls_failed += 1
-            why = "no handshake within %g s" % TLS_HANDSHAKE_S if isinstance(exc, asyncio.TimeoutError) else \
-                (getattr(exc, "reason", None) or str(exc) or type(exc).__name__)
-            log.warning("TLS handshake with %s failed: %s", peer[0] if peer else "?", why)
-            writer.transport.abort()
-            return
-        await broker.client(reader, writer)
-    return on_client
+
+class _BeforeTls(asyncio.Protocol):
+    """A TLS listener's connection until its handshake is done. It reads nothing: the client's
+    first bytes (its ClientHello, often sent with the connect) stay in the socket until
+    `loop.start_tls` takes it over. A stream reader here would swallow them whenever they arrive
+    before the handshake starts (a busy loop), and the handshake would wait for them forever."""
+
+    def __init__(self, broker: EdgeBroker, ctx: ssl.SSLContext) -> None:
+        self.broker, self.ctx = broker, ctx
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        loop = asyncio.get_running_loop()
+        # Paused on the next turn, not now: the transport starts its reader just after this call
+        # whether paused or not (Python 3.11), and a pause now would make that later one a no-op.
+        # A read the poll finds before the pause runs is cancelled by it.
+        loop.call_soon(transport.pause_reading)
+        task = loop.create_task(_handshake(self.broker, self.ctx, transport))
+        _HANDSHAKES.add(task)                # (the loop keeps only a weak reference to a task)
+        task.add_done_callback(_HANDSHAKES.discard)
+
+
+class _TlsStreams(asyncio.StreamReaderProtocol):
+    """The MQTT streams over a TLS transport made after the connection: a client's EOF closes
+    the connection (the TLS transport cannot half-close; asyncio warns if told otherwise)."""
+
+    def eof_received(self) -> bool:
+        super().eof_received()
+        return False
+
+
+async def _handshake(broker: EdgeBroker, ctx: ssl.SSLContext, transport: asyncio.Transport) -> None:
+    """The handshake done here (not inside the server), so a failed one is logged with its peer
+    and reason and counted, as mosquitto logs each, instead of vanishing in asyncio's debug log;
+    then the MQTT connection runs over the TLS transport."""
+    peer = transport.get_extra_info("peername")
+    reader = asyncio.StreamReader()
+    protocol = _TlsStreams(reader, broker.client)
+    loop = asyncio.get_running_loop()
+    try:
+        tls = await asyncio.wait_for(loop.start_tls(transport, protocol, ctx, server_side=True), TLS_HANDSHAKE_S)
+    except (ssl.SSLError, OSError, asyncio.TimeoutError, ConnectionError, RuntimeError) as exc:
+        broker.stats.tls_failed += 1
+        why = "no handshake within %g s" % TLS_HANDSHAKE_S if isinstance(exc, asyncio.TimeoutError) else \
+            (getattr(exc, "reason", None) or str(exc) or type(exc).__name__)
+        log.warning("TLS handshake with %s failed: %s", peer[0] if peer else "?", why)
+        transport.abort()
+        return
+    if tls is None:                         # the client left during the handshake
+        transport.abort()
+        return
+    protocol.connection_made(tls)           # starts broker.client on the TLS streams
+
+
+def _accepting(broker: EdgeBroker, ctx: ssl.SSLContext | None):  # type: ignore[no-untyped-def]
+    """The protocol factory of one listener: MQTT streams on a plain one; on a TLS one, the
+    handshake first (_BeforeTls)."""
+    if ctx is None:
+        return lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), broker.client)
+    ctx.sslobject_class = ssl.SSLObject     # (controller/tls.py's logging class: the lines here say it)
+    return lambda: _BeforeTls(broker, ctx)
 
 
 async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[str, int] | None,
@@ -69,10 +111,11 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
     """Run until cancelled: MQTT on `listen` (over TLS with `ssl_context`) and on each of `more`
     (host, port, TLS or None), copies from the XDP broker on `deliveries`."""
     from .connection import watch_keepalive
-    server = await asyncio.start_server(_accepting(broker, ssl_context), *listen)
-    others = [await asyncio.start_server(_accepting(broker, ctx), host, port) for host, port, ctx in (more or [])]
-    watchdog = asyncio.get_running_loop().create_task(watch_keepalive(broker))
-    sys_task = asyncio.get_running_loop().create_task(_sys_updates(broker)) if broker.sys_interval > 0 else None
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(_accepting(broker, ssl_context), *listen)
+    others = [await loop.create_server(_accepting(broker, ctx), host, port) for host, port, ctx in (more or [])]
+    watchdog = loop.create_task(watch_keepalive(broker))
+    sys_task = loop.create_task(_sys_updates(broker)) if broker.sys_interval > 0 else None
     reading: socket.socket | None = None
     if deliveries is not None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -82,10 +125,10 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
         except OSError:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
         sock.setblocking(False)
-        asyncio.get_running_loop().add_reader(sock.fileno(), _drain, broker, sock)
+        loop.add_reader(sock.fileno(), _drain, broker, sock)
         reading = sock
     if broker.filters:                      # persistent sessions taken back: their rules on the XDP broker
-        asyncio.get_running_loop().create_task(broker.sync_quietly())
+        loop.create_task(broker.sync_quietly())
     if ready is not None:
         ready.set()
     try:
@@ -100,7 +143,7 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
         if sys_task is not None:
             sys_task.cancel()
         if reading is not None:
-            asyncio.get_running_loop().remove_reader(reading.fileno())
+            loop.remove_reader(reading.fileno())
             reading.close()
         await broker.withdraw()                                          # leave nothing behind
         if broker.store is not None:

@@ -7,6 +7,7 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 
 from camus.compiler.language.spec_parser import load_spec
@@ -25,6 +26,15 @@ def topics_broker(**kwargs) -> EdgeBroker:  # type: ignore[no-untyped-def]
     """An edge broker over apps/topics/topics.p4 delivering locally (no XDP broker)."""
     return EdgeBroker(Framing(load_spec(APPS / "topics" / "topics.p4")), None, None, kwargs.pop("sink", None),
                       batch_s=0.0, **kwargs)
+
+
+LOOPS: dict[int, asyncio.AbstractEventLoop] = {}     # the event loop serving each running() port
+
+
+def busy(port: int, seconds: float) -> None:
+    """Block the event loop of the edge on `port` for `seconds` (from another thread): what a
+    loaded host does to it."""
+    LOOPS[port].call_soon_threadsafe(time.sleep, seconds)
 
 
 @contextlib.contextmanager
@@ -49,9 +59,11 @@ def running(broker: EdgeBroker, ssl_context: ssl.SSLContext | None = None) -> It
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     assert ready.wait(30), "the edge broker did not start"
+    LOOPS[port] = loop
     try:
         yield port
     finally:
+        LOOPS.pop(port, None)
         for t in asyncio.all_tasks(loop):
             loop.call_soon_threadsafe(t.cancel)
         thread.join(30)

@@ -219,6 +219,36 @@ def test_auth_files_that_do_not_parse_say_where() -> None:
     assert covers("a/#", "a/+/c") and covers("+/b", "x/b") and not covers("a/+", "a/#") and not covers("a/b", "a/+")
 
 
+def test_tls_clients_that_connect_while_the_edge_is_busy_finish_their_handshakes(tmp_path) -> None:
+    """A client's ClientHello often arrives with its connection; on a busy edge it arrived
+    before the handshake started, was read as MQTT bytes and lost, and the handshake waited for
+    it until the 15 s limit (CI: mosquitto_pub over TLS failed with "A TLS error occurred")."""
+    import socket
+    import ssl
+    import threading
+
+    from camus.controller.tls import TlsFiles, make_pki, server_context
+    from tests.edge.edge_server import busy
+    files = make_pki(tmp_path / "pki", {"edge": ["localhost", "127.0.0.1"]})["edge"]
+    b = topics_broker()
+    client_ctx = ssl.create_default_context(cafile=str(files.ca))
+    done: list[str] = []
+
+    def handshake() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as raw:
+            with client_ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(connect_packet("busy-%d" % threading.get_ident()))
+                done.append(tls.version() or "?")
+    with running(b, server_context(TlsFiles(files.cert, files.key))) as port:
+        busy(port, 1.0)                          # connects and ClientHellos land while it sleeps
+        clients = [threading.Thread(target=handshake) for _ in range(8)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(2 * WAIT)
+    assert len(done) == 8 and b.stats.tls_failed == 0, (done, b.stats)
+
+
 def test_mqtt_over_tls_with_mosquitto_clients(tmp_path, caplog) -> None:
     if shutil.which("mosquitto_sub") is None:
         pytest.skip("mosquitto-clients is not installed (scripts/setup.sh installs them)")
