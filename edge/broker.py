@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
+import os
 import socket
 import time
 from typing import Any
@@ -38,10 +40,11 @@ from typing import Protocol
 
 from camus.compiler.language import topics
 
-from . import mqtt
+from . import mqtt, mqtt5
 from .auth import Acl, Passwords
-from .framing import Framing, Message
+from .framing import ORIGIN_BYTES, TRAILER_RETAIN, Framing, Message
 from .session import Limits, Outgoing, Session
+from .shared import SharedGroup, is_plain, shared_parts
 from .store import EdgeStore
 from .trie import KNOWN_TOPICS, TopicTrie
 
@@ -51,6 +54,7 @@ SLOW_CLIENT_BYTES = 16 << 20   # queued for one client beyond this: its publicat
 MAX_RETAINED = 100_000      # topics with a retained message (memory: a new topic past it is not kept)
 RETAINED_CHUNK = 256 << 10  # retained messages to a new subscriber: bytes written before waiting for it
 SYS_PREFIX = "$SYS/"        # the broker's own figures (mosquitto's $SYS/broker/... names where they exist)
+OPTION_BITS = mqtt5.NO_LOCAL | mqtt5.RETAIN_AS_PUBLISHED    # subscription options delivery looks at
 
 
 class RuleSink(Protocol):
@@ -78,6 +82,7 @@ class EdgeStats:
     queue_dropped: int = 0      # publications not queued for a session whose queue was full
     tls_failed: int = 0         # connections whose TLS handshake failed (logged with the peer and why)
     stalled: int = 0            # connections closed for a packet unfinished past --packet-timeout
+    sessions_expired: int = 0   # MQTT 5 sessions ended by their session expiry interval
 
 
 class EdgeBroker:
@@ -115,6 +120,11 @@ class EdgeBroker:
         self.retained: dict[str, tuple[bytes, int]] = {}   # topic -> its last retained payload, QoS
         self.retained_bytes = 0
         self._retain_full = False                       # the bytes limit was hit (logged once until under)
+        self.tag = os.urandom(4)                        # this edge, in the origin its publications carry
+        self.no_local = 0                               # subscriptions with no-local (origins are then sent)
+        self.groups: dict[str, SharedGroup] = {}        # "$share/group/filter" -> its members
+        self.group_ids: dict[int, SharedGroup] = {}     # its id in the trie (negative) -> it
+        self.retained_props: dict[str, tuple[bytes, float]] = {}   # topic -> MQTT 5 properties, expiry
         self.store = store
         if store is not None:
             self._restore(store)
@@ -155,15 +165,18 @@ class EdgeBroker:
         as the framing allows (edge/framing.py); keep the retained ones."""
         for pub in pubs:
             if pub.retain:
-                self._retain(pub.topic, pub.payload, pub.qos)
+                self._retain(pub.topic, pub.payload, pub.qos, pub.props)
         if self.feed is None:
-            for pub in pubs:
-                self.deliver(pub.topic, pub.payload, pub.qos)   # no XDP broker: local only
+            for pub in pubs:                                    # no XDP broker: local only
+                self.deliver(pub.topic, pub.payload, pub.qos, None, pub.props, pub.retain, pub.origin)
             return
         frames = []
         for pub in pubs:
+            extra = b""
+            if pub.props or (self.no_local and pub.origin):      # (what MQTT 5 adds, when there is some)
+                extra = self.tag + pub.origin.to_bytes(4, "big") + pub.props
             try:
-                frame = self.framing.encode(pub.topic, pub.payload, pub.qos)
+                frame = self.framing.encode(pub.topic, pub.payload, pub.qos, pub.retain, extra)
             except topics.TopicError as exc:
                 self.stats.rejected += 1
                 log.warning("publication not sent: %s", exc)
@@ -193,9 +206,14 @@ class EdgeBroker:
         self.stats.unsent += unsent
         self.stats.published += len(frames) - unsent
 
-    def _retain(self, topic: str, payload: bytes, qos: int = 0) -> None:
+    def _retain(self, topic: str, payload: bytes, qos: int = 0, props: bytes = b"") -> None:
         """The topic's retained message is now `payload`; an empty one removes it (3.3.1.3).
-        Kept within MAX_RETAINED topics and `Limits.max_retained_bytes` of payload."""
+        Kept within MAX_RETAINED topics and `Limits.max_retained_bytes` of payload; an MQTT 5
+        one with its properties, until its message expiry."""
+        self.retained_props.pop(topic, None)
+        if props and payload:
+            expiry, rest = _expiry(props)
+            self.retained_props[topic] = (rest, time.monotonic() + expiry if expiry is not None else 0.0)
         old = self.retained.pop(topic, None)
         if old is not None:
             self.retained_bytes -= len(old[0])
@@ -227,6 +245,7 @@ class EdgeBroker:
         flavor = self.framing.topic.flavor
         out: list[bytes] = []
         size = n = 0
+        now = time.monotonic()
         for topic in [*self.retained, *self.sys_retained]:
             got = self.retained.get(topic) or self.sys_retained.get(topic)
             if got is None:
@@ -234,7 +253,12 @@ class EdgeBroker:
             payload, qos = got
             best = max((q for f, q in granted.items() if topics.matches(flavor, f, topic)), default=-1)
             if best >= 0 and not any(topics.matches("mqtt", d, topic) for d in s.denied):
-                data, kept = self._send(s, Outgoing(topic, payload, min(qos, best), retain=True))
+                props, expires = self.retained_props.get(topic, (b"", 0.0))
+                if expires and expires <= now:                   # expired (MQTT 5): forgotten
+                    self._retain(topic, b"")
+                    continue
+                data, kept = self._send(s, Outgoing(topic, payload, min(qos, best), retain=True, props=props,
+                                                    expires=expires))
                 n += 1
                 if data:
                     out.append(data)
@@ -251,44 +275,96 @@ class EdgeBroker:
 
     def datagram(self, data: bytes, out: dict[int, list[bytes]] | None = None) -> None:
         """A copy from the XDP broker: its publications to the local clients that want them."""
-        for topic, payload, qos in self.framing.decode(data):
+        for topic, payload, flags, extra in self.framing.decode(data):
             self.stats.received += 1
-            if not self.deliver(topic, payload, qos, out):
+            props, origin = b"", 0
+            if len(extra) >= ORIGIN_BYTES:
+                props = bytes(extra[ORIGIN_BYTES:])
+                if extra[:4] == self.tag:                        # published here: by which session
+                    origin = int.from_bytes(extra[4:ORIGIN_BYTES], "big")
+            if not self.deliver(topic, payload, flags & 3, out, props, bool(flags & TRAILER_RETAIN), origin):
                 self.stats.unmatched += 1
 
-    def deliver(self, topic: str, payload: bytes, qos: int = 0, out: dict[int, list[bytes]] | None = None) -> int:
+    def deliver(self, topic: str, payload: bytes, qos: int = 0, out: dict[int, list[bytes]] | None = None,
+                props: bytes = b"", retain: bool = False, origin: int = 0) -> int:
         """Hand a publication to every session with a matching filter (one copy each, at the
-        lower of `qos` and the session's highest matching subscription): written at once, or
-        gathered per session in `out` for one write each (flush()); queued for a session that
-        is away or has its in-flight window full."""
+        lower of `qos` and the session's highest matching subscription) and to one member of
+        each shared subscription group that matches: written at once, or gathered per session
+        in `out` for one write each (flush()); queued for a session that is away or has its
+        in-flight window full. `props`: its MQTT 5 properties (for version 5 clients);
+        `retain`: published retained (kept for retain-as-published subscriptions); `origin`:
+        the session that published it here (skipped by its no-local subscriptions)."""
         hits = self.trie.match(topic)
         if hits:
-            packet = b""
+            packets = [b"", b""]                               # QoS 0 as 3.1.1 and as 5 write it
+            expires = 0.0
+            if props:
+                expiry, props = _expiry(props)
+                if expiry is not None:
+                    expires = time.monotonic() + expiry
             for sid in hits:
-                s = self.sessions.get(sid)
-                if s is None or (s.denied and any(topics.matches("mqtt", d, topic) for d in s.denied)):
+                if sid < 0:                                    # a shared subscription: one member
+                    s, opts = self._member(sid)
+                    if s is None:
+                        continue
+                    q, keep_retain = min(qos, opts & 3), False
+                else:
+                    s = self.sessions.get(sid)
+                    if s is None:
+                        continue
+                    keep_retain = False
+                    if s.options:                              # no-local, retain-as-published
+                        skip, keep_retain = self._options(s, topic, origin)
+                        if skip:
+                            continue
+                        keep_retain = keep_retain and retain
+                    q = min(qos, s.granted(topic, self.framing.topic.flavor)) if qos else 0
+                if s.denied and any(topics.matches("mqtt", d, topic) for d in s.denied):
                     continue
-                q = min(qos, s.granted(topic, self.framing.topic.flavor)) if qos else 0
-                if q == 0 and s.writer is not None:          # the common case: QoS 0 to a connected client
+                if q == 0 and s.writer is not None and not props and not expires and not keep_retain:
+                    v5 = s.level == mqtt5.LEVEL                # the common case: QoS 0 to a connected client
+                    packet = packets[v5]
                     if not packet:
                         wire = self._wire.get(topic)
                         if wire is None:
                             if len(self._wire) >= KNOWN_TOPICS:
                                 self._wire.clear()
                             wire = self._wire[topic] = mqtt.encode_string(topic)
-                        packet = mqtt.publish_wire(wire, payload)
+                        packet = packets[v5] = mqtt5.publish_wire(wire, payload) if v5 else mqtt.publish_wire(wire, payload)
                     data, always = packet, False
                 else:
-                    data, _ = self._send(s, Outgoing(topic, payload, q))
-                    always = True                          # owed (QoS 1/2): never dropped as slow
+                    data, _ = self._send(s, Outgoing(topic, payload, q, keep_retain, props=props, expires=expires))
+                    always = q > 0                             # owed (QoS 1/2): never dropped as slow
                     if not data:
                         continue
                 if out is not None and not always:
-                    out.setdefault(sid, []).append(data)
+                    out.setdefault(s.sid, []).append(data)
                 else:
                     self._write(s, data, 1, always)
         self.stats.delivered += len(hits)
         return len(hits)
+
+    def _options(self, s: Session, topic: str, origin: int) -> tuple[bool, bool]:
+        """(skip it: every matching subscription is no-local and the session published it,
+        keep its retain flag: a matching subscription is retain-as-published)."""
+        flavor = self.framing.topic.flavor
+        all_local, rap = True, False
+        for flt, opts in s.subs.items():
+            if is_plain(flt) and topics.matches(flavor, flt, topic):
+                all_local = all_local and bool(opts & mqtt5.NO_LOCAL)
+                rap = rap or bool(opts & mqtt5.RETAIN_AS_PUBLISHED)
+        return all_local and origin == s.sid, rap
+
+    def _member(self, gid: int) -> tuple[Session | None, int]:
+        """The member of a shared subscription group that gets the next publication: its
+        connected members in turn; when none is connected, one that keeps a session (queued)."""
+        group = self.group_ids.get(gid)
+        if group is None:
+            return None, 0
+        sid = group.next(lambda m: (x := self.sessions.get(m)) is not None and x.writer is not None)
+        if sid is None:
+            sid = group.next(lambda m: m in self.sessions)
+        return (self.sessions[sid], group.members[sid]) if sid is not None else (None, 0)
 
     def _send(self, s: Session, msg: Outgoing) -> tuple[bytes, bool]:
         """Session.send, counted, and kept in the store while a persistent session is owed it."""
@@ -352,24 +428,37 @@ class EdgeBroker:
         from .connection import Connection
         await Connection(self, reader, writer).run()
 
-    def open_session(self, hello: mqtt.Connect, writer: asyncio.StreamWriter) -> tuple[Session, bool]:
-        """The session for a client that connected (MQTT 3.1.1 3.1.2.4, 3.1.4): a connection
-        with the same client id is closed (takeover); a persistent session is resumed, a clean
-        one replaces whatever was kept. Returns (session, session present)."""
+    def open_session(self, hello: mqtt.Connect, writer: asyncio.StreamWriter,
+                     extra: mqtt5.Connect5 | None = None) -> tuple[Session, bool]:
+        """The session for a client that connected (MQTT 3.1.1 3.1.2.4, 3.1.4; 5.0 3.1.2.4-5):
+        a connection with the same client id is closed (takeover); a kept session is resumed
+        unless the client asked for a clean one (clean session / clean start). A session ends
+        with its connection when clean (3.1.1) or when its MQTT 5 session expiry is 0; a
+        persistent 3.1.1 session never expires. Returns (session, session present)."""
         client_id = hello.client_id or f"camus-auto-{next(self._auto)}"
         old = self.by_client.get(client_id)
         if old is not None and old.writer is not None:
             log.info("client %r connected again: closing its old connection (takeover)", client_id)
             self.stats.taken_over += 1
+            if old.level == mqtt5.LEVEL:
+                old.writer.write(mqtt5.disconnect(mqtt5.SESSION_TAKEN_OVER))
             old.writer.close()
             old.writer = None
         present = old is not None and not hello.clean
         if old is not None and hello.clean:
             self.end_session(old)
             old = None
-        s = old or Session(next(self._ids), client_id, clean=hello.clean)
-        s.writer, s.will, s.user, s.clean = writer, hello.will, hello.username, hello.clean
-        if self.store is not None and not hello.clean:
+        if old is not None and old.will_timer is not None:      # back before its delayed will went
+            old.will_timer.cancel()
+            old.will_timer = None
+        expiry = (0 if hello.clean else math.inf) if extra is None else \
+            (math.inf if extra.session_expiry == 0xFFFFFFFF else extra.session_expiry)
+        s = old or Session(next(self._ids), client_id)
+        s.writer, s.will, s.user = writer, hello.will, hello.username
+        s.level, s.expiry, s.clean = hello.level, expiry, expiry == 0
+        if extra is not None:
+            s.receive_max, s.max_packet = extra.receive_maximum, extra.maximum_packet
+        if self.store is not None and not s.clean:
             s.paid = self.store.paid
             self.store.save_session(client_id, hello.username)
         s.keepalive, s.seen = hello.keepalive, asyncio.get_running_loop().time()
@@ -419,22 +508,50 @@ class EdgeBroker:
 
     def close_session(self, s: Session, writer: asyncio.StreamWriter, clean: bool) -> None:
         """The connection `writer` of session `s` ended (`clean`: by DISCONNECT). Its will is
-        published unless it disconnected cleanly; a clean session ends with its connection,
-        a persistent one waits, offline, for the client to come back."""
+        published unless it disconnected cleanly (after its MQTT 5 will delay, unless the
+        client is back by then or the session ends first); a clean session ends with its
+        connection, a persistent one waits, offline, for the client to come back (an MQTT 5
+        one until its session expiry interval has passed: expire_sessions)."""
         if s.writer is not writer:
             return                                   # taken over: the session lives on elsewhere
         s.writer = None
+        s.gone_at = time.monotonic()
         will, s.will = s.will, None
         if will is not None and not clean:
-            self.stats.wills += 1
-            log.info("client %r gone without DISCONNECT: publishing its will on %r", s.client_id, will.topic)
-            self.publish([mqtt.Publish(will.topic, will.payload, will.qos, will.retain)])
+            if will.delay and not s.clean:
+                s.pending_will = will
+                s.will_timer = asyncio.get_running_loop().call_later(min(will.delay, s.expiry), self._will, s)
+            else:
+                s.pending_will = will
+                self._will(s)
         if s.clean:
             self.end_session(s)
 
+    def _will(self, s: Session) -> None:
+        will, s.pending_will, s.will_timer = s.pending_will, None, None
+        if will is None:
+            return
+        self.stats.wills += 1
+        log.info("client %r gone without DISCONNECT: publishing its will on %r", s.client_id, will.topic)
+        self.publish([mqtt.Publish(will.topic, will.payload, will.qos, will.retain, props=will.props)])
+
+    def expire_sessions(self) -> int:
+        """End the sessions away longer than their MQTT 5 session expiry interval; how many."""
+        now = time.monotonic()
+        gone = [s for s in self.sessions.values()
+                if s.writer is None and s.expiry != math.inf and now - s.gone_at >= s.expiry]
+        for s in gone:
+            self.stats.sessions_expired += 1
+            log.info("client %r: away for its session expiry interval of %g s: session ended", s.client_id, s.expiry)
+            self.end_session(s)
+        return len(gone)
+
     def end_session(self, s: Session) -> None:
-        """Forget a session: its filters leave the trie and, when no other session holds them,
-        this port's rules on the XDP broker."""
+        """Forget a session: a will still waiting is published now; its filters leave the trie
+        and, when no other session holds them, this port's rules on the XDP broker."""
+        if s.will_timer is not None:
+            s.will_timer.cancel()
+            self._will(s)
         self.sessions.pop(s.sid, None)
         if self.by_client.get(s.client_id) is s:
             del self.by_client[s.client_id]
@@ -453,25 +570,68 @@ class EdgeBroker:
         except Exception:
             pass                                            # logged in sync
 
-    def subscribe(self, s: Session, flt: str, qos: int) -> None:
-        self._add_sub(s, flt, qos)
+    def subscribe(self, s: Session, flt: str, opts: int) -> None:
+        """`opts`: the granted QoS, with an MQTT 5 client's subscription options (mqtt5)."""
+        self._add_sub(s, flt, opts)
         if self.store is not None and not s.clean:
-            self.store.save_sub(s.client_id, flt, qos)
+            self.store.save_sub(s.client_id, flt, opts)
 
-    def _add_sub(self, s: Session, flt: str, qos: int) -> None:
+    def _add_sub(self, s: Session, flt: str, opts: int) -> None:
         if flt not in s.subs:
-            self.filters[flt] += 1
-            self.trie.add(flt, s.sid)
-        s.subs[flt] = qos
+            shared = shared_parts(flt)
+            if shared is None:
+                self.filters[flt] += 1
+                self.trie.add(flt, s.sid)
+            else:
+                group = self.groups.get(flt)
+                if group is None:
+                    group = self.groups[flt] = SharedGroup(-next(self._ids), shared[1])
+                    self.group_ids[group.gid] = group
+                    self.filters[group.filter] += 1            # one rule for the group
+                    self.trie.add(group.filter, group.gid)
+                group.members[s.sid] = opts
+        elif flt in self.groups:
+            self.groups[flt].members[s.sid] = opts
+        before = s.subs.get(flt, 0) & mqtt5.NO_LOCAL
+        s.subs[flt] = opts
+        self.no_local += bool(opts & mqtt5.NO_LOCAL) - bool(before)
+        s.options = sum(1 for o in s.subs.values() if o & OPTION_BITS)
 
-    def unsubscribe(self, s: Session, flt: str) -> None:
-        if s.subs.pop(flt, None) is not None:
+    def unsubscribe(self, s: Session, flt: str) -> bool:
+        """False when the session did not hold `flt`."""
+        opts = s.subs.pop(flt, None)
+        if opts is None:
+            return False
+        self.no_local -= bool(opts & mqtt5.NO_LOCAL)
+        s.options = sum(1 for o in s.subs.values() if o & OPTION_BITS)
+        group = self.groups.get(flt)
+        rule = flt
+        if group is not None:
+            group.members.pop(s.sid, None)
+            rule = group.filter
+            if not group.members:
+                del self.groups[flt], self.group_ids[group.gid]
+                self.trie.remove(group.filter, group.gid)
+            else:
+                rule = ""                                      # the group keeps its rule
+        else:
             self.trie.remove(flt, s.sid)
-            self.filters[flt] -= 1
-            if self.filters[flt] <= 0:
-                del self.filters[flt]
-            if self.store is not None and not s.clean:
-                self.store.drop_sub(s.client_id, flt)
+        if rule:
+            self.filters[rule] -= 1
+            if self.filters[rule] <= 0:
+                del self.filters[rule]
+        if self.store is not None and not s.clean:
+            self.store.drop_sub(s.client_id, flt)
+        return True
+
+
+def _expiry(props: bytes) -> tuple[int | None, bytes]:
+    """A publication's message expiry and its other properties; properties that do not parse
+    (a datagram not from an edge broker) are dropped."""
+    try:
+        return mqtt5.take_expiry(props)
+    except mqtt.ProtocolError:
+        return None, b""
 
 
 def _version() -> str:

@@ -20,7 +20,13 @@ DEFAULT_BATCH = 12                # the messages per packet an XDP program class
 KNOWN_TOPICS = 1 << 16            # topics whose encoded header is kept (all forgotten when full)
 
 
-Message = tuple[str, bytes, int]  # a publication as the edge broker hands it on: (topic, payload, QoS)
+# A publication as the edge broker hands it on: (topic, payload, flags, extra): flags as
+# TRAILER_* say (its QoS in the low two bits), extra what an MQTT 5 publication carries (ORIGIN_BYTES
+# naming the publisher, then its properties).
+Message = tuple[str, bytes, int, bytes]
+TRAILER_RETAIN = 0x04             # published with the retain flag (for retain-as-published)
+TRAILER_EXTRA = 0x08              # the origin and the properties follow the flags
+ORIGIN_BYTES = 8                  # the publishing edge's tag (4 bytes) and session (4 bytes)
 
 
 class Framing:
@@ -59,12 +65,17 @@ class Framing:
             *((self.length.offset // 8, (self.length.offset + self.length.width) // 8) if self.length else (0, 0)),
             self.header)
 
-    def encode(self, topic: str, payload: bytes, qos: int = 0) -> bytes:
+    def encode(self, topic: str, payload: bytes, qos: int = 0, retain: bool = False, extra: bytes = b"") -> bytes:
         """One message (no framing); raises topics.TopicError for a topic the field cannot hold.
         A QoS 1 or 2 publication carries its QoS in one byte after the payload when the header
         has a `length` field (the payload ends where it says; readers that do not know the byte
-        never see it), so the edge that delivers it grants the QoS the publisher asked for."""
-        trailer = bytes((qos,)) if qos and self.length is not None else b""
+        never see it), so the edge that delivers it grants the QoS the publisher asked for; the
+        same byte says whether it was retained and whether `extra` (the origin and MQTT 5
+        properties) follows it."""
+        trailer = b""
+        if self.length is not None and (qos or retain or extra):
+            flags = qos | (TRAILER_RETAIN if retain else 0) | (TRAILER_EXTRA if extra else 0)
+            trailer = bytes((flags,)) + extra
         if self._fast is None:
             return encode_message(self.spec, self._values(topic, payload)) + payload + trailer
         header = self._heads.get(topic)
@@ -158,7 +169,11 @@ class Framing:
             raw = data[start + ta:start + tb]
             name = self._names.get(raw) or self._name(raw)
             stop = min(pos, start + body + int.from_bytes(data[start + la:start + lb], "big")) if lb else pos
-            out.append((name, data[start + body:stop], data[stop] & 3 if stop < pos else 0))
+            if stop < pos:
+                flags = data[stop]
+                out.append((name, data[start + body:stop], flags, data[stop + 1:pos] if flags & TRAILER_EXTRA else b""))
+            else:
+                out.append((name, data[start + body:stop], 0, b""))
         return out
 
     def _message(self, data: bytes, start: int, stop: int) -> Message | None:
@@ -171,14 +186,15 @@ class Framing:
         else:
             raw = read_bits(data[start:stop], t.offset, t.width).to_bytes(t.nbytes, "big")
         name = self._names.get(raw) or self._name(raw)
-        qos = 0
+        flags, extra = 0, b""
         if self.length is not None:
             end = start + self.header + read_bits(data[start:start + self.header], self.length.offset,
                                                   self.length.width)
             if end < stop:
-                qos = data[end] & 3
+                flags = data[end]
+                extra = data[end + 1:stop] if flags & TRAILER_EXTRA else b""
             stop = min(stop, end)
-        return name, data[start + self.header:stop], qos
+        return name, data[start + self.header:stop], flags, extra
 
     def _name(self, raw: bytes) -> str:
         """A topic field's bytes as the topic (NUL padding cut off), remembered."""

@@ -1,7 +1,6 @@
 """MQTT 3.1.1 (OASIS standard, 2014) packets as the edge broker speaks them: CONNECT with its
 will, user name and password, PUBLISH at QoS 0, 1 and 2 both ways with their acknowledgements,
-SUBSCRIBE/UNSUBSCRIBE, ping and disconnect; and the one MQTT 5 packet the broker sends, the
-CONNACK refusing a version 5 client the way it can read (reason 0x84).
+SUBSCRIBE/UNSUBSCRIBE, ping and disconnect. What MQTT 5 changes is in edge/mqtt5.py.
 
 `read_packet` reads one control packet from an asyncio stream; the `*_packet` functions build
 the server's replies. Malformed input raises `ProtocolError` (the session is then closed, as
@@ -18,7 +17,6 @@ SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT = 8, 9, 
 MAX_PACKET = 1 << 20                  # larger packets are refused (the data plane carries datagrams)
 # CONNACK return codes (3.2.2.3)
 REFUSED_PROTOCOL, REFUSED_IDENTIFIER, REFUSED_UNAVAILABLE, REFUSED_CREDENTIALS, REFUSED_NOT_AUTHORIZED = 1, 2, 3, 4, 5
-V5_UNSUPPORTED_VERSION = 0x84         # MQTT 5 CONNACK reason code
 
 
 class ProtocolError(ValueError):
@@ -38,6 +36,8 @@ class Will:
     payload: bytes
     qos: int
     retain: bool
+    props: bytes = b""                # MQTT 5: forwarded with it (its message expiry among them)
+    delay: int = 0                    # MQTT 5: seconds after the connection ends it waits
 
 
 @dataclass
@@ -58,6 +58,8 @@ class Publish:
     qos: int = 0
     retain: bool = False
     packet_id: int = 0
+    props: bytes = b""                # MQTT 5 properties forwarded to subscribers
+    origin: int = 0                   # the publishing session (no-local subscriptions skip it)
 
 
 @dataclass
@@ -139,7 +141,7 @@ def split_packets(buf: bytearray, limit: int = MAX_PACKET) -> tuple[list[Packet]
     return out, pos
 
 
-def _binary(data: bytes, pos: int) -> tuple[bytes, int]:
+def binary_at(data: bytes, pos: int) -> tuple[bytes, int]:
     """A length-prefixed field (1.5.3, 1.5.6) at `pos`, and the position after it."""
     if pos + 2 > len(data):
         raise ProtocolError("truncated string")
@@ -149,8 +151,8 @@ def _binary(data: bytes, pos: int) -> tuple[bytes, int]:
     return data[pos + 2:pos + 2 + n], pos + 2 + n
 
 
-def _string(data: bytes, pos: int) -> tuple[str, int]:
-    raw, pos = _binary(data, pos)
+def string_at(data: bytes, pos: int) -> tuple[str, int]:
+    raw, pos = binary_at(data, pos)
     try:
         return raw.decode("utf-8"), pos
     except UnicodeDecodeError:
@@ -162,7 +164,7 @@ def encode_string(text: str) -> bytes:
     return struct.pack("!H", len(raw)) + raw
 
 
-def _fixed(kind: int, flags: int, body: bytes) -> bytes:
+def fixed_header(kind: int, flags: int, body: bytes) -> bytes:
     n, out = len(body), bytearray([kind << 4 | flags])
     while True:
         b, n = n & 0x7F, n >> 7
@@ -173,21 +175,21 @@ def _fixed(kind: int, flags: int, body: bytes) -> bytes:
 
 
 def parse_connect(p: Packet) -> Connect:
-    """CONNECT's fields (3.1). A version 5 CONNECT is read as far as its level (its later
-    fields carry properties): the broker refuses it by level before reading more."""
-    name, pos = _string(p.body, 0)
+    """CONNECT's fields (3.1). A CONNECT of another level is read as far as its level: version 5
+    is read by mqtt5.parse_connect, others are refused."""
+    name, pos = string_at(p.body, 0)
     if name not in ("MQTT", "MQIsdp") or pos + 4 > len(p.body):
         raise ProtocolError(f"not an MQTT CONNECT (protocol {name!r})")
     level, flags, keepalive = p.body[pos], p.body[pos + 1], struct.unpack_from("!H", p.body, pos + 2)[0]
     if level not in (3, 4):
-        return Connect("", keepalive, level, bool(flags & 0x02))
+        return Connect("", keepalive, level, bool(flags & 0x02))     # (no more read)
     if flags & 0x01:
         raise ProtocolError("CONNECT's reserved flag is set")
-    client_id, pos = _string(p.body, pos + 4)
+    client_id, pos = string_at(p.body, pos + 4)
     will = None
     if flags & 0x04:
-        topic, pos = _string(p.body, pos)
-        message, pos = _binary(p.body, pos)
+        topic, pos = string_at(p.body, pos)
+        message, pos = binary_at(p.body, pos)
         qos = (flags >> 3) & 3
         if qos == 3:
             raise ProtocolError("will QoS 3")
@@ -198,11 +200,11 @@ def parse_connect(p: Packet) -> Connect:
         raise ProtocolError("will QoS or retain set without a will")
     username = password = None
     if flags & 0x80:
-        username, pos = _string(p.body, pos)
+        username, pos = string_at(p.body, pos)
     if flags & 0x40:
         if username is None:
             raise ProtocolError("a password without a user name")
-        password, pos = _binary(p.body, pos)
+        password, pos = binary_at(p.body, pos)
     return Connect(client_id, keepalive, level, bool(flags & 0x02), will, username, password)
 
 
@@ -218,7 +220,7 @@ def parse_publish(p: Packet) -> Publish:
         except UnicodeDecodeError:
             raise ProtocolError("string is not UTF-8") from None
     else:
-        topic, pos = _string(body, 0)         # raises: truncated
+        topic, pos = string_at(body, 0)         # raises: truncated
     packet_id = 0
     if qos:
         if pos + 2 > len(p.body):
@@ -238,7 +240,7 @@ def parse_subscribe(p: Packet, unsubscribe: bool = False) -> Subscribe:
     out = Subscribe(struct.unpack_from("!H", p.body, 0)[0])
     pos = 2
     while pos < len(p.body):
-        flt, pos = _string(p.body, pos)
+        flt, pos = string_at(p.body, pos)
         qos = 0
         if not unsubscribe:
             if pos >= len(p.body):
@@ -251,18 +253,13 @@ def parse_subscribe(p: Packet, unsubscribe: bool = False) -> Subscribe:
 
 
 def connack(code: int = 0, session_present: bool = False) -> bytes:
-    return _fixed(CONNACK, 0, bytes([int(session_present and code == 0), code]))
-
-
-def connack_v5(reason: int) -> bytes:
-    """An MQTT 5 CONNACK (flags, reason code, no properties): what a version 5 client reads."""
-    return _fixed(CONNACK, 0, bytes([0, reason, 0]))
+    return fixed_header(CONNACK, 0, bytes([int(session_present and code == 0), code]))
 
 
 def publish_packet(topic: str, payload: bytes, retain: bool = False, qos: int = 0, packet_id: int = 0,
                    dup: bool = False) -> bytes:
     head = encode_string(topic) + (struct.pack("!H", packet_id) if qos else b"")
-    return _fixed(PUBLISH, int(retain) | qos << 1 | int(dup) << 3, head + payload)
+    return fixed_header(PUBLISH, int(retain) | qos << 1 | int(dup) << 3, head + payload)
 
 
 def publish_wire(topic: bytes, payload: bytes) -> bytes:
@@ -273,22 +270,22 @@ def publish_wire(topic: bytes, payload: bytes) -> bytes:
         return bytes((PUBLISH << 4, n)) + topic + payload
     if n < 0x4000:
         return bytes((PUBLISH << 4, (n & 0x7F) | 0x80, n >> 7)) + topic + payload
-    return _fixed(PUBLISH, 0, topic + payload)
+    return fixed_header(PUBLISH, 0, topic + payload)
 
 
 def ack(kind: int, packet_id: int) -> bytes:
     """PUBACK, PUBREC, PUBCOMP or UNSUBACK: the packet id alone (PUBREL carries flags 0010)."""
-    return _fixed(kind, 2 if kind == PUBREL else 0, struct.pack("!H", packet_id))
+    return fixed_header(kind, 2 if kind == PUBREL else 0, struct.pack("!H", packet_id))
 
 
 def suback(packet_id: int, codes: list[int]) -> bytes:
-    return _fixed(SUBACK, 0, struct.pack("!H", packet_id) + bytes(codes))
+    return fixed_header(SUBACK, 0, struct.pack("!H", packet_id) + bytes(codes))
 
 
 def pingresp() -> bytes:
-    return _fixed(PINGRESP, 0, b"")
+    return fixed_header(PINGRESP, 0, b"")
 
 
 def client_packet(kind: int, body: bytes, flags: int = 0) -> bytes:
     """A packet as a client sends it (tests and the benchmark's publishers)."""
-    return _fixed(kind, flags, body)
+    return fixed_header(kind, flags, body)

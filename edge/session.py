@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from camus.compiler.language.topics import matches
 
-from . import mqtt
+from . import mqtt, mqtt5
 
 log = logging.getLogger("camus.edge")
 
@@ -34,6 +36,8 @@ class Limits:
     max_buffered: int = 64 << 20           # bytes of unfinished packets, all connections together
     packet_timeout: float = 30.0           # seconds from a packet's first byte to its last (a stalled
                                            # publisher's bytes are let go)
+    topic_alias_max: int = 10              # MQTT 5 topic aliases a client may set (mosquitto's default)
+    max_keepalive: int = 65535             # MQTT 5: a longer (or no) keep-alive is cut to this (Server Keep Alive)
 
 
 @dataclass(slots=True)
@@ -44,6 +48,11 @@ class Outgoing:
     retain: bool = False
     released: bool = False                 # QoS 2: PUBREC came, PUBREL sent, PUBCOMP awaited
     seq: int = 0                           # its row in the broker's store (edge/store.py), 0: not stored
+    props: bytes = b""                     # MQTT 5 properties forwarded to a version 5 client
+    expires: float = 0.0                   # time.monotonic() when it expires (MQTT 5); 0: never
+
+    def expired(self, now: float) -> bool:
+        return bool(self.expires) and self.expires <= now
 
 
 @dataclass(eq=False)
@@ -53,7 +62,7 @@ class Session:
     clean: bool = True
     writer: asyncio.StreamWriter | None = None     # None while the client is away
     user: str | None = None
-    subs: dict[str, int] = field(default_factory=dict)       # filter -> granted QoS
+    subs: dict[str, int] = field(default_factory=dict)       # filter -> granted QoS | MQTT 5 options (mqtt5)
     inflight: dict[int, Outgoing] = field(default_factory=dict)
     queue: deque[Outgoing] = field(default_factory=deque)
     queued_bytes: int = 0
@@ -66,6 +75,15 @@ class Session:
     stalled: bool = False                  # QoS 0 publications are being dropped: it does not read
     full: bool = False                     # its queue is full: publications dropped (logged once)
     paid: Callable[[int], None] | None = None   # told the store row of each acknowledged publication
+    level: int = 4                         # MQTT protocol level: 4 (3.1.1) or 5
+    receive_max: int = 0                   # MQTT 5: QoS 1/2 in flight the client takes (0: Limits')
+    max_packet: int = 0                    # MQTT 5: the largest packet the client takes (0: any)
+    expiry: float = math.inf               # seconds the session outlives its connection (clean: 0)
+    gone_at: float = 0.0                   # time.monotonic() its connection ended (while away)
+    options: int = 0                       # subscriptions with no-local or retain-as-published
+    expired_msgs: int = 0                  # publications dropped as expired (MQTT 5 message expiry)
+    pending_will: mqtt.Will | None = None  # MQTT 5: a will waiting for its delay
+    will_timer: asyncio.TimerHandle | None = None
     _next_id: int = 0
 
     @property
@@ -76,12 +94,29 @@ class Session:
         """The highest QoS of this session's filters that match `topic` (4.3: the broker may send
         one copy at the highest QoS of the overlapping subscriptions)."""
         best = 0
-        for flt, qos in self.subs.items():
-            if qos > best and matches(flavor, flt, topic):
-                best = qos
+        for flt, opts in self.subs.items():
+            if opts & 3 > best and matches(flavor, flt, topic):
+                best = opts & 3
                 if best == 2:
                     break
         return best
+
+    def inflight_cap(self, limits: Limits) -> int:
+        return min(limits.max_inflight, self.receive_max) if self.receive_max else limits.max_inflight
+
+    def packet(self, msg: Outgoing, qos: int, pid: int = 0, dup: bool = False) -> bytes:
+        """A publication as this client's protocol version writes it: an MQTT 5 client gets its
+        properties, the message expiry with the time left; b"" when it is over the client's
+        maximum packet size (MQTT 5 3.1.2.11.4: not sent)."""
+        if self.level != mqtt5.LEVEL:
+            return mqtt.publish_packet(msg.topic, msg.payload, msg.retain, qos, pid, dup)
+        props = msg.props
+        if msg.expires:
+            props = mqtt5.prop(mqtt5.MESSAGE_EXPIRY, max(0, math.ceil(msg.expires - time.monotonic()))) + props
+        data = mqtt5.publish_packet(msg.topic, msg.payload, msg.retain, qos, pid, dup, props)
+        if self.max_packet and len(data) > self.max_packet:
+            return b""
+        return data
 
     def packet_id(self) -> int:
         """A packet id not in flight (1..65535)."""
@@ -96,10 +131,10 @@ class Session:
         dropped) and whether it was kept (False: dropped, the queue is full)."""
         if msg.qos == 0:
             if self.online:
-                return mqtt.publish_packet(msg.topic, msg.payload, msg.retain), True
+                return self.packet(msg, 0), True
             if not limits.queue_qos0:
                 return b"", True                   # QoS 0 to an absent client: nothing owed
-        elif self.online and len(self.inflight) < limits.max_inflight and not self.queue:
+        elif self.online and len(self.inflight) < self.inflight_cap(limits) and not self.queue:
             return self._launch(msg), True
         if len(self.queue) >= limits.max_queued or self.queued_bytes + len(msg.payload) > limits.max_queued_bytes:
             if not self.full:
@@ -113,13 +148,24 @@ class Session:
 
     def _launch(self, msg: Outgoing) -> bytes:
         pid = self.packet_id()
-        self.inflight[pid] = msg
-        return mqtt.publish_packet(msg.topic, msg.payload, msg.retain, msg.qos, pid)
+        data = self.packet(msg, msg.qos, pid)
+        if data:
+            self.inflight[pid] = msg
+        elif msg.seq and self.paid is not None:    # over the client's maximum packet size
+            self.paid(msg.seq)
+        return data
 
-    def acknowledged(self, kind: int, pid: int, limits: Limits) -> bytes:
+    def acknowledged(self, kind: int, pid: int, limits: Limits, reason: int = 0) -> bytes:
         """PUBACK, PUBREC or PUBCOMP from the client: what to write back (PUBREL for PUBREC, and
-        the queued publications that now fit in flight)."""
+        the queued publications that now fit in flight). An MQTT 5 PUBREC with a failure reason
+        ends that publication's exchange (4.3.3: no PUBREL)."""
         msg = self.inflight.get(pid)
+        if kind == mqtt.PUBREC and reason >= 0x80:
+            if msg is not None and msg.qos == 2:
+                del self.inflight[pid]
+                if msg.seq and self.paid is not None:
+                    self.paid(msg.seq)
+            return self.pump(limits)
         if kind == mqtt.PUBREC:
             if msg is not None and msg.qos == 2:
                 msg.released = True
@@ -133,10 +179,16 @@ class Session:
     def pump(self, limits: Limits) -> bytes:
         """Queued publications moved in flight (or written, QoS 0) while there is room."""
         out = []
-        while self.queue and self.online and (self.queue[0].qos == 0 or len(self.inflight) < limits.max_inflight):
+        cap, now = self.inflight_cap(limits), time.monotonic()
+        while self.queue and self.online and (self.queue[0].qos == 0 or len(self.inflight) < cap):
             msg = self.queue.popleft()
             self.queued_bytes -= len(msg.payload)
-            out.append(mqtt.publish_packet(msg.topic, msg.payload, msg.retain) if msg.qos == 0 else self._launch(msg))
+            if msg.expired(now):                   # waited past its message expiry: not sent
+                self.expired_msgs += 1
+                if msg.seq and self.paid is not None:
+                    self.paid(msg.seq)
+                continue
+            out.append(self.packet(msg, 0) if msg.qos == 0 else self._launch(msg))
         if not self.queue:
             self.full = False
         return b"".join(out)
@@ -146,6 +198,5 @@ class Session:
         already received), in the order they were sent, then what was queued (4.4)."""
         out = []
         for pid, msg in self.inflight.items():
-            out.append(mqtt.ack(mqtt.PUBREL, pid) if msg.released
-                       else mqtt.publish_packet(msg.topic, msg.payload, msg.retain, msg.qos, pid, dup=True))
+            out.append(mqtt.ack(mqtt.PUBREL, pid) if msg.released else self.packet(msg, msg.qos, pid, dup=True))
         return b"".join(out) + self.pump(limits)

@@ -70,16 +70,24 @@ def running(broker: EdgeBroker, ssl_context: ssl.SSLContext | None = None) -> It
 
 
 def connect_packet(client_id: str, clean: bool = True, keepalive: int = 60, will: tuple[str, bytes, int] | None = None,
-                   user: str | None = None, password: bytes | None = None, level: int = 4) -> bytes:
+                   user: str | None = None, password: bytes | None = None, level: int = 4,
+                   props: bytes = b"") -> bytes:
     """A CONNECT as a client sends it, built by hand for what client libraries will not send
-    (a zero-length id without clean session, a silent client)."""
+    (a zero-length id without clean session, a silent client); at level 5 with `props` (the
+    properties, without their length)."""
     import struct
 
     from camus.edge import mqtt
     flags = (0x02 if clean else 0) | (0x04 | will[2] << 3 if will else 0) | (0x80 if user is not None else 0) \
         | (0x40 if password is not None else 0)
-    body = mqtt.encode_string("MQTT") + bytes([level, flags]) + struct.pack("!H", keepalive) + mqtt.encode_string(client_id)
+    from camus.edge import mqtt5
+    body = mqtt.encode_string("MQTT") + bytes([level, flags]) + struct.pack("!H", keepalive)
+    if level == 5:
+        body += mqtt5.block(props)
+    body += mqtt.encode_string(client_id)
     if will:
+        if level == 5:
+            body += mqtt5.block()
         body += mqtt.encode_string(will[0]) + struct.pack("!H", len(will[1])) + will[1]
     if user is not None:
         body += mqtt.encode_string(user)

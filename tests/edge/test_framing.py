@@ -18,13 +18,26 @@ def test_publications_that_come_together_share_datagrams_in_order() -> None:
     pubs = [(f"plant/{k}/temp", b"%d" % k, k % 3) for k in range(30)]         # QoS 0, 1, 2
     grams = f.datagrams([f.encode(t, p, q) for t, p, q in pubs])
     assert [len(f.decode(g)) for g in grams] == [12, 12, 6]
-    assert [m for g in grams for m in f.decode(g)] == pubs          # the QoS comes through
+    assert [m[:3] for g in grams for m in f.decode(g)] == pubs          # the QoS comes through
     # the sequence numbers run on across datagrams (MoldUDP64: the first message's number)
     assert [int.from_bytes(g[10:18], "big") for g in grams] == [1, 13, 25]
     # what the XDP program reads: each message's fields, the value parsed from the payload
     d = decode_packet(SPEC, udp_frame(grams[1], SPEC.udp_ports[0]))
     assert d.count == 12
     assert [m.values["note.value"] for m in d.messages] == list(range(12, 24))
+
+
+def test_retain_origin_and_mqtt5_properties_ride_after_the_payload() -> None:
+    """What an MQTT 5 publication carries through the XDP broker: its retain flag (for
+    retain-as-published), the publisher (for no-local) and its properties, after the payload
+    the header's length states (what the XDP program and the rules see is unchanged)."""
+    f = Framing(SPEC)
+    plain = f.encode("plant/1", b"42", 1)
+    extra = b"EDGE" + (7).to_bytes(4, "big") + b"\x26\x00\x01k\x00\x01v"
+    rich = f.encode("plant/1", b"42", 1, retain=True, extra=extra)
+    assert rich.startswith(plain[:-1])                       # same header and payload
+    both = f.decode(f.datagrams([plain, rich, f.encode("plant/2", b"x")])[0])
+    assert both == [("plant/1", b"42", 1, b""), ("plant/1", b"42", 1 | 0x04 | 0x08, extra), ("plant/2", b"x", 0, b"")]
 
 
 def test_the_qos_byte_is_beyond_the_payload_length_the_header_states() -> None:
