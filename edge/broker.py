@@ -58,8 +58,9 @@ OPTION_BITS = mqtt5.NO_LOCAL | mqtt5.RETAIN_AS_PUBLISHED    # subscription optio
 
 
 class RuleSink(Protocol):
-    def apply(self, port: int, filters: list[str]) -> None:
-        """Make `filters` this port's rules on the XDP broker (blocking; raises on failure)."""
+    def apply(self, port: int, filters: list[str], shared: list[tuple[str, str]] | None = None) -> None:
+        """Make `filters` this port's rules on the XDP broker, and declare the shared
+        subscription groups (group, filter) it holds members of (blocking; raises on failure)."""
 
 
 @dataclass
@@ -115,7 +116,7 @@ class EdgeBroker:
         self._feed_failing = False                      # the last send to the feed failed (logged once)
         self._push: asyncio.Future[None] | None = None      # the batch being gathered
         self._pushing = asyncio.Lock()
-        self._applied: list[str] | None = None
+        self._applied: tuple[list[str], list[tuple[str, str]]] | None = None
         self._wire: dict[str, bytes] = {}               # topic -> it as an MQTT string
         self.retained: dict[str, tuple[bytes, int]] = {}   # topic -> its last retained payload, QoS
         self.retained_bytes = 0
@@ -142,10 +143,12 @@ class EdgeBroker:
         async with self._pushing:
             self._push = None                 # changes from here on go out with the next push
             wanted = sorted(f for f in self.filters if not f.startswith(SYS_PREFIX))   # $SYS is this edge's own
+            shared = sorted({(g.name, g.filter) for g in self.groups.values() if not g.filter.startswith(SYS_PREFIX)})
             try:
-                if self.sink is not None and self.port is not None and wanted != self._applied:
-                    await asyncio.to_thread(self.sink.apply, self.port, wanted)
-                    self._applied = wanted
+                if self.sink is not None and self.port is not None and (wanted, shared) != self._applied:
+                    await asyncio.to_thread(self.sink.apply, self.port, wanted, shared)
+                    self._applied = (wanted, shared)
+                    await self.refresh_homes()
                 push.set_result(None)
             except Exception as exc:          # the waiting SUBACKs report the failure
                 log.error("rule update failed: %s", exc)
@@ -155,9 +158,23 @@ class EdgeBroker:
     async def withdraw(self) -> None:
         """Take this edge's rules out of the XDP broker (on exit)."""
         async with self._pushing:
-            if self.sink is not None and self.port is not None and self._applied:
-                await asyncio.to_thread(self.sink.apply, self.port, [])
-                self._applied = []
+            if self.sink is not None and self.port is not None and self._applied != ([], []):
+                await asyncio.to_thread(self.sink.apply, self.port, [], [])
+                self._applied = ([], [])
+
+    async def refresh_homes(self) -> None:
+        """Which shared groups this edge is the home of (edge/shared.py): it delivers only
+        theirs. Without an XDP broker, or a sink that does not say, every group's."""
+        find = getattr(self.sink, "homes", None)
+        if not self.groups or find is None or self.port is None:
+            return
+        try:
+            homes = await asyncio.to_thread(find)
+        except OSError as exc:
+            log.warning("shared subscriptions: the other edges' declarations cannot be read: %s", exc)
+            return
+        for group in self.groups.values():
+            group.away = homes.get((group.name, group.filter), self.port) != self.port
 
     # -- data ------------------------------------------------------------------------------
     def publish(self, pubs: list[mqtt.Publish]) -> None:
@@ -304,7 +321,7 @@ class EdgeBroker:
                     expires = time.monotonic() + expiry
             for sid in hits:
                 if sid < 0:                                    # a shared subscription: one member
-                    s, opts = self._member(sid)
+                    s, opts = self._member(sid)                # (if this edge is the group's home)
                     if s is None:
                         continue
                     q, keep_retain = min(qos, opts & 3), False
@@ -359,7 +376,7 @@ class EdgeBroker:
         """The member of a shared subscription group that gets the next publication: its
         connected members in turn; when none is connected, one that keeps a session (queued)."""
         group = self.group_ids.get(gid)
-        if group is None:
+        if group is None or group.away:
             return None, 0
         sid = group.next(lambda m: (x := self.sessions.get(m)) is not None and x.writer is not None)
         if sid is None:
@@ -476,7 +493,8 @@ class EdgeBroker:
             "version": f"camus-xdp edge {_version()}",
             "uptime": f"{int(time.monotonic() - self.started)} seconds",
             "clients/connected": connected, "clients/disconnected": len(self.sessions) - connected,
-            "clients/total": len(self.sessions), "subscriptions/count": sum(self.filters.values()),
+            "clients/total": len(self.sessions),
+            "subscriptions/count": sum(self.filters.values()) + sum(len(g.members) for g in self.groups.values()),
             "retained messages/count": len(self.retained),
             "publish/messages/sent": st.delivered, "publish/messages/dropped": st.dropped + st.queue_dropped,
             "clients/refused": st.refused, "clients/expired": st.expired, "acl/denied": st.denied,
@@ -585,9 +603,8 @@ class EdgeBroker:
             else:
                 group = self.groups.get(flt)
                 if group is None:
-                    group = self.groups[flt] = SharedGroup(-next(self._ids), shared[1])
+                    group = self.groups[flt] = SharedGroup(-next(self._ids), *shared)
                     self.group_ids[group.gid] = group
-                    self.filters[group.filter] += 1            # one rule for the group
                     self.trie.add(group.filter, group.gid)
                 group.members[s.sid] = opts
         elif flt in self.groups:
@@ -605,21 +622,16 @@ class EdgeBroker:
         self.no_local -= bool(opts & mqtt5.NO_LOCAL)
         s.options = sum(1 for o in s.subs.values() if o & OPTION_BITS)
         group = self.groups.get(flt)
-        rule = flt
-        if group is not None:
+        if group is not None:                                  # declared while it has members
             group.members.pop(s.sid, None)
-            rule = group.filter
             if not group.members:
                 del self.groups[flt], self.group_ids[group.gid]
                 self.trie.remove(group.filter, group.gid)
-            else:
-                rule = ""                                      # the group keeps its rule
         else:
             self.trie.remove(flt, s.sid)
-        if rule:
-            self.filters[rule] -= 1
-            if self.filters[rule] <= 0:
-                del self.filters[rule]
+            self.filters[flt] -= 1
+            if self.filters[flt] <= 0:
+                del self.filters[flt]
         if self.store is not None and not s.clean:
             self.store.drop_sub(s.client_id, flt)
         return True

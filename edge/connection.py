@@ -26,7 +26,7 @@ from camus.compiler.language import topics
 
 from . import mqtt, mqtt5
 from .session import Session
-from .shared import shared_parts
+from .shared import HOMES_REFRESH_S, shared_parts
 
 log = logging.getLogger("camus.edge")
 TCP_QUICKACK = 12
@@ -411,6 +411,7 @@ async def watch_keepalive(broker) -> None:  # type: ignore[no-untyped-def]
     (3.1.2.10); its session then ends as a connection lost (its will is published). End the
     MQTT 5 sessions away past their session expiry interval."""
     loop = asyncio.get_running_loop()
+    homes_due = 0.0
     while True:
         await asyncio.sleep(KEEPALIVE_CHECK_S)
         now = loop.time()
@@ -421,3 +422,6 @@ async def watch_keepalive(broker) -> None:  # type: ignore[no-untyped-def]
                     s.writer.write(mqtt5.disconnect(mqtt5.KEEP_ALIVE_TIMEOUT))
                 s.writer.transport.abort()
         broker.expire_sessions()
+        if broker.groups and now >= homes_due:
+            homes_due = now + HOMES_REFRESH_S
+            await broker.refresh_homes()

@@ -127,7 +127,7 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
         sock.setblocking(False)
         loop.add_reader(sock.fileno(), _drain, broker, sock)
         reading = sock
-    if broker.filters:                      # persistent sessions taken back: their rules on the XDP broker
+    if broker.filters or broker.groups:     # persistent sessions taken back: their rules on the XDP broker
         loop.create_task(broker.sync_quietly())
     if ready is not None:
         ready.set()

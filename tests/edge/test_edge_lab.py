@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +40,7 @@ s.recv(1)                                              # DISCONNECT: the edge cl
 """
 SILENT = """
 import sys
+import threading
 from tests.edge.edge_server import RawClient, connect_packet
 from camus.edge import mqtt
 c = RawClient(1883)
@@ -155,3 +157,51 @@ def test_mqtt_clients_publish_and_subscribe_through_xdp(lab) -> None:
         proc.wait(20)
     runtime.detach(lab.broker)
     assert not edge_files.exists()
+
+
+def _lines(proc: subprocess.Popen, into: list[str]) -> threading.Thread:
+    """Read a subscriber's output lines into `into` as they come."""
+    def read() -> None:
+        for line in proc.stdout:                        # type: ignore[union-attr]
+            into.append(line.rstrip("\n"))
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_shared_subscription_across_edges_gives_each_message_to_one_member(lab) -> None:
+    """`$share/workers/plant/#` with a member behind each subscriber-side edge (MQTT 5 clients):
+    the XDP broker forwards the group's publications to one edge, its home (the lowest port that
+    declares it), and each publication reaches exactly one member; when the home's member leaves,
+    the rule moves to the other port and its member gets them all."""
+    lab, procs = lab
+    _edges(lab, procs)
+    got: dict[int, list[str]] = {1: [], 2: []}
+    members = {}
+    for p in (1, 2):
+        members[p] = netns_popen(lab.sub_ns(p), "mosquitto_sub", "-V", "mqttv5", "-h", "127.0.0.1", "-t",
+                                 "$share/workers/plant/#", "-v", stdout=subprocess.PIPE, text=True)
+        procs.append(members[p])
+        _lines(members[p], got[p])
+    edge_dir = state.attachment_dir(lab.broker) / "edge"
+    wait_for("both edges to declare the group", lambda: all(
+        (edge_dir / f"{p}.rules").exists() and "workers" in (edge_dir / f"{p}.rules").read_text() for p in (1, 2)))
+    wait_for("the group's rule for port 1 only", lambda: [r for r in live_rules(lab.broker) if "fwd(" in r]
+             == ['topic == "plant/#" : fwd(1)'], state=lambda: f"(live rules: {live_rules(lab.broker)})")
+
+    def publish(first: int, n: int) -> None:
+        for k in range(first, first + n):
+            sh("ip", "netns", "exec", lab.pub_ns, "mosquitto_pub", "-V", "mqttv5", "-h", "127.0.0.1", "-q", "1",
+               "-t", f"plant/{k}", "-m", f"m{k}")
+    publish(0, 12)
+    wait_for("12 deliveries", lambda: len(got[1]) + len(got[2]) >= 12, timeout=60, state=lambda: str(got))
+    time.sleep(1.0)                                     # (nothing more may come)
+    assert sorted(got[1] + got[2]) == sorted(f"plant/{k} m{k}" for k in range(12)) and not got[2], got
+    members[1].terminate()                             # the home's member leaves: port 2 is the home
+    wait_for("the group's rule to move to port 2", lambda: [r for r in live_rules(lab.broker) if "fwd(" in r]
+             == ['topic == "plant/#" : fwd(2)'], timeout=60, state=lambda: f"(live rules: {live_rules(lab.broker)})")
+    time.sleep(1.0)                                     # port 2's edge reads the move (edge/shared.py)
+    publish(12, 6)
+    wait_for("6 more deliveries", lambda: len(got[2]) >= 6, timeout=60, state=lambda: str(got))
+    time.sleep(1.0)
+    assert got[2] == [f"plant/{k} m{k}" for k in range(12, 18)], got

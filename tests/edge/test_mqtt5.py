@@ -299,3 +299,19 @@ def test_a_delayed_will_waits_and_is_not_sent_if_the_client_returns(port) -> Non
             assert watcher.next() == (f"wills/{name}", b"bye", 0, False)
             assert time.monotonic() - started >= 0.9
     watcher.stop()
+
+
+def test_a_shared_group_on_several_edges_has_one_home_port() -> None:
+    """The XDP broker forwards a group's publications to one edge only: the lowest port that
+    declares it; the others deliver none of them until it is theirs."""
+    from camus.edge.rules_sink import combine, homes
+    from camus.edge.shared import declaration, declared
+    texts = {2: 'topic == "jobs/#" : fwd(2)\n' + declaration("workers", "jobs/#") + "\n",
+             1: 'topic == "a b" : fwd(1)\n' + declaration("w two", "a b") + "\n" + declaration("workers", "jobs/#") + "\n",
+             3: declaration("workers", "jobs/#") + "\n" + declaration("solo", "x/+") + "\n"}
+    assert declared(declaration("w two", "a b")) == ("w two", "a b") and declared('topic == "x" : fwd(1)') is None
+    assert homes(texts) == {("workers", "jobs/#"): 1, ("w two", "a b"): 1, ("solo", "x/+"): 3}
+    assert combine(texts).splitlines() == ['topic == "a b" : fwd(1)', 'topic == "jobs/#" : fwd(2)',
+                                           'topic == "x/+" : fwd(3)', 'topic == "jobs/#" : fwd(1)']
+    del texts[1]                                        # port 1's members left: port 2 is the home
+    assert homes(texts)[("workers", "jobs/#")] == 2 and combine(texts).count("fwd(2)") == 1

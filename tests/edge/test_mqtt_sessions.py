@@ -36,7 +36,7 @@ class Recorder:
         self.sets: list[list[str]] = []
         self.changed = threading.Condition()
 
-    def apply(self, port: int, filters: list[str]) -> None:
+    def apply(self, port: int, filters: list[str], shared: list[tuple[str, str]] | None = None) -> None:
         with self.changed:
             self.sets.append(list(filters))
             self.changed.notify_all()
@@ -317,7 +317,7 @@ def test_connect_fields_are_read_and_malformed_ones_refused() -> None:
 class Refusing:
     """A rule sink whose updates fail (say, the XDP tables are full)."""
 
-    def apply(self, port: int, filters: list[str]) -> None:
+    def apply(self, port: int, filters: list[str], shared: list[tuple[str, str]] | None = None) -> None:
         raise RuntimeError("the tables are full")
 
 
