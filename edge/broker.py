@@ -45,7 +45,7 @@ from .auth import Acl, Passwords
 from .framing import ORIGIN_BYTES, TRAILER_RETAIN, Framing, Message
 from .session import Limits, Outgoing, Session
 from .shared import SharedGroup, is_plain, shared_parts
-from .store import EdgeStore
+from .store import EdgeStore, Kept
 from .trie import KNOWN_TOPICS, TopicTrie
 
 __all__ = ["EdgeBroker", "EdgeStats", "Framing", "Limits", "Message", "RuleSink"]
@@ -228,9 +228,6 @@ class EdgeBroker:
         Kept within MAX_RETAINED topics and `Limits.max_retained_bytes` of payload; an MQTT 5
         one with its properties, until its message expiry."""
         self.retained_props.pop(topic, None)
-        if props and payload:
-            expiry, rest = _expiry(props)
-            self.retained_props[topic] = (rest, time.monotonic() + expiry if expiry is not None else 0.0)
         old = self.retained.pop(topic, None)
         if old is not None:
             self.retained_bytes -= len(old[0])
@@ -249,8 +246,13 @@ class EdgeBroker:
             return
         self.retained[topic] = (payload, qos)
         self.retained_bytes += len(payload)
+        rest, expires = b"", 0.0
+        if props:
+            expiry, rest = _expiry(props)
+            expires = time.monotonic() + expiry if expiry is not None else 0.0
+            self.retained_props[topic] = (rest, expires)
         if self.store is not None:
-            self.store.retain(topic, payload, qos)
+            self.store.retain(topic, payload, qos, rest, _wall(expires))
 
     async def send_retained(self, s: Session, granted: dict[str, int]) -> int:
         """The retained messages matching any of the filters just `granted` (filter -> QoS), to
@@ -388,7 +390,8 @@ class EdgeBroker:
         data, kept = s.send(msg, self.limits)
         self.stats.queue_dropped += not kept
         if kept and msg.qos and not s.clean and self.store is not None:
-            msg.seq = self.store.owe(s.client_id, msg.topic, msg.payload, msg.qos, msg.retain)
+            msg.seq = self.store.owe(s.client_id, msg.topic, Kept(msg.payload, msg.qos, msg.retain, msg.props,
+                                                                  _wall(msg.expires)))
         return data, kept
 
     def commit(self) -> None:
@@ -399,19 +402,24 @@ class EdgeBroker:
     def _restore(self, store: EdgeStore) -> None:
         """The retained messages and persistent sessions a previous run kept (offline, their
         subscriptions in the trie, what they are owed queued in order)."""
-        for topic, (payload, qos) in store.retained().items():
-            self.retained[topic] = (payload, qos)
-            self.retained_bytes += len(payload)
+        for topic, msg in store.retained().items():
+            self.retained[topic] = (msg.payload, msg.qos)
+            self.retained_bytes += len(msg.payload)
+            if msg.props or msg.expires:
+                self.retained_props[topic] = (msg.props, _monotonic(msg.expires))
         kept = store.sessions()
+        now = time.monotonic()
         for client_id, st in kept.items():
-            s = Session(next(self._ids), client_id, clean=False, user=st.user, paid=store.paid)
+            s = Session(next(self._ids), client_id, clean=False, user=st.user, paid=store.paid, level=st.level,
+                        expiry=st.expiry, gone_at=now)
             self.sessions[s.sid] = s
             self.by_client[client_id] = s
-            for flt, qos in st.subs.items():
-                self._add_sub(s, flt, qos)
-            for seq, topic, payload, qos, retain in st.owed:
-                s.queue.append(Outgoing(topic, payload, qos, retain, seq=seq))
-                s.queued_bytes += len(payload)
+            for flt, opts in st.subs.items():
+                self._add_sub(s, flt, opts)
+            for seq, topic, m in st.owed:
+                s.queue.append(Outgoing(topic, m.payload, m.qos, m.retain, seq=seq, props=m.props,
+                                        expires=_monotonic(m.expires)))
+                s.queued_bytes += len(m.payload)
         if kept or self.retained:
             log.info("persistence: %d retained messages and %d persistent sessions (%d publications owed) taken back "
                      "from %s", len(self.retained), len(kept), sum(len(st.owed) for st in kept.values()), store.path)
@@ -477,7 +485,7 @@ class EdgeBroker:
             s.receive_max, s.max_packet = extra.receive_maximum, extra.maximum_packet
         if self.store is not None and not s.clean:
             s.paid = self.store.paid
-            self.store.save_session(client_id, hello.username)
+            self.store.save_session(client_id, hello.username, s.level, s.expiry)
         s.keepalive, s.seen = hello.keepalive, asyncio.get_running_loop().time()
         s.denied = self.acl.denied(s.user, client_id) if self.acl is not None else ()
         self.sessions[s.sid] = s
@@ -635,6 +643,15 @@ class EdgeBroker:
         if self.store is not None and not s.clean:
             self.store.drop_sub(s.client_id, flt)
         return True
+
+
+def _wall(monotonic: float) -> float:
+    """A time.monotonic() deadline as the store keeps it (wall clock; 0: none)."""
+    return monotonic - time.monotonic() + time.time() if monotonic else 0.0
+
+
+def _monotonic(wall: float) -> float:
+    return wall - time.time() + time.monotonic() if wall else 0.0
 
 
 def _expiry(props: bytes) -> tuple[int | None, bytes]:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from camus.edge.store import EdgeStore
+from camus.edge.store import EdgeStore, Kept
 from tests.conftest import APPS
 from tests.edge.edge_server import free_port, running, topics_broker
-from tests.edge.test_mqtt_sessions import Paho
+from tests.edge.test_mqtt_sessions import WAIT, Paho
 
 
 def _edge(port: int, store: Path, said: list[str] | None = None) -> subprocess.Popen:
@@ -114,7 +115,7 @@ def test_clean_sessions_unsubscribes_and_cleared_retained_messages_leave_nothing
         Paho(port, "q", clean=True).stop()                   # a clean session ends what "q" kept
     store = EdgeStore(tmp_path)                              # as the next run opens it
     try:
-        assert store.retained() == {"a/x": (b"kept", 1)}
+        assert store.retained() == {"a/x": Kept(b"kept", 1, True)}
         kept = store.sessions()
         assert list(kept) == ["p"] and kept["p"].subs == {"a/#": 1}
     finally:
@@ -122,3 +123,38 @@ def test_clean_sessions_unsubscribes_and_cleared_retained_messages_leave_nothing
     again = topics_broker(store=EdgeStore(tmp_path))
     assert set(again.filters) == {"a/#"} and again.by_client["p"].subs == {"a/#": 1}
     assert not again.by_client["p"].online and again.retained == {"a/x": (b"kept", 1)}
+
+
+def test_mqtt_5_sessions_keep_their_expiry_options_and_properties_across_a_restart(tmp_path) -> None:
+    """What MQTT 5 adds is kept too: a session's expiry interval and protocol level, its
+    subscription options, an owed publication's properties and message expiry, a retained
+    message's properties. (A store an earlier version wrote is opened with the new columns.)"""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.subscribeoptions import SubscribeOptions
+
+    from tests.edge.test_mqtt5 import props
+    keep = props(PacketTypes.CONNECT, SessionExpiryInterval=3600)
+    b = topics_broker(store=EdgeStore(tmp_path))
+    with running(b) as port:
+        away = Paho(port, "away", v5=True, connect_props=keep)
+        assert away.subscribe(("a/#", SubscribeOptions(qos=1, noLocal=True))) == [1]
+        away.stop()
+        pub = Paho(port, "pub", v5=True)
+        pub.publish("a/1", b"owed", 1, props=props(MessageExpiryInterval=600, UserProperty=[("k", "v")]))
+        pub.publish("a/r", b"kept", 1, retain=True, props=props(ContentType="text/plain"))
+        pub.sync()
+        pub.stop()
+    again = topics_broker(store=EdgeStore(tmp_path))
+    s = again.by_client["away"]
+    assert (s.level, s.expiry, s.subs) == (5, 3600, {"a/#": 1 | 0x04})
+    assert [(m.topic, m.payload) for m in s.queue] == [("a/1", b"owed"), ("a/r", b"kept")]
+    assert 590 < s.queue[0].expires - time.monotonic() <= 600 and b"\x26" in s.queue[0].props
+    assert again.retained_props["a/r"][0] == b"\x03\x00\x0atext/plain"
+    with running(again) as port:
+        back = Paho(port, "away", v5=True, clean=False, connect_props=keep)
+        assert back.session_present
+        assert back.next() == ("a/1", b"owed", 1, False)
+        got = back.props.get(timeout=WAIT)
+        assert got.UserProperty == [("k", "v")] and 590 <= got.MessageExpiryInterval <= 600
+        assert back.next() == ("a/r", b"kept", 1, False)
+        back.stop()
