@@ -158,7 +158,7 @@ class EdgeBroker:
     async def withdraw(self) -> None:
         """Take this edge's rules out of the XDP broker (on exit)."""
         async with self._pushing:
-            if self.sink is not None and self.port is not None and self._applied != ([], []):
+            if self.sink is not None and self.port is not None and self._applied not in (None, ([], [])):
                 await asyncio.to_thread(self.sink.apply, self.port, [], [])
                 self._applied = ([], [])
 
