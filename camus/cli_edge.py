@@ -72,7 +72,8 @@ def _read_config(ctx: click.Context, _: click.Parameter, path: str | None) -> st
               help="A mosquitto.conf with the options the two brokers share (listener with certfile/keyfile/"
                    "cafile/require_certificate, password_file, acl_file, allow_anonymous, max_packet_size, "
                    "max_inflight_messages, max_queued_messages, max_queued_bytes, queue_qos0_messages, "
-                   "sys_interval, persistence with persistence_location); options on the command line win.")
+                   "sys_interval, max_keepalive, max_topic_alias, persistence with persistence_location); options "
+                   "on the command line win.")
 @click.option("--spec", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The spec with a topic field, e.g. apps/topics/topics.p4.")
 @click.option("--topic", "topic_path", default=None, help="Which topic field (when the spec has several).")
@@ -132,6 +133,10 @@ def _read_config(ctx: click.Context, _: click.Parameter, path: str | None) -> st
               help="Queue QoS 0 publications for a persistent session whose client is away.")
 @click.option("--max-retained-bytes", type=click.IntRange(0), default=Limits.max_retained_bytes, show_default=True,
               help="Payload bytes of all retained messages; past it new ones are sent on but not kept.")
+@click.option("--max-keepalive", type=click.IntRange(0, 65535), default=Limits.max_keepalive, show_default=True,
+              help="MQTT 5 clients asking a longer keep-alive (or none) are told this one in CONNACK.")
+@click.option("--max-topic-alias", type=click.IntRange(0, 65535), default=Limits.topic_alias_max, show_default=True,
+              help="Topic aliases an MQTT 5 publisher may set on one connection (0: none).")
 @click.option("--persistence", "persistence", type=click.Path(file_okay=False), default=None,
               help="Keep retained messages and persistent sessions (subscriptions, owed QoS 1/2 publications) "
                    "in DIR/camus-edge.db across restarts and kill -9 (mosquitto's persistence_location).")
@@ -141,12 +146,14 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
          tls_key: str | None, tls_ca: str | None, max_packet: int, max_buffered: int, sys_interval: float,
          packet_timeout: float, max_inflight: int,
          max_queued: int, max_queued_bytes: int, queue_qos0: bool, max_retained_bytes: int,
-         persistence: str | None) -> None:
-    """Run an edge broker: unmodified MQTT 3.1.1 clients publish and subscribe here; the
-    XDP broker does the matching and the fan-out between edge brokers. What a mosquitto user
-    relies on works: wills, keep-alive, session takeover, persistent sessions (queued and
+         max_keepalive: int, max_topic_alias: int, persistence: str | None) -> None:
+    """Run an edge broker: unmodified MQTT 3.1.1 and MQTT 5 clients publish and subscribe here;
+    the XDP broker does the matching and the fan-out between edge brokers. What a mosquitto
+    user relies on works: wills, keep-alive, session takeover, persistent sessions (queued and
     re-sent QoS 1/2 publications), retained messages, mosquitto's password and ACL files, TLS;
-    MQTT 5 clients are refused the MQTT 5 way (reason 0x84).
+    and MQTT 5's properties, reason codes, session and message expiry, topic aliases,
+    subscription options and shared subscriptions ($share/GROUP/FILTER, one member each
+    publication, across edge brokers too). Enhanced authentication is refused (0x8C).
 
     \b
     On the XDP host (after `camus-xdp attach IFACE --spec apps/topics/topics.p4 ...`):
@@ -206,7 +213,7 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
     limits = Limits(max_packet=max_packet, max_inflight=max_inflight, max_queued=max_queued,
                     max_queued_bytes=max_queued_bytes, queue_qos0=queue_qos0,
                     max_retained_bytes=max_retained_bytes, max_buffered=max_buffered,
-                    packet_timeout=packet_timeout)
+                    packet_timeout=packet_timeout, max_keepalive=max_keepalive, topic_alias_max=max_topic_alias)
     store = None
     if persistence:
         from camus.edge.store import EdgeStore, StoreError

@@ -43,7 +43,7 @@ from camus.compiler.language import topics
 from . import mqtt, mqtt5
 from .auth import Acl, Passwords
 from .framing import ORIGIN_BYTES, TRAILER_RETAIN, Framing, Message
-from .session import Limits, Outgoing, Session
+from .session import SUB_ID_SHIFT, Limits, Outgoing, Session
 from .shared import SharedGroup, is_plain, shared_parts
 from .store import EdgeStore, Kept
 from .trie import KNOWN_TOPICS, TopicTrie
@@ -55,6 +55,15 @@ MAX_RETAINED = 100_000      # topics with a retained message (memory: a new topi
 RETAINED_CHUNK = 256 << 10  # retained messages to a new subscriber: bytes written before waiting for it
 SYS_PREFIX = "$SYS/"        # the broker's own figures (mosquitto's $SYS/broker/... names where they exist)
 OPTION_BITS = mqtt5.NO_LOCAL | mqtt5.RETAIN_AS_PUBLISHED    # subscription options delivery looks at
+
+
+def _special(opts: int) -> bool:
+    """A subscription delivery must look at: no-local, retain-as-published or an identifier."""
+    return bool(opts & OPTION_BITS or opts >> SUB_ID_SHIFT)
+
+
+def _sub_ids(ids: list[int]) -> bytes:
+    return b"".join(mqtt5.prop(mqtt5.SUBSCRIPTION_ID, i) for i in sorted(set(ids)))
 
 
 class RuleSink(Protocol):
@@ -255,9 +264,10 @@ class EdgeBroker:
             self.store.retain(topic, payload, qos, rest, _wall(expires))
 
     async def send_retained(self, s: Session, granted: dict[str, int]) -> int:
-        """The retained messages matching any of the filters just `granted` (filter -> QoS), to
-        the session that subscribed, with the retain flag, once each, at the lower of the
-        message's QoS and the highest granted for a filter it matches. Returns how many.
+        """The retained messages matching any of the filters just `granted` (filter -> QoS, with
+        an MQTT 5 subscription identifier above SUB_ID_SHIFT), to the session that subscribed,
+        with the retain flag, once each, at the lower of the message's QoS and the highest
+        granted for a filter it matches (and the identifiers of those filters). Returns how many.
         Streamed: RETAINED_CHUNK bytes at a time, each written only once the client has taken
         the one before (drain), so a `#` subscriber on 100K retained messages costs a chunk, not
         all of them at once; a retained message changed meanwhile is sent as it is then."""
@@ -270,12 +280,16 @@ class EdgeBroker:
             if got is None:
                 continue
             payload, qos = got
-            best = max((q for f, q in granted.items() if topics.matches(flavor, f, topic)), default=-1)
+            hit = [o for f, o in granted.items() if topics.matches(flavor, f, topic)]
+            best = max((o & 3 for o in hit), default=-1)
             if best >= 0 and not any(topics.matches("mqtt", d, topic) for d in s.denied):
                 props, expires = self.retained_props.get(topic, (b"", 0.0))
                 if expires and expires <= now:                   # expired (MQTT 5): forgotten
                     self._retain(topic, b"")
                     continue
+                ids = [o >> SUB_ID_SHIFT for o in hit if o >> SUB_ID_SHIFT]
+                if ids:
+                    props = _sub_ids(ids) + props
                 data, kept = self._send(s, Outgoing(topic, payload, min(qos, best), retain=True, props=props,
                                                     expires=expires))
                 n += 1
@@ -322,25 +336,31 @@ class EdgeBroker:
                 if expiry is not None:
                     expires = time.monotonic() + expiry
             for sid in hits:
+                mine = props                                   # with this session's subscription ids
                 if sid < 0:                                    # a shared subscription: one member
                     s, opts = self._member(sid)                # (if this edge is the group's home)
                     if s is None:
                         continue
                     q, keep_retain = min(qos, opts & 3), False
+                    if opts >> SUB_ID_SHIFT:
+                        mine = _sub_ids([opts >> SUB_ID_SHIFT]) + props
                 else:
                     s = self.sessions.get(sid)
                     if s is None:
                         continue
                     keep_retain = False
-                    if s.options:                              # no-local, retain-as-published
-                        skip, keep_retain = self._options(s, topic, origin)
+                    if s.options:                              # no-local, retain-as-published, ids
+                        skip, keep_retain, ids = self._options(s, topic, origin)
                         if skip:
                             continue
                         keep_retain = keep_retain and retain
+                        if ids:
+                            mine = _sub_ids(ids) + props
                     q = min(qos, s.granted(topic, self.framing.topic.flavor)) if qos else 0
                 if s.denied and any(topics.matches("mqtt", d, topic) for d in s.denied):
                     continue
-                if q == 0 and s.writer is not None and not props and not expires and not keep_retain:
+                if q == 0 and s.writer is not None and not mine and not expires and not keep_retain \
+                        and not s.alias_max:
                     v5 = s.level == mqtt5.LEVEL                # the common case: QoS 0 to a connected client
                     packet = packets[v5]
                     if not packet:
@@ -352,7 +372,7 @@ class EdgeBroker:
                         packet = packets[v5] = mqtt5.publish_wire(wire, payload) if v5 else mqtt.publish_wire(wire, payload)
                     data, always = packet, False
                 else:
-                    data, _ = self._send(s, Outgoing(topic, payload, q, keep_retain, props=props, expires=expires))
+                    data, _ = self._send(s, Outgoing(topic, payload, q, keep_retain, props=mine, expires=expires))
                     always = q > 0                             # owed (QoS 1/2): never dropped as slow
                     if not data:
                         continue
@@ -363,16 +383,19 @@ class EdgeBroker:
         self.stats.delivered += len(hits)
         return len(hits)
 
-    def _options(self, s: Session, topic: str, origin: int) -> tuple[bool, bool]:
+    def _options(self, s: Session, topic: str, origin: int) -> tuple[bool, bool, list[int]]:
         """(skip it: every matching subscription is no-local and the session published it,
-        keep its retain flag: a matching subscription is retain-as-published)."""
+        keep its retain flag: a matching subscription is retain-as-published, the matching
+        subscriptions' identifiers)."""
         flavor = self.framing.topic.flavor
-        all_local, rap = True, False
+        all_local, rap, ids = True, False, []
         for flt, opts in s.subs.items():
             if is_plain(flt) and topics.matches(flavor, flt, topic):
                 all_local = all_local and bool(opts & mqtt5.NO_LOCAL)
                 rap = rap or bool(opts & mqtt5.RETAIN_AS_PUBLISHED)
-        return all_local and origin == s.sid, rap
+                if opts >> SUB_ID_SHIFT:
+                    ids.append(opts >> SUB_ID_SHIFT)
+        return all_local and origin == s.sid, rap, ids
 
     def _member(self, gid: int) -> tuple[Session | None, int]:
         """The member of a shared subscription group that gets the next publication: its
@@ -444,6 +467,7 @@ class EdgeBroker:
                 log.warning("session %s (%s) is not reading: dropping its publications", s.sid, s.client_id)
             s.stalled = True
             self.stats.dropped += n
+            s.aliases.clear()                 # a dropped one may have set a topic alias: set them again
             return
         s.stalled = False
         s.writer.write(data)
@@ -481,8 +505,11 @@ class EdgeBroker:
         s = old or Session(next(self._ids), client_id)
         s.writer, s.will, s.user = writer, hello.will, hello.username
         s.level, s.expiry, s.clean = hello.level, expiry, expiry == 0
+        s.aliases.clear()                                      # (topic aliases are per connection)
+        s.alias_max = 0
         if extra is not None:
             s.receive_max, s.max_packet = extra.receive_maximum, extra.maximum_packet
+            s.alias_max = extra.topic_alias_maximum
         if self.store is not None and not s.clean:
             s.paid = self.store.paid
             self.store.save_session(client_id, hello.username, s.level, s.expiry)
@@ -620,7 +647,7 @@ class EdgeBroker:
         before = s.subs.get(flt, 0) & mqtt5.NO_LOCAL
         s.subs[flt] = opts
         self.no_local += bool(opts & mqtt5.NO_LOCAL) - bool(before)
-        s.options = sum(1 for o in s.subs.values() if o & OPTION_BITS)
+        s.options = sum(1 for o in s.subs.values() if _special(o))
 
     def unsubscribe(self, s: Session, flt: str) -> bool:
         """False when the session did not hold `flt`."""
@@ -628,7 +655,7 @@ class EdgeBroker:
         if opts is None:
             return False
         self.no_local -= bool(opts & mqtt5.NO_LOCAL)
-        s.options = sum(1 for o in s.subs.values() if o & OPTION_BITS)
+        s.options = sum(1 for o in s.subs.values() if _special(o))
         group = self.groups.get(flt)
         if group is not None:                                  # declared while it has members
             group.members.pop(s.sid, None)

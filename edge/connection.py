@@ -25,13 +25,14 @@ import socket
 from camus.compiler.language import topics
 
 from . import mqtt, mqtt5
-from .session import Session
+from .session import SUB_ID_SHIFT, Session
 from .shared import HOMES_REFRESH_S, shared_parts
 
 log = logging.getLogger("camus.edge")
 TCP_QUICKACK = 12
 CONNECT_TIMEOUT_S = 10.0          # a connection must send CONNECT within this
 KEEPALIVE_CHECK_S = 0.5           # how often the watchdog looks for silent clients
+LINGER_S = 1.0                    # an MQTT 5 client told why it is disconnected: its last bytes drained
 SYS_BROKER = "$SYS/broker/"       # the broker's own figures (EdgeBroker.sys_figures): not clients' to write
 
 
@@ -66,6 +67,7 @@ class Connection:
             log.info("client %s (%s) closed: %s", self._name(s), self.peer, exc or type(exc).__name__)
             if isinstance(exc, mqtt.ProtocolError):
                 self._disconnect(exc.reason if isinstance(exc, mqtt5.Refused) else mqtt5.PROTOCOL_ERROR, str(exc))
+                await self._linger()
         finally:
             b.buffered -= self.held
             self.held = 0
@@ -84,6 +86,19 @@ class Connection:
         """An MQTT 5 client is told why the broker closes its connection (3.14)."""
         if self.v5 and self.session is not None and not self.writer.is_closing():
             self.writer.write(mqtt5.disconnect(reason, text))
+
+    async def _linger(self) -> None:
+        """After a DISCONNECT the broker sent: its side closed, what the client still sends read
+        and dropped (up to LINGER_S) so the close is not a reset that loses the DISCONNECT."""
+        if not self.v5 or self.session is None or self.writer.is_closing() or not self.writer.can_write_eof():
+            return
+        try:
+            self.writer.write_eof()
+            deadline = asyncio.get_running_loop().time() + LINGER_S
+            while await asyncio.wait_for(self.reader.read(1 << 16), max(deadline - asyncio.get_running_loop().time(), 0)):
+                pass
+        except (asyncio.TimeoutError, ConnectionError, OSError):
+            pass
 
     @staticmethod
     def _name(s: Session | None) -> str:
@@ -126,7 +141,7 @@ class Connection:
         """What an MQTT 5 client learns of this broker in CONNACK (3.2.2.3)."""
         lim = self.limits
         parts = [mqtt5.prop(mqtt5.MAXIMUM_PACKET_SIZE, lim.max_packet),
-                 mqtt5.prop(mqtt5.SUBSCRIPTION_IDS_AVAILABLE, 0)]
+                 mqtt5.prop(mqtt5.RECEIVE_MAXIMUM, lim.receive_max)]
         if lim.topic_alias_max:
             parts.append(mqtt5.prop(mqtt5.TOPIC_ALIAS_MAXIMUM, lim.topic_alias_max))
         if not hello.client_id:
@@ -270,6 +285,9 @@ class Connection:
                     if pub.packet_id in s.awaiting_release:
                         return None                  # a re-send: published once already (4.3.3)
                     s.awaiting_release.add(pub.packet_id)
+                    if self.v5 and len(s.awaiting_release) > self.limits.receive_max:
+                        raise mqtt5.Refused(mqtt5.RECEIVE_MAXIMUM_EXCEEDED, "more QoS 2 publications unreleased "
+                                            f"than the receive maximum of {self.limits.receive_max}")
         if refused:
             log.warning("client %r (user %r): publishing to %r: %s: dropped", s.client_id, s.user, pub.topic, refused)
             return None
@@ -279,8 +297,8 @@ class Connection:
         """An MQTT 5 PUBLISH, its topic alias resolved (3.3.2.3.4), its properties kept to forward."""
         p5 = mqtt5.parse_publish(p)
         pub = p5.pub
-        if p5.alias:
-            if p5.alias > self.limits.topic_alias_max:
+        if p5.alias is not None:
+            if not 0 < p5.alias <= self.limits.topic_alias_max:
                 raise mqtt5.Refused(mqtt5.TOPIC_ALIAS_INVALID, f"topic alias {p5.alias} (at most "
                                     f"{self.limits.topic_alias_max})")
             if pub.topic:
@@ -312,10 +330,7 @@ class Connection:
         elif p.kind == mqtt.SUBSCRIBE:
             if v5:
                 sub5 = mqtt5.parse_subscribe(p)
-                if sub5.sub_id:
-                    raise mqtt5.Refused(mqtt5.SUBSCRIPTION_IDS_NOT_SUPPORTED,
-                                        "subscription identifiers are not supported (CONNACK said so)")
-                await self._subscribe(s, sub5.packet_id, sub5.filters)
+                await self._subscribe(s, sub5.packet_id, sub5.filters, sub5.sub_id)
             else:
                 sub = mqtt.parse_subscribe(p)
                 await self._subscribe(s, sub.packet_id, sub.filters)
@@ -354,7 +369,7 @@ class Connection:
             raise mqtt5.Refused(mqtt5.MALFORMED, f"unexpected packet type {p.kind}")
         return True
 
-    async def _subscribe(self, s: Session, packet_id: int, filters: list[tuple[str, int]]) -> None:
+    async def _subscribe(self, s: Session, packet_id: int, filters: list[tuple[str, int]], sub_id: int = 0) -> None:
         """SUBSCRIBE: each filter checked, granted and taken into the XDP broker's rules; then
         SUBACK and the retained messages (for an MQTT 5 client as its retain handling says; none
         for a shared subscription, 4.8.2)."""
@@ -382,11 +397,12 @@ class Connection:
             new = flt not in s.subs
             if new:
                 added.append(flt)
-            b.subscribe(s, flt, granted | (options & (mqtt5.NO_LOCAL | mqtt5.RETAIN_AS_PUBLISHED) if v5 else 0))
+            opts = granted | (options & (mqtt5.NO_LOCAL | mqtt5.RETAIN_AS_PUBLISHED) if v5 else 0) | sub_id << SUB_ID_SHIFT
+            b.subscribe(s, flt, opts)
             codes.append(granted)
             handling = (options >> 4) & 3 if v5 else mqtt5.SEND_RETAINED
             if not shared and (handling == mqtt5.SEND_RETAINED or handling == mqtt5.SEND_RETAINED_IF_NEW and new):
-                retained[flt] = granted
+                retained[flt] = opts
         try:
             await b.sync()
         except Exception:

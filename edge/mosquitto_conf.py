@@ -43,6 +43,8 @@ GLOBAL: dict[str, tuple[str, Any]] = {
     "max_queued_bytes": ("max_queued_bytes", _count),
     "queue_qos0_messages": ("queue_qos0", _bool),
     "sys_interval": ("sys_interval", float),
+    "max_keepalive": ("max_keepalive", _count),
+    "max_topic_alias": ("max_topic_alias", _count),
     "persistence": ("persist", _bool),                  # with persistence_location: --persistence DIR
     "persistence_location": ("persistence_location", str),
 }

@@ -38,7 +38,6 @@ RECEIVE_MAXIMUM_EXCEEDED = 0x93
 TOPIC_ALIAS_INVALID = 0x94
 PACKET_TOO_LARGE = 0x95
 QUOTA_EXCEEDED = 0x97
-SUBSCRIPTION_IDS_NOT_SUPPORTED = 0xA1
 
 # property identifiers (3.x.2.3) and how each is written
 PAYLOAD_FORMAT, MESSAGE_EXPIRY, CONTENT_TYPE, RESPONSE_TOPIC, CORRELATION_DATA = 0x01, 0x02, 0x03, 0x08, 0x09
@@ -253,7 +252,7 @@ def parse_connect(p: mqtt.Packet) -> tuple[mqtt.Connect, Connect5]:
 class Publish5:
     """A version 5 PUBLISH: 3.1.1's fields and its properties."""
     pub: mqtt.Publish
-    alias: int = 0
+    alias: int | None = None                # a topic alias (0 is invalid, not absent)
     expiry: int | None = None               # message expiry interval, seconds
     forwarded: bytes = b""
 
@@ -278,8 +277,9 @@ def parse_publish(p: mqtt.Packet) -> Publish5:
     if props.sub_ids:
         raise Refused(PROTOCOL_ERROR, "a PUBLISH from a client with a subscription identifier")
     expiry = props.get(MESSAGE_EXPIRY)
+    alias = props.get(TOPIC_ALIAS)
     return Publish5(mqtt.Publish(topic, body[pos:], qos, bool(p.flags & 1), packet_id),
-                    int(props.get(TOPIC_ALIAS, 0)), None if expiry is None else int(expiry),  # type: ignore
+                    None if alias is None else int(alias), None if expiry is None else int(expiry),  # type: ignore
                     props.forwarded())
 
 
@@ -297,6 +297,8 @@ def parse_subscribe(p: mqtt.Packet, unsubscribe: bool = False) -> Subscribe5:
     if len(p.body) < 2:
         raise Refused(MALFORMED, "SUBSCRIBE without its packet id")
     props, pos = read_props(p.body, 2)
+    if len(props.sub_ids) > 1 or props.sub_ids and not 0 < props.sub_ids[0] <= 268_435_455:
+        raise Refused(PROTOCOL_ERROR, f"subscription identifiers {props.sub_ids} (one, of 1 to 268,435,455)")
     out = Subscribe5(struct.unpack_from("!H", p.body, 0)[0], sub_id=props.sub_ids[0] if props.sub_ids else 0)
     while pos < len(p.body):
         flt, pos = mqtt.string_at(p.body, pos)

@@ -22,6 +22,7 @@ from camus.compiler.language.topics import matches
 from . import mqtt, mqtt5
 
 log = logging.getLogger("camus.edge")
+SUB_ID_SHIFT = 8            # a subscription's MQTT 5 identifier, above its QoS and options (Session.subs)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class Limits:
     packet_timeout: float = 30.0           # seconds from a packet's first byte to its last (a stalled
                                            # publisher's bytes are let go)
     topic_alias_max: int = 10              # MQTT 5 topic aliases a client may set (mosquitto's default)
+    receive_max: int = 1000                # MQTT 5: QoS 2 publications a client may leave unreleased (QoS 1
+                                           # ones are acknowledged as they are read)
     max_keepalive: int = 65535             # MQTT 5: a longer (or no) keep-alive is cut to this (Server Keep Alive)
 
 
@@ -63,6 +66,7 @@ class Session:
     writer: asyncio.StreamWriter | None = None     # None while the client is away
     user: str | None = None
     subs: dict[str, int] = field(default_factory=dict)       # filter -> granted QoS | MQTT 5 options (mqtt5)
+    # | its MQTT 5 subscription identifier << SUB_ID_SHIFT
     inflight: dict[int, Outgoing] = field(default_factory=dict)
     queue: deque[Outgoing] = field(default_factory=deque)
     queued_bytes: int = 0
@@ -82,6 +86,8 @@ class Session:
     gone_at: float = 0.0                   # time.monotonic() its connection ended (while away)
     options: int = 0                       # subscriptions with no-local or retain-as-published
     expired_msgs: int = 0                  # publications dropped as expired (MQTT 5 message expiry)
+    alias_max: int = 0                     # MQTT 5: topic aliases the client takes from us (its CONNECT)
+    aliases: dict[str, int] = field(default_factory=dict)   # topic -> the alias this connection set
     pending_will: mqtt.Will | None = None  # MQTT 5: a will waiting for its delay
     will_timer: asyncio.TimerHandle | None = None
     _next_id: int = 0
@@ -110,12 +116,23 @@ class Session:
         maximum packet size (MQTT 5 3.1.2.11.4: not sent)."""
         if self.level != mqtt5.LEVEL:
             return mqtt.publish_packet(msg.topic, msg.payload, msg.retain, qos, pid, dup)
-        props = msg.props
+        props, topic = msg.props, msg.topic
         if msg.expires:
             props = mqtt5.prop(mqtt5.MESSAGE_EXPIRY, max(0, math.ceil(msg.expires - time.monotonic()))) + props
-        data = mqtt5.publish_packet(msg.topic, msg.payload, msg.retain, qos, pid, dup, props)
+        alias = 0
+        if self.alias_max:                     # the topic once, then its alias (3.3.2.3.4)
+            alias = self.aliases.get(topic, 0)
+            if alias:
+                topic = ""
+            elif len(self.aliases) < self.alias_max:
+                alias = len(self.aliases) + 1
+            if alias:
+                props = mqtt5.prop(mqtt5.TOPIC_ALIAS, alias) + props
+        data = mqtt5.publish_packet(topic, msg.payload, msg.retain, qos, pid, dup, props)
         if self.max_packet and len(data) > self.max_packet:
             return b""
+        if alias and topic:
+            self.aliases[topic] = alias
         return data
 
     def packet_id(self) -> int:

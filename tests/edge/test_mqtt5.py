@@ -135,7 +135,7 @@ def test_enhanced_authentication_and_malformed_properties_are_refused_with_their
     raw = RawClient(port)                                                # a topic alias past the maximum
     raw.send(connect_packet("e", level=5))
     props_ = raw.packet().body[3:]
-    assert mqtt5.prop(mqtt5.TOPIC_ALIAS_MAXIMUM, 10) in props_ and mqtt5.prop(mqtt5.SUBSCRIPTION_IDS_AVAILABLE, 0) in props_
+    assert mqtt5.prop(mqtt5.TOPIC_ALIAS_MAXIMUM, 10) in props_ and mqtt5.prop(mqtt5.RECEIVE_MAXIMUM, 1000) in props_
     raw.send(mqtt5.publish_packet("a/b", b"x", props=mqtt5.prop(mqtt5.TOPIC_ALIAS, 11)))
     bye = raw.packet()
     assert (bye.kind, bye.body[0]) == (mqtt.DISCONNECT, mqtt5.TOPIC_ALIAS_INVALID) and raw.packet() is None
@@ -315,3 +315,42 @@ def test_a_shared_group_on_several_edges_has_one_home_port() -> None:
                                            'topic == "x/+" : fwd(3)', 'topic == "jobs/#" : fwd(1)']
     del texts[1]                                        # port 1's members left: port 2 is the home
     assert homes(texts)[("workers", "jobs/#")] == 2 and combine(texts).count("fwd(2)") == 1
+
+
+def test_subscription_identifiers_come_back_with_what_each_subscription_matched(port) -> None:
+    one = Paho(port, "one", v5=True)
+    one.c.subscribe("ids/#", 1, properties=props(PacketTypes.SUBSCRIBE, SubscriptionIdentifier=456789))
+    assert one.acks.get(timeout=WAIT) == [1]
+    one.c.subscribe("ids/+", 0, properties=props(PacketTypes.SUBSCRIBE, SubscriptionIdentifier=2))
+    assert one.acks.get(timeout=WAIT) == [0]
+    one.publish("ids/x", b"both", 1, retain=True)
+    assert one.next() == ("ids/x", b"both", 1, False)
+    assert sorted(one.props.get(timeout=WAIT).SubscriptionIdentifier) == [2, 456789]   # one copy, both ids
+    late = Paho(port, "late", v5=True)                           # a retained message carries the id too
+    late.c.subscribe("ids/#", 0, properties=props(PacketTypes.SUBSCRIBE, SubscriptionIdentifier=7))
+    assert late.acks.get(timeout=WAIT) == [0]
+    assert late.next() == ("ids/x", b"both", 0, True) and late.props.get(timeout=WAIT).SubscriptionIdentifier == [7]
+    for c in (one, late):
+        c.stop()
+
+
+def test_the_broker_sets_topic_aliases_for_a_client_that_takes_them(port) -> None:
+    """A client that takes topic aliases (Topic Alias Maximum in CONNECT) gets each topic once
+    with an alias, then the alias alone, up to its maximum; the aliases end with the connection."""
+    raw = RawClient(port)
+    raw.send(connect_packet("aliases", level=5, props=mqtt5.prop(mqtt5.TOPIC_ALIAS_MAXIMUM, 1)))
+    assert raw.packet().body[1] == 0
+    raw.send(subscribe5(1, "al/#"))
+    assert raw.packet().kind == mqtt.SUBACK
+    pub = Paho(port, "pub", v5=True)
+    for topic in ("al/1", "al/1", "al/2", "al/1"):
+        pub.publish(topic, b"x")
+    seen = []
+    for _ in range(4):
+        p = raw.packet()
+        topic, pos = mqtt.string_at(p.body, 0)
+        parsed, _ = mqtt5.read_props(p.body, pos)
+        seen.append((topic, parsed.get(mqtt5.TOPIC_ALIAS)))
+    assert seen == [("al/1", 1), ("", 1), ("al/2", None), ("", 1)]      # one alias: al/2 goes in full
+    pub.stop()
+    raw.close()
