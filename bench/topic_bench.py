@@ -14,6 +14,7 @@ latency p50/p99. The publisher and subscribers are the same raw-socket clients f
 (bench/topic_clients.py).
 
     sudo python bench/topic_bench.py --subscriptions 1000 --subscribers 4 --messages 20000
+    sudo python bench/topic_bench.py --brokers camus,mosquitto --mqtt 3.1.1,5     # MQTT 5 clients beside 3.1.1
 """
 from __future__ import annotations
 
@@ -62,14 +63,20 @@ class Setup:
     brokers are bench/brokers.py's; camus-xdp is the XDP broker with an edge broker per
     namespace (the publisher's and each subscriber's)."""
 
-    def __init__(self, name: str, lab: Lab, work: Path, filters: dict[int, list[str]]) -> None:
+    def __init__(self, name: str, lab: Lab, work: Path, filters: dict[int, list[str]], mqtt5: bool = False) -> None:
         self.name, self.lab, self.work, self.filters = name, lab, work, filters
+        self.mqtt5 = mqtt5                  # the MQTT brokers' clients speak MQTT 5
         self.procs: list[subprocess.Popen] = []
         self.broker = None if name == "camus" else make_broker(name, lab, work)
 
     @property
+    def label(self) -> str:
+        return f"{self.name}/5" if self.mqtt5 and self.proto == "mqtt5" else self.name
+
+    @property
     def proto(self) -> str:
-        return "mqtt" if self.broker is None else TOPIC_BROKERS[self.name][0]
+        base = "mqtt" if self.broker is None else TOPIC_BROKERS[self.name][0]
+        return "mqtt5" if base == "mqtt" and self.mqtt5 else base
 
     @property
     def address(self) -> tuple[str, int]:
@@ -131,7 +138,7 @@ def run_broker(setup: Setup, lab: Lab, topics: list[str], rates: list[float], wo
     subs = {}
     for p, fl in setup.filters.items():
         wanted = [s for f in fl for s in nats_subjects(f)] if proto == "nats" else fl
-        out = work / f"{setup.name}-{p}.rec"
+        out = work / f"{setup.label.replace('/', '-v')}-{p}.rec"
         subs[p] = (netns_popen(lab.sub_ns(p), sys.executable, "-m", "camus.bench.topic_clients", "sub", proto, host,
                        str(port), str(out), "900", "2.0", *wanted, stdout=subprocess.PIPE, text=True), out)
         assert subs[p][0].stdout.readline().strip() == "ready"            # type: ignore[union-attr]
@@ -189,7 +196,7 @@ def run_broker(setup: Setup, lab: Lab, topics: list[str], rates: list[float], wo
 
         def pick(q: float, lat: list[int] = lat) -> float | None:
             return round(lat[min(len(lat) - 1, int(q * len(lat)))] / 1e6, 3) if lat else None
-        rows.append({"broker": setup.name, "phase": "paced" if rate else "max", "rate": rate, "sent": sent[k],
+        rows.append({"broker": setup.label, "phase": "paced" if rate else "max", "rate": rate, "sent": sent[k],
                      "expected": ph["expected"], "delivered": got,
                      "recall": round(got / ph["expected"], 6) if ph["expected"] else 1.0,
                      "precision": round(got / (got + ph["false"]), 6) if got + ph["false"] else 1.0,
@@ -235,7 +242,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/camus-topic-bench"))
     ap.add_argument("--plot", type=Path, help="write the figure here (PNG); also from --replot")
     ap.add_argument("--replot", type=Path, help="plot the JSON last line of an earlier run's output, run nothing")
+    ap.add_argument("--mqtt", default="3.1.1", help="the MQTT version(s) the MQTT brokers' clients speak: 3.1.1, 5 "
+                    "or 3.1.1,5 (a row per version; NATS is NATS)")
     args = ap.parse_args()
+    versions = args.mqtt.split(",")
+    if not versions or any(v not in ("3.1.1", "5") for v in versions):
+        ap.error(f"--mqtt {args.mqtt}: 3.1.1, 5 or 3.1.1,5")
     if args.replot:
         rows = json.loads(args.replot.read_text().strip().splitlines()[-1])["rows"]
         plot(rows, args.plot or args.replot.with_suffix(".png"))
@@ -250,15 +262,17 @@ def main() -> int:
     for n in args.subscriptions or [1000]:
         flts = topic_filters(n, args.seed)
         filters = {p: flts[p - 1::args.subscribers] for p in range(1, args.subscribers + 1)}
-        for name in args.brokers.split(","):
+        runs = [(name, v == "5") for name in args.brokers.split(",")
+                for v in (versions if name == "camus" or TOPIC_BROKERS[name][0] == "mqtt" else versions[:1])]
+        for name, mqtt5 in runs:
             with Lab(prefix="camus-tb", subscribers=args.subscribers, net="10.83", routed=True) as lab:
-                setup = Setup(name, lab, args.out, filters)
+                setup = Setup(name, lab, args.out, filters, mqtt5)
                 setup.start()
                 try:
                     for r in run_broker(setup, lab, topics, [args.rate, 0.0], args.out):
                         r["subscriptions"] = n
                         rows.append(r)
-                        print(f"{name:>10} {n:>7} {r['phase']:>6} {r['sent']:>7} {r['expected']:>9} {r['recall']:>7} "
+                        print(f"{setup.label:>10} {n:>7} {r['phase']:>6} {r['sent']:>7} {r['expected']:>9} {r['recall']:>7} "
                               f"{r['precision']:>6} {r['duplicates']:>6} {r['delivered_per_s']:>9} "
                               f"{r['p50_ms']!s:>8} {r['p99_ms']!s:>8}", flush=True)
                 finally:

@@ -1,5 +1,6 @@
-"""Publisher and subscriber for the topic brokers (mosquitto/MQTT 3.1.1, nats-server, redis
-pub/sub), with the ITCH workload mapped to topics `itch/<stock>` (NATS: `itch.<stock>`).
+"""Publisher and subscriber for the topic brokers (mosquitto/MQTT 3.1.1 or 5.0 (`mqtt5`),
+nats-server, redis pub/sub), with the ITCH workload mapped to topics `itch/<stock>` (NATS:
+`itch.<stock>`).
 
 The wire protocols are small enough to speak directly: the publisher pre-encodes the whole run
 and writes it in large chunks (stamping each chunk's send time into its messages), and the
@@ -21,7 +22,7 @@ from typing import Callable
 
 from camus.bench.feeds import ADD_ORDER, STOCK_OFFSET, TIMESTAMP_OFFSET
 
-PROTOS = ("mqtt", "nats", "redis")
+PROTOS = ("mqtt", "mqtt5", "nats", "redis")
 SO_TIMESTAMPNS = 35
 CHUNK_MESSAGES = 64
 
@@ -44,8 +45,9 @@ def _resp(*parts: bytes) -> bytes:
 
 
 def hello(proto: str, client_id: str) -> bytes:
-    if proto == "mqtt":
-        body = b"\x00\x04MQTT\x04\x02\x00\x3c" + struct.pack("!H", len(client_id)) + client_id.encode()
+    if proto in ("mqtt", "mqtt5"):              # MQTT 5: level 5 and an empty properties block
+        level = b"\x04\x02\x00\x3c" if proto == "mqtt" else b"\x05\x02\x00\x3c\x00"
+        body = b"\x00\x04MQTT" + level + struct.pack("!H", len(client_id)) + client_id.encode()
         return b"\x10" + _varint(len(body)) + body
     if proto == "nats":
         return b'CONNECT {"verbose":false,"pedantic":false,"name":"%s"}\r\n' % client_id.encode()
@@ -53,8 +55,9 @@ def hello(proto: str, client_id: str) -> bytes:
 
 
 def subscribe(proto: str, topics: list[str]) -> bytes:
-    if proto == "mqtt":
-        body = b"\x00\x01" + b"".join(struct.pack("!H", len(t)) + t.encode() + b"\x00" for t in topics)
+    if proto in ("mqtt", "mqtt5"):
+        head = b"\x00\x01" if proto == "mqtt" else b"\x00\x01\x00"
+        body = head + b"".join(struct.pack("!H", len(t)) + t.encode() + b"\x00" for t in topics)
         return b"\x82" + _varint(len(body)) + body
     if proto == "nats":
         return b"".join(b"SUB %s %d\r\n" % (t.encode(), i + 1) for i, t in enumerate(topics))
@@ -63,8 +66,8 @@ def subscribe(proto: str, topics: list[str]) -> bytes:
 
 def publish(proto: str, t: str, payload: bytes) -> tuple[bytes, int]:
     """The publish command and the offset of the payload in it."""
-    if proto == "mqtt":
-        var = struct.pack("!H", len(t)) + t.encode()
+    if proto in ("mqtt", "mqtt5"):
+        var = struct.pack("!H", len(t)) + t.encode() + (b"\x00" if proto == "mqtt5" else b"")
         head = b"\x30" + _varint(len(var) + len(payload)) + var
     elif proto == "nats":
         head = b"PUB %s %d\r\n" % (t.encode(), len(payload))
@@ -79,7 +82,8 @@ def parse(proto: str, data: bytes) -> list[tuple[int, bytes]]:
     """(end offset, payload) of every delivered message in a recorded stream."""
     out: list[tuple[int, bytes]] = []
     pos, n = 0, len(data)
-    if proto == "mqtt":
+    v5 = proto == "mqtt5"
+    if proto in ("mqtt", "mqtt5"):
         while pos + 2 <= n:
             kind = data[pos]
             length, shift, i = 0, 0, pos + 1
@@ -95,7 +99,18 @@ def parse(proto: str, data: bytes) -> list[tuple[int, bytes]]:
                 break
             if kind >> 4 == 3:                                    # PUBLISH (QoS 0)
                 tl = int.from_bytes(data[i:i + 2], "big")
-                out.append((end, data[i + 2 + tl:end]))
+                body = i + 2 + tl
+                if v5:                                            # its properties, skipped
+                    plen, shift = 0, 0
+                    while body < end:
+                        b = data[body]
+                        body += 1
+                        plen |= (b & 0x7F) << shift
+                        shift += 7
+                        if not b & 0x80:
+                            break
+                    body += plen
+                out.append((end, data[body:end]))
             pos = end
     elif proto == "nats":
         while pos < n:
@@ -155,7 +170,7 @@ def _subscriber(proto: str, host: str, port: int, out_path: str, seconds: float,
     early = _await_subscribed(s, proto, len(topics))
     s.settimeout(0.1)
     start, last, total = time.monotonic(), 0.0, 0
-    first_message = {"mqtt": b"\x30", "nats": b"MSG ", "redis": b"message"}[proto]
+    first_message = {"mqtt": b"\x30", "mqtt5": b"\x30", "nats": b"MSG ", "redis": b"message"}[proto]
     print("ready", flush=True)                 # the broker has confirmed every subscription
     with open(out_path, "wb") as f:
         f.write(struct.pack("<QI", time.time_ns(), len(early)) + early)
@@ -195,7 +210,7 @@ def subscribed(proto: str, data: bytes, n_topics: int) -> bool:
     """Has the broker confirmed the subscriptions in what it sent so far? MQTT: a SUBACK;
     NATS: the PONG to the PING sent after the SUBs (it answers in order); redis: one
     `subscribe` reply per channel."""
-    if proto == "mqtt":
+    if proto in ("mqtt", "mqtt5"):
         pos = 0
         while pos + 2 <= len(data):            # walk the control packets: type, remaining length
             kind, length, shift, i = data[pos] >> 4, 0, 0, pos + 1

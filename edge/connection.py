@@ -53,7 +53,7 @@ class Connection:
     async def run(self) -> None:
         b = self.broker
         s: Session | None = None
-        clean = False
+        clean = told = False
         try:
             s = self.session = await self._connect()
             if s is None:
@@ -62,12 +62,12 @@ class Connection:
         except mqtt.TooLarge as exc:
             b.stats.too_large += 1
             log.warning("client %s (%s): %s: connection closed (--max-packet)", self._name(s), self.peer, exc)
-            self._disconnect(mqtt5.PACKET_TOO_LARGE)
+            told = self._disconnect(mqtt5.PACKET_TOO_LARGE)
         except (mqtt.ProtocolError, asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError) as exc:
             log.info("client %s (%s) closed: %s", self._name(s), self.peer, exc or type(exc).__name__)
             if isinstance(exc, mqtt.ProtocolError):
-                self._disconnect(exc.reason if isinstance(exc, mqtt5.Refused) else mqtt5.PROTOCOL_ERROR, str(exc))
-                await self._linger()
+                told = self._disconnect(exc.reason if isinstance(exc, mqtt5.Refused) else mqtt5.PROTOCOL_ERROR,
+                                        str(exc))
         finally:
             b.buffered -= self.held
             self.held = 0
@@ -80,17 +80,21 @@ class Connection:
                     s.expired = False
                 log.info("client %r %s", s.client_id, "disconnected" if clean else "gone without DISCONNECT")
                 b.close_session(s, self.writer, clean and not self.will_on_disconnect)
+            if told:                            # (the session no longer writes here)
+                await self._linger()
             self.writer.close()
 
-    def _disconnect(self, reason: int, text: str | None = None) -> None:
-        """An MQTT 5 client is told why the broker closes its connection (3.14)."""
+    def _disconnect(self, reason: int, text: str | None = None) -> bool:
+        """An MQTT 5 client is told why the broker closes its connection (3.14); True if it was."""
         if self.v5 and self.session is not None and not self.writer.is_closing():
             self.writer.write(mqtt5.disconnect(reason, text))
+            return True
+        return False
 
     async def _linger(self) -> None:
         """After a DISCONNECT the broker sent: its side closed, what the client still sends read
         and dropped (up to LINGER_S) so the close is not a reset that loses the DISCONNECT."""
-        if not self.v5 or self.session is None or self.writer.is_closing() or not self.writer.can_write_eof():
+        if self.writer.is_closing() or not self.writer.can_write_eof():
             return
         try:
             self.writer.write_eof()

@@ -138,7 +138,14 @@ def test_enhanced_authentication_and_malformed_properties_are_refused_with_their
     assert mqtt5.prop(mqtt5.TOPIC_ALIAS_MAXIMUM, 10) in props_ and mqtt5.prop(mqtt5.RECEIVE_MAXIMUM, 1000) in props_
     raw.send(mqtt5.publish_packet("a/b", b"x", props=mqtt5.prop(mqtt5.TOPIC_ALIAS, 11)))
     bye = raw.packet()
-    assert (bye.kind, bye.body[0]) == (mqtt.DISCONNECT, mqtt5.TOPIC_ALIAS_INVALID) and raw.packet() is None
+    assert (bye.kind, bye.body[0]) == (mqtt.DISCONNECT, mqtt5.TOPIC_ALIAS_INVALID)
+    again = RawClient(port)                    # back at once, while the old connection drains
+    again.send(connect_packet("e", level=5))
+    assert again.packet().body[1] == 0 and raw.packet() is None
+    again.send(mqtt5.publish_packet("a/b", b"x"))       # the session works (nothing wrote to the old one)
+    again.send(mqtt.client_packet(mqtt.PINGREQ, b""))
+    assert again.packet().kind == mqtt.PINGRESP
+    again.close()
 
 
 def test_topic_aliases_from_a_publisher(port) -> None:
