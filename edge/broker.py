@@ -1,6 +1,6 @@
 """The edge broker: MQTT on one side, the XDP broker on the other (the eBPF pub/sub design).
 
-Publishers and subscribers are ordinary MQTT 3.1.1 clients. A publication is labelled — its
+Publishers and subscribers are ordinary MQTT 3.1.1 or 5.0 clients. A publication is labelled — its
 topic written into the spec's topic field, the payload after the header — and sent to the XDP
 broker's feed address, the publications read together batched into MoldUDP64 datagrams when the
 spec frames them so (edge/framing.py); the XDP program classifies each by topic and sends a copy
@@ -15,14 +15,17 @@ go out as one update through the `RuleSink`, and SUBACK is sent once the tables 
 a client that subscribed sees every later publication. Retained messages (MQTT 3.1.1 3.3.1.3)
 are kept for the topics this edge's own clients publish to: the last one per topic (up to
 MAX_RETAINED topics; an empty one clears it), sent with the retain flag to a new subscription
-that matches, right after its SUBACK. The labelled datagrams carry no retain flag, so a retained
-message published at another edge is not kept here.
+that matches, right after its SUBACK. A retained message published at another edge is not kept
+here (its datagram carries the retain flag only for retain-as-published subscriptions).
 
 Sessions (edge/session.py, the protocol in edge/connection.py): QoS 1/2 publications carry their
 QoS through the XDP broker (a byte after the payload) and are delivered at the lower of it and
 the subscription's; persistent sessions keep their subscriptions (and their rules on the XDP
 broker) while the client is away and queue what it is owed; wills, keep-alive, takeover, a
-mosquitto password file and ACL file (edge/auth.py) and the limits of `Limits`.
+mosquitto password file and ACL file (edge/auth.py) and the limits of `Limits`. MQTT 5: a
+publication's properties and publisher cross the XDP broker after the payload
+(edge/framing.py); subscription options, identifiers and shared subscription groups
+(edge/shared.py) are applied when a copy is handed to the local clients.
 """
 from __future__ import annotations
 
