@@ -149,6 +149,61 @@ def test_retained_messages_to_subscribers_that_do_not_read_are_streamed_under_a_
             p.stop()
 
 
+def test_a_flood_of_stalled_publishers_and_hash_subscribers_on_100k_retained_messages() -> None:
+    """Both floods at once: 200 connections holding unfinished 256 KiB publications (50 MiB
+    offered against a 16 MiB --max-buffered) and five `#` subscribers that never read, on 100K
+    retained messages. Unfinished bytes stay under the bound, the broker's memory grows by the
+    bound and a few retained chunks, not by what was offered, and a normal client is served
+    all along."""
+    import socket
+    limits = Limits(max_packet=MiB, max_buffered=16 * MiB, max_retained_bytes=64 * MiB)
+    b = topics_broker(limits=limits)
+    with running(b) as port:
+        pub = RawClient(port)
+        pub.send(connect_packet("retainer"))
+        assert pub.packet().kind == mqtt.CONNACK
+        blob = b"r" * 200
+        for k in range(0, 100_000, 5000):
+            pub.send(b"".join(mqtt.publish_packet(f"plant/{i}", blob, retain=True) for i in range(k, k + 5000)))
+        deadline = time.monotonic() + 4 * WAIT
+        while len(b.retained) < 100_000:
+            assert time.monotonic() < deadline, len(b.retained)
+            time.sleep(0.05)
+        reader, writer = Paho(port, "reader"), Paho(port, "writer")
+        reader.subscribe(("live/#", 0))
+        before = _rss_mb()
+        stuck = []
+        for k in range(5):
+            c = RawClient(port)
+            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.send(connect_packet(f"hash{k}"))
+            assert c.packet().kind == mqtt.CONNACK
+            c.send(mqtt.client_packet(mqtt.SUBSCRIBE, b"\x00\x01" + mqtt.encode_string("#") + b"\x00", 2))
+            stuck.append(c)                                   # never read past the CONNACK
+        unfinished = mqtt.client_packet(mqtt.PUBLISH, mqtt.encode_string("plant/big") + b"x" * (256 << 10))[:-100]
+        for k in range(200):
+            c = RawClient(port)
+            c.send(connect_packet(f"stalled{k}"))
+            assert c.packet().kind == mqtt.CONNACK
+            try:
+                c.send(unfinished)
+            except OSError:
+                pass                                          # closed meanwhile to make room
+            stuck.append(c)
+            assert b.buffered <= limits.max_buffered
+            if k % 50 == 49:                                  # served throughout
+                writer.publish("live/1", b"%d" % k, 1)
+                assert reader.next() == ("live/1", b"%d" % k, 0, False)
+        assert b.stats.over_memory >= 100 and b.buffered <= limits.max_buffered
+        grown = _rss_mb() - before
+        assert grown < 3 * limits.max_buffered / MiB + 48, grown     # offered: 50 MiB + 5 x 20 MiB retained
+        for c in stuck:
+            c.close()
+        pub.close()
+        for p in (reader, writer):
+            p.stop()
+
+
 def test_retained_messages_stay_under_their_byte_limit() -> None:
     limits = Limits(max_packet=2 * MiB, max_retained_bytes=8 * MiB)
     b = topics_broker(limits=limits)
