@@ -21,17 +21,19 @@ def _addr(text: str, what: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _listener(text: str, tls_by_default: bool) -> tuple[str, int, bool]:
-    """A --listen value: [mqtt://|mqtts://]HOST:PORT; without a scheme, TLS when a certificate
-    is given (one listener, as before)."""
+def _listener(text: str, tls_by_default: bool) -> tuple[str, int, bool, bool]:
+    """A --listen value: [mqtt://|mqtts://|ws://|wss://]HOST:PORT; without a scheme, TLS when a
+    certificate is given. Returns (host, port, TLS, WebSockets)."""
     scheme, sep, rest = text.partition("://")
     if not sep:
-        return (*_addr(text, "--listen"), tls_by_default)
-    if scheme not in ("mqtt", "mqtts"):
-        raise click.BadParameter(f"{text!r}: the scheme is mqtt:// (plain) or mqtts:// (TLS)", param_hint="--listen")
-    if scheme == "mqtts" and not tls_by_default:
-        raise click.BadParameter(f"{text!r}: an mqtts:// listener needs --tls-cert and --tls-key", param_hint="--listen")
-    return (*_addr(rest, "--listen"), scheme == "mqtts")
+        scheme, rest = ("mqtts" if tls_by_default else "mqtt"), text
+    if scheme not in ("mqtt", "mqtts", "ws", "wss"):
+        raise click.BadParameter(f"{text!r}: the scheme is mqtt:// (plain), mqtts:// (TLS), ws:// or wss:// "
+                                 "(MQTT over WebSockets, plain or TLS)", param_hint="--listen")
+    if scheme in ("mqtts", "wss") and not tls_by_default:
+        raise click.BadParameter(f"{text!r}: a {scheme}:// listener needs --tls-cert and --tls-key",
+                                 param_hint="--listen")
+    return (*_addr(rest, "--listen"), scheme in ("mqtts", "wss"), scheme in ("ws", "wss"))
 
 
 def _reload(broker, password_file: str | None, acl_file: str | None, ssl_context,  # type: ignore[no-untyped-def]
@@ -80,7 +82,8 @@ def _read_config(ctx: click.Context, _: click.Parameter, path: str | None) -> st
 @click.option("--listen", "listens", multiple=True, default=("127.0.0.1:1883",), show_default=True,
               help="Where MQTT clients connect (mosquitto_pub/_sub, paho-mqtt): HOST:PORT, [IPv6]:PORT; "
               "repeat it for several listeners; mqtt://... is plain and mqtts://... TLS when both kinds are "
-              "served (without a scheme: TLS when --tls-cert is given).")
+              "served (without a scheme: TLS when --tls-cert is given); ws://HOST:PORT and wss://HOST:PORT "
+              "serve MQTT over WebSockets (path /mqtt, subprotocol mqtt).")
 @click.option("--feed", default=None, help="HOST:PORT of the XDP broker's feed: publications go there "
               "as labelled datagrams. Without it publications are delivered to local clients only.")
 @click.option("--deliveries", default=None, help="HOST:PORT where this edge receives the XDP broker's "
@@ -227,7 +230,13 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
     broker.sys_interval = sys_interval
     places = [_listener(x, ssl_context is not None) for x in listens]
     back = _addr(deliveries, "--deliveries") if deliveries else None
-    said = ", ".join(f"{'mqtts' if tls else 'mqtt'}://{f'[{h}]' if ':' in h else h}:{p}" for h, p, tls in places)
+    said = ", ".join(f"{('wss' if tls else 'ws') if ws else ('mqtts' if tls else 'mqtt')}://"
+                     f"{f'[{h}]' if ':' in h else h}:{p}{'/mqtt' if ws else ''}" for h, p, tls, ws in places)
+    tcp = [(h, p, ssl_context if t else None) for h, p, t, ws in places if not ws]
+    websockets = [(h, p, ssl_context if t else None) for h, p, t, ws in places if ws]
+    if not tcp:
+        raise click.BadParameter("at least one MQTT listener over TCP (mqtt:// or mqtts://) beside WebSocket ones",
+                                 param_hint="--listen")
 
     async def run() -> None:
         task = asyncio.current_task()
@@ -237,9 +246,8 @@ def edge(spec: str, topic_path: str | None, listens: tuple[str, ...], feed: str 
         loop.add_signal_handler(signal.SIGHUP, _reload, broker, password_file, acl_file, ssl_context, tls_cert,
                                 tls_key)
         ready = asyncio.Event()
-        (host, port_, tls), rest = places[0], places[1:]
-        server = asyncio.create_task(serve(broker, (host, port_), back, ready, ssl_context if tls else None,
-                                           [(h, p, ssl_context if t else None) for h, p, t in rest]))
+        (host, port_, first_tls), rest = tcp[0], tcp[1:]
+        server = asyncio.create_task(serve(broker, (host, port_), back, ready, first_tls, rest, websockets))
         await ready.wait()
         click.echo(f"edge broker: MQTT on {said}" + (f", feed {feed}" if feed else "") +
                    (f", copies on {deliveries}" if deliveries else "") +

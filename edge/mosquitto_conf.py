@@ -5,9 +5,9 @@ Each line is `option value...`; `#` starts a comment. `listener PORT [ADDRESS]` 
 (every address when none is given); `certfile`, `keyfile` and `cafile` after it make it a TLS
 listener (mosquitto's per-listener TLS; the edge serves one certificate, so every TLS listener
 must name the same files); `require_certificate true` with `cafile` asks clients for theirs
-(the edge asks exactly when it has their CA). The rest are global. An option the edge does not
-have, or one it does not take in this form, is refused with its line: the file is read whole or
-not at all. Options given on the command line win over the file's.
+(the edge asks exactly when it has their CA); `protocol websockets` makes it MQTT over WebSockets.
+The rest are global. An option the edge does not have, or one it does not take in this form, is
+refused with its line: the file is read whole or not at all. Options given on the command line win over the file's.
 """
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ def read_conf(path: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     listeners: list[tuple[str, int]] = []
     tls_listeners: set[int] = set()
+    ws_listeners: set[int] = set()          # `protocol websockets`
     tls: dict[str, str] = {}
     required = False
     for number, raw in enumerate(lines, 1):
@@ -79,6 +80,13 @@ def read_conf(path: str) -> dict[str, Any]:
                 if not 0 < port < 65536:
                     raise ValueError("a port from 1 to 65535")
                 listeners.append((args[1] if len(args) > 1 else "0.0.0.0", port))
+            elif key == "protocol":
+                if not listeners:
+                    raise ValueError("protocol belongs to a listener: put it after a `listener` line")
+                if args not in (["mqtt"], ["websockets"]):
+                    raise ValueError("protocol mqtt or protocol websockets")
+                if args == ["websockets"]:
+                    ws_listeners.add(len(listeners) - 1)
             elif key in TLS_FILES or key == "require_certificate":
                 if not listeners:
                     raise ValueError(f"{key} belongs to a listener: put it after a `listener` line")
@@ -99,8 +107,8 @@ def read_conf(path: str) -> dict[str, Any]:
             elif key in IGNORED:
                 continue
             else:
-                raise ValueError(f"`{key}` is not an option camus-xdp edge takes (it takes: "
-                                 f"{', '.join(sorted([*GLOBAL, *TLS_FILES, 'listener', 'port', 'require_certificate']))})")
+                known = sorted([*GLOBAL, *TLS_FILES, "listener", "port", "protocol", "require_certificate"])
+                raise ValueError(f"`{key}` is not an option camus-xdp edge takes (it takes: {', '.join(known)})")
         except ValueError as exc:
             raise ConfError(f"{where}: {raw.strip()}: {exc}") from None
     if tls and ("certfile" not in tls or "keyfile" not in tls):
@@ -114,6 +122,7 @@ def read_conf(path: str) -> dict[str, Any]:
     if persist:                            # mosquitto's default location: the directory it runs in
         out["persistence"] = where or "."
     if listeners:
-        out["listens"] = tuple(f"{'mqtts' if i in tls_listeners else 'mqtt'}://"
+        scheme = {(False, False): "mqtt", (True, False): "mqtts", (False, True): "ws", (True, True): "wss"}
+        out["listens"] = tuple(f"{scheme[i in tls_listeners, i in ws_listeners]}://"
                                f"{f'[{h}]' if ':' in h else h}:{p}" for i, (h, p) in enumerate(listeners))
     return out

@@ -107,13 +107,19 @@ def _accepting(broker: EdgeBroker, ctx: ssl.SSLContext | None):  # type: ignore[
 
 async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[str, int] | None,
                 ready: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
-                more: list[tuple[str, int, ssl.SSLContext | None]] | None = None) -> None:
+                more: list[tuple[str, int, ssl.SSLContext | None]] | None = None,
+                websockets: list[tuple[str, int, ssl.SSLContext | None]] | None = None) -> None:
     """Run until cancelled: MQTT on `listen` (over TLS with `ssl_context`) and on each of `more`
-    (host, port, TLS or None), copies from the XDP broker on `deliveries`."""
+    (host, port, TLS or None), MQTT over WebSockets on each of `websockets` (edge/websocket.py),
+    copies from the XDP broker on `deliveries`."""
     from .connection import watch_keepalive
     loop = asyncio.get_running_loop()
     server = await loop.create_server(_accepting(broker, ssl_context), *listen)
     others = [await loop.create_server(_accepting(broker, ctx), host, port) for host, port, ctx in (more or [])]
+    web_runner = None
+    if websockets:
+        from .websocket import start
+        web_runner = await start(broker.client, websockets)
     watchdog = loop.create_task(watch_keepalive(broker))
     sys_task = loop.create_task(_sys_updates(broker)) if broker.sys_interval > 0 else None
     reading: socket.socket | None = None
@@ -139,6 +145,8 @@ async def serve(broker: EdgeBroker, listen: tuple[str, int], deliveries: tuple[s
     finally:
         for other in others:
             other.close()
+        if web_runner is not None:
+            await web_runner.cleanup()
         watchdog.cancel()
         if sys_task is not None:
             sys_task.cancel()

@@ -38,15 +38,17 @@ def busy(port: int, seconds: float) -> None:
 
 
 @contextlib.contextmanager
-def running(broker: EdgeBroker, ssl_context: ssl.SSLContext | None = None) -> Iterator[int]:
-    """Serve `broker` until the block ends; yields its port."""
+def running(broker: EdgeBroker, ssl_context: ssl.SSLContext | None = None, websocket: int | None = None) -> Iterator[int]:
+    """Serve `broker` until the block ends; yields its port (and MQTT over WebSockets on port
+    `websocket`, when given)."""
     port = free_port()
     loop = asyncio.new_event_loop()
     ready = threading.Event()
 
     async def main() -> None:
         started = asyncio.Event()
-        task = asyncio.create_task(serve(broker, ("127.0.0.1", port), None, started, ssl_context))
+        task = asyncio.create_task(serve(broker, ("127.0.0.1", port), None, started, ssl_context, None,
+                                         [("127.0.0.1", websocket, None)] if websocket else None))
         await started.wait()
         ready.set()
         await task

@@ -18,6 +18,12 @@ def test_edge_refuses_bad_setups_at_start() -> None:
     assert out.exit_code == 2 and "--iface and --port go together" in out.output
     out = r.invoke(main, ["edge", "--spec", str(APPS / "topics" / "topics.p4"), "--feed", "10.0.0.1"])
     assert out.exit_code == 2 and "expected HOST:PORT" in out.output
+    out = r.invoke(main, ["edge", "--spec", str(APPS / "topics" / "topics.p4"), "--listen", "ws://127.0.0.1:9001"])
+    assert out.exit_code == 2 and "at least one MQTT listener over TCP" in out.output
+    out = r.invoke(main, ["edge", "--spec", str(APPS / "topics" / "topics.p4"), "--listen", "wss://127.0.0.1:9001"])
+    assert out.exit_code == 2 and "needs --tls-cert" in out.output
+    out = r.invoke(main, ["edge", "--spec", str(APPS / "topics" / "topics.p4"), "--listen", "http://127.0.0.1:80"])
+    assert out.exit_code == 2 and "ws:// or wss://" in out.output
 
 
 def test_edge_refuses_auth_and_tls_files_it_cannot_use(tmp_path) -> None:
@@ -91,10 +97,11 @@ def test_edge_reloads_users_on_sighup_and_serves_several_listeners(tmp_path) -> 
         pytest.skip("mosquitto-clients is not installed (scripts/setup.sh installs them)")
     pw = tmp_path / "passwd"
     pw.write_text(f"alice:{hash_password('s3cret')}\n")
-    p4, p6 = free_port(), free_port()
+    p4, p6, pws = free_port(), free_port(), free_port()
     edge = subprocess.Popen([str(Path(sys.executable).parent / "camus-xdp"), "edge", "--spec",
                              str(APPS / "topics" / "topics.p4"), "--listen", f"127.0.0.1:{p4}", "--listen",
-                             f"[::1]:{p6}", "--password-file", str(pw), "--log-level", "info"],
+                             f"[::1]:{p6}", "--listen", f"ws://127.0.0.1:{pws}", "--password-file", str(pw),
+                             "--log-level", "info"],
                             stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in edge.stderr], daemon=True).start()   # type: ignore[union-attr]
@@ -112,6 +119,7 @@ def test_edge_reloads_users_on_sighup_and_serves_several_listeners(tmp_path) -> 
     try:
         started = wait_line("edge broker: MQTT on")
         assert f"mqtt://127.0.0.1:{p4}" in started and f"mqtt://[::1]:{p6}" in started
+        assert f"ws://127.0.0.1:{pws}/mqtt" in started
         sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(p4), "-u", "alice", "-P", "s3cret",
                                 "-t", "news/#", "-q", "1", "-C", "2", "-i", "keeps"], stdout=subprocess.PIPE, text=True)
         wait_line("keeps")                            # its session is open (logged at info)

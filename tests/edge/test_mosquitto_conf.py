@@ -32,6 +32,8 @@ keyfile /etc/mosquitto/certs/edge.key
 cafile /etc/mosquitto/ca.crt
 require_certificate true
 listener 1884 ::1
+listener 9001
+protocol websockets
 password_file /etc/mosquitto/passwd   # users
 acl_file /etc/mosquitto/acl
 allow_anonymous false
@@ -42,7 +44,7 @@ queue_qos0_messages true
 sys_interval 5
 """)
     assert read_conf(conf) == {
-        "listens": ("mqtt://127.0.0.1:1883", "mqtts://0.0.0.0:8883", "mqtt://[::1]:1884"),
+        "listens": ("mqtt://127.0.0.1:1883", "mqtts://0.0.0.0:8883", "mqtt://[::1]:1884", "ws://0.0.0.0:9001"),
         "tls_cert": "/etc/mosquitto/certs/edge.crt", "tls_key": "/etc/mosquitto/certs/edge.key",
         "tls_ca": "/etc/mosquitto/ca.crt", "password_file": "/etc/mosquitto/passwd",
         "acl_file": "/etc/mosquitto/acl", "allow_anonymous": False, "max_packet": 4096, "max_inflight": 10,

@@ -361,3 +361,34 @@ def test_the_broker_sets_topic_aliases_for_a_client_that_takes_them(port) -> Non
     assert seen == [("al/1", 1), ("", 1), ("al/2", None), ("", 1)]      # one alias: al/2 goes in full
     pub.stop()
     raw.close()
+
+
+def test_mqtt_over_websockets_beside_tcp() -> None:
+    """A WebSocket listener (`--listen ws://...`) serves the same broker: 3.1.1 and 5 clients over
+    WebSockets and over TCP exchange publications both ways; a plain HTTP request is told to
+    use a WebSocket client."""
+    import urllib.error
+    import urllib.request
+
+    from tests.edge.edge_server import free_port
+    ws_port = free_port()
+    b = topics_broker()
+    with running(b, websocket=ws_port) as port:
+        browser = Paho(ws_port, "browser", v5=True, websocket=True)
+        legacy = Paho(ws_port, "legacy", websocket=True)
+        device = Paho(port, "device")
+        for c in (browser, legacy, device):
+            assert c.subscribe(("plant/#", 1)) == [1]
+        browser.publish("plant/1", b"from ws", 1, props=props(UserProperty=[("via", "ws")]))
+        device.publish("plant/2", b"from tcp", 1)
+        for c in (browser, legacy, device):
+            assert sorted([c.next(), c.next()]) == [("plant/1", b"from ws", 1, False), ("plant/2", b"from tcp", 1, False)]
+        big = b"b" * 200_000                          # one packet over many WebSocket frames and reads
+        device.publish("plant/3", big, 0)
+        assert browser.next() == ("plant/3", big, 0, False) and legacy.next() == ("plant/3", big, 0, False)
+        with pytest.raises(urllib.error.HTTPError) as http:
+            urllib.request.urlopen(f"http://127.0.0.1:{ws_port}/mqtt", timeout=WAIT)
+        assert http.value.code == 400 and b"WebSocket" in http.value.read()
+        for c in (browser, legacy, device):
+            c.stop()
+        wait_until(lambda: not b.by_client, "the WebSocket sessions ended with their connections")

@@ -52,12 +52,17 @@ class Paho:
 
     def __init__(self, port: int, client_id: str, clean: bool = True, keepalive: int = 60,
                  will: tuple[str, bytes, int] | None = None, user: str | None = None, password: str | None = None,
-                 tls_ca: str | None = None, v5: bool = False, connect_props=None, will_props=None) -> None:  # type: ignore[no-untyped-def]
+                 tls_ca: str | None = None, v5: bool = False, connect_props=None, will_props=None,  # type: ignore[no-untyped-def]
+                 websocket: bool = False) -> None:
+        transport = "websockets" if websocket else "tcp"
         if v5:
-            self.c = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv5)
+            self.c = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv5,
+                                 transport=transport)
         else:
             self.c = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean,
-                                 protocol=paho.MQTTv311)
+                                 protocol=paho.MQTTv311, transport=transport)
+        if websocket:
+            self.c.ws_set_options(path="/mqtt")
         self.messages: queue.Queue = queue.Queue()
         self.props: queue.Queue = queue.Queue()
         self.connected: queue.Queue = queue.Queue()
