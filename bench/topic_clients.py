@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from camus.bench.feeds import ADD_ORDER, STOCK_OFFSET, TIMESTAMP_OFFSET
+from camus.edge.mqtt5 import varint
 
 PROTOS = ("mqtt", "mqtt5", "nats", "redis")
 SO_TIMESTAMPNS = 35
@@ -31,15 +32,6 @@ def topic(proto: str, stock: str) -> str:
     return f"itch.{stock}" if proto == "nats" else f"itch/{stock}"
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def _resp(*parts: bytes) -> bytes:
     return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
 
@@ -48,7 +40,7 @@ def hello(proto: str, client_id: str) -> bytes:
     if proto in ("mqtt", "mqtt5"):              # MQTT 5: level 5 and an empty properties block
         level = b"\x04\x02\x00\x3c" if proto == "mqtt" else b"\x05\x02\x00\x3c\x00"
         body = b"\x00\x04MQTT" + level + struct.pack("!H", len(client_id)) + client_id.encode()
-        return b"\x10" + _varint(len(body)) + body
+        return b"\x10" + varint(len(body)) + body
     if proto == "nats":
         return b'CONNECT {"verbose":false,"pedantic":false,"name":"%s"}\r\n' % client_id.encode()
     return b""
@@ -58,7 +50,7 @@ def subscribe(proto: str, topics: list[str]) -> bytes:
     if proto in ("mqtt", "mqtt5"):
         head = b"\x00\x01" if proto == "mqtt" else b"\x00\x01\x00"
         body = head + b"".join(struct.pack("!H", len(t)) + t.encode() + b"\x00" for t in topics)
-        return b"\x82" + _varint(len(body)) + body
+        return b"\x82" + varint(len(body)) + body
     if proto == "nats":
         return b"".join(b"SUB %s %d\r\n" % (t.encode(), i + 1) for i, t in enumerate(topics))
     return _resp(b"SUBSCRIBE", *(t.encode() for t in topics))
@@ -68,7 +60,7 @@ def publish(proto: str, t: str, payload: bytes) -> tuple[bytes, int]:
     """The publish command and the offset of the payload in it."""
     if proto in ("mqtt", "mqtt5"):
         var = struct.pack("!H", len(t)) + t.encode() + (b"\x00" if proto == "mqtt5" else b"")
-        head = b"\x30" + _varint(len(var) + len(payload)) + var
+        head = b"\x30" + varint(len(var) + len(payload)) + var
     elif proto == "nats":
         head = b"PUB %s %d\r\n" % (t.encode(), len(payload))
         return head + payload + b"\r\n", len(head)

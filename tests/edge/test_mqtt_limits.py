@@ -25,6 +25,22 @@ def _rss_mb() -> float:
     return 0.0
 
 
+def _retain_many(b, port: int, n: int, size: int) -> RawClient:  # type: ignore[no-untyped-def]
+    """`n` retained messages of `size` bytes on plant/0... from one client (returned, open),
+    once the broker holds them all."""
+    pub = RawClient(port)
+    pub.send(connect_packet("retainer"))
+    assert pub.packet().kind == mqtt.CONNACK
+    blob = b"r" * size
+    for k in range(0, n, 1000):
+        pub.send(b"".join(mqtt.publish_packet(f"plant/{i}", blob, retain=True) for i in range(k, min(k + 1000, n))))
+    deadline = time.monotonic() + 4 * WAIT
+    while len(b.retained) < n:
+        assert time.monotonic() < deadline, len(b.retained)
+        time.sleep(0.05)
+    return pub
+
+
 def test_partial_publications_cannot_grow_the_broker_past_its_bound() -> None:
     """Clients each send CONNECT and most of a 1 MiB PUBLISH, then nothing: unfinished packets
     of all of them stay under --max-buffered (the connection that would pass it is closed),
@@ -113,16 +129,7 @@ def test_retained_messages_to_subscribers_that_do_not_read_are_streamed_under_a_
     not 5 x 40 MiB; a normal client is served meanwhile."""
     b = topics_broker(limits=Limits(max_retained_bytes=256 * MiB))
     with running(b) as port:
-        pub = RawClient(port)
-        pub.send(connect_packet("retainer"))
-        assert pub.packet().kind == mqtt.CONNACK
-        blob = b"r" * 2048
-        for k in range(0, 20_000, 1000):
-            pub.send(b"".join(mqtt.publish_packet(f"plant/{i}", blob, retain=True) for i in range(k, k + 1000)))
-        deadline = time.monotonic() + WAIT
-        while len(b.retained) < 20_000:
-            assert time.monotonic() < deadline, len(b.retained)
-            time.sleep(0.05)
+        pub = _retain_many(b, port, 20_000, 2048)
         before = _rss_mb()
         stuck = []
         for k in range(5):
@@ -159,16 +166,7 @@ def test_a_flood_of_stalled_publishers_and_hash_subscribers_on_100k_retained_mes
     limits = Limits(max_packet=MiB, max_buffered=16 * MiB, max_retained_bytes=64 * MiB)
     b = topics_broker(limits=limits)
     with running(b) as port:
-        pub = RawClient(port)
-        pub.send(connect_packet("retainer"))
-        assert pub.packet().kind == mqtt.CONNACK
-        blob = b"r" * 200
-        for k in range(0, 100_000, 5000):
-            pub.send(b"".join(mqtt.publish_packet(f"plant/{i}", blob, retain=True) for i in range(k, k + 5000)))
-        deadline = time.monotonic() + 4 * WAIT
-        while len(b.retained) < 100_000:
-            assert time.monotonic() < deadline, len(b.retained)
-            time.sleep(0.05)
+        pub = _retain_many(b, port, 100_000, 200)
         reader, writer = Paho(port, "reader"), Paho(port, "writer")
         reader.subscribe(("live/#", 0))
         before = _rss_mb()
