@@ -12,6 +12,9 @@ def _delivery(proto: str, t: str, payload: bytes) -> bytes:
     """What the broker sends a subscriber for one message."""
     if proto == "mqtt":
         return publish(proto, t, payload)[0]
+    if proto == "mqtt5":                   # as a broker forwards one: with properties, skipped
+        from camus.edge import mqtt5
+        return mqtt5.publish_packet(t, payload, props=mqtt5.prop(mqtt5.USER_PROPERTY, ("site", "north")))
     if proto == "nats":
         return b"MSG %s 1 %d\r\n%s\r\n" % (t.encode(), len(payload), payload)
     return b"*3\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(t), t.encode(), len(payload), payload)
@@ -22,6 +25,7 @@ def test_parse_reads_back_every_message(proto: str) -> None:
     msgs = [add_order(seq, s, 100 + seq, 10, "B", ts_ns=seq * 1000) for seq, s in
             enumerate(["GOOGL", "AAPL", "PING", "MSFT"] * 5, start=1)]
     noise = {"mqtt": b"\x20\x02\x00\x00" + b"\x90\x03\x00\x01\x00", "nats": b"INFO {}\r\nPONG\r\n+OK\r\n",
+             "mqtt5": b"\x20\x03\x00\x00\x00" + b"\x90\x04\x00\x01\x00\x00",
              "redis": b"*3\r\n$9\r\nsubscribe\r\n$10\r\nitch/GOOGL\r\n:1\r\n"}[proto]
     stream = noise + b"".join(_delivery(proto, topic(proto, "X"), m) for m in msgs)
     got = parse(proto, stream)
