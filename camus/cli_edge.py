@@ -72,7 +72,7 @@ def _read_config(ctx: click.Context, _: click.Parameter, path: str | None) -> st
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), default=None, is_eager=True,
               expose_value=False, callback=_read_config,
               help="A mosquitto.conf with the options the two brokers share (listener with certfile/keyfile/"
-                   "cafile/require_certificate, password_file, acl_file, allow_anonymous, max_packet_size, "
+                   "cafile/require_certificate/protocol websockets, password_file, acl_file, allow_anonymous, max_packet_size, "
                    "max_inflight_messages, max_queued_messages, max_queued_bytes, queue_qos0_messages, "
                    "sys_interval, max_keepalive, max_topic_alias, persistence with persistence_location); options "
                    "on the command line win.")
