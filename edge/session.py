@@ -1,11 +1,15 @@
 """An MQTT session as the edge broker keeps it (MQTT 3.1.1 3.1.2.4, 4.3, 4.4): it outlives its
-network connection when the client asked for a persistent session (clean session 0).
+network connection when the client asked for a persistent session (clean session 0; MQTT 5: for
+its session expiry interval).
 
 What it holds: the client's subscriptions with their granted QoS; QoS 1/2 publications sent and
 not yet acknowledged (re-sent, with DUP, when the client reconnects: 4.4); publications waiting
 for a free in-flight slot or for the client to come back (up to `Limits.max_queued` messages and
 `Limits.max_queued_bytes`; past them the newest are dropped, logged once and counted); the ids
 of QoS 2 publications received and not yet released (a re-sent one is not published twice).
+An MQTT 5 client's publications are written as version 5 packets with their properties (the
+message expiry with the time left; expired ones are not sent), within its receive maximum and
+maximum packet size, with the topic aliases it takes.
 """
 from __future__ import annotations
 
@@ -84,7 +88,7 @@ class Session:
     max_packet: int = 0                    # MQTT 5: the largest packet the client takes (0: any)
     expiry: float = math.inf               # seconds the session outlives its connection (clean: 0)
     gone_at: float = 0.0                   # time.monotonic() its connection ended (while away)
-    options: int = 0                       # subscriptions with no-local or retain-as-published
+    options: int = 0                       # subscriptions with no-local, retain-as-published or an id
     expired_msgs: int = 0                  # publications dropped as expired (MQTT 5 message expiry)
     alias_max: int = 0                     # MQTT 5: topic aliases the client takes from us (its CONNECT)
     aliases: dict[str, int] = field(default_factory=dict)   # topic -> the alias this connection set
@@ -214,6 +218,11 @@ class Session:
         """On reconnection: the unacknowledged publications again (DUP set; PUBREL for those
         already received), in the order they were sent, then what was queued (4.4)."""
         out = []
-        for pid, msg in self.inflight.items():
-            out.append(mqtt.ack(mqtt.PUBREL, pid) if msg.released else self.packet(msg, msg.qos, pid, dup=True))
+        for pid, msg in list(self.inflight.items()):
+            data = mqtt.ack(mqtt.PUBREL, pid) if msg.released else self.packet(msg, msg.qos, pid, dup=True)
+            if not data:                           # over the maximum packet size it now takes: let go
+                del self.inflight[pid]
+                if msg.seq and self.paid is not None:
+                    self.paid(msg.seq)
+            out.append(data)
         return b"".join(out) + self.pump(limits)

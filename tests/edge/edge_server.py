@@ -31,6 +31,15 @@ def topics_broker(**kwargs) -> EdgeBroker:  # type: ignore[no-untyped-def]
 LOOPS: dict[int, asyncio.AbstractEventLoop] = {}     # the event loop serving each running() port
 
 
+def on_loop(port: int, fn):  # type: ignore[no-untyped-def]
+    """fn() evaluated on the event loop of the edge on `port`, between two of its callbacks: a
+    figure the broker keeps consistent at the end of each step (read from the test's thread,
+    it could be caught half-way through one)."""
+    async def call():  # type: ignore[no-untyped-def]
+        return fn()
+    return asyncio.run_coroutine_threadsafe(call(), LOOPS[port]).result(30)
+
+
 def busy(port: int, seconds: float) -> None:
     """Block the event loop of the edge on `port` for `seconds` (from another thread): what a
     loaded host does to it."""
