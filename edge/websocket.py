@@ -78,10 +78,7 @@ class WsStream:
         return self.closing
 
     def can_write_eof(self) -> bool:
-        return False
-
-    def write_eof(self) -> None:
-        raise NotImplementedError
+        return False                    # (a WebSocket has no half-close: the broker never asks for one)
 
     def close(self) -> None:
         self.closing = True
