@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from camus.bench.feeds import ADD_ORDER, STOCK_OFFSET, TIMESTAMP_OFFSET
-from camus.edge.mqtt5 import varint
+from camus.edge.mqtt import varint
 
 PROTOS = ("mqtt", "mqtt5", "nats", "redis")
 SO_TIMESTAMPNS = 35

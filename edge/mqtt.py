@@ -164,13 +164,18 @@ def encode_string(text: str) -> bytes:
     return struct.pack("!H", len(raw)) + raw
 
 
-def fixed_header(kind: int, flags: int, body: bytes) -> bytes:
-    n, out = len(body), bytearray([kind << 4 | flags])
+def varint(n: int) -> bytes:
+    """A variable byte integer (1.5.5): remaining lengths, MQTT 5 property lengths."""
+    out = bytearray()
     while True:
         b, n = n & 0x7F, n >> 7
         out.append(b | (0x80 if n else 0))
         if not n:
-            return bytes(out) + body
+            return bytes(out)
+
+
+def fixed_header(kind: int, flags: int, body: bytes) -> bytes:
+    return bytes((kind << 4 | flags,)) + varint(len(body)) + body
 
 
 

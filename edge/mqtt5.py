@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass, field
 
 from . import mqtt
+from .mqtt import varint
 
 AUTH = 15
 LEVEL = 5
@@ -85,15 +86,6 @@ def varint_at(data: bytes, pos: int) -> tuple[int, int]:
             return value, pos
         shift += 7
     raise Refused(MALFORMED, "variable byte integer longer than four bytes")
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 @dataclass
