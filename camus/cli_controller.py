@@ -23,6 +23,12 @@ def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
+def _without_password(url: str) -> str:
+    """A database URL fit for an error message (its password, if any, left out)."""
+    import re
+    return re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
 def _listen(value: str) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit():
@@ -195,7 +201,12 @@ def verify_device(device: str, as_json: bool, url: str, token: str, ca: str | No
               help="File holding the token the controller presents to host agents (not on the command "
                    "line: it would show in ps). $CAMUS_AGENT_TOKEN also works.")
 @click.option("--db", "db_path", default="camus-controller.db", show_default=True,
-              help="SQLite file keeping subscriptions across restarts (ids are never reused).")
+              help="Where subscriptions are kept across restarts (ids are never reused): a SQLite file (one "
+                   "controller process), or postgresql://USER@HOST:PORT/DB, shared by any number of controller "
+                   "processes: each answers the API; one at a time owns the devices (a lease in the database).")
+@click.option("--lease-seconds", type=click.FloatRange(2.0, 600.0), default=5.0, show_default=True,
+              help="With a postgresql:// --db: how long after its owner's last renewal (every second) the devices "
+                   "pass to another controller process.")
 @click.option("--switch-dir", type=click.Path(file_okay=False), default="switches", show_default=True,
               help="Where each P4 switch without a `p4runtime: HOST:PORT` in the topology gets its "
                    "program and entries written (DIR/<switch>/); the others are driven over P4Runtime.")
@@ -226,7 +237,7 @@ def verify_device(device: str, as_json: bool, url: str, token: str, ca: str | No
 @LOG_LEVEL
 def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_file, db_path, switch_dir,
           default_ttl, tls_cert, tls_key, tls_ca, tls_client_auth, audit_log, push_interval, verify_pushes,
-          access_log, log_level) -> None:
+          lease_seconds, access_log, log_level) -> None:
     """Serve the subscription API; push tables to host agents and to switches.
 
     \b
@@ -287,36 +298,59 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
                        "has none or another), or serve a general graph with --policy mst or mst++", err=True)
             sys.exit(1)
     agent_token = _secret(agent_token_file, "CAMUS_AGENT_TOKEN")
-    targets = {}
-    for d in topo.devices:
-        device_tls = tls if tls.enabled and str(topo.attr(d, "tls", "true")).lower() not in ("false", "no", "off") else None
-        if topo.kind(d) == "xdp" and topo.attr(d, "agent"):
-            try:
-                targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "",
-                                         tls=device_tls)
-            except PushError as exc:
-                click.echo(f"error: {topology_path}: {d}: {exc} (or `tls: false` for this device)", err=True)
-                sys.exit(1)
-        elif topo.kind(d) == "p4" and topo.attr(d, "p4runtime"):
-            try:
-                device_id = int(topo.attr(d, "device_id", "1") or 1)
-            except ValueError:
-                click.echo(f"error: {topology_path}: {d}: device_id must be a number", err=True)
-                sys.exit(1)
-            targets[d] = P4RuntimeTarget(topo.attr(d, "p4runtime") or "", device_id,
-                                         topo.attr(d, "arch", "v1model") or "v1model",
-                                         pipeline_config=Path(spec).read_bytes(), tls=device_tls,
-                                         tls_name=topo.attr(d, "tls_name"), verify_pushes=verify_pushes)
-        elif topo.kind(d) == "p4":
-            targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
-    from camus.controller.store import SubscriptionStore
-    ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets, store=SubscriptionStore(db_path),
-                     restart_hold_s=default_ttl, deferred=True, push_interval=push_interval)
+
+    def make_targets(election_id: int) -> dict:
+        """Each device's push target (P4Runtime switches elect with `election_id`)."""
+        targets: dict = {}
+        for d in topo.devices:
+            device_tls = tls if tls.enabled and str(topo.attr(d, "tls", "true")).lower() not in ("false", "no", "off") else None
+            if topo.kind(d) == "xdp" and topo.attr(d, "agent"):
+                try:
+                    targets[d] = AgentTarget(topo.attr(d, "agent"), topo.attr(d, "token", agent_token) or "",
+                                             tls=device_tls)
+                except PushError as exc:
+                    click.echo(f"error: {topology_path}: {d}: {exc} (or `tls: false` for this device)", err=True)
+                    sys.exit(1)
+            elif topo.kind(d) == "p4" and topo.attr(d, "p4runtime"):
+                try:
+                    device_id = int(topo.attr(d, "device_id", "1") or 1)
+                except ValueError:
+                    click.echo(f"error: {topology_path}: {d}: device_id must be a number", err=True)
+                    sys.exit(1)
+                targets[d] = P4RuntimeTarget(topo.attr(d, "p4runtime") or "", device_id,
+                                             topo.attr(d, "arch", "v1model") or "v1model",
+                                             pipeline_config=Path(spec).read_bytes(), tls=device_tls,
+                                             tls_name=topo.attr(d, "tls_name"), verify_pushes=verify_pushes)
+            elif topo.kind(d) == "p4":
+                targets[d] = SwitchDirTarget(Path(switch_dir), topo.attr(d, "arch", "v1model") or "v1model")
+        return targets
+
+    targets = make_targets(1)                       # (checks the topology's devices before serving)
+    shared = None
+    if db_path.startswith(("postgresql://", "postgres://")):
+        from camus.controller.shared_front import SharedFront
+        from camus.controller.shared_store import SharedStore
+        from camus.controller.store import StoreError
+
+        def build(snapshot, epoch: int) -> Controller:
+            return Controller(topo, sp, policy, CompileOptions(alpha=alpha), make_targets(max(1, epoch)),
+                              loaded=snapshot, deferred=True, push_interval=push_interval)
+        try:
+            shared = SharedFront(SharedStore(db_path), topo, sp, CompileOptions(alpha=alpha), build,
+                                 f"{'https' if ssl_context else 'http'}://{listen}", lease_s=lease_seconds)
+        except StoreError as exc:
+            click.echo(f"error: --db {_without_password(db_path)}: {exc}", err=True)
+            sys.exit(1)
+        ctl = None
+    else:
+        from camus.controller.store import SubscriptionStore
+        ctl = Controller(topo, sp, policy, CompileOptions(alpha=alpha), targets, store=SubscriptionStore(db_path),
+                         restart_hold_s=default_ttl, deferred=True, push_interval=push_interval)
     host, port = _listen(listen)
     click.echo(f"controller: {len(topo.devices)} devices, {len(topo.hosts)} hosts, policy {policy}; "
                f"{'https' if ssl_context else 'http'}://{host}:{port}/v1/"
                + (" (client certificates required)" if tls_client_auth else ""), err=True)
-    web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True), host=host, port=port, print=None,
+    web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True, shared=shared), host=host, port=port, print=None,
                 access_log=web.access_logger if access_log else None, ssl_context=ssl_context,
                 loop=new_event_loop(), **http_limits.server_options())
 

@@ -30,7 +30,8 @@ from .devices import DeviceCompiler, DeviceTables, LineDelta
 from .expiry import ExpiryWheel
 from .live_routing import LineChanges, LiveRouting
 from .routing import Routing
-from .store import StoreError, SubscriptionStore
+from .shared_store import ADD, REMOVE, Logged
+from .store import StoredSubscription, StoreError, SubscriptionStore
 from .topology import Topology
 
 
@@ -40,6 +41,26 @@ class SubscriptionError(ValueError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+def check_subscription(topology: Topology, spec: Spec, max_ttl: float, host: str, filter_text: str,
+                       ttl: float) -> str:
+    """A new subscription's filter as it will be kept, or SubscriptionError: an unknown host, a
+    TTL out of range, a filter that is not one valid filter of the spec (with its position)."""
+    if host not in topology.hosts:
+        raise SubscriptionError(f"unknown host {host!r}", 403)
+    if not 0 < ttl <= max_ttl:
+        raise SubscriptionError(f"ttl must be in (0, {max_ttl:g}] seconds")
+    text = filter_text.strip()
+    # an action part (": fwd(2)", ": drop") is the controller's to add; IPv6 literals keep their colons
+    if not text or "\n" in text or re.search(r":\s*(drop\b|[A-Za-z_]\w*\s*\()", text):
+        raise SubscriptionError("a subscription is one filter, without an action (e.g. "
+                                "'stock == GOOGL and price > 50')")
+    try:
+        check_rules(spec, f"{text} : fwd(1)", "<filter>")
+    except (CompileErrors, CompileError) as exc:
+        raise SubscriptionError(str(exc)) from None
+    return text
 
 
 class PushTarget(Protocol):
@@ -112,6 +133,8 @@ class Controller:
     wall: Callable[[], float] = time.time           # the store's clock (expiry survives restarts)
     deferred: bool = False          # compile off the request path: a change only bumps `version`;
                                     # `take_batch` / `compile_batch` / `install` catch up (the service)
+    loaded: tuple[int, list[StoredSubscription]] | None = None    # a shared store's snapshot: (its
+                                    # version, the live set); the log's changes follow (`apply_logged`)
     push_interval: float = 0.0      # seconds from one push to a device to its next: changes that
                                     # come meanwhile go together (each push costs the device a fixed
                                     # part: its root table is rewritten); a push after a quiet spell
@@ -125,21 +148,17 @@ class Controller:
         self.live = LiveRouting(self.topology, self.policy, track_exact=self.options.alpha > 1)
         self._events: list[tuple[str, str, int]] = []     # (host, filter, +1/-1) since the last batch
         self._expiry = ExpiryWheel()                       # when each subscription lapses
-        if self.store is not None:                  # back from a restart: every live subscription
-            now, wall = self.clock(), self.wall()
-            for r in self.store.live(wall):
-                if r.host in self.topology.hosts:
-                    self.subs[f"s{r.id}"] = Subscription(f"s{r.id}", r.host, r.filter, r.ttl,
-                                                         now + (r.expires_wall - wall))
-                    self._due(self.subs[f"s{r.id}"])
-                    self._events.append((r.host, r.filter, 1))
+        rows = self.store.live(self.wall()) if self.store is not None else self.loaded[1] if self.loaded else []
+        self._load(rows)
+        if self.loaded is not None:
+            self.version = self.loaded[0]
         self.recompute()
         if len(self.subs) > 10_000:
             settle_heap()              # a large set loaded: later collections need not walk it
         # After a restart the devices keep the tables they had. Those that already hold what
         # we computed need no push; for one TTL nobody gets fewer rules than it holds (a lost
         # database, or clients that have not resubscribed yet, must not turn subscribers dark).
-        restarted = self.store is not None and self.store.used()
+        restarted = self.store.used() if self.store is not None else bool(self.loaded and self.loaded[0])
         self.hold_until = self.clock() + (self.restart_hold_s if restarted else 0.0)
         self.holding: dict[str, int] = {}
         if restarted:
@@ -152,24 +171,8 @@ class Controller:
                     self.holding[d] = held[1]
 
     # -- subscriptions ---------------------------------------------------------------------
-    def validate(self, filter_text: str) -> str:
-        text = filter_text.strip()
-        # an action part (": fwd(2)", ": drop") is the controller's to add; IPv6 literals keep their colons
-        if not text or "\n" in text or re.search(r":\s*(drop\b|[A-Za-z_]\w*\s*\()", text):
-            raise SubscriptionError("a subscription is one filter, without an action (e.g. "
-                                    "'stock == GOOGL and price > 50')")
-        try:
-            check_rules(self.spec, f"{text} : fwd(1)", "<filter>")
-        except (CompileErrors, CompileError) as exc:
-            raise SubscriptionError(str(exc)) from None
-        return text
-
     def add(self, host: str, filter_text: str, ttl: float) -> Subscription:
-        if host not in self.topology.hosts:
-            raise SubscriptionError(f"unknown host {host!r}", 403)
-        if not 0 < ttl <= self.max_ttl:
-            raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
-        text = self.validate(filter_text)
+        text = check_subscription(self.topology, self.spec, self.max_ttl, host, filter_text, ttl)
         now = self.clock()
         if self.store is not None:                   # ids from the database: never reused
             sub_id = f"s{self.store.add(host, text, ttl, self.wall() + ttl)}"
@@ -181,6 +184,39 @@ class Controller:
         self._events.append((host, text, 1))
         self._changed()
         return sub
+
+    def _load(self, rows: list[StoredSubscription]) -> None:
+        """Stored subscriptions into memory (a restart, a shared store's snapshot)."""
+        now, wall = self.clock(), self.wall()
+        for r in rows:
+            if r.host in self.topology.hosts:
+                sub = self.subs[f"s{r.id}"] = Subscription(f"s{r.id}", r.host, r.filter, r.ttl,
+                                                            now + (r.expires_wall - wall))
+                self._due(sub)
+                self._events.append((r.host, r.filter, 1))
+
+    def apply_logged(self, entries: list[Logged]) -> None:
+        """A shared store's committed changes, in version order (whichever controller made them):
+        memory follows the database; `version` becomes the last one's."""
+        now, wall = self.clock(), self.wall()
+        for e in entries:
+            if e.version <= self.version:
+                continue
+            sid, row = f"s{e.sub.id}", e.sub
+            cur = self.subs.get(sid)
+            if e.op == ADD and cur is None and row.host in self.topology.hosts:
+                self._load([row])
+            elif e.op == REMOVE and cur is not None:
+                del self.subs[sid]
+                self._expiry.discard(sid, cur.expires)
+                self._events.append((cur.host, cur.filter, -1))
+            elif cur is not None:                    # a TTL changed
+                self._expiry.discard(sid, cur.expires)
+                cur.ttl, cur.expires = row.ttl, now + (row.expires_wall - wall)
+                self._due(cur)
+            self.version = e.version
+        if not self.deferred:
+            self.recompute()
 
     def _own(self, host: str, sub_id: str) -> Subscription:
         sub = self.subs.get(sub_id)

@@ -34,7 +34,8 @@ from .tls import HandshakeFailures
 from .commits import Commits
 from .compile_worker import CompileProcess
 from .core import Controller, SubscriptionError
-from .store import StoreError
+from .shared_front import STATUS_S, SharedFront
+from .store import StoredSubscription, StoreError
 from .tokens import TokenBook
 from .verifying import NotCheckable, run_job, verify_job
 
@@ -42,7 +43,8 @@ log = logging.getLogger("camus.controller")
 audit = logging.getLogger("camus.audit")          # subscription changes: who, what, when
 TICK_S = 0.1
 CHECKPOINT_S = 1.0   # how often the database's write-ahead log is checkpointed, off the event loop
-CONTROLLER = web.AppKey("controller", Controller)
+CONTROLLER = web.AppKey("controller", object)     # Controller (one process), or None: SHARED's
+SHARED = web.AppKey("shared", object)              # SharedFront (several processes, PostgreSQL), or None
 TOKENS = web.AppKey("tokens", TokenBook)
 DEFAULT_TTL = web.AppKey("default_ttl", float)
 LOCK = web.AppKey("lock", asyncio.Lock)
@@ -110,6 +112,25 @@ def _audit(request: web.Request, host: str, what: str, sub_id: str, text: str = 
                f" filter={text!r}" if text else "")
 
 
+def _controller(app: web.Application) -> Controller | None:
+    """The Controller of this process: its own, or (shared store) while it owns the devices."""
+    shared = app[SHARED]
+    c = shared.controller if isinstance(shared, SharedFront) else app[CONTROLLER]
+    return c if isinstance(c, Controller) else None
+
+
+def _local(app: web.Application) -> Controller:
+    """The Controller of a one-process service (the handlers' path without a shared store)."""
+    c = app[CONTROLLER]
+    assert isinstance(c, Controller)
+    return c
+
+
+def _stored_view(sub: StoredSubscription) -> dict:
+    return {"id": f"s{sub.id}", "host": sub.host, "filter": sub.filter, "ttl": sub.ttl,
+            "expires_in": round(max(0.0, sub.expires_wall - time.time()), 3)}
+
+
 def _fail(exc: SubscriptionError) -> web.Response:
     return web.json_response({"error": str(exc)}, status=exc.status)
 
@@ -172,11 +193,17 @@ async def add(request: web.Request) -> web.Response:
     host = _host(request)
     data = await _body(request)
     _fields(data, host, ("filter", "ttl"))
-    c: Controller = request.app[CONTROLLER]
+    shared = request.app[SHARED]
     try:
         ttl = _ttl(data.get("ttl", request.app[DEFAULT_TTL]))
         if not isinstance(data.get("filter", ""), str):
             raise SubscriptionError("filter must be a string, e.g. 'stock == GOOGL and price > 50'")
+        if isinstance(shared, SharedFront):
+            done = await shared.add(host, str(data.get("filter", "")), ttl)
+            assert done.sub is not None
+            _audit(request, host, "subscribe", f"s{done.sub.id}", done.sub.filter)
+            return web.json_response({**_stored_view(done.sub), "version": done.version}, status=201)
+        c = _local(request.app)
         async with request.app[LOCK]:
             sub = c.add(host, str(data.get("filter", "")), ttl)
             version = c.version
@@ -199,31 +226,50 @@ async def add(request: web.Request) -> web.Response:
 
 async def listing(request: web.Request) -> web.Response:
     host = _host(request)
-    return web.json_response({"host": host, "subscriptions": request.app[CONTROLLER].subscriptions_of(host)})
+    shared = request.app[SHARED]
+    try:
+        subs = (await shared.listing(host) if isinstance(shared, SharedFront)
+                else _local(request.app).subscriptions_of(host))
+    except StoreError as exc:
+        return _unstored(exc)
+    return web.json_response({"host": host, "subscriptions": subs})
 
 
 async def refresh(request: web.Request) -> web.Response:
     host = _host(request)
     data = await _body(request)
     _fields(data, host, ("ttl",))
-    c: Controller = request.app[CONTROLLER]
+    shared = request.app[SHARED]
     try:
-        async with request.app[LOCK]:
-            sub = c.refresh(host, request.match_info["id"], _ttl(data["ttl"]) if "ttl" in data else None)
-        await _stored(request)
+        ttl = _ttl(data["ttl"]) if "ttl" in data else None
+        if isinstance(shared, SharedFront):
+            done = await shared.refresh(host, request.match_info["id"], ttl)
+            assert done.sub is not None
+            view = _stored_view(done.sub)
+        else:
+            c = _local(request.app)
+            async with request.app[LOCK]:
+                sub = c.refresh(host, request.match_info["id"], ttl)
+            await _stored(request)
+            view = sub.view(c.clock())
     except SubscriptionError as exc:
         return _fail(exc)
     except StoreError as exc:
         return _unstored(exc)
     if "ttl" in data:                                # a keep-alive alone is not a change
-        _audit(request, host, f"ttl={sub.ttl:g}", sub.id)
-    return web.json_response(sub.view(c.clock()))
+        _audit(request, host, f"ttl={view['ttl']:g}", view["id"])
+    return web.json_response(view)
 
 
 async def remove(request: web.Request) -> web.Response:
     host = _host(request)
-    c: Controller = request.app[CONTROLLER]
+    shared = request.app[SHARED]
     try:
+        if isinstance(shared, SharedFront):
+            done = await shared.remove(host, request.match_info["id"])
+            _audit(request, host, "unsubscribe", request.match_info["id"])
+            return web.json_response({"removed": request.match_info["id"], "version": done.version})
+        c = _local(request.app)
         async with request.app[LOCK]:
             sub = c.remove(host, request.match_info["id"])
             version = c.version
@@ -247,9 +293,14 @@ async def status(request: web.Request) -> web.Response:
     """The status now, or (`wait_version=N`) once every pushed device holds version N or
     `timeout` seconds have passed; the answer is the status either way (the client compares)."""
     _host(request)
-    c: Controller = request.app[CONTROLLER]
-    if "wait_version" in request.query:
-        version, timeout = _wait_args(request.query)
+    c = _controller(request.app)
+    shared = request.app[SHARED]
+    wait = _wait_args(request.query) if "wait_version" in request.query else None
+    if c is None and isinstance(shared, SharedFront):      # the owner's status, from the database
+        return await _relayed_status(request, shared, wait)
+    assert c is not None
+    if wait is not None:
+        version, timeout = wait
         deadline = time.monotonic() + timeout
         while (c.held_version() < version and not request.app[CLOSING]
                and (left := deadline - time.monotonic()) > 0):
@@ -257,8 +308,27 @@ async def status(request: web.Request) -> web.Response:
                 await asyncio.wait_for(request.app[HELD][0].wait(), left)
             except asyncio.TimeoutError:
                 break
-    return web.json_response({**c.status(), "api": _summary(request.app),
+    extra = {"owner": shared.me, "owner_address": shared.address, "answered_by": shared.me,
+             "held_version": c.held_version()} if isinstance(shared, SharedFront) else {}
+    return web.json_response({**c.status(), **extra, "api": _summary(request.app),
                               "tls_handshake_failures": HandshakeFailures.count})
+
+
+async def _relayed_status(request: web.Request, shared: SharedFront, wait: tuple[int, float] | None) -> web.Response:
+    """A process that does not own the devices answers with what their owner published last;
+    waiting for a version, it reads that again until the owner holds it (or the time is up)."""
+    try:
+        doc = await shared.owner_status()
+        if wait is not None:
+            version, timeout = wait
+            deadline = time.monotonic() + timeout
+            while (doc.get("held_version", -1) < version and not request.app[CLOSING]
+                   and time.monotonic() < deadline):
+                await asyncio.sleep(STATUS_S)
+                doc = await shared.owner_status()
+    except StoreError as exc:
+        return _unstored(exc)
+    return web.json_response({**doc, "api": _summary(request.app), "tls_handshake_failures": HandshakeFailures.count})
 
 
 async def verify(request: web.Request) -> web.Response:
@@ -267,8 +337,13 @@ async def verify(request: web.Request) -> web.Response:
     read and the proof run in a thread; a push to the device meanwhile makes the answer
     "undecidable" (run it again)."""
     _host(request)
-    c: Controller = request.app[CONTROLLER]
+    c = _controller(request.app)
     device = request.match_info["device"]
+    if c is None:
+        shared = request.app[SHARED]
+        where = shared.owner.address if isinstance(shared, SharedFront) else ""
+        raise _http_error(409, f"this controller does not own the devices now; ask the one that does"
+                               f"{' (' + where + ')' if where else ''}")
     async with request.app[LOCK]:
         try:
             job = verify_job(c, device)
@@ -317,25 +392,32 @@ def _held_may_have_grown(app: web.Application) -> None:
 async def _housekeeping(app: web.Application) -> None:
     """Expire lapsed subscriptions, compile what changed (in a thread, outside the lock: requests
     keep being answered), push pending tables (in a thread: agents compile), retry."""
-    c: Controller = app[CONTROLLER]
+    shared = app[SHARED]
+    c = _controller(app)
     checkpointed = time.monotonic()
     while True:
-        due = c.next_push_at()                      # a device waiting out its push interval
+        due = c.next_push_at() if c is not None else None     # a device waiting out its push interval
         try:
-            await asyncio.wait_for(app[WAKE].wait(), TICK_S if due is None else
+            await asyncio.wait_for(app[WAKE].wait(), TICK_S if due is None or c is None else
                                    min(TICK_S, max(0.0, due - c.clock())))
         except asyncio.TimeoutError:
             pass
         app[WAKE].clear()
         if time.monotonic() - checkpointed >= CHECKPOINT_S:
-            if c.store is not None:
+            if c is not None and c.store is not None:
                 await asyncio.to_thread(c.store.checkpoint)
             note = app[TOKENS].refresh()                # tokens rotate without a restart
             if note:
                 log.log(logging.WARNING if "not taken" in note else logging.INFO, note)
             checkpointed = time.monotonic()
+        if isinstance(shared, SharedFront):          # the lease; the owner follows the store's log
+            c = await shared.tick(app[LOCK])
+            if c is None:
+                continue
+        else:
+            c = _local(app)
         async with app[LOCK]:
-            gone = c.expire()
+            gone = c.expire() if not isinstance(shared, SharedFront) else []   # (shared: the owner's writes)
             if gone:
                 log.info("expired %s", ", ".join(gone))
             batch = c.take_batch() if c.dirty else None
@@ -353,15 +435,22 @@ async def _housekeeping(app: web.Application) -> None:
         async with app[LOCK]:
             todo = c.pending()
         for d in todo:
+            if isinstance(shared, SharedFront) and not shared.may_push():
+                break                               # the lease is not ours for certain any more
             ok = await asyncio.to_thread(c.push_one, d)
             if ok:
                 _held_may_have_grown(app)
             else:
                 log.warning("push to %s failed: %s (retrying)", d, c.devices[d].error)
+        if isinstance(shared, SharedFront):
+            await shared.publish()
 
 
 async def _start(app: web.Application) -> None:
-    store = app[CONTROLLER].store
+    c, shared = app[CONTROLLER], app[SHARED]
+    store = c.store if isinstance(c, Controller) else None
+    if isinstance(shared, SharedFront):
+        shared.wake = app[WAKE]
     if store is not None:       # one commit for the changes of a loop turn
         app[COMMITS] = Commits(store, asyncio.get_running_loop())
     app[TASK] = asyncio.create_task(_housekeeping(app))
@@ -379,22 +468,28 @@ async def _stop(app: web.Application) -> None:
     commits = app[COMMITS]
     if isinstance(commits, Commits):
         commits.close()
+    shared = app[SHARED]
+    if isinstance(shared, SharedFront):
+        await shared.release(app[LOCK])
 
 
-def make_app(controller: Controller, tokens: TokenBook | dict[str, str], default_ttl: float = 30.0,
-             compile_process: bool = False) -> web.Application:
-    """`compile_process`: compile in a worker process (the CLI's choice), else in a thread."""
+def make_app(controller: Controller | None, tokens: TokenBook | dict[str, str], default_ttl: float = 30.0,
+             compile_process: bool = False, shared: SharedFront | None = None) -> web.Application:
+    """`compile_process`: compile in a worker process (the CLI's choice), else in a thread.
+    `shared` (and no controller): one of several processes on a shared store."""
     http_limits.quiet_client_errors()
     app = web.Application(middlewares=[http_limits.body_in_time, _timed])
     app[CHANGE_TIMES] = collections.deque(maxlen=TIMED)
     app[COMMITS] = None
     app[SUMMARY] = [float("-inf"), {"changes": 0}]
-    if controller.store is not None:
+    if controller is not None and controller.store is not None:
         controller.store.checkpoint_elsewhere()       # the housekeeping task checkpoints, in a thread
-    app[COMPILER] = (CompileProcess(controller.spec, controller.options)
-                     if compile_process else None)
+    made = controller if controller is not None else shared
+    if made is None:
+        raise ValueError("make_app needs a Controller or a SharedFront")
+    app[COMPILER] = CompileProcess(made.spec, made.options) if compile_process else None
     book = tokens if isinstance(tokens, TokenBook) else TokenBook(tokens)
-    app[CONTROLLER], app[TOKENS], app[DEFAULT_TTL] = controller, book, default_ttl
+    app[CONTROLLER], app[SHARED], app[TOKENS], app[DEFAULT_TTL] = controller, shared, book, default_ttl
     app[LOCK], app[WAKE], app[HELD], app[CLOSING] = asyncio.Lock(), asyncio.Event(), [asyncio.Event()], []
     app.add_routes([web.post("/v1/subscriptions", add), web.get("/v1/subscriptions", listing),
                     web.post("/v1/subscriptions/{id}/refresh", refresh),

@@ -215,6 +215,12 @@ class P4RuntimeTarget:
         digest, _, rules = (te.metadata.decode(errors="replace") if te is not None else "").partition(" ")
         return Held(digest, int(rules)) if digest and rules.isdigit() else None
 
+    def close(self) -> None:
+        """Leave the switch (another controller process owns it now): our stream ends."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
     def forget(self) -> None:
         """The next push reads back what the switch holds instead of trusting our last write."""
         self.session_writes = None

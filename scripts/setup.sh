@@ -23,9 +23,12 @@ step() {
 # Brokers the benchmark compares against: mosquitto, nats-server, redis-server (started by the
 # benchmark on lab addresses, never as services); mosquitto-clients (mosquitto_pub/_sub) for the
 # edge broker's MQTT tests; Java for PySpark; gcc for the C programs.
+# PostgreSQL: the controllers' shared store (`--db postgresql://`); its tests start their own
+# server as the postgres user in a temporary directory, never the Debian service.
 apt_packages=(python3-bpfcc bpfcc-tools clang linux-headers-amd64 xdp-tools netsniff-ng tshark
               python3-venv iproute2 iputils-ping ethtool gcc openjdk-17-jre-headless
-              mosquitto mosquitto-clients nats-server redis-server bind9-dnsutils)
+              mosquitto mosquitto-clients nats-server redis-server bind9-dnsutils
+              postgresql)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,225 @@
+"""One controller process among several on a shared PostgreSQL store (shared_store.py).
+
+Every process answers the API: it validates a change, writes it with the changes that arrived
+meanwhile in one transaction (one in flight at a time: the next batch gathers while it commits),
+and answers with the version the database gave it. One process at a time owns the devices (a
+lease in the database, renewed every RENEW_S, lapsing LEASE_S after its owner stops renewing):
+it follows the store's log into its Controller, compiles, pushes and expires lapsed
+subscriptions, and publishes its status for the others (a client may ask any process whether its
+version is installed). When the owner dies, the first process to find its lease lapsed takes the
+devices over: it reads the live set and its version at one instant, builds its tables (a device
+that already holds them is not pushed again), and follows the log from that version, so no
+change is lost or applied twice. The lease's epoch is the P4Runtime election id the new owner
+uses, so a switch takes writes from the newest owner only, whatever an old one still tries.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import time
+from typing import Callable
+
+from camus.compiler.compile import CompileOptions
+from camus.compiler.language.spec import Spec
+
+from .core import Controller, SubscriptionError, check_subscription
+from .shared_store import ADD, REFRESH, REMOVE, Change, Done, Lease, SharedStore
+from .store import StoredSubscription, StoreError
+from .topology import Topology
+
+log = logging.getLogger("camus.controller")
+LEASE_S = 5.0          # an owner that stops renewing loses the devices this long after its last renewal
+RENEW_S = 1.0          # how often the owner renews (and the others look for a lapsed lease)
+EXPIRE_S = 1.0         # how often the owner removes lapsed subscriptions
+PUBLISH_S = 0.05       # the owner's status is published at most this often (and when its held version grows)
+STATUS_S = 0.02        # a status read from the database serves this long
+
+Build = Callable[[tuple[int, list[StoredSubscription]], int], Controller]
+
+
+class SharedFront:
+    def __init__(self, store: SharedStore, topology: Topology, spec: Spec, options: CompileOptions, build: Build,
+                 address: str, max_ttl: float = 3600.0, lease_s: float = LEASE_S) -> None:
+        """`build(snapshot, epoch)`: a Controller for the live set at its version, its P4Runtime
+        targets electing with `epoch` (called on each takeover, in a thread)."""
+        self.store, self.topology, self.spec, self.options, self.build = store, topology, spec, options, build
+        self.address, self.max_ttl, self.lease_s = address, max_ttl, lease_s
+        self.me = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.controller: Controller | None = None
+        self.epoch = 0
+        self.owner = Lease(False, 0, "", "")
+        self.valid_until = 0.0               # monotonic: past it, an owner that could not renew stops pushing
+        self.wake: asyncio.Event | None = None
+        self._pending: list[tuple[Change, asyncio.Future]] = []
+        self._writing = False
+        self._renewed = self._expired = self._published = float("-inf")
+        self._published_held = -1
+        self._status: tuple[float, dict | None] = (float("-inf"), None)
+
+    # -- changes, from any process ---------------------------------------------------------
+    async def add(self, host: str, filter_text: str, ttl: float) -> Done:
+        text = check_subscription(self.topology, self.spec, self.max_ttl, host, filter_text, ttl)
+        return await self._submit(Change(ADD, host, filter=text, ttl=ttl))
+
+    async def refresh(self, host: str, sub_id: str, ttl: float | None) -> Done:
+        if ttl is not None and not 0 < ttl <= self.max_ttl:
+            raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
+        return self._found(host, sub_id, await self._submit(Change(REFRESH, host, self._id(host, sub_id), ttl=ttl)))
+
+    async def remove(self, host: str, sub_id: str) -> Done:
+        return self._found(host, sub_id, await self._submit(Change(REMOVE, host, self._id(host, sub_id))))
+
+    @staticmethod
+    def _id(host: str, sub_id: str) -> int:
+        if not (sub_id.startswith("s") and sub_id[1:].isdigit()):
+            raise SubscriptionError(f"no subscription {sub_id!r} for {host}", 404)
+        return int(sub_id[1:])
+
+    @staticmethod
+    def _found(host: str, sub_id: str, done: Done) -> Done:
+        if not done.found:                       # someone else's looks like nothing at all
+            raise SubscriptionError(f"no subscription {sub_id!r} for {host}", 404)
+        return done
+
+    async def listing(self, host: str) -> list[dict]:
+        rows = await asyncio.to_thread(self.store.listing, host)
+        wall = time.time()
+        return [{"id": f"s{r.id}", "host": r.host, "filter": r.filter, "ttl": r.ttl,
+                 "expires_in": round(max(0.0, r.expires_wall - wall), 3)} for r in rows]
+
+    async def _submit(self, change: Change) -> Done:
+        fut = asyncio.get_running_loop().create_future()
+        self._pending.append((change, fut))
+        self._kick()
+        return await fut
+
+    def _kick(self) -> None:
+        if not self._writing:                    # the next turn: the changes of this one go together
+            self._writing = True
+            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._flush()))
+
+    async def _flush(self) -> None:
+        """Write what is pending, one transaction at a time, until nothing is."""
+        try:
+            while self._pending or self._expire_due():
+                batch, self._pending = self._pending, []
+                expire = self._expire_due()
+                if expire:
+                    self._expired = time.monotonic()
+                try:
+                    done = await asyncio.to_thread(self.store.write, [c for c, _ in batch], time.time(), expire)
+                except StoreError as exc:
+                    log.error("%s", exc)
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                for (_, fut), d in zip(batch, done):
+                    if not fut.done():             # (its client went away)
+                        fut.set_result(d)
+                if self.wake is not None and self.controller is not None:
+                    self.wake.set()                # the owner follows its own changes at once
+        finally:
+            self._writing = False
+
+    def _expire_due(self) -> bool:
+        return self.controller is not None and time.monotonic() - self._expired >= EXPIRE_S
+
+    # -- the devices' owner ------------------------------------------------------------------
+    async def tick(self, lock: asyncio.Lock) -> Controller | None:
+        """Renew or look for the lease; as the owner, follow the log into the Controller. Returns
+        the Controller to compile and push with, or None (another process owns the devices)."""
+        if time.monotonic() - self._renewed >= RENEW_S:
+            await self._renew(lock)
+        c = self.controller
+        if c is None:
+            return None
+        if time.monotonic() > self.valid_until:       # the database is out of reach: the lease may
+            return None                               # have passed to another process, push nothing
+        entries = await asyncio.to_thread(self.store.tail, c.version)
+        if entries:
+            async with lock:
+                c.apply_logged(entries)
+        if self._expire_due():
+            self._kick()
+        return c
+
+    async def _renew(self, lock: asyncio.Lock) -> None:
+        asked = time.monotonic()
+        try:
+            lease = await asyncio.to_thread(self.store.acquire, self.me, self.address, self.lease_s)
+        except StoreError as exc:
+            log.warning("could not renew the devices' lease: %s", exc)
+            return
+        finally:
+            self._renewed = time.monotonic()
+        self.owner = lease
+        if not lease.owned:
+            if self.controller is not None:
+                log.warning("the devices passed to %s (%s, epoch %d): no longer pushing", lease.owner,
+                            lease.address, lease.epoch)
+                async with lock:
+                    self._let_go()
+            return
+        self.valid_until = asked + self.lease_s - RENEW_S
+        if self.controller is not None and lease.epoch == self.epoch:
+            return
+        if self.controller is not None:               # lapsed and taken back: start afresh
+            async with lock:
+                self._let_go()
+        t0 = time.monotonic()
+        snapshot = await asyncio.to_thread(self.store.snapshot)
+        c = await asyncio.to_thread(self.build, snapshot, lease.epoch)
+        self.controller, self.epoch = c, lease.epoch
+        log.info("own the devices (epoch %d) from version %d: %d subscriptions, tables built in %.1f s",
+                 lease.epoch, snapshot[0], len(snapshot[1]), time.monotonic() - t0)
+        if self.wake is not None:
+            self.wake.set()
+
+    def _let_go(self) -> None:
+        c, self.controller = self.controller, None
+        for t in (c.targets.values() if c is not None else ()):
+            close = getattr(t, "close", None)
+            if close is not None:
+                close()
+
+    def may_push(self) -> bool:
+        return self.controller is not None and time.monotonic() <= self.valid_until
+
+    async def publish(self, force: bool = False) -> None:
+        """The owner's status for the other processes: when its held version grew, else at most
+        every PUBLISH_S."""
+        c = self.controller
+        if c is None:
+            return
+        held = c.held_version()
+        if not force and held == self._published_held and time.monotonic() - self._published < PUBLISH_S:
+            return
+        doc = {**c.status(), "held_version": held, "owner": self.me, "owner_address": self.address}
+        self._published, self._published_held = time.monotonic(), held
+        try:
+            await asyncio.to_thread(self.store.publish, doc, c.version - 100_000)
+        except StoreError as exc:
+            log.warning("could not publish the status: %s", exc)
+
+    async def owner_status(self) -> dict:
+        """The owner's last published status (read from the database at most every STATUS_S)."""
+        at, doc = self._status
+        if doc is None or time.monotonic() - at >= STATUS_S:
+            doc = await asyncio.to_thread(self.store.owner_status) or {}
+            self._status = (time.monotonic(), doc)
+        return {**doc, "answered_by": self.me, "owner_address": self.owner.address or doc.get("owner_address", "")}
+
+    async def release(self, lock: asyncio.Lock) -> None:
+        """A clean stop: the lease goes at once, so another process takes the devices now."""
+        if self.controller is not None:
+            async with lock:
+                self._let_go()
+            try:
+                await asyncio.to_thread(self.store.release, self.me)
+            except StoreError as exc:
+                log.warning("could not give the lease up (it lapses by itself): %s", exc)
+        self.store.close()
