@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import multiprocessing
+import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -24,8 +27,17 @@ from .devices import DeviceCompiler
 _worker: dict[str, Any] = {}
 
 
-def _init(spec: Spec, options: CompileOptions) -> None:
+def _init(spec: Spec, options: CompileOptions, parent: int) -> None:
     _worker.update(compiler=DeviceCompiler(spec, options))
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True, name="parent-watch").start()
+
+
+def _exit_with(parent: int) -> None:
+    """End the worker when the controller is gone: a controller killed with SIGKILL (a crash, a
+    takeover test) cannot shut its pool down, and the worker would wait for work forever."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _compile(switches: dict[str, tuple[str, frozenset[int]]]) -> dict[str, Compiled]:
@@ -48,7 +60,7 @@ class CompileProcess:
 
     def __init__(self, spec: Spec, options: CompileOptions) -> None:
         self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_init,
-                                        initargs=(spec, options))
+                                        initargs=(spec, options, os.getpid()))
 
     async def compile(self, switches: dict[str, tuple[str, frozenset[int]]]) -> dict[str, Compiled]:
         """The switches' tables for their rule texts (each incrementally from its last one)."""

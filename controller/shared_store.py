@@ -165,7 +165,13 @@ class SharedStore:
                         "%s::float8[], %s::float8[])",
                         [list(col) for col in zip(*[(s.id, s.host, s.filter, s.ttl, s.expires_wall) for s in fresh])])
         new = iter(fresh)
-        ttls = {(c.id, c.host): c.ttl for c in changes if c.op == REFRESH}       # the last one of an id wins
+        ttls: dict[tuple[int, str], float | None] = {}     # the last refresh of an id before its removal wins
+        removing: set[tuple[int, str]] = set()
+        for c in changes:
+            if c.op == REMOVE:
+                removing.add((c.id, c.host))
+            elif c.op == REFRESH and (c.id, c.host) not in removing:
+                ttls[(c.id, c.host)] = c.ttl
         refreshed = {}
         if ttls:
             keys = list(ttls)
@@ -174,7 +180,7 @@ class SharedStore:
                 "FROM unnest(%s::bigint[], %s::text[], %s::float8[]) AS u(id, host, ttl) "
                 "WHERE s.id = u.id AND s.host = u.host RETURNING s.id, s.host, s.filter, s.ttl, s.expires",
                 (now, [k[0] for k in keys], [k[1] for k in keys], [ttls[k] for k in keys])).fetchall()
-            refreshed = {r[0]: StoredSubscription(*r) for r in rows}
+            refreshed = {(r[0], r[1]): StoredSubscription(*r) for r in rows}
         gone = {(c.id, c.host) for c in changes if c.op == REMOVE}
         removed = {}
         if gone:
@@ -182,17 +188,19 @@ class SharedStore:
                 "DELETE FROM camus_subscriptions s USING unnest(%s::bigint[], %s::text[]) AS u(id, host) "
                 "WHERE s.id = u.id AND s.host = u.host RETURNING s.id, s.host, s.filter, s.ttl, s.expires",
                 ([k[0] for k in gone], [k[1] for k in gone])).fetchall()
-            removed = {r[0]: StoredSubscription(*r) for r in rows}
+            removed = {(r[0], r[1]): StoredSubscription(*r) for r in rows}
         made: list[tuple[int, StoredSubscription | None]] = []
-        dropped: set[int] = set()
+        dropped: set[tuple[int, str]] = set()
         for c in changes:
+            key = (c.id, c.host)
             if c.op == ADD:
                 made.append((ADD, next(new)))
             elif c.op == REFRESH:
-                made.append((REFRESH, refreshed.get(c.id) if c.id not in dropped else None))
+                made.append((REFRESH, refreshed.get(key) if key not in dropped else None))
             else:
-                sub = removed.get(c.id) if c.id not in dropped else None
-                dropped.add(c.id)
+                sub = removed.get(key) if key not in dropped else None
+                if sub is not None:
+                    dropped.add(key)
                 made.append((REMOVE, sub))
         return made
 
