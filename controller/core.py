@@ -14,53 +14,25 @@ swaps atomically or not at all) and is retried; `status()` reports it.
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Protocol
 
-from camus.compiler.compile import Compiled, CompileOptions, check_rules
+from camus.compiler.compile import Compiled, CompileOptions
 from camus.compiler.heap import settle_heap
-from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
 
+from .checks import SubscriptionError, check_subscription, numbered
 from .devices import DeviceCompiler, DeviceTables, LineDelta
 from .expiry import ExpiryWheel
 from .live_routing import LineChanges, LiveRouting
 from .routing import Routing
-from .shared_store import ADD, REMOVE, Logged
+from .shared_store import ADD, REMOVE, Change, Logged
 from .store import StoredSubscription, StoreError, SubscriptionStore
 from .topology import Topology
-
-
-class SubscriptionError(ValueError):
-    """A request the controller refuses (bad filter, unknown id, not yours)."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def check_subscription(topology: Topology, spec: Spec, max_ttl: float, host: str, filter_text: str,
-                       ttl: float) -> str:
-    """A new subscription's filter as it will be kept, or SubscriptionError: an unknown host, a
-    TTL out of range, a filter that is not one valid filter of the spec (with its position)."""
-    if host not in topology.hosts:
-        raise SubscriptionError(f"unknown host {host!r}", 403)
-    if not 0 < ttl <= max_ttl:
-        raise SubscriptionError(f"ttl must be in (0, {max_ttl:g}] seconds")
-    text = filter_text.strip()
-    # an action part (": fwd(2)", ": drop") is the controller's to add; IPv6 literals keep their colons
-    if not text or "\n" in text or re.search(r":\s*(drop\b|[A-Za-z_]\w*\s*\()", text):
-        raise SubscriptionError("a subscription is one filter, without an action (e.g. "
-                                "'stock == GOOGL and price > 50')")
-    try:
-        check_rules(spec, f"{text} : fwd(1)", "<filter>")
-    except (CompileErrors, CompileError) as exc:
-        raise SubscriptionError(str(exc)) from None
-    return text
 
 
 class PushTarget(Protocol):
@@ -172,7 +144,10 @@ class Controller:
 
     # -- subscriptions ---------------------------------------------------------------------
     def add(self, host: str, filter_text: str, ttl: float) -> Subscription:
-        text = check_subscription(self.topology, self.spec, self.max_ttl, host, filter_text, ttl)
+        return self._add_checked(host, check_subscription(self.topology, self.spec, self.max_ttl, host,
+                                                          filter_text, ttl), ttl)
+
+    def _add_checked(self, host: str, text: str, ttl: float) -> Subscription:
         now = self.clock()
         if self.store is not None:                   # ids from the database: never reused
             sub_id = f"s{self.store.add(host, text, ttl, self.wall() + ttl)}"
@@ -217,6 +192,57 @@ class Controller:
             self.version = e.version
         if not self.deferred:
             self.recompute()
+
+    def change_many(self, host: str, changes: list[Change]) -> list[tuple[Subscription, int]]:
+        """A host's changes, all or none: each is checked first (a bad filter, a TTL out of range,
+        an id the host does not have or removed earlier in the list: SubscriptionError naming
+        the change, nothing changed), then they are made in order, in one store savepoint (a
+        write the database refuses undoes the others: StoreError). Each change's subscription
+        and the version after it."""
+        texts: dict[int, str] = {}
+        removed: set[str] = set()
+        for i, ch in enumerate(changes):
+            try:
+                if ch.op == ADD:
+                    texts[i] = check_subscription(self.topology, self.spec, self.max_ttl, host, ch.filter,
+                                                  float(ch.ttl or 0.0))
+                    continue
+                sid = f"s{ch.id}"
+                if sid in removed:
+                    raise SubscriptionError(f"no subscription {sid!r} for {host} (removed earlier in the list)", 404)
+                self._own(host, sid)
+                if ch.ttl is not None and not 0 < ch.ttl <= self.max_ttl:
+                    raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
+                if ch.op == REMOVE:
+                    removed.add(sid)
+            except SubscriptionError as exc:
+                raise numbered(exc, i, len(changes)) from None
+        out: list[tuple[Subscription, int]] = []
+        made: list[tuple[int, Subscription]] = []
+        try:
+            with self.store.together() if self.store is not None else nullcontext():
+                for i, ch in enumerate(changes):
+                    if ch.op == ADD:
+                        sub = self._add_checked(host, texts[i], float(ch.ttl or 0.0))
+                    elif ch.op == REMOVE:
+                        sub = self.remove(host, f"s{ch.id}")
+                    else:
+                        sub = self.refresh(host, f"s{ch.id}", ch.ttl)
+                    made.append((ch.op, sub))
+                    out.append((sub, self.version))
+        except StoreError:
+            self.undo(made)
+            raise
+        return out
+
+    def undo(self, made: list[tuple[int, Subscription]]) -> None:
+        """Take back in memory changes whose rows the database rolled back (added ones go, removed
+        ones come back; a TTL stays as it was set)."""
+        for op, sub in reversed(made):
+            if op == ADD and sub.id in self.subs:
+                self._drop(sub)
+            elif op == REMOVE:
+                self.restore(sub)
 
     def _own(self, host: str, sub_id: str) -> Subscription:
         sub = self.subs.get(sub_id)

@@ -4,6 +4,9 @@
     GET    /v1/subscriptions              your subscriptions
     POST   /v1/subscriptions/{id}/refresh {"ttl": 30}? (soft state: refresh before it lapses)
     DELETE /v1/subscriptions/{id}
+    POST   /v1/changes                    {"changes": [{"op": "subscribe", "filter": "...", "ttl": 30},
+                                          {"op": "unsubscribe", "id": "s12"}, {"op": "refresh", "id": "s3"}]}
+                                          -> {"results": [...], "version"}: up to 1,000, all or none
     GET    /v1/status                     devices, sync state, push errors, versions
     GET    /v1/status?wait_version=N&timeout=S   the same, once every pushed device holds version
                                           N (or after S seconds, at most 60; default 10)
@@ -23,7 +26,6 @@ import asyncio
 import collections
 import json
 import logging
-import math
 import time
 
 from aiohttp import web
@@ -31,10 +33,12 @@ from aiohttp import web
 from . import http_limits
 from .tls import HandshakeFailures
 
+from .api_input import body, check_fields, http_error, parse_changes, percentiles, ttl_seconds, wait_args
 from .commits import Commits
 from .compile_worker import CompileProcess
 from .core import Controller, SubscriptionError
 from .shared_front import STATUS_S, SharedFront
+from .shared_store import ADD, REFRESH, REMOVE
 from .store import StoredSubscription, StoreError
 from .tokens import TokenBook
 from .verifying import NotCheckable, run_job, verify_job
@@ -58,7 +62,6 @@ TOKEN_ID = web.RequestKey("token_id", str)       # the request's token fingerpri
 SUMMARY = web.AppKey("summary", list)              # [when made, the summary /v1/status shows]
 HELD = web.AppKey("held", list)                    # [an Event set, and replaced, when the held version may grow]
 CLOSING = web.AppKey("closing", list)              # [True] once shutting down: waiting requests answer
-MAX_WAIT_S = 60.0                                  # the longest a status request waits for a version
 
 
 @web.middleware
@@ -80,15 +83,8 @@ def _summary(app: web.Application) -> dict:
     held = app[SUMMARY]
     if time.monotonic() - held[0] >= 1.0:
         times: collections.deque = app[CHANGE_TIMES]
-        held[:] = [time.monotonic(), _percentiles(sorted(times))]
+        held[:] = [time.monotonic(), percentiles(sorted(times))]
     return held[1]
-
-
-def _percentiles(xs: list[float]) -> dict:
-    if not xs:
-        return {"changes": 0}
-    return {"changes": len(xs), "ms_p50": round(xs[len(xs) // 2] * 1e3, 2),
-            "ms_p99": round(xs[min(len(xs) - 1, int(len(xs) * 0.99))] * 1e3, 2), "ms_max": round(xs[-1] * 1e3, 2)}
 
 
 def _host(request: web.Request) -> str:
@@ -147,55 +143,13 @@ def _unstored(exc: StoreError) -> web.Response:
     return web.json_response({"error": f"{exc}; try again"}, status=503)
 
 
-async def _body(request: web.Request) -> dict:
-    try:
-        raw = await request.read() if request.body_exists else b""      # (read once already: body_in_time)
-        data = json.loads(raw.decode("utf-8")) if raw.strip() else {}
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise web.HTTPBadRequest(text=json.dumps({"error": "body is not JSON (UTF-8)"}),
-                                 content_type="application/json")
-    if not isinstance(data, dict):
-        raise web.HTTPBadRequest(text=json.dumps({"error": "body must be a JSON object"}),
-                                 content_type="application/json")
-    return data
-
-
-def _ttl(value: object) -> float:
-    """A TTL from a request body: a finite number of seconds (bools and strings are refused; an
-    integer too large for a float, such as 1 followed by 400 zeros, too)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SubscriptionError("ttl must be a number of seconds")
-    try:
-        seconds = float(value)
-    except OverflowError:
-        raise SubscriptionError("ttl must be a number of seconds, not one with "
-                                f"{len(str(value))} digits") from None
-    if not math.isfinite(seconds):
-        raise SubscriptionError("ttl must be a number of seconds")
-    return seconds
-
-
-def _fields(data: dict, host: str, allowed: tuple[str, ...]) -> None:
-    """Refuse fields the endpoint does not take, and a `host` other than the token's: a token
-    acts for its own host only (it used to be ignored, so h1's token silently subscribed h1)."""
-    named = data.get("host", host)
-    if named != host:
-        raise web.HTTPForbidden(text=json.dumps({"error": f"this token acts for host {host}, not {named!r}"}),
-                                content_type="application/json")
-    unknown = sorted(str(k) for k in data if k not in allowed and k != "host")
-    if unknown:
-        raise web.HTTPBadRequest(text=json.dumps({"error": f"unknown field(s) {', '.join(unknown)}; this request "
-                                                           f"takes {', '.join(allowed)}"}),
-                                 content_type="application/json")
-
-
 async def add(request: web.Request) -> web.Response:
     host = _host(request)
-    data = await _body(request)
-    _fields(data, host, ("filter", "ttl"))
+    data = await body(request)
+    check_fields(data, host, ("filter", "ttl"))
     shared = request.app[SHARED]
     try:
-        ttl = _ttl(data.get("ttl", request.app[DEFAULT_TTL]))
+        ttl = ttl_seconds(data.get("ttl", request.app[DEFAULT_TTL]))
         if not isinstance(data.get("filter", ""), str):
             raise SubscriptionError("filter must be a string, e.g. 'stock == GOOGL and price > 50'")
         if isinstance(shared, SharedFront):
@@ -237,11 +191,11 @@ async def listing(request: web.Request) -> web.Response:
 
 async def refresh(request: web.Request) -> web.Response:
     host = _host(request)
-    data = await _body(request)
-    _fields(data, host, ("ttl",))
+    data = await body(request)
+    check_fields(data, host, ("ttl",))
     shared = request.app[SHARED]
     try:
-        ttl = _ttl(data["ttl"]) if "ttl" in data else None
+        ttl = ttl_seconds(data["ttl"]) if "ttl" in data else None
         if isinstance(shared, SharedFront):
             done = await shared.refresh(host, request.match_info["id"], ttl)
             assert done.sub is not None
@@ -289,13 +243,50 @@ async def remove(request: web.Request) -> web.Response:
     return web.json_response({"removed": request.match_info["id"], "version": version})
 
 
+async def changes(request: web.Request) -> web.Response:
+    """POST /v1/changes: several changes of the token's host in one request (a broker relaying
+    its clients' subscriptions; under churn, one request instead of hundreds), all or none."""
+    host = _host(request)
+    data = await body(request)
+    check_fields(data, host, ("changes",))
+    shared = request.app[SHARED]
+    try:
+        items = parse_changes(data, host, request.app[DEFAULT_TTL])
+        if isinstance(shared, SharedFront):
+            made = [(d.version, _stored_view(d.sub)) for d in await shared.change_many(host, items)]
+        else:
+            c = _local(request.app)
+            async with request.app[LOCK]:
+                done = c.change_many(host, items)
+            made = [(version, sub.view(c.clock())) for sub, version in done]
+            try:
+                await _stored(request)
+            except StoreError:                    # rolled back: out of memory too
+                async with request.app[LOCK]:
+                    c.undo([(ch.op, sub) for ch, (sub, _) in zip(items, done)])
+                request.app[WAKE].set()
+                raise
+    except SubscriptionError as exc:
+        return _fail(exc)
+    except StoreError as exc:
+        return _unstored(exc)
+    results = []
+    for ch, (version, view) in zip(items, made):
+        what = {ADD: "subscribe", REMOVE: "unsubscribe"}.get(ch.op, f"ttl={view['ttl']:g}")
+        if ch.op != REFRESH or ch.ttl is not None:
+            _audit(request, host, what, view["id"], view["filter"] if ch.op == ADD else "")
+        results.append({"removed": view["id"], "version": version} if ch.op == REMOVE else {**view, "version": version})
+    request.app[WAKE].set()
+    return web.json_response({"results": results, "version": max(v for v, _ in made)})
+
+
 async def status(request: web.Request) -> web.Response:
     """The status now, or (`wait_version=N`) once every pushed device holds version N or
     `timeout` seconds have passed; the answer is the status either way (the client compares)."""
     _host(request)
     c = _controller(request.app)
     shared = request.app[SHARED]
-    wait = _wait_args(request.query) if "wait_version" in request.query else None
+    wait = wait_args(request.query) if "wait_version" in request.query else None
     if c is None and isinstance(shared, SharedFront):      # the owner's status, from the database
         return await _relayed_status(request, shared, wait)
     assert c is not None
@@ -342,37 +333,19 @@ async def verify(request: web.Request) -> web.Response:
     if c is None:
         shared = request.app[SHARED]
         where = shared.owner.address if isinstance(shared, SharedFront) else ""
-        raise _http_error(409, f"this controller does not own the devices now; ask the one that does"
+        raise http_error(409, f"this controller does not own the devices now; ask the one that does"
                                f"{' (' + where + ')' if where else ''}")
     async with request.app[LOCK]:
         try:
             job = verify_job(c, device)
         except NotCheckable as exc:
-            raise _http_error(exc.status, str(exc)) from None
+            raise http_error(exc.status, str(exc)) from None
     out = await asyncio.get_running_loop().run_in_executor(None, run_job, c.spec, job)
     st = c.devices.get(device)
     if st is None or st.applied != job.digest:
         out.update({"verdict": "undecidable", "reason": f"{device} was pushed to during the check: run it again"})
         out.pop("counterexample", None)
     return web.json_response(out)
-
-
-def _http_error(status: int, message: str) -> web.HTTPException:
-    kind = {404: web.HTTPNotFound, 409: web.HTTPConflict}.get(status, web.HTTPBadRequest)
-    return kind(text=json.dumps({"error": message}), content_type="application/json")
-
-
-def _wait_args(query) -> tuple[int, float]:  # type: ignore[no-untyped-def]
-    try:
-        version = int(query["wait_version"])
-        timeout = float(query.get("timeout", "10"))
-    except ValueError:
-        version, timeout = -1, -1.0
-    if version < 0 or not 0 <= timeout <= MAX_WAIT_S:      # NaN fails the comparison too
-        raise web.HTTPBadRequest(text=json.dumps({"error": "wait_version must be a version (an integer >= 0) and "
-                                                           f"timeout a number of seconds in [0, {MAX_WAIT_S:g}]"}),
-                                 content_type="application/json")
-    return version, timeout
 
 
 async def _release_waiters(app: web.Application) -> None:
@@ -493,7 +466,8 @@ def make_app(controller: Controller | None, tokens: TokenBook | dict[str, str], 
     app[LOCK], app[WAKE], app[HELD], app[CLOSING] = asyncio.Lock(), asyncio.Event(), [asyncio.Event()], []
     app.add_routes([web.post("/v1/subscriptions", add), web.get("/v1/subscriptions", listing),
                     web.post("/v1/subscriptions/{id}/refresh", refresh),
-                    web.delete("/v1/subscriptions/{id}", remove), web.get("/v1/status", status),
+                    web.delete("/v1/subscriptions/{id}", remove), web.post("/v1/changes", changes),
+                    web.get("/v1/status", status),
                     web.get("/v1/devices/{device}/verify", verify)])
     app.on_startup.append(_start)
     app.on_shutdown.append(_release_waiters)

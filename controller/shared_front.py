@@ -25,7 +25,8 @@ from typing import Callable
 from camus.compiler.compile import CompileOptions
 from camus.compiler.language.spec import Spec
 
-from .core import Controller, SubscriptionError, check_subscription
+from .checks import SubscriptionError, check_subscription, numbered, sub_id_number
+from .core import Controller
 from .shared_store import ADD, REFRESH, REMOVE, Change, Done, Lease, SharedStore
 from .store import StoredSubscription, StoreError
 from .topology import Topology
@@ -53,7 +54,7 @@ class SharedFront:
         self.owner = Lease(False, 0, "", "")
         self.valid_until = 0.0               # monotonic: past it, an owner that could not renew stops pushing
         self.wake: asyncio.Event | None = None
-        self._pending: list[tuple[Change, asyncio.Future]] = []
+        self._pending: list[tuple[list[Change], asyncio.Future]] = []
         self._writing = False
         self._renewed = self._expired = self._published = float("-inf")
         self._published_held = -1
@@ -61,27 +62,33 @@ class SharedFront:
 
     # -- changes, from any process ---------------------------------------------------------
     async def add(self, host: str, filter_text: str, ttl: float) -> Done:
-        text = check_subscription(self.topology, self.spec, self.max_ttl, host, filter_text, ttl)
-        return await self._submit(Change(ADD, host, filter=text, ttl=ttl))
+        return (await self.change_many(host, [Change(ADD, host, filter=filter_text, ttl=ttl)]))[0]
 
     async def refresh(self, host: str, sub_id: str, ttl: float | None) -> Done:
-        if ttl is not None and not 0 < ttl <= self.max_ttl:
-            raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
-        return self._found(host, sub_id, await self._submit(Change(REFRESH, host, self._id(host, sub_id), ttl=ttl)))
+        return (await self.change_many(host, [Change(REFRESH, host, sub_id_number(host, sub_id), ttl=ttl)]))[0]
 
     async def remove(self, host: str, sub_id: str) -> Done:
-        return self._found(host, sub_id, await self._submit(Change(REMOVE, host, self._id(host, sub_id))))
+        return (await self.change_many(host, [Change(REMOVE, host, sub_id_number(host, sub_id))]))[0]
 
-    @staticmethod
-    def _id(host: str, sub_id: str) -> int:
-        if not (sub_id.startswith("s") and sub_id[1:].isdigit()):
-            raise SubscriptionError(f"no subscription {sub_id!r} for {host}", 404)
-        return int(sub_id[1:])
-
-    @staticmethod
-    def _found(host: str, sub_id: str, done: Done) -> Done:
-        if not done.found:                       # someone else's looks like nothing at all
-            raise SubscriptionError(f"no subscription {sub_id!r} for {host}", 404)
+    async def change_many(self, host: str, changes: list[Change]) -> list[Done]:
+        """A host's changes, all or none: filters and TTLs checked here first (SubscriptionError
+        naming the change), ids by the database (404 naming the first it does not find)."""
+        group = []
+        for i, ch in enumerate(changes):
+            try:
+                if ch.op == ADD:
+                    ch = Change(ADD, host, filter=check_subscription(self.topology, self.spec, self.max_ttl, host,
+                                                                     ch.filter, float(ch.ttl or 0.0)), ttl=ch.ttl)
+                elif ch.ttl is not None and not 0 < ch.ttl <= self.max_ttl:
+                    raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
+            except SubscriptionError as exc:
+                raise numbered(exc, i, len(changes)) from None
+            group.append(ch)
+        done = await self._submit(group)
+        if done is None:                         # someone else's id looks like nothing at all
+            gone = [c.id for c in changes if c.op != ADD]
+            raise SubscriptionError(f"no subscription {'s' + str(gone[0]) if len(gone) == 1 else 'of those named'} "
+                                    f"for {host}{'' if len(gone) == 1 else ' (or named twice): none was changed'}", 404)
         return done
 
     async def listing(self, host: str) -> list[dict]:
@@ -90,9 +97,9 @@ class SharedFront:
         return [{"id": f"s{r.id}", "host": r.host, "filter": r.filter, "ttl": r.ttl,
                  "expires_in": round(max(0.0, r.expires_wall - wall), 3)} for r in rows]
 
-    async def _submit(self, change: Change) -> Done:
+    async def _submit(self, group: list[Change]) -> list[Done] | None:
         fut = asyncio.get_running_loop().create_future()
-        self._pending.append((change, fut))
+        self._pending.append((group, fut))
         self._kick()
         return await fut
 

@@ -59,11 +59,10 @@ class Change:
 
 @dataclass(frozen=True)
 class Done:
-    """A change's outcome: found (False: no such subscription of that host), the version it
-    made, and the subscription as it is after it (as it was, for a removal)."""
-    found: bool
-    version: int = 0
-    sub: StoredSubscription | None = None
+    """A change's outcome: the version it made, and the subscription as it is after it (as it
+    was, for a removal)."""
+    version: int
+    sub: StoredSubscription
 
 
 @dataclass(frozen=True)
@@ -123,13 +122,16 @@ class SharedStore:
             cur.execute(SCHEMA)
 
     # -- every controller ------------------------------------------------------------------
-    def write(self, changes: list[Change], now_wall: float, expire: bool = False) -> list[Done]:
-        """Apply `changes` (and, `expire`, remove every subscription past its time) in one
-        transaction; each found change gets the next version, in the order given."""
+    def write(self, groups: list[list[Change]], now_wall: float, expire: bool = False) -> list[list[Done] | None]:
+        """Apply groups of changes (and, `expire`, remove every subscription past its time) in
+        one transaction. A group is all or nothing: one that names an id its host does not have
+        (or no longer has, after an earlier change) is left out whole (None). Each change of the
+        others gets the next version, in the order given."""
         with self._writer.cursor() as cur:
             base = cur.execute("UPDATE camus_counter SET version = version WHERE name = 'log' "
                                "RETURNING version").fetchone()[0]
-            made = self._apply(cur, changes, now_wall)
+            accepted = self._accepted(cur, groups)
+            made = self._apply(cur, [c for g, ok in zip(groups, accepted) if ok for c in g], now_wall)
             lapsed = []
             if expire:
                 lapsed = cur.execute("DELETE FROM camus_subscriptions WHERE expires <= %s "
@@ -138,18 +140,45 @@ class SharedStore:
             logged += [(REMOVE, StoredSubscription(*r)) for r in sorted(lapsed)]
             if logged:
                 cols = [list(col) for col in zip(*[(base + k + 1, op, s.id, s.host, s.filter, s.ttl, s.expires_wall)
-                                  for k, (op, s) in enumerate(logged)])]
+                                                   for k, (op, s) in enumerate(logged)])]
                 cur.execute("INSERT INTO camus_log SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::bigint[], "
                             "%s::text[], %s::text[], %s::float8[], %s::float8[])", cols)
                 cur.execute("UPDATE camus_counter SET version = %s WHERE name = 'log'", (base + len(logged),))
                 cur.execute("NOTIFY camus_log")
-        out, k = [], base
-        for _, sub in made:
-            if sub is None:
-                out.append(Done(False))
-            else:
-                k += 1
-                out.append(Done(True, k, sub))
+        out: list[list[Done] | None] = []
+        version, done = base, iter(made)
+        for g, ok in zip(groups, accepted):
+            if not ok:
+                out.append(None)
+                continue
+            answers = []
+            for _ in g:
+                _, sub = next(done)
+                assert sub is not None              # (every id a group names was found)
+                version += 1
+                answers.append(Done(version, sub))
+            out.append(answers)
+        return out
+
+    @staticmethod
+    def _accepted(cur: Any, groups: list[list[Change]]) -> list[bool]:
+        """Which groups find every id they name (by its host), in order: an earlier group's
+        removal counts. (Every writer holds the counter row: nobody changes the rows meanwhile.)"""
+        named = sorted({c.id for g in groups for c in g if c.op != ADD})
+        exists = {(r[0], r[1]) for r in cur.execute("SELECT id, host FROM camus_subscriptions WHERE id = ANY(%s)",
+                                                    (named,))} if named else set()
+        out = []
+        for g in groups:
+            left, ok = set(exists), True
+            for c in g:
+                if c.op != ADD and (c.id, c.host) not in left:
+                    ok = False
+                    break
+                if c.op == REMOVE:
+                    left.discard((c.id, c.host))
+            out.append(ok)
+            if ok:
+                exists = left
         return out
 
     def _apply(self, cur: Any, changes: list[Change], now: float) -> list[tuple[int, StoredSubscription | None]]:

@@ -8,7 +8,8 @@ changes that arrived together."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,28 @@ class SubscriptionStore:
                 self.db.execute("BEGIN IMMEDIATE")
                 self._on_open()
             self.db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise StoreError(f"the subscription database refused the change: {exc}") from None
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """The writes made inside are kept all or none (a savepoint: inside the open transaction
+        of `hold_commits`, else a transaction of its own); StoreError if the database refuses."""
+        try:
+            if self._on_open is not None and not self.db.in_transaction:
+                self.db.execute("BEGIN IMMEDIATE")
+                self._on_open()
+            self.db.execute("SAVEPOINT together")
+        except sqlite3.Error as exc:
+            raise StoreError(f"the subscription database refused the change: {exc}") from None
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK TO together")
+            self.db.execute("RELEASE together")
+            raise
+        try:
+            self.db.execute("RELEASE together")
         except sqlite3.Error as exc:
             raise StoreError(f"the subscription database refused the change: {exc}") from None
 

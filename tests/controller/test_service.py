@@ -286,3 +286,66 @@ def test_the_compile_can_run_in_a_worker_process() -> None:
         async with TestClient(TestServer(make_app(ctl, TOKENS, compile_process=True))) as client:
             await go(client)
     asyncio.run(main())
+
+
+def test_several_changes_in_one_request_are_made_all_or_none(tmp_path: Path) -> None:
+    from camus.controller.store import SubscriptionStore
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    store = SubscriptionStore(tmp_path / "subs.db")
+    ctl = Controller(t, SPEC, "mr", clock=FakeClock(), store=store, deferred=True)
+
+    async def go(c):
+        one = await (await c.post("/v1/subscriptions", json={"filter": "stock == A", "ttl": 10}, headers=H("tok-a"))).json()
+        r = await c.post("/v1/changes", headers=H("tok-a"), json={"changes": [
+            {"op": "subscribe", "filter": "stock == GOOGL and price > 5", "ttl": 20},
+            {"op": "unsubscribe", "id": one["id"]},
+            {"op": "subscribe", "filter": "stock == MSFT"}]})
+        got = await r.json()
+        assert r.status == 200, got
+        added, removed, other = got["results"]
+        assert added["filter"] == "stock == GOOGL and price > 5" and added["ttl"] == 20 and added["host"] == "h0_0"
+        assert removed == {"removed": one["id"], "version": one["version"] + 2}
+        assert other["ttl"] == 30 and got["version"] == other["version"] == one["version"] + 3
+        mine = {s["id"] for s in (await (await c.get("/v1/subscriptions", headers=H("tok-a"))).json())["subscriptions"]}
+        assert mine == {added["id"], other["id"]}
+        # a bad filter in the middle: refused by its number and position, nothing changed
+        r = await c.post("/v1/changes", headers=H("tok-a"), json={"changes": [
+            {"op": "unsubscribe", "id": added["id"]}, {"op": "subscribe", "filter": "stock == X and prize > 1"}]})
+        said = (await r.json())["error"]
+        assert r.status == 400 and said.startswith("change 2: ") and "prize" in said
+        # an id of another host, or one removed earlier in the list: 404, nothing changed
+        for changes in ([{"op": "unsubscribe", "id": added["id"]}, {"op": "refresh", "id": added["id"], "ttl": 5}],
+                        [{"op": "refresh", "id": other["id"], "ttl": 5}, {"op": "unsubscribe", "id": "s999"}]):
+            r = await c.post("/v1/changes", headers=H("tok-a"), json={"changes": changes})
+            assert r.status == 404 and (await r.json())["error"].startswith("change 2: ")
+        r = await c.post("/v1/changes", headers=H("tok-b"), json={"changes": [{"op": "unsubscribe", "id": added["id"]}]})
+        assert r.status == 404
+        # malformed lists are refused with what a change looks like
+        for bad in ({"changes": []}, {"changes": [{"op": "drop"}]}, {"changes": [{"op": "subscribe", "filter": "x", "id": "s1"}]},
+                    {"changes": [{"op": "subscribe", "filter": "stock == A"}] * 1001}):
+            r = await c.post("/v1/changes", headers=H("tok-a"), json=bad)
+            assert r.status in (400, 413) and "error" in await r.json()
+        after = {s["id"]: s["ttl"] for s in (await (await c.get("/v1/subscriptions", headers=H("tok-a"))).json())["subscriptions"]}
+        assert after == {added["id"]: 20, other["id"]: 30}
+    _run(go, ctl)
+    assert {r.id for r in SubscriptionStore(tmp_path / "subs.db").live(0)} == {int(i[1:]) for i in ("s2", "s3")}
+
+
+def test_a_batch_whose_commit_fails_is_taken_back_whole(tmp_path: Path) -> None:
+    from camus.controller.store import StoreError, SubscriptionStore
+    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
+    store = SubscriptionStore(tmp_path / "subs.db")
+    ctl = Controller(t, SPEC, "mr", clock=FakeClock(), store=store, deferred=True)
+
+    async def go(c):
+        one = await (await c.post("/v1/subscriptions", json={"filter": "stock == A", "ttl": 10}, headers=H("tok-a"))).json()
+        real_commit = store.commit
+        store.commit = lambda: (store.db.execute("ROLLBACK"), StoreError("disk full"))[1]     # type: ignore[method-assign]
+        r = await c.post("/v1/changes", headers=H("tok-a"), json={"changes": [
+            {"op": "subscribe", "filter": "stock == B"}, {"op": "unsubscribe", "id": one["id"]}]})
+        assert r.status == 503 and "disk full" in (await r.json())["error"]
+        store.commit = real_commit                                                         # type: ignore[method-assign]
+        mine = [s["filter"] for s in (await (await c.get("/v1/subscriptions", headers=H("tok-a"))).json())["subscriptions"]]
+        assert mine == ["stock == A"]
+    _run(go, ctl)
+    assert [r.filter for r in store.live(0)] == ["stock == A"]

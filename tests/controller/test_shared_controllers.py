@@ -59,27 +59,28 @@ def test_the_store_numbers_changes_in_commit_order_and_keeps_hosts_apart(postgre
     a, b = SharedStore(url), SharedStore(url)
     try:
         now = time.time()
-        first = a.write([Change(ADD, "h1", filter="stock == A", ttl=30), Change(ADD, "h2", filter="stock == B", ttl=30)], now)
-        assert [d.version for d in first] == [1, 2] and first[0].sub and first[1].sub
-        s1, s2 = first[0].sub.id, first[1].sub.id
+        first = a.write([[Change(ADD, "h1", filter="stock == A", ttl=30)], [Change(ADD, "h2", filter="stock == B", ttl=30)]],
+                        now)
+        assert first[0] and first[1] and [g[0].version for g in first] == [1, 2]
+        s1, s2 = first[0][0].sub.id, first[1][0].sub.id
         assert s1 != s2
-        # another process: h2 cannot touch h1's id; a refresh after its removal finds nothing
-        out = b.write([Change(REMOVE, "h2", s1), Change(REFRESH, "h1", s1, ttl=60), Change(REMOVE, "h1", s1),
-                       Change(REFRESH, "h1", s1, ttl=10)], now)
-        assert [d.found for d in out] == [False, True, True, False]
-        assert [d.version for d in out if d.found] == [3, 4]
-        assert out[1].sub is not None and out[1].sub.ttl == 60
+        # another process: h2 cannot touch h1's id; a group of changes is all or none (an id
+        # removed earlier in it, or by an earlier group, is not found)
+        out = b.write([[Change(REMOVE, "h2", s1)], [Change(REFRESH, "h1", s1, ttl=60), Change(REMOVE, "h1", s1)],
+                       [Change(REFRESH, "h1", s1, ttl=10)],
+                       [Change(REFRESH, "h2", s2, ttl=5), Change(REMOVE, "h2", s2), Change(REMOVE, "h2", s2)]], now)
+        assert out[0] is None and out[2] is None and out[3] is None and out[1] is not None
+        assert [d.version for d in out[1]] == [3, 4] and out[1][0].sub.ttl == 60
         version, live = a.snapshot()
-        assert version == 4 and [r.id for r in live] == [s2]
+        assert version == 4 and [(r.id, r.ttl) for r in live] == [(s2, 30)]
         assert [(e.version, e.op) for e in a.tail(0)] == [(1, ADD), (2, ADD), (3, REFRESH), (4, REMOVE)]
         # ids are never given twice, by either process
-        more = a.write([Change(ADD, "h1", filter="stock == C", ttl=30)], now) + \
-            b.write([Change(ADD, "h1", filter="stock == C", ttl=30)], now)
-        ids = [s1, s2] + [d.sub.id for d in more if d.sub]
+        more = a.write([[Change(ADD, "h1", filter="stock == C", ttl=30)]], now) + \
+            b.write([[Change(ADD, "h1", filter="stock == C", ttl=30)]], now)
+        ids = [s1, s2] + [g[0].sub.id for g in more if g]
         assert len(set(ids)) == 4
         # lapsed subscriptions go by the owner's write, logged as removals
-        gone = a.write([], now + 100, expire=True)
-        assert gone == [] and a.snapshot() == (9, [])        # 6 changes, then 3 removals
+        assert a.write([], now + 100, expire=True) == [] and a.snapshot() == (9, [])    # 6 changes, 3 lapsed
         # the lease: one owner; the other takes it once it is given up, with a new epoch
         assert a.acquire("A", "http://a", 30).owned
         held = b.acquire("B", "http://b", 30)
@@ -188,6 +189,19 @@ def test_two_controllers_one_database_the_owner_killed_mid_churn(postgres, tmp_p
         victim = next(a for a in apis if owner.split(":")[1] == str(ctl[a].pid))
         survivor = next(a for a in apis if a != victim)
 
+        # several changes in one request, through the process that does not own the switch: all or none
+        other = probe[survivor]
+        got = other._call("POST", "/v1/changes", {"changes": [{"op": "subscribe", "filter": "stock == BATCH"},
+                                                              {"op": "subscribe", "filter": "stock == GONE"}]})
+        gone = got["results"][1]["id"]
+        with pytest.raises(ServiceError) as refused:
+            other._call("POST", "/v1/changes", {"changes": [{"op": "unsubscribe", "id": gone},
+                                                            {"op": "unsubscribe", "id": gone}]})
+        assert refused.value.status == 404 and "change 2" not in str(refused.value)
+        assert {s["filter"] for s in other.subscriptions()} == {"stock == BATCH", "stock == GONE"}
+        done = other._call("POST", "/v1/changes", {"changes": [{"op": "unsubscribe", "id": gone}]})
+        assert done["results"] == [{"removed": gone, "version": got["version"] + 1}]
+
         churners = [Churner(h, tok, apis, seed=i) for i, (tok, h) in enumerate(TOKENS.items())]
         for c in churners:
             c.start()
@@ -211,7 +225,7 @@ def test_two_controllers_one_database_the_owner_killed_mid_churn(postgres, tmp_p
         survivor_client = {h: SubscriptionClient(survivor, tok) for tok, h in TOKENS.items()}
         live_rows = []
         for c in churners:
-            held = {s["id"]: s["filter"] for s in survivor_client[c.host].subscriptions()}
+            held = {s["id"]: s["filter"] for s in survivor_client[c.host].subscriptions() if s["filter"] != "stock == BATCH"}
             acked = {i: f for i, f in c.live.items() if i not in c.gone_uncertain}
             assert all(held.get(i) == f for i, f in acked.items()), "an acknowledged subscription was lost"
             extra = {i: f for i, f in held.items() if i not in acked}
@@ -219,6 +233,7 @@ def test_two_controllers_one_database_the_owner_killed_mid_churn(postgres, tmp_p
                 f"{c.host}: subscriptions nobody made or that were removed: {extra}"
             live_rows += [(c.host, f) for f in held.values()]
             assert len(c.ids) == len(set(c.ids))
+        live_rows += [("h1", "stock == BATCH")]
         every_id = [i for c in churners for i in c.ids]
         assert len(every_id) == len(set(every_id)), "an id was given twice"
 
