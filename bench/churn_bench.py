@@ -2,7 +2,7 @@
 unsubscribe call takes to answer, and how long until the data plane classifies by the change.
 
     sudo python bench/churn_bench.py [-n 1000 -n 100000] [--clients 8] [--seconds 20]
-                                     [--target xdp|p4] [--rate R]
+                                     [--target xdp|p4] [--rate R [--batch K]]
 
 Per size: N ITCH subscriptions already live (in the database of `camus-xdp controller serve`,
 its own process; one edge device, three hosts). The device is an XDP host (`--target xdp`, the
@@ -15,7 +15,9 @@ its pinned program) delivers a packet of that symbol after the subscribe and dro
 unsubscribe, so the time is kernel-verified; on the switch, until its `applied_version` in
 /v1/status reaches the version the call answered with. With `--rate R` the clients issue R
 changes/s in total without waiting (open loop: time to installed from a watcher whose
-`/v1/status?wait_version=` requests the controller answers as the held version grows).
+`/v1/status?wait_version=` requests the controller answers as the held version grows); with
+`--batch K` too, each call carries K changes (POST /v1/changes), as a broker relaying many
+subscribers' changes sends them, and the API times are per call.
 The last line is one JSON object with the figures.
 
 `--soak`: the run is a soak (say `--seconds 600 --rate 1000 -n 100000`): every second it also
@@ -107,11 +109,12 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp",
-            trace: Path | None = None, soak: bool = False, tls: bool = False, push_interval: float | None = None) -> dict:
+            trace: Path | None = None, soak: bool = False, tls: bool = False, push_interval: float | None = None,
+            batch: int = 1) -> dict:
     from camus.lab.namespaces import processes
     try:
         with processes() as procs:                       # the device, then the controller
-            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls, push_interval)
+            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls, push_interval, batch)
     finally:                                             # after the agent has stopped
         if target == "xdp":
             from camus.dataplane import installed as state, runtime
@@ -155,10 +158,12 @@ def _device(target: str, tmp: Path, procs: list, pki: dict | None = None) -> tup
 
 
 async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel: KernelCheck | None,
-                ssl_context=None) -> tuple[list[float], list[float], int, list[tuple[float, float]]]:
+                ssl_context=None, batch: int = 1) -> tuple[list[float], list[float], int, list[tuple[float, float]]]:
     """The API clients, in one event loop over keep-alive connections (so the client costs
     little CPU beside the controller on this 2-core machine): API call times, times to
-    installed, and how many changes were never installed within two minutes."""
+    installed, and how many calls' changes were never installed within two minutes. With
+    `batch` > 1 (open loop) each call is one POST /v1/changes of `batch` changes: the client's
+    `batch` filters, each subscribed when it is not and unsubscribed when it is."""
     import aiohttp
     calls: list[float] = []
     installed: list[float] = []
@@ -180,7 +185,24 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
                             else "/v1/status")
             return min(d["applied_version"] for d in st["devices"].values() if d["push_target"])
 
+        async def batches(tok: str, k: int) -> None:
+            slots: list[str | None] = [None] * batch
+            every = len(tokens) * batch / rate
+            next_at = time.monotonic() + k * every / len(tokens)       # staggered: no bursts
+            while time.monotonic() < stop:
+                next_at += every
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                t0 = time.monotonic()
+                changes = [{"op": "subscribe", "filter": f"stock == C{k} and price > {100 * j + rng.randint(1, 99)}",
+                            "ttl": 600} if sub is None else {"op": "unsubscribe", "id": sub} for j, sub in enumerate(slots)]
+                got = await call(tok, "POST", "/v1/changes", {"changes": changes})
+                slots = [r.get("id") if "removed" not in r else None for r in got["results"]]
+                calls.append(time.monotonic() - t0)
+                issued.append((t0, got["version"]))
+
         async def client(tok: str, k: int) -> None:
+            if batch > 1:
+                return await batches(tok, k)
             pkt = kernel.frame(f"C{k}") if kernel is not None else b""
             sub = None
             next_at = time.monotonic() + k / rate if rate else 0.0     # staggered: no bursts
@@ -276,7 +298,8 @@ def _spread(xs: list[float]) -> float:
 
 
 def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str,
-             trace: Path | None, soak: bool = False, tls: bool = False, push_interval: float | None = None) -> dict:
+             trace: Path | None, soak: bool = False, tls: bool = False, push_interval: float | None = None,
+             batch: int = 1) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
@@ -353,7 +376,7 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
         from camus.event_loop import new_event_loop      # the load's clients on uvloop too: less CPU taken
         with asyncio.Runner(loop_factory=new_event_loop) as runner:   # from the processes measured
             calls, installed, not_installed, series = runner.run(_load(url, list(tokens), seconds, rate, kernel,
-                                                                       client_context(trust) if trust else None))
+                                                                       client_context(trust) if trust else None, batch))
         if trace is not None:                            # open loop: each change, when issued and how long to installed
             with trace.open("a") as out:
                 out.writelines(json.dumps({"subscriptions": n, "issued_s": round(t, 4), "installed_ms": round(d * 1e3, 2)})
@@ -383,8 +406,9 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                 "unchanged_probes": probes["asked"], "unchanged_lost": probes["lost"]}
     return end | {"subscriptions": n, "target": target, "tls": tls, "push_interval": push_interval,
                   "kernel_verified": kernel is not None and not rate,
-                  "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "changes": len(calls),
-                  "changes_per_s": round(len(calls) / seconds, 1), "not_installed": not_installed,
+                  "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "batch": batch,
+                  "calls": len(calls), "changes": len(calls) * batch,
+                  "changes_per_s": round(len(calls) * batch / seconds, 1), "not_installed": not_installed * batch,
                   "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
                   f"{target}_device_rss_mb_before": agent0, f"{target}_device_rss_mb_after": agent1,
                   "controller_rss_mb_by_tenth": [c for c, _ in tenths],
@@ -421,7 +445,12 @@ def main() -> int:
                     help="the controller's --push-interval (seconds between pushes to a device; default: its own)")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="open loop: changes/s in total, not waiting for installs (0: closed loop, the default)")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="open loop: changes per API call (POST /v1/changes, as a broker relaying its clients' "
+                         "subscriptions sends them); 1: one change a call (POST/DELETE /v1/subscriptions)")
     args = ap.parse_args()
+    if args.batch < 1 or (args.batch > 1 and not args.rate):
+        ap.error("--batch N (N >= 1) goes with --rate (open loop)")
     if args.tls and args.target != "xdp":
         ap.error("--tls measures the XDP target (the controller's API over https, its agent over mutual TLS)")
     tmp = Path(tempfile.mkdtemp(prefix="camus-churn-"))
@@ -429,12 +458,13 @@ def main() -> int:
         return run_sizes("churn", f"churn_bench.py --target {args.target} --clients {args.clients} --seconds {args.seconds:g}"
                          + (f" --rate {args.rate:g}" if args.rate else "") + (" --soak" if args.soak else "")
                          + (" --tls" if args.tls else "")
-                         + (f" --push-interval {args.push_interval:g}" if args.push_interval is not None else ""),
+                         + (f" --push-interval {args.push_interval:g}" if args.push_interval is not None else "")
+                         + (f" --batch {args.batch}" if args.batch > 1 else ""),
                          args.n or default,
                          f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'probe p50/p99':>16} "
                          f"{'to installed p50/p99':>22}",
                          lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target, args.trace,
-                                           args.soak, args.tls, args.push_interval),
+                                           args.soak, args.tls, args.push_interval, args.batch),
                          lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
                                       f"{r['probe_api_ms_p50']:>6} / {r['probe_api_ms_p99']:<6} ms "
                                       f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")
