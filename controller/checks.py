@@ -2,13 +2,17 @@
 (one valid filter of the spec, with the position of a mistake), the id's form."""
 from __future__ import annotations
 
+import asyncio
 import re
 
 from camus.compiler.compile import check_rules
 from camus.compiler.language.errors import CompileError, CompileErrors
 from camus.compiler.language.spec import Spec
 
+from .shared_store import ADD, Change
 from .topology import Topology
+
+SLICE = 8          # changes of a list checked between two turns of the event loop
 
 
 class SubscriptionError(ValueError):
@@ -49,3 +53,25 @@ def sub_id_number(host: str, sub_id: str) -> int:
 def numbered(exc: SubscriptionError, index: int, count: int) -> SubscriptionError:
     """A change's refusal, naming the change when it came in a batch (counted from 1)."""
     return exc if count == 1 else SubscriptionError(f"change {index + 1}: {exc}", exc.status)
+
+
+async def check_changes(topology: Topology, spec: Spec, max_ttl: float, host: str,
+                        changes: list[Change]) -> list[Change]:
+    """A host's list of changes with each new filter as it will be kept and each TTL in range;
+    SubscriptionError naming the first bad one (its ids are the store's to find). Checked SLICE
+    at a time, the event loop answering other requests between: a thousand filters are tens of
+    milliseconds of checking, which a single subscribe call should not wait behind."""
+    out = []
+    for i, ch in enumerate(changes):
+        if i and i % SLICE == 0:
+            await asyncio.sleep(0)
+        try:
+            if ch.op == ADD:
+                ch = Change(ADD, host, filter=check_subscription(topology, spec, max_ttl, host, ch.filter,
+                                                                 float(ch.ttl or 0.0)), ttl=ch.ttl)
+            elif ch.ttl is not None and not 0 < ch.ttl <= max_ttl:
+                raise SubscriptionError(f"ttl must be in (0, {max_ttl:g}] seconds")
+        except SubscriptionError as exc:
+            raise numbered(exc, i, len(changes)) from None
+        out.append(ch)
+    return out

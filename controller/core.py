@@ -193,37 +193,33 @@ class Controller:
         if not self.deferred:
             self.recompute()
 
-    def change_many(self, host: str, changes: list[Change]) -> list[tuple[Subscription, int]]:
-        """A host's changes, all or none: each is checked first (a bad filter, a TTL out of range,
-        an id the host does not have or removed earlier in the list: SubscriptionError naming
-        the change, nothing changed), then they are made in order, in one store savepoint (a
-        write the database refuses undoes the others: StoreError). Each change's subscription
-        and the version after it."""
-        texts: dict[int, str] = {}
+    def change_many(self, host: str, checked: list[Change]) -> list[tuple[Subscription, int]]:
+        """A host's changes as `checks.check_changes` returns them, all or none: every id is
+        found first (one the host does not have, or removed earlier in the list: SubscriptionError
+        naming the change, nothing changed), then the changes are made in order, in one store
+        savepoint (a write the database refuses undoes the others: StoreError). Each change's
+        subscription and the version after it."""
+        changes = checked
         removed: set[str] = set()
         for i, ch in enumerate(changes):
+            if ch.op == ADD:
+                continue
+            sid = f"s{ch.id}"
             try:
-                if ch.op == ADD:
-                    texts[i] = check_subscription(self.topology, self.spec, self.max_ttl, host, ch.filter,
-                                                  float(ch.ttl or 0.0))
-                    continue
-                sid = f"s{ch.id}"
                 if sid in removed:
                     raise SubscriptionError(f"no subscription {sid!r} for {host} (removed earlier in the list)", 404)
                 self._own(host, sid)
-                if ch.ttl is not None and not 0 < ch.ttl <= self.max_ttl:
-                    raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
-                if ch.op == REMOVE:
-                    removed.add(sid)
             except SubscriptionError as exc:
                 raise numbered(exc, i, len(changes)) from None
+            if ch.op == REMOVE:
+                removed.add(sid)
         out: list[tuple[Subscription, int]] = []
         made: list[tuple[int, Subscription]] = []
         try:
             with self.store.together() if self.store is not None else nullcontext():
                 for i, ch in enumerate(changes):
                     if ch.op == ADD:
-                        sub = self._add_checked(host, texts[i], float(ch.ttl or 0.0))
+                        sub = self._add_checked(host, ch.filter, float(ch.ttl or 0.0))
                     elif ch.op == REMOVE:
                         sub = self.remove(host, f"s{ch.id}")
                     else:

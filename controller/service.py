@@ -34,11 +34,12 @@ from . import http_limits
 from .tls import HandshakeFailures
 
 from .api_input import body, check_fields, http_error, parse_changes, percentiles, ttl_seconds, wait_args
+from .checks import check_changes
 from .commits import Commits
 from .compile_worker import CompileProcess
 from .core import Controller, SubscriptionError
 from .shared_front import STATUS_S, SharedFront
-from .shared_store import ADD, REFRESH, REMOVE
+from .shared_store import ADD, REMOVE
 from .store import StoredSubscription, StoreError
 from .tokens import TokenBook
 from .verifying import NotCheckable, run_job, verify_job
@@ -253,9 +254,11 @@ async def changes(request: web.Request) -> web.Response:
     try:
         items = parse_changes(data, host, request.app[DEFAULT_TTL])
         if isinstance(shared, SharedFront):
+            items = await shared.checked(host, items)
             made = [(d.version, _stored_view(d.sub)) for d in await shared.change_many(host, items)]
         else:
             c = _local(request.app)
+            items = await check_changes(c.topology, c.spec, c.max_ttl, host, items)
             async with request.app[LOCK]:
                 done = c.change_many(host, items)
             made = [(version, sub.view(c.clock())) for sub, version in done]
@@ -270,12 +273,17 @@ async def changes(request: web.Request) -> web.Response:
         return _fail(exc)
     except StoreError as exc:
         return _unstored(exc)
-    results = []
+    results, said = [], []
     for ch, (version, view) in zip(items, made):
-        what = {ADD: "subscribe", REMOVE: "unsubscribe"}.get(ch.op, f"ttl={view['ttl']:g}")
-        if ch.op != REFRESH or ch.ttl is not None:
-            _audit(request, host, what, view["id"], view["filter"] if ch.op == ADD else "")
+        if ch.op == ADD:
+            said.append(f"subscribe {view['id']} filter={view['filter']!r}")
+        elif ch.op == REMOVE:
+            said.append(f"unsubscribe {view['id']}")
+        elif ch.ttl is not None:                   # a keep-alive alone is not a change
+            said.append(f"ttl={view['ttl']:g} {view['id']}")
         results.append({"removed": view["id"], "version": version} if ch.op == REMOVE else {**view, "version": version})
+    if said:                                       # one audit line for the request, each change in it
+        _audit(request, host, "changes", "; ".join(said))
     request.app[WAKE].set()
     return web.json_response({"results": results, "version": max(v for v, _ in made)})
 

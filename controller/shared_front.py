@@ -25,7 +25,7 @@ from typing import Callable
 from camus.compiler.compile import CompileOptions
 from camus.compiler.language.spec import Spec
 
-from .checks import SubscriptionError, check_subscription, numbered, sub_id_number
+from .checks import SubscriptionError, check_changes, sub_id_number
 from .core import Controller
 from .shared_store import ADD, REFRESH, REMOVE, Change, Done, Lease, SharedStore
 from .store import StoredSubscription, StoreError
@@ -62,31 +62,24 @@ class SharedFront:
 
     # -- changes, from any process ---------------------------------------------------------
     async def add(self, host: str, filter_text: str, ttl: float) -> Done:
-        return (await self.change_many(host, [Change(ADD, host, filter=filter_text, ttl=ttl)]))[0]
+        return (await self.change_many(host, await self.checked(host, [Change(ADD, host, filter=filter_text, ttl=ttl)])))[0]
 
     async def refresh(self, host: str, sub_id: str, ttl: float | None) -> Done:
-        return (await self.change_many(host, [Change(REFRESH, host, sub_id_number(host, sub_id), ttl=ttl)]))[0]
+        change = Change(REFRESH, host, sub_id_number(host, sub_id), ttl=ttl)
+        return (await self.change_many(host, await self.checked(host, [change])))[0]
 
     async def remove(self, host: str, sub_id: str) -> Done:
         return (await self.change_many(host, [Change(REMOVE, host, sub_id_number(host, sub_id))]))[0]
 
-    async def change_many(self, host: str, changes: list[Change]) -> list[Done]:
-        """A host's changes, all or none: filters and TTLs checked here first (SubscriptionError
-        naming the change), ids by the database (404 naming the first it does not find)."""
-        group = []
-        for i, ch in enumerate(changes):
-            try:
-                if ch.op == ADD:
-                    ch = Change(ADD, host, filter=check_subscription(self.topology, self.spec, self.max_ttl, host,
-                                                                     ch.filter, float(ch.ttl or 0.0)), ttl=ch.ttl)
-                elif ch.ttl is not None and not 0 < ch.ttl <= self.max_ttl:
-                    raise SubscriptionError(f"ttl must be in (0, {self.max_ttl:g}] seconds")
-            except SubscriptionError as exc:
-                raise numbered(exc, i, len(changes)) from None
-            group.append(ch)
-        done = await self._submit(group)
+    async def checked(self, host: str, changes: list[Change]) -> list[Change]:
+        return await check_changes(self.topology, self.spec, self.max_ttl, host, changes)
+
+    async def change_many(self, host: str, checked: list[Change]) -> list[Done]:
+        """A host's changes as `checked` returns them, all or none: the database finds the ids
+        (404 naming the first it does not find, when there is one)."""
+        done = await self._submit(checked)
         if done is None:                         # someone else's id looks like nothing at all
-            gone = [c.id for c in changes if c.op != ADD]
+            gone = [c.id for c in checked if c.op != ADD]
             raise SubscriptionError(f"no subscription {'s' + str(gone[0]) if len(gone) == 1 else 'of those named'} "
                                     f"for {host}{'' if len(gone) == 1 else ' (or named twice): none was changed'}", 404)
         return done
