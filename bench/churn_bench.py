@@ -28,8 +28,8 @@ and every symbol's delivery with the reference interpreter on those subscription
 RSS of the controller and the agent by minute, and each one's spread after the first minute.
 
 The API's latency is also measured apart from the load (`probe_api_ms_*`): a probe, a process
-of its own at normal priority, subscribes and unsubscribes PROBE_RATE times a second, each call
-timed alone over one keep-alive connection. In open loop the load's clients (one Python event
+of its own at normal priority (bench/churn_probe.py), subscribes and unsubscribes 20 times a
+second, each call timed alone over one keep-alive connection. In open loop the load's clients (one Python event
 loop for all of them, with the watcher) run at nice 10: on this 2-core machine they, the agent
 and the controller share the CPUs, and the load's own loop delays its calls' answers by more
 than the controller takes to give them (the controller's own handling time is
@@ -56,43 +56,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from delta_bench import KernelCheck  # noqa: E402   the attached program, asked through the kernel
 from p4rt_bench import SERVER, free_port  # noqa: E402   the P4Runtime switch process, a free port
 
-PROBE_RATE = 20.0                                        # the latency probe's calls per second
 LOAD_NICE = 10                                           # open loop: the load's clients yield the CPU
-
-
-def probe(url: str, token: str, seconds: float, ca: str | None) -> int:
-    """The latency probe (its own process): alternate subscribe and unsubscribe calls, PROBE_RATE a
-    second, each timed, over one kept-alive connection as the load's clients use (so with TLS it
-    times requests, not handshakes); prints one JSON line with the times in ms."""
-    import http.client
-    import urllib.parse
-
-    from camus.controller.tls import TlsFiles, client_context
-    where = urllib.parse.urlsplit(url)
-    conn = (http.client.HTTPSConnection(where.hostname or "", where.port, context=client_context(TlsFiles(ca=ca)))
-            if ca else http.client.HTTPConnection(where.hostname or "", where.port))
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-    def call(method: str, path: str, body: bytes | None = None) -> dict:
-        conn.request(method, path, body=body, headers=headers)
-        resp = conn.getresponse()
-        data = resp.read()
-        if resp.status >= 300:
-            raise RuntimeError(f"{method} {path}: {resp.status} {data[:200]!r}")
-        return json.loads(data)
-    times: list[float] = []
-    next_at, stop = time.monotonic(), time.monotonic() + seconds
-    while time.monotonic() < stop:
-        next_at += 1 / PROBE_RATE
-        time.sleep(max(0.0, next_at - time.monotonic()))
-        t0 = time.perf_counter()
-        sub = call("POST", "/v1/subscriptions", b'{"filter": "stock == PROBE and price > 1", "ttl": 600}')
-        times.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        call("DELETE", f"/v1/subscriptions/{sub['id']}")
-        times.append(time.perf_counter() - t0)
-    print(json.dumps([round(t * 1e3, 3) for t in times]))
-    return 0
 
 
 def _rss_mb(pid: int) -> float:
@@ -110,11 +74,17 @@ def _pct(xs: list[float], q: float) -> float:
 
 def measure(n: int, clients: int, seconds: float, tmp: Path, rate: float = 0.0, target: str = "xdp",
             trace: Path | None = None, soak: bool = False, tls: bool = False, push_interval: float | None = None,
-            batch: int = 1) -> dict:
+            batch: int = 1, controllers: int = 0) -> dict:
+    """`controllers` > 0: that many controller processes on one PostgreSQL database (started
+    here, a throwaway cluster), the clients spread over them; 0: one process on SQLite."""
+    from contextlib import nullcontext
+
     from camus.lab.namespaces import processes
+    from camus.lab.postgres import TemporaryPostgres
     try:
-        with processes() as procs:                       # the device, then the controller
-            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls, push_interval, batch)
+        with TemporaryPostgres() if controllers else nullcontext() as pg, processes() as procs:
+            return _measure(n, clients, seconds, tmp, rate, procs, target, trace, soak, tls, push_interval, batch,
+                            pg.url if pg is not None else "", max(1, controllers))
     finally:                                             # after the agent has stopped
         if target == "xdp":
             from camus.dataplane import installed as state, runtime
@@ -157,13 +127,14 @@ def _device(target: str, tmp: Path, procs: list, pki: dict | None = None) -> tup
     return {"name": "sw", "kind": "xdp", "layer": "edge", "agent": f"{'https' if pki else 'http'}://{agent}"}, extra
 
 
-async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel: KernelCheck | None,
+async def _load(urls: list[str], tokens: list[str], seconds: float, rate: float, kernel: KernelCheck | None,
                 ssl_context=None, batch: int = 1) -> tuple[list[float], list[float], int, list[tuple[float, float]]]:
     """The API clients, in one event loop over keep-alive connections (so the client costs
     little CPU beside the controller on this 2-core machine): API call times, times to
     installed, and how many calls' changes were never installed within two minutes. With
     `batch` > 1 (open loop) each call is one POST /v1/changes of `batch` changes: the client's
-    `batch` filters, each subscribed when it is not and unsubscribed when it is."""
+    `batch` filters, each subscribed when it is not and unsubscribed when it is. Client k talks
+    to controller process k mod len(urls); the watcher to the first."""
     import aiohttp
     calls: list[float] = []
     installed: list[float] = []
@@ -172,9 +143,12 @@ async def _load(url: str, tokens: list[str], seconds: float, rate: float, kernel
     start = time.monotonic()
     stop = start + seconds
     rng = random.Random(2)
-    async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=0, ssl=ssl_context or False)) as http:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ssl=ssl_context or False)) as http:
+        where = {tok: urls[k % len(urls)] for k, tok in enumerate(tokens)}
+
         async def call(tok: str, method: str, path: str, body: dict | None = None) -> dict:
-            async with http.request(method, path, json=body, headers={"Authorization": f"Bearer {tok}"}) as r:
+            async with http.request(method, where[tok] + path, json=body,
+                                    headers={"Authorization": f"Bearer {tok}"}) as r:
                 r.raise_for_status()
                 return await r.json()
 
@@ -297,15 +271,40 @@ def _spread(xs: list[float]) -> float:
     return round(max(abs(x - xs[0]) for x in xs) / xs[0], 3) if xs and xs[0] else float("nan")
 
 
+def _initial(n: int, hosts: list[str], tmp: Path, pg_url: str) -> str:
+    """The live set the run starts from, in the controllers' database: its --db."""
+    from camus.controller.store import SubscriptionStore
+    rng, far = random.Random(1), time.time() + 3600
+    rows = [(rng.choice(hosts), f"stock == S{rng.randrange(100)} and price > {rng.randint(1, 999)}") for _ in range(n)]
+    if pg_url:
+        import psycopg
+
+        from camus.controller.shared_store import SharedStore
+        SharedStore(pg_url).close()                        # the schema
+        with psycopg.connect(pg_url) as conn, conn.cursor() as cur:
+            with cur.copy("COPY camus_subscriptions (id, host, filter, ttl, expires) FROM STDIN") as copy:
+                for i, (host, text) in enumerate(rows, start=1):
+                    copy.write_row((i, host, text, 3600.0, far))
+            cur.execute("SELECT setval('camus_subscription_ids', %s)", (max(1, n),))
+        return pg_url
+    db = tmp / f"churn-{n}.db"
+    db.unlink(missing_ok=True)
+    store = SubscriptionStore(db)
+    store.db.execute("BEGIN")
+    store.db.executemany("INSERT INTO subscriptions (host, filter, ttl, expires) VALUES (?, ?, 3600, ?)",
+                         [(host, text, far) for host, text in rows])
+    store.db.execute("COMMIT")
+    store.db.close()
+    return str(db)
+
+
 def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs: list, target: str,
              trace: Path | None, soak: bool = False, tls: bool = False, push_interval: float | None = None,
-             batch: int = 1) -> dict:
+             batch: int = 1, pg_url: str = "", controllers: int = 1) -> dict:
     import yaml
 
     from camus.controller.client import SubscriptionClient
-    from camus.controller.store import SubscriptionStore
 
-    api_port = free_port()
     hosts = ["h1", "h2", "h3"]
     pki = None
     if tls:                                              # a private CA: the controller's and the agent's certificates
@@ -317,24 +316,19 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     (tmp / "topo.yaml").write_text(yaml.safe_dump(topo))
     tokens = {f"tok{i}": hosts[i % len(hosts)] for i in range(clients)}
     (tmp / "tokens.yaml").write_text(yaml.safe_dump(tokens | {"probe": hosts[0]}))
-    db = tmp / f"churn-{n}.db"
-    db.unlink(missing_ok=True)
-    store, rng = SubscriptionStore(db), random.Random(1)
-    far = time.time() + 3600                             # the live set, in the controller's database
-    store.db.execute("BEGIN")
-    store.db.executemany("INSERT INTO subscriptions (host, filter, ttl, expires) VALUES (?, ?, 3600, ?)",
-                         [(rng.choice(hosts), f"stock == S{rng.randrange(100)} and price > {rng.randint(1, 999)}",
-                           far) for _ in range(n)])
-    store.db.execute("COMMIT")
-    store.db.close()
+    db = _initial(n, hosts, tmp, pg_url)
     exe = str(Path(sys.executable).parent / "camus-xdp")
-    procs.append(subprocess.Popen([exe, "controller", "serve", "--topology", str(tmp / "topo.yaml"), "--spec", str(SPEC),
-                                   "--tokens", str(tmp / "tokens.yaml"), "--db", str(db), "--policy", "mr",
-                                   "--listen", f"127.0.0.1:{api_port}", "--switch-dir", str(tmp / "sw"),
-                                   *[x for kv in extra.items() for x in kv],
-                                   *(["--push-interval", f"{push_interval:g}"] if push_interval is not None else [])],
-                                  stderr=subprocess.DEVNULL))
-    url = f"{'https' if pki else 'http'}://127.0.0.1:{api_port}"
+    urls = []
+    for _ in range(controllers):
+        api_port = free_port()
+        procs.append(subprocess.Popen([exe, "controller", "serve", "--topology", str(tmp / "topo.yaml"), "--spec",
+                                       str(SPEC), "--tokens", str(tmp / "tokens.yaml"), "--db", db, "--policy", "mr",
+                                       "--listen", f"127.0.0.1:{api_port}", "--switch-dir", str(tmp / "sw"),
+                                       *[x for kv in extra.items() for x in kv],
+                                       *(["--push-interval", f"{push_interval:g}"] if push_interval is not None else [])],
+                                      stderr=subprocess.DEVNULL))
+        urls.append(f"{'https' if pki else 'http'}://127.0.0.1:{api_port}")
+    url = urls[0]
     from camus.controller.tls import TlsFiles, client_context
     trust = TlsFiles(ca=pki["controller"].ca) if pki else None
     first = SubscriptionClient(url, "tok0", tls=trust)
@@ -368,14 +362,14 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
                 probes["lost"] += not kernel.delivered(pkt)        # type: ignore[union-attr]
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    prober = subprocess.Popen([sys.executable, __file__, "--probe", url, "probe", str(seconds),
+    prober = subprocess.Popen([sys.executable, str(ROOT / "bench" / "churn_probe.py"), urls[-1], "probe", str(seconds),
                                str(pki["controller"].ca) if pki else ""], stdout=subprocess.PIPE, text=True)
     if rate:
         os.nice(LOAD_NICE)                               # this process only: the probe, controller and agent keep theirs
     try:
         from camus.event_loop import new_event_loop      # the load's clients on uvloop too: less CPU taken
         with asyncio.Runner(loop_factory=new_event_loop) as runner:   # from the processes measured
-            calls, installed, not_installed, series = runner.run(_load(url, list(tokens), seconds, rate, kernel,
+            calls, installed, not_installed, series = runner.run(_load(urls, list(tokens), seconds, rate, kernel,
                                                                        client_context(trust) if trust else None, batch))
         if trace is not None:                            # open loop: each change, when issued and how long to installed
             with trace.open("a") as out:
@@ -407,6 +401,7 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
     return end | {"subscriptions": n, "target": target, "tls": tls, "push_interval": push_interval,
                   "kernel_verified": kernel is not None and not rate,
                   "ready_s": round(ready_s, 1), "clients": clients, "rate": rate, "batch": batch,
+                  "controllers": controllers, "store": "postgresql" if pg_url else "sqlite",
                   "calls": len(calls), "changes": len(calls) * batch,
                   "changes_per_s": round(len(calls) * batch / seconds, 1), "not_installed": not_installed * batch,
                   "controller_rss_mb_before": rss0, "controller_rss_mb_after": rss1,
@@ -421,8 +416,6 @@ def _measure(n: int, clients: int, seconds: float, tmp: Path, rate: float, procs
 
 
 def main() -> int:
-    if len(sys.argv) == 6 and sys.argv[1] == "--probe":           # the latency probe's own process
-        return probe(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] or None)
     import shutil
     import tempfile
 
@@ -448,6 +441,9 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=1,
                     help="open loop: changes per API call (POST /v1/changes, as a broker relaying its clients' "
                          "subscriptions sends them); 1: one change a call (POST/DELETE /v1/subscriptions)")
+    ap.add_argument("--controllers", type=int, default=0,
+                    help="N > 0: N controller processes on one PostgreSQL database (a throwaway cluster started "
+                         "here), clients spread over them, the probe on the last; 0: one process on SQLite")
     args = ap.parse_args()
     if args.batch < 1 or (args.batch > 1 and not args.rate):
         ap.error("--batch N (N >= 1) goes with --rate (open loop)")
@@ -459,12 +455,13 @@ def main() -> int:
                          + (f" --rate {args.rate:g}" if args.rate else "") + (" --soak" if args.soak else "")
                          + (" --tls" if args.tls else "")
                          + (f" --push-interval {args.push_interval:g}" if args.push_interval is not None else "")
-                         + (f" --batch {args.batch}" if args.batch > 1 else ""),
+                         + (f" --batch {args.batch}" if args.batch > 1 else "")
+                         + (f" --controllers {args.controllers}" if args.controllers else ""),
                          args.n or default,
                          f"{'live subs':>9} {'changes/s':>9} {'API call p50/p99':>18} {'probe p50/p99':>16} "
                          f"{'to installed p50/p99':>22}",
                          lambda n: measure(n, args.clients, args.seconds, tmp, args.rate, args.target, args.trace,
-                                           args.soak, args.tls, args.push_interval, args.batch),
+                                           args.soak, args.tls, args.push_interval, args.batch, args.controllers),
                          lambda n, r: f"{n:>9,} {r['changes_per_s']:>9} {r['api_ms_p50']:>8} / {r['api_ms_p99']:<6} ms "
                                       f"{r['probe_api_ms_p50']:>6} / {r['probe_api_ms_p99']:<6} ms "
                                       f"{r['installed_ms_p50']:>9} / {r['installed_ms_p99']} ms")
