@@ -280,7 +280,7 @@ def _initial(n: int, hosts: list[str], tmp: Path, pg_url: str) -> str:
         import psycopg
 
         from camus.controller.shared_store import SharedStore
-        SharedStore(pg_url).close()                        # the schema
+        SharedStore(pg_url)                                # (makes the schema)
         with psycopg.connect(pg_url) as conn, conn.cursor() as cur:
             with cur.copy("COPY camus_subscriptions (id, host, filter, ttl, expires) FROM STDIN") as copy:
                 for i, (host, text) in enumerate(rows, start=1):

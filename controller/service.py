@@ -424,7 +424,7 @@ async def _housekeeping(app: web.Application) -> None:
             else:
                 log.warning("push to %s failed: %s (retrying)", d, c.devices[d].error)
         if isinstance(shared, SharedFront):
-            await shared.publish()
+            shared.publish()
 
 
 async def _start(app: web.Application) -> None:

@@ -58,6 +58,7 @@ class SharedFront:
         self._writing = False
         self._renewed = self._expired = self._published = float("-inf")
         self._published_held = -1
+        self._publishing: asyncio.Future | None = None
         self._status: tuple[float, dict | None] = (float("-inf"), None)
 
     # -- changes, from any process ---------------------------------------------------------
@@ -85,7 +86,7 @@ class SharedFront:
         return done
 
     async def listing(self, host: str) -> list[dict]:
-        rows = await asyncio.to_thread(self.store.listing, host)
+        rows = await self.store.listing(host)
         wall = time.time()
         return [{"id": f"s{r.id}", "host": r.host, "filter": r.filter, "ttl": r.ttl,
                  "expires_in": round(max(0.0, r.expires_wall - wall), 3)} for r in rows]
@@ -110,7 +111,7 @@ class SharedFront:
                 if expire:
                     self._expired = time.monotonic()
                 try:
-                    done = await asyncio.to_thread(self.store.write, [c for c, _ in batch], time.time(), expire)
+                    done = await self.store.write([c for c, _ in batch], time.time(), expire)
                 except StoreError as exc:
                     log.error("%s", exc)
                     for _, fut in batch:
@@ -139,7 +140,7 @@ class SharedFront:
             return None
         if time.monotonic() > self.valid_until:       # the database is out of reach: the lease may
             return None                               # have passed to another process, push nothing
-        entries = await asyncio.to_thread(self.store.tail, c.version)
+        entries = await self.store.tail(c.version)
         if entries:
             async with lock:
                 c.apply_logged(entries)
@@ -150,7 +151,7 @@ class SharedFront:
     async def _renew(self, lock: asyncio.Lock) -> None:
         asked = time.monotonic()
         try:
-            lease = await asyncio.to_thread(self.store.acquire, self.me, self.address, self.lease_s)
+            lease = await self.store.acquire(self.me, self.address, self.lease_s)
         except StoreError as exc:
             log.warning("could not renew the devices' lease: %s", exc)
             return
@@ -171,7 +172,7 @@ class SharedFront:
             async with lock:
                 self._let_go()
         t0 = time.monotonic()
-        snapshot = await asyncio.to_thread(self.store.snapshot)
+        snapshot = await self.store.snapshot()
         c = await asyncio.to_thread(self.build, snapshot, lease.epoch)
         self.controller, self.epoch = c, lease.epoch
         log.info("own the devices (epoch %d) from version %d: %d subscriptions, tables built in %.1f s",
@@ -189,19 +190,22 @@ class SharedFront:
     def may_push(self) -> bool:
         return self.controller is not None and time.monotonic() <= self.valid_until
 
-    async def publish(self, force: bool = False) -> None:
-        """The owner's status for the other processes: when its held version grew, else at most
-        every PUBLISH_S."""
+    def publish(self) -> None:
+        """The owner's status for the other processes, every PUBLISH_S while it changes (and
+        every second anyway), written in the background: one write in flight at a time."""
         c = self.controller
-        if c is None:
+        if c is None or (self._publishing is not None and not self._publishing.done()):
             return
-        held = c.held_version()
-        if not force and held == self._published_held and time.monotonic() - self._published < PUBLISH_S:
+        held, since = c.held_version(), time.monotonic() - self._published
+        if since < PUBLISH_S or (held == self._published_held and since < 1.0):
             return
         doc = {**c.status(), "held_version": held, "owner": self.me, "owner_address": self.address}
         self._published, self._published_held = time.monotonic(), held
+        self._publishing = asyncio.ensure_future(self._write_status(doc, c.version - 100_000))
+
+    async def _write_status(self, doc: dict, keep_after: int) -> None:
         try:
-            await asyncio.to_thread(self.store.publish, doc, c.version - 100_000)
+            await self.store.publish(doc, keep_after)
         except StoreError as exc:
             log.warning("could not publish the status: %s", exc)
 
@@ -209,7 +213,7 @@ class SharedFront:
         """The owner's last published status (read from the database at most every STATUS_S)."""
         at, doc = self._status
         if doc is None or time.monotonic() - at >= STATUS_S:
-            doc = await asyncio.to_thread(self.store.owner_status) or {}
+            doc = (await self.store.owner_status()) or {}
             self._status = (time.monotonic(), doc)
         return {**doc, "answered_by": self.me, "owner_address": self.owner.address or doc.get("owner_address", "")}
 
@@ -219,7 +223,7 @@ class SharedFront:
             async with lock:
                 self._let_go()
             try:
-                await asyncio.to_thread(self.store.release, self.me)
+                await self.store.release(self.me)
             except StoreError as exc:
                 log.warning("could not give the lease up (it lapses by itself): %s", exc)
-        self.store.close()
+        await self.store.close()

@@ -16,10 +16,10 @@ Each process writes the changes that arrived together in one transaction (group 
 """
 from __future__ import annotations
 
-import threading
+import asyncio
 from dataclasses import dataclass
-from typing import Any, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Iterator
 
 from .store import StoredSubscription, StoreError
 
@@ -81,214 +81,217 @@ class Lease:
 
 
 class _Connection:
-    """One database connection, used by one thread at a time; reopened after a failure."""
+    """One database connection on the event loop (psycopg's asyncio connection: no thread, so no
+    wait for the interpreter lock between round trips), one transaction at a time; reopened
+    after a failure."""
 
     def __init__(self, url: str) -> None:
-        self.url, self.lock = url, threading.Lock()
+        self.url, self.lock = url, asyncio.Lock()
         self.conn: Any = None
 
-    @contextmanager
-    def cursor(self) -> Iterator[Any]:
+    @asynccontextmanager
+    async def cursor(self) -> AsyncIterator[Any]:
         import psycopg
-        with self.lock:
+        async with self.lock:
             try:
                 if self.conn is None or self.conn.closed:
-                    self.conn = psycopg.connect(self.url, connect_timeout=10)
-                with self.conn.transaction():
+                    self.conn = await psycopg.AsyncConnection.connect(self.url, connect_timeout=10)
+                async with self.conn.transaction():
                     yield self.conn.cursor()
             except psycopg.Error as exc:
                 if self.conn is not None and self.conn.broken:
-                    self.conn.close()
+                    await self.conn.close()
                     self.conn = None
                 raise StoreError(f"the subscription database refused the change: {exc}".strip()) from None
 
-    def close(self) -> None:
-        with self.lock:
+    async def close(self) -> None:
+        async with self.lock:
             if self.conn is not None:
-                self.conn.close()
+                await self.conn.close()
                 self.conn = None
 
 
 class SharedStore:
     def __init__(self, url: str) -> None:
+        """Checks the database and makes the tables (at once, before serving); the connections
+        the controller uses open on its event loop, at first use."""
         try:
-            import psycopg  # noqa: F401   said here rather than at the first request
+            import psycopg
         except ImportError:
             raise StoreError("--db postgresql:// needs psycopg 3 (pip install 'psycopg[binary]')") from None
         self.url = url
         self._writer, self._owner, self._other = _Connection(url), _Connection(url), _Connection(url)
-        with self._other.cursor() as cur:            # several controllers may start at once
-            cur.execute("SELECT pg_advisory_xact_lock(4242)")
-            cur.execute(SCHEMA)
+        try:
+            with psycopg.connect(url, connect_timeout=10) as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(4242)")      # several controllers may start at once
+                conn.execute(SCHEMA)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot use the subscription database: {exc}".strip()) from None
 
     # -- every controller ------------------------------------------------------------------
-    def write(self, groups: list[list[Change]], now_wall: float, expire: bool = False) -> list[list[Done] | None]:
+    async def write(self, groups: list[list[Change]], now_wall: float, expire: bool = False) -> list[list[Done] | None]:
         """Apply groups of changes (and, `expire`, remove every subscription past its time) in
-        one transaction. A group is all or nothing: one that names an id its host does not have
+        one transaction. A group is all or none: one that names an id its host does not have
         (or no longer has, after an earlier change) is left out whole (None). Each change of the
-        others gets the next version, in the order given."""
-        with self._writer.cursor() as cur:
-            base = cur.execute("UPDATE camus_counter SET version = version WHERE name = 'log' "
-                               "RETURNING version").fetchone()[0]
-            accepted = self._accepted(cur, groups)
-            made = self._apply(cur, [c for g, ok in zip(groups, accepted) if ok for c in g], now_wall)
-            lapsed = []
-            if expire:
-                lapsed = cur.execute("DELETE FROM camus_subscriptions WHERE expires <= %s "
-                                     "RETURNING id, host, filter, ttl, expires", (now_wall,)).fetchall()
-            logged: list[tuple[int, StoredSubscription]] = [(op, sub) for op, sub in made if sub is not None]
-            logged += [(REMOVE, StoredSubscription(*r)) for r in sorted(lapsed)]
-            if logged:
-                cols = [list(col) for col in zip(*[(base + k + 1, op, s.id, s.host, s.filter, s.ttl, s.expires_wall)
-                                                   for k, (op, s) in enumerate(logged)])]
-                cur.execute("INSERT INTO camus_log SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::bigint[], "
-                            "%s::text[], %s::text[], %s::float8[], %s::float8[])", cols)
-                cur.execute("UPDATE camus_counter SET version = %s WHERE name = 'log'", (base + len(logged),))
-                cur.execute("NOTIFY camus_log")
-        out: list[list[Done] | None] = []
-        version, done = base, iter(made)
-        for g, ok in zip(groups, accepted):
-            if not ok:
-                out.append(None)
-                continue
-            answers = []
-            for _ in g:
-                _, sub = next(done)
-                assert sub is not None              # (every id a group names was found)
-                version += 1
-                answers.append(Done(version, sub))
-            out.append(answers)
-        return out
+        others gets the next version, in the order given.
+
+        Four round trips to the database whatever the number of changes: the log's lock; the
+        rows named and new ids (pipelined); every write (pipelined); the commit. What the changes
+        do is worked out here in between, on rows nobody else can change meanwhile."""
+        named = sorted({c.id for g in groups for c in g if c.op != ADD})
+        adds = sum(c.op == ADD for g in groups for c in g)
+        async with self._writer.cursor() as cur:
+            base = (await _one(cur, "UPDATE camus_counter SET version = version WHERE name = 'log' RETURNING version"))[0]
+            conn = cur.connection
+            rows_cur, ids_cur, lapsed_cur = conn.cursor(), conn.cursor(), conn.cursor()
+            async with conn.pipeline():
+                await rows_cur.execute("SELECT id, host, filter, ttl, expires FROM camus_subscriptions "
+                                       "WHERE id = ANY(%s)", (named,))
+                await ids_cur.execute("SELECT nextval('camus_subscription_ids') FROM generate_series(1, %s)", (adds,))
+                if expire:
+                    await lapsed_cur.execute("SELECT id, host, filter, ttl, expires FROM camus_subscriptions "
+                                             "WHERE expires <= %s ORDER BY id", (now_wall,))
+            rows: dict[int, StoredSubscription | None] = {r[0]: StoredSubscription(*r) for r in await rows_cur.fetchall()}
+            before = dict(rows)
+            new_ids = iter([r[0] for r in await ids_cur.fetchall()])
+            out, logged = self._plan(groups, rows, new_ids, now_wall)
+            for r in (await lapsed_cur.fetchall() if expire else []):
+                sub = rows[r[0]] if r[0] in rows else StoredSubscription(*r)     # (as this write left it)
+                if sub is not None and sub.expires_wall <= now_wall:
+                    before.setdefault(sub.id, sub)
+                    rows[sub.id] = None
+                    logged.append((REMOVE, sub))
+            async with conn.pipeline():
+                await self._store_rows(cur, before, rows)
+                if logged:
+                    cols = [list(col) for col in zip(*[(base + k + 1, op, s.id, s.host, s.filter, s.ttl, s.expires_wall)
+                                                       for k, (op, s) in enumerate(logged)])]
+                    await cur.execute("INSERT INTO camus_log SELECT * FROM unnest(%s::bigint[], %s::smallint[], "
+                                      "%s::bigint[], %s::text[], %s::text[], %s::float8[], %s::float8[])", cols)
+                    await cur.execute("UPDATE camus_counter SET version = %s WHERE name = 'log'", (base + len(logged),))
+                    await cur.execute("NOTIFY camus_log")
+        return [None if g is None else [Done(base + v, sub) for v, sub in g] for g in out]
 
     @staticmethod
-    def _accepted(cur: Any, groups: list[list[Change]]) -> list[bool]:
-        """Which groups find every id they name (by its host), in order: an earlier group's
-        removal counts. (Every writer holds the counter row: nobody changes the rows meanwhile.)"""
-        named = sorted({c.id for g in groups for c in g if c.op != ADD})
-        exists = {(r[0], r[1]) for r in cur.execute("SELECT id, host FROM camus_subscriptions WHERE id = ANY(%s)",
-                                                    (named,))} if named else set()
-        out = []
+    def _plan(groups: list[list[Change]], rows: dict[int, StoredSubscription | None], new_ids: Iterator[int],
+              now: float) -> tuple[list[list[tuple[int, StoredSubscription]] | None], list[tuple[int, StoredSubscription]]]:
+        """What the groups do to `rows` (id -> row, None once removed; updated in place), in
+        order: per group None (an id not found) or its changes' (version offset, row); and the
+        log's entries. (Every writer holds the log's lock: the rows read are the rows.)"""
+        out: list[list[tuple[int, StoredSubscription]] | None] = []
+        logged: list[tuple[int, StoredSubscription]] = []
         for g in groups:
-            left, ok = set(exists), True
+            trial = dict(rows)
+            made: list[tuple[int, StoredSubscription]] = []
             for c in g:
-                if c.op != ADD and (c.id, c.host) not in left:
-                    ok = False
-                    break
-                if c.op == REMOVE:
-                    left.discard((c.id, c.host))
-            out.append(ok)
-            if ok:
-                exists = left
-        return out
+                if c.op == ADD:
+                    ttl = float(c.ttl or 0.0)
+                    sub = StoredSubscription(next(new_ids), c.host, c.filter, ttl, now + ttl)
+                    trial[sub.id] = sub
+                else:
+                    cur = trial.get(c.id)
+                    if cur is None or cur.host != c.host:
+                        made = []
+                        break
+                    if c.op == REMOVE:
+                        sub, trial[c.id] = cur, None
+                    else:
+                        ttl = cur.ttl if c.ttl is None else float(c.ttl)
+                        sub = trial[c.id] = StoredSubscription(cur.id, cur.host, cur.filter, ttl, now + ttl)
+                made.append((c.op, sub))
+            if len(made) != len(g):
+                out.append(None)
+                continue
+            rows.clear()
+            rows.update(trial)
+            out.append([(len(logged) + k + 1, sub) for k, (_, sub) in enumerate(made)])
+            logged += made
+        return out, logged
 
-    def _apply(self, cur: Any, changes: list[Change], now: float) -> list[tuple[int, StoredSubscription | None]]:
-        """The changes' rows, three statements whatever their number: inserts, TTL updates,
-        deletes. A refresh after a removal of the same id (in this batch) finds nothing."""
-        adds = [c for c in changes if c.op == ADD]
-        ids = [r[0] for r in cur.execute("SELECT nextval('camus_subscription_ids') FROM generate_series(1, %s)",
-                                         (len(adds),))] if adds else []
-        fresh = [StoredSubscription(i, c.host, c.filter, float(c.ttl or 0.0), now + float(c.ttl or 0.0))
-                 for i, c in zip(ids, adds)]
+    @staticmethod
+    async def _store_rows(cur: Any, before: dict[int, StoredSubscription | None],
+                          after: dict[int, StoredSubscription | None]) -> None:
+        """The rows as `after` has them: inserted, updated (TTL) or deleted, a statement each."""
+        fresh = [s for i, s in after.items() if s is not None and i not in before]
+        changed = [s for i, s in after.items() if s is not None and i in before and before[i] != s]
+        gone = [i for i, s in after.items() if s is None and before.get(i) is not None]
         if fresh:
-            cur.execute("INSERT INTO camus_subscriptions SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], "
-                        "%s::float8[], %s::float8[])",
-                        [list(col) for col in zip(*[(s.id, s.host, s.filter, s.ttl, s.expires_wall) for s in fresh])])
-        new = iter(fresh)
-        ttls: dict[tuple[int, str], float | None] = {}     # the last refresh of an id before its removal wins
-        removing: set[tuple[int, str]] = set()
-        for c in changes:
-            if c.op == REMOVE:
-                removing.add((c.id, c.host))
-            elif c.op == REFRESH and (c.id, c.host) not in removing:
-                ttls[(c.id, c.host)] = c.ttl
-        refreshed = {}
-        if ttls:
-            keys = list(ttls)
-            rows = cur.execute(
-                "UPDATE camus_subscriptions s SET ttl = coalesce(u.ttl, s.ttl), expires = %s + coalesce(u.ttl, s.ttl) "
-                "FROM unnest(%s::bigint[], %s::text[], %s::float8[]) AS u(id, host, ttl) "
-                "WHERE s.id = u.id AND s.host = u.host RETURNING s.id, s.host, s.filter, s.ttl, s.expires",
-                (now, [k[0] for k in keys], [k[1] for k in keys], [ttls[k] for k in keys])).fetchall()
-            refreshed = {(r[0], r[1]): StoredSubscription(*r) for r in rows}
-        gone = {(c.id, c.host) for c in changes if c.op == REMOVE}
-        removed = {}
+            await cur.execute("INSERT INTO camus_subscriptions SELECT * FROM unnest(%s::bigint[], %s::text[], "
+                              "%s::text[], %s::float8[], %s::float8[])",
+                              [list(col) for col in zip(*[(s.id, s.host, s.filter, s.ttl, s.expires_wall) for s in fresh])])
+        if changed:
+            await cur.execute("UPDATE camus_subscriptions s SET ttl = u.ttl, expires = u.expires FROM "
+                              "unnest(%s::bigint[], %s::float8[], %s::float8[]) AS u(id, ttl, expires) WHERE s.id = u.id",
+                              [list(col) for col in zip(*[(s.id, s.ttl, s.expires_wall) for s in changed])])
         if gone:
-            rows = cur.execute(
-                "DELETE FROM camus_subscriptions s USING unnest(%s::bigint[], %s::text[]) AS u(id, host) "
-                "WHERE s.id = u.id AND s.host = u.host RETURNING s.id, s.host, s.filter, s.ttl, s.expires",
-                ([k[0] for k in gone], [k[1] for k in gone])).fetchall()
-            removed = {(r[0], r[1]): StoredSubscription(*r) for r in rows}
-        made: list[tuple[int, StoredSubscription | None]] = []
-        dropped: set[tuple[int, str]] = set()
-        for c in changes:
-            key = (c.id, c.host)
-            if c.op == ADD:
-                made.append((ADD, next(new)))
-            elif c.op == REFRESH:
-                made.append((REFRESH, refreshed.get(key) if key not in dropped else None))
-            else:
-                sub = removed.get(key) if key not in dropped else None
-                if sub is not None:
-                    dropped.add(key)
-                made.append((REMOVE, sub))
-        return made
+            await cur.execute("DELETE FROM camus_subscriptions WHERE id = ANY(%s)", (gone,))
 
-    def listing(self, host: str) -> list[StoredSubscription]:
-        with self._other.cursor() as cur:
-            rows = cur.execute("SELECT id, host, filter, ttl, expires FROM camus_subscriptions WHERE host = %s "
-                               "ORDER BY id", (host,)).fetchall()
+    async def listing(self, host: str) -> list[StoredSubscription]:
+        async with self._other.cursor() as cur:
+            rows = await _all(cur, "SELECT id, host, filter, ttl, expires FROM camus_subscriptions WHERE host = %s "
+                                   "ORDER BY id", (host,))
         return [StoredSubscription(*r) for r in rows]
 
-    def acquire(self, me: str, address: str, seconds: float) -> Lease:
+    async def acquire(self, me: str, address: str, seconds: float) -> Lease:
         """Take or renew the devices' lease for `seconds` (the database's clock): renewed while we
         hold it, taken when it lapsed (a new epoch); otherwise who holds it."""
-        with self._other.cursor() as cur:
-            row = cur.execute(
-                "UPDATE camus_lease SET epoch = CASE WHEN owner = %(me)s THEN epoch ELSE epoch + 1 END, owner = %(me)s, "
-                "address = %(addr)s, until = clock_timestamp() + make_interval(secs => %(s)s) "
+        async with self._other.cursor() as cur:
+            row = await _one(
+                cur, "UPDATE camus_lease SET epoch = CASE WHEN owner = %(me)s THEN epoch ELSE epoch + 1 END, "
+                "owner = %(me)s, address = %(addr)s, until = clock_timestamp() + make_interval(secs => %(s)s) "
                 "WHERE name = %(name)s AND (owner = %(me)s OR until < clock_timestamp()) RETURNING epoch",
-                {"me": me, "addr": address, "s": seconds, "name": LEASE}).fetchone()
+                {"me": me, "addr": address, "s": seconds, "name": LEASE})
             if row is not None:
                 return Lease(True, int(row[0]), me, address)
-            held = cur.execute("SELECT epoch, owner, address FROM camus_lease WHERE name = %s", (LEASE,)).fetchone()
+            held = await _one(cur, "SELECT epoch, owner, address FROM camus_lease WHERE name = %s", (LEASE,))
         return Lease(False, int(held[0]), str(held[1]), str(held[2]))
 
-    def release(self, me: str) -> None:
+    async def release(self, me: str) -> None:
         """Give the lease up now (a clean stop): another controller takes the devices at once."""
-        with self._other.cursor() as cur:
-            cur.execute("UPDATE camus_lease SET until = '-infinity' WHERE name = %s AND owner = %s", (LEASE, me))
+        async with self._other.cursor() as cur:
+            await cur.execute("UPDATE camus_lease SET until = '-infinity' WHERE name = %s AND owner = %s", (LEASE, me))
 
-    def owner_status(self) -> dict | None:
+    async def owner_status(self) -> dict | None:
         """The status the devices' owner published last (None before any)."""
-        with self._other.cursor() as cur:
-            row = cur.execute("SELECT doc FROM camus_status WHERE name = %s", (LEASE,)).fetchone()
+        async with self._other.cursor() as cur:
+            row = await _one(cur, "SELECT doc FROM camus_status WHERE name = %s", (LEASE,))
         return row[0] if row else None
 
     # -- the owner of the devices ------------------------------------------------------------
-    def snapshot(self) -> tuple[int, list[StoredSubscription]]:
+    async def snapshot(self) -> tuple[int, list[StoredSubscription]]:
         """The live set and the version it is at, read at one instant."""
-        with self._owner.cursor() as cur:
-            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            version = cur.execute("SELECT version FROM camus_counter WHERE name = 'log'").fetchone()[0]
-            rows = cur.execute("SELECT id, host, filter, ttl, expires FROM camus_subscriptions ORDER BY id").fetchall()
+        async with self._owner.cursor() as cur:
+            await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            version = (await _one(cur, "SELECT version FROM camus_counter WHERE name = 'log'"))[0]
+            rows = await _all(cur, "SELECT id, host, filter, ttl, expires FROM camus_subscriptions ORDER BY id")
         return int(version), [StoredSubscription(*r) for r in rows]
 
-    def tail(self, after: int, limit: int = 100_000) -> list[Logged]:
+    async def tail(self, after: int, limit: int = 100_000) -> list[Logged]:
         """The log's changes after version `after`, in order."""
-        with self._owner.cursor() as cur:
-            rows = cur.execute("SELECT version, op, id, host, filter, ttl, expires FROM camus_log WHERE version > %s "
-                               "ORDER BY version LIMIT %s", (after, limit)).fetchall()
+        async with self._owner.cursor() as cur:
+            rows = await _all(cur, "SELECT version, op, id, host, filter, ttl, expires FROM camus_log "
+                                   "WHERE version > %s ORDER BY version LIMIT %s", (after, limit))
         return [Logged(r[0], r[1], StoredSubscription(*r[2:])) for r in rows]
 
-    def publish(self, doc: dict, keep_after: int) -> None:
+    async def publish(self, doc: dict, keep_after: int) -> None:
         """The owner's status for the other controllers; the log up to `keep_after` is dropped
         (a new owner starts from a snapshot, not from the log's beginning)."""
         from psycopg.types.json import Jsonb
-        with self._owner.cursor() as cur:
-            cur.execute("INSERT INTO camus_status VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET doc = excluded.doc",
-                        (LEASE, Jsonb(doc)))
-            cur.execute("DELETE FROM camus_log WHERE version <= %s", (keep_after,))
+        async with self._owner.cursor() as cur:
+            await cur.execute("INSERT INTO camus_status VALUES (%s, %s) ON CONFLICT (name) DO UPDATE "
+                              "SET doc = excluded.doc", (LEASE, Jsonb(doc)))
+            await cur.execute("DELETE FROM camus_log WHERE version <= %s", (keep_after,))
 
-    def close(self) -> None:
+    async def close(self) -> None:
         for c in (self._writer, self._owner, self._other):
-            c.close()
+            await c.close()
+
+
+async def _one(cur: Any, sql: str, params: Any = None) -> Any:
+    await cur.execute(sql, params)
+    return await cur.fetchone()
+
+
+async def _all(cur: Any, sql: str, params: Any = None) -> list[Any]:
+    await cur.execute(sql, params)
+    return list(await cur.fetchall())

@@ -9,6 +9,7 @@ PostgreSQL is started by the test (lab/postgres.py: a throwaway cluster as the `
 the test is skipped, saying why, only where no server can be installed or started."""
 from __future__ import annotations
 
+import asyncio
 import http.client
 import random
 import subprocess
@@ -55,42 +56,46 @@ def _fresh_db(pg: TemporaryPostgres, name: str) -> str:
 
 
 def test_the_store_numbers_changes_in_commit_order_and_keeps_hosts_apart(postgres) -> None:
-    url = _fresh_db(postgres, "store_semantics")
+    asyncio.run(asyncio.wait_for(_store_semantics(_fresh_db(postgres, "store_semantics")), 120))
+
+
+async def _store_semantics(url: str) -> None:
     a, b = SharedStore(url), SharedStore(url)
     try:
         now = time.time()
-        first = a.write([[Change(ADD, "h1", filter="stock == A", ttl=30)], [Change(ADD, "h2", filter="stock == B", ttl=30)]],
-                        now)
+        first = await a.write([[Change(ADD, "h1", filter="stock == A", ttl=30)],
+                               [Change(ADD, "h2", filter="stock == B", ttl=30)]], now)
         assert first[0] and first[1] and [g[0].version for g in first] == [1, 2]
         s1, s2 = first[0][0].sub.id, first[1][0].sub.id
         assert s1 != s2
         # another process: h2 cannot touch h1's id; a group of changes is all or none (an id
         # removed earlier in it, or by an earlier group, is not found)
-        out = b.write([[Change(REMOVE, "h2", s1)], [Change(REFRESH, "h1", s1, ttl=60), Change(REMOVE, "h1", s1)],
-                       [Change(REFRESH, "h1", s1, ttl=10)],
-                       [Change(REFRESH, "h2", s2, ttl=5), Change(REMOVE, "h2", s2), Change(REMOVE, "h2", s2)]], now)
+        out = await b.write([[Change(REMOVE, "h2", s1)], [Change(REFRESH, "h1", s1, ttl=60), Change(REMOVE, "h1", s1)],
+                             [Change(REFRESH, "h1", s1, ttl=10)],
+                             [Change(REFRESH, "h2", s2, ttl=5), Change(REMOVE, "h2", s2), Change(REMOVE, "h2", s2)]], now)
         assert out[0] is None and out[2] is None and out[3] is None and out[1] is not None
         assert [d.version for d in out[1]] == [3, 4] and out[1][0].sub.ttl == 60
-        version, live = a.snapshot()
+        version, live = await a.snapshot()
         assert version == 4 and [(r.id, r.ttl) for r in live] == [(s2, 30)]
-        assert [(e.version, e.op) for e in a.tail(0)] == [(1, ADD), (2, ADD), (3, REFRESH), (4, REMOVE)]
+        assert [(e.version, e.op) for e in (await a.tail(0))] == [(1, ADD), (2, ADD), (3, REFRESH), (4, REMOVE)]
         # ids are never given twice, by either process
-        more = a.write([[Change(ADD, "h1", filter="stock == C", ttl=30)]], now) + \
-            b.write([[Change(ADD, "h1", filter="stock == C", ttl=30)]], now)
+        more = await a.write([[Change(ADD, "h1", filter="stock == C", ttl=30)]], now) + \
+            await b.write([[Change(ADD, "h1", filter="stock == C", ttl=30)]], now)
         ids = [s1, s2] + [g[0].sub.id for g in more if g]
         assert len(set(ids)) == 4
         # lapsed subscriptions go by the owner's write, logged as removals
-        assert a.write([], now + 100, expire=True) == [] and a.snapshot() == (9, [])    # 6 changes, 3 lapsed
+        assert await a.write([], now + 100, expire=True) == []
+        assert await a.snapshot() == (9, [])             # 6 changes, then the 3 lapsed removed
         # the lease: one owner; the other takes it once it is given up, with a new epoch
-        assert a.acquire("A", "http://a", 30).owned
-        held = b.acquire("B", "http://b", 30)
+        assert (await a.acquire("A", "http://a", 30)).owned
+        held = await b.acquire("B", "http://b", 30)
         assert not held.owned and held.owner == "A" and held.address == "http://a"
-        a.release("A")
-        took = b.acquire("B", "http://b", 30)
+        await a.release("A")
+        took = await b.acquire("B", "http://b", 30)
         assert took.owned and took.epoch == held.epoch + 1
     finally:
-        a.close()
-        b.close()
+        await a.close()
+        await b.close()
 
 
 def _wait(what: str, ok, timeout: float = 120.0):
