@@ -325,7 +325,8 @@ def test_several_changes_in_one_request_are_made_all_or_none(tmp_path: Path) -> 
                     {"changes": [{"op": "subscribe", "filter": "stock == A"}] * 1001}):
             r = await c.post("/v1/changes", headers=H("tok-a"), json=bad)
             assert r.status in (400, 413) and "error" in await r.json()
-        after = {s["id"]: s["ttl"] for s in (await (await c.get("/v1/subscriptions", headers=H("tok-a"))).json())["subscriptions"]}
+        listed = await (await c.get("/v1/subscriptions", headers=H("tok-a"))).json()
+        after = {s["id"]: s["ttl"] for s in listed["subscriptions"]}
         assert after == {added["id"]: 20, other["id"]: 30}
     _run(go, ctl)
     assert {r.id for r in SubscriptionStore(tmp_path / "subs.db").live(0)} == {int(i[1:]) for i in ("s2", "s3")}
