@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from camus.compiler.language.spec_parser import load_spec
 from camus.controller.core import Controller
 from camus.controller.service import make_app
+from camus.controller.store import StoreError, SubscriptionStore
 from camus.controller.targets import SwitchDirTarget
 from camus.controller.topology import leaf_spine
 from tests.conftest import APPS
@@ -288,14 +289,21 @@ def test_the_compile_can_run_in_a_worker_process() -> None:
     asyncio.run(main())
 
 
+def _stored_controller(path: Path) -> tuple[Controller, SubscriptionStore]:
+    store = SubscriptionStore(path)
+    return Controller(leaf_spine(leaves=2, spines=1, hosts_per_leaf=1), SPEC, "mr", clock=FakeClock(), store=store,
+                      deferred=True), store
+
+
+async def _subscribe_one(c) -> dict:
+    return await (await c.post("/v1/subscriptions", json={"filter": "stock == A", "ttl": 10}, headers=H("tok-a"))).json()
+
+
 def test_several_changes_in_one_request_are_made_all_or_none(tmp_path: Path) -> None:
-    from camus.controller.store import SubscriptionStore
-    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
-    store = SubscriptionStore(tmp_path / "subs.db")
-    ctl = Controller(t, SPEC, "mr", clock=FakeClock(), store=store, deferred=True)
+    ctl, _ = _stored_controller(tmp_path / "subs.db")
 
     async def go(c):
-        one = await (await c.post("/v1/subscriptions", json={"filter": "stock == A", "ttl": 10}, headers=H("tok-a"))).json()
+        one = await _subscribe_one(c)
         r = await c.post("/v1/changes", headers=H("tok-a"), json={"changes": [
             {"op": "subscribe", "filter": "stock == GOOGL and price > 5", "ttl": 20},
             {"op": "unsubscribe", "id": one["id"]},
@@ -333,13 +341,10 @@ def test_several_changes_in_one_request_are_made_all_or_none(tmp_path: Path) -> 
 
 
 def test_a_batch_whose_commit_fails_is_taken_back_whole(tmp_path: Path) -> None:
-    from camus.controller.store import StoreError, SubscriptionStore
-    t = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1)
-    store = SubscriptionStore(tmp_path / "subs.db")
-    ctl = Controller(t, SPEC, "mr", clock=FakeClock(), store=store, deferred=True)
+    ctl, store = _stored_controller(tmp_path / "subs.db")
 
     async def go(c):
-        one = await (await c.post("/v1/subscriptions", json={"filter": "stock == A", "ttl": 10}, headers=H("tok-a"))).json()
+        one = await _subscribe_one(c)
         real_commit = store.commit
         store.commit = lambda: (store.db.execute("ROLLBACK"), StoreError("disk full"))[1]     # type: ignore[method-assign]
         r = await c.post("/v1/changes", headers=H("tok-a"), json={"changes": [
