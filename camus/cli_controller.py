@@ -352,6 +352,7 @@ def serve(topology_path, spec, policy, alpha, listen, tokens_path, agent_token_f
                + (" (client certificates required)" if tls_client_auth else ""), err=True)
     web.run_app(make_app(ctl, tokens, default_ttl, compile_process=True, shared=shared), host=host, port=port, print=None,
                 access_log=web.access_logger if access_log else None, ssl_context=ssl_context,
+                reuse_port=shared is not None,        # processes on one store may share one address
                 loop=new_event_loop(), **http_limits.server_options())
 
 

@@ -155,7 +155,6 @@ async def add(request: web.Request) -> web.Response:
             raise SubscriptionError("filter must be a string, e.g. 'stock == GOOGL and price > 50'")
         if isinstance(shared, SharedFront):
             done = await shared.add(host, str(data.get("filter", "")), ttl)
-            assert done.sub is not None
             _audit(request, host, "subscribe", f"s{done.sub.id}", done.sub.filter)
             return web.json_response({**_stored_view(done.sub), "version": done.version}, status=201)
         c = _local(request.app)
@@ -199,7 +198,6 @@ async def refresh(request: web.Request) -> web.Response:
         ttl = ttl_seconds(data["ttl"]) if "ttl" in data else None
         if isinstance(shared, SharedFront):
             done = await shared.refresh(host, request.match_info["id"], ttl)
-            assert done.sub is not None
             view = _stored_view(done.sub)
         else:
             c = _local(request.app)
@@ -318,6 +316,9 @@ async def _relayed_status(request: web.Request, shared: SharedFront, wait: tuple
     waiting for a version, it reads that again until the owner holds it (or the time is up)."""
     try:
         doc = await shared.owner_status()
+        if "devices" not in doc:                 # no owner has published a status yet
+            return web.json_response({"error": "no controller process owns the devices yet (one takes them within "
+                                               f"{shared.lease_s:g} s of the last owner's end); try again"}, status=503)
         if wait is not None:
             version, timeout = wait
             deadline = time.monotonic() + timeout
