@@ -260,3 +260,30 @@ def test_two_controllers_one_database_the_owner_killed_mid_churn(postgres, tmp_p
         assert proof["verdict"] == "equal", proof
         print(f"takeover {took_s:.1f} s after SIGKILL (lease 2 s); {sum(len(c.versions) for c in churners)} changes; "
               f"{len(live_rows)} live; proof {proof['seconds']} s")
+
+
+def test_processes_on_one_store_may_share_one_address(postgres, tmp_path: Path) -> None:
+    """Two processes on one HOST:PORT (SO_REUSEPORT): the kernel hands connections to both, and
+    a subscription made through either is there for the other."""
+    url = _fresh_db(postgres, "one_address")
+    exe = str(Path(sys.executable).parent / "camus-xdp")
+    topo = {"devices": [{"name": "sw1", "kind": "p4", "layer": "edge"}, {"name": "h1", "kind": "host"}],
+            "links": [{"a": "sw1", "a_port": 1, "b": "h1", "b_port": 1}]}
+    (tmp_path / "topo.yaml").write_text(yaml.safe_dump(topo))
+    (tmp_path / "tokens.yaml").write_text(yaml.safe_dump({"tok-1": "h1"}))
+    api = f"127.0.0.1:{free_port()}"
+    with processes() as procs:
+        for i in range(2):
+            procs.append(subprocess.Popen([exe, "controller", "serve", "--topology", str(tmp_path / "topo.yaml"),
+                                           "--spec", str(SPEC_PATH), "--tokens", str(tmp_path / "tokens.yaml"),
+                                           "--db", url, "--listen", api, "--switch-dir", str(tmp_path / "sw")],
+                                          stderr=open(tmp_path / f"controller-{i}.log", "w")))
+        answered: set[str] = set()
+
+        def both_answer() -> bool:           # a new connection each time: the kernel picks a process
+            answered.add(SubscriptionClient(api, "tok-1").status()["answered_by"])
+            return len(answered) == 2 and all(p.poll() is None for p in procs)
+        _wait("both processes answer on one address", both_answer)
+        made = [SubscriptionClient(api, "tok-1").subscribe(f"stock == S{k}")["id"] for k in range(10)]
+        for _ in range(4):
+            assert sorted(s["id"] for s in SubscriptionClient(api, "tok-1").subscriptions()) == sorted(made)
