@@ -1,7 +1,7 @@
 """The subscriptions on PostgreSQL, shared by any number of controller processes
 (`controller serve --db postgresql://...`).
 
-One truth in the database, three tables:
+One truth in the database:
 - `camus_subscriptions`: the live set (id, host, filter, ttl, expires in wall-clock seconds);
 - `camus_log`: every change in the order it committed, numbered by the subscription-state
   version (an add, a removal, a TTL change); the controller that owns the devices follows it;
