@@ -433,6 +433,7 @@ async def _start(app: web.Application) -> None:
     store = c.store if isinstance(c, Controller) else None
     if isinstance(shared, SharedFront):
         shared.wake = app[WAKE]
+        shared.start(app[LOCK])
     if store is not None:       # one commit for the changes of a loop turn
         app[COMMITS] = Commits(store, asyncio.get_running_loop())
     app[TASK] = asyncio.create_task(_housekeeping(app))

@@ -56,7 +56,9 @@ class SharedFront:
         self.wake: asyncio.Event | None = None
         self._pending: list[tuple[list[Change], asyncio.Future]] = []
         self._writing = False
-        self._renewed = self._expired = self._published = float("-inf")
+        self._expired = self._published = float("-inf")
+        self._keeper: asyncio.Future | None = None      # the task keeping the lease
+        self._building: asyncio.Future | None = None    # a takeover's build, while it runs
         self._published_held = -1
         self._publishing: asyncio.Future | None = None
         self._status: tuple[float, dict | None] = (float("-inf"), None)
@@ -130,11 +132,22 @@ class SharedFront:
         return self.controller is not None and time.monotonic() - self._expired >= EXPIRE_S
 
     # -- the devices' owner ------------------------------------------------------------------
+    def start(self, lock: asyncio.Lock) -> None:
+        """Keep the lease from now on: a task of its own, so neither a push of seconds (a whole
+        100K-rule set to an agent) nor a takeover's build holds a renewal up."""
+        self._keeper = asyncio.ensure_future(self._keep_lease(lock))
+
+    async def _keep_lease(self, lock: asyncio.Lock) -> None:
+        while True:
+            try:
+                await self._renew(lock)
+            except Exception:                       # never let the keeper die: the lease would lapse
+                log.exception("renewing the devices' lease failed")
+            await asyncio.sleep(RENEW_S)
+
     async def tick(self, lock: asyncio.Lock) -> Controller | None:
-        """Renew or look for the lease; as the owner, follow the log into the Controller. Returns
-        the Controller to compile and push with, or None (another process owns the devices)."""
-        if time.monotonic() - self._renewed >= RENEW_S:
-            await self._renew(lock)
+        """As the owner, follow the log into the Controller. Returns the Controller to compile
+        and push with, or None (another process owns the devices, or ours is being built)."""
         c = self.controller
         if c is None:
             return None
@@ -155,33 +168,48 @@ class SharedFront:
         except StoreError as exc:
             log.warning("could not renew the devices' lease: %s", exc)
             return
-        finally:
-            self._renewed = time.monotonic()
         self.owner = lease
         if not lease.owned:
-            if self.controller is not None:
+            if self.controller is not None or self._building is not None:
                 log.warning("the devices passed to %s (%s, epoch %d): no longer pushing", lease.owner,
                             lease.address, lease.epoch)
                 async with lock:
                     self._let_go()
             return
         self.valid_until = asked + self.lease_s - RENEW_S
-        if self.controller is not None and lease.epoch == self.epoch:
+        if lease.epoch == self.epoch and (self.controller is not None or self._building is not None):
             return
-        if self.controller is not None:               # lapsed and taken back: start afresh
+        if self.controller is not None or self._building is not None:   # lapsed and taken back: afresh
             async with lock:
                 self._let_go()
+        self.epoch = lease.epoch
+        self._building = asyncio.ensure_future(self._take_over(lease.epoch))
+
+    async def _take_over(self, epoch: int) -> None:
+        """The live set at one instant, its tables built (in a thread: seconds at 100K), then
+        ours to push, unless the lease passed meanwhile."""
         t0 = time.monotonic()
-        snapshot = await self.store.snapshot()
-        c = await asyncio.to_thread(self.build, snapshot, lease.epoch)
-        self.controller, self.epoch = c, lease.epoch
+        try:
+            snapshot = await self.store.snapshot()
+            c = await asyncio.to_thread(self.build, snapshot, epoch)
+        except StoreError as exc:
+            log.warning("could not read the subscriptions to take the devices over: %s", exc)
+            self.epoch, self._building = 0, None              # the next renewal tries again
+            return
+        if self.epoch != epoch:                               # let go meanwhile
+            return
+        self.controller, self._building = c, None
         log.info("own the devices (epoch %d) from version %d: %d subscriptions, tables built in %.1f s",
-                 lease.epoch, snapshot[0], len(snapshot[1]), time.monotonic() - t0)
+                 epoch, snapshot[0], len(snapshot[1]), time.monotonic() - t0)
         if self.wake is not None:
             self.wake.set()
 
     def _let_go(self) -> None:
         c, self.controller = self.controller, None
+        if self._building is not None:
+            self._building.cancel()
+            self._building = None
+        self.epoch = 0
         for t in (c.targets.values() if c is not None else ()):
             close = getattr(t, "close", None)
             if close is not None:
@@ -219,7 +247,9 @@ class SharedFront:
 
     async def release(self, lock: asyncio.Lock) -> None:
         """A clean stop: the lease goes at once, so another process takes the devices now."""
-        if self.controller is not None:
+        if self._keeper is not None:
+            self._keeper.cancel()
+        if self.controller is not None or self._building is not None:
             async with lock:
                 self._let_go()
             try:
