@@ -343,8 +343,22 @@ def test_a_change_the_database_refuses_is_a_503_and_leaves_nothing(tmp_path) -> 
             assert listed["subscriptions"] == []
             r = await c.post("/v1/subscriptions", json={"filter": "stock == GOOGL"}, headers=auth)
             assert r.status == 201
-    asyncio.run(go())
+    asyncio.run(_bounded(go(), 120))
     assert [f for (f,) in other.execute("SELECT filter FROM subscriptions")] == ["stock == GOOGL"]
+
+
+async def _bounded(work, seconds: float):   # type: ignore[no-untyped-def]
+    """`work`, or a failure naming where every task waits after `seconds` (once, in a full run,
+    this test hung for good with the loop idle: a hang fails it, and says where, instead of
+    holding the suite)."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        waiting = "\n".join(f"{t.get_name()}: {t.get_stack(limit=6)}" for t in asyncio.all_tasks()
+                            if t is not asyncio.current_task())
+        task.cancel()
+        raise AssertionError(f"no answer within {seconds:g} s; the tasks wait at:\n{waiting}")
+    return task.result()
 
 
 def _raw(port: int, data: bytes, wait_s: float = 60) -> tuple[bytes, float]:
